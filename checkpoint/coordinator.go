@@ -1,0 +1,371 @@
+package checkpoint
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Config describes the job a Coordinator coordinates.
+type Config struct {
+	Options  Options
+	Pipeline string
+	// JobID identifies the job across restarts; it is written into every
+	// metadata file.
+	JobID string
+	// Tasks lists every subtask that must acknowledge a checkpoint.
+	Tasks []TaskID
+	// Restored is the id of the complete checkpoint the job was restored from,
+	// 0 on a fresh start. It is the recovery point until a newer one completes.
+	Restored int64
+	// Retained lists the complete checkpoints kept in storage, increasing; it
+	// includes Restored. Retention discards the oldest when newer ones complete.
+	Retained []int64
+	// NextID is the id of the next checkpoint; it must be greater than every id
+	// present in storage so a new checkpoint never reuses an old one's files.
+	NextID int64
+}
+
+// Coordinator decides when checkpoints start, when they are complete, and what
+// is published and deleted. It is a pure state machine: Step takes the current
+// time and one event and returns the actions the caller must carry out (see
+// each Action's obligations). It is not safe for concurrent use; one
+// goroutine owns it.
+type Coordinator struct {
+	cfg   Config
+	tasks map[TaskID]bool
+
+	// nextID is the id the next Trigger uses.
+	// INVARIANT: nextID > every id triggered by this coordinator or present in
+	// storage when it was created.
+	nextID int64
+	// pending are the triggered checkpoints that are neither complete nor failed,
+	// by id.
+	// INVARIANT: len(pending) <= Options.MaxConcurrent.
+	pending map[int64]*pendingCheckpoint
+	// latest is the recovery point: the newest checkpoint whose metadata was
+	// reported durable (or the restored one). It only grows.
+	latest int64
+	// retained are the complete checkpoints kept in storage, increasing.
+	// INVARIANT: latest is the last element when any checkpoint is complete.
+	retained []int64
+	// uncommitted are the commits of complete checkpoints not yet confirmed
+	// published, in checkpoint order. Every new metadata carries them, so a
+	// recovery from any later checkpoint publishes them too.
+	uncommitted []Commit
+	// committing is the id of every CommitOutput emitted and not yet reported.
+	committing []int64
+
+	clockStarted   bool
+	lastTrigger    time.Time
+	lastCompletion time.Time
+	failures       int // consecutive checkpoint failures
+
+	finalRequested bool
+	finalID        int64 // the final checkpoint in flight or complete, 0 if none
+	finalComplete  bool
+	stopped        bool // a task failed or FailJob was emitted: trigger nothing more
+}
+
+// pendingCheckpoint is a triggered checkpoint collecting acknowledgements, or
+// one whose metadata is being written.
+type pendingCheckpoint struct {
+	id          int64
+	triggeredAt time.Time
+	final       bool
+	acks        map[TaskID]SubtaskState
+	// writing is set once WriteMetadata was emitted: from then on only the
+	// write's result decides the checkpoint's fate (a timeout no longer applies,
+	// since the write may already have made it complete).
+	writing bool
+	// meta is the metadata handed to WriteMetadata, once writing.
+	meta *Metadata
+}
+
+// New returns a coordinator for cfg.
+func New(cfg Config) (*Coordinator, error) {
+	if err := cfg.Options.Validate(); err != nil {
+		return nil, fmt.Errorf("checkpoint options: %w", err)
+	}
+	if len(cfg.Tasks) == 0 {
+		return nil, errors.New("checkpoint coordinator needs at least one task")
+	}
+	if cfg.NextID <= cfg.Restored {
+		return nil, fmt.Errorf("next checkpoint id %d must be greater than the restored id %d", cfg.NextID, cfg.Restored)
+	}
+	tasks := make(map[TaskID]bool, len(cfg.Tasks))
+	for _, t := range cfg.Tasks {
+		if tasks[t] {
+			return nil, fmt.Errorf("task %v listed twice", t)
+		}
+		tasks[t] = true
+	}
+	retained := slices.Clone(cfg.Retained)
+	slices.Sort(retained)
+	if cfg.Restored != 0 && !slices.Contains(retained, cfg.Restored) {
+		retained = append(retained, cfg.Restored)
+		slices.Sort(retained)
+	}
+	return &Coordinator{
+		cfg:      cfg,
+		tasks:    tasks,
+		nextID:   cfg.NextID,
+		pending:  map[int64]*pendingCheckpoint{},
+		latest:   cfg.Restored,
+		retained: retained,
+	}, nil
+}
+
+// LatestComplete returns the recovery point: the newest complete checkpoint
+// (0 if none).
+func (c *Coordinator) LatestComplete() int64 { return c.latest }
+
+// Pending returns the ids of the checkpoints in flight, increasing.
+func (c *Coordinator) Pending() []int64 {
+	ids := make([]int64, 0, len(c.pending))
+	for id := range c.pending {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// ConsecutiveFailures returns the number of checkpoints that failed since the
+// last one completed.
+func (c *Coordinator) ConsecutiveFailures() int { return c.failures }
+
+// Step advances the coordinator by one event at time now and returns the
+// actions the caller must carry out, in order.
+func (c *Coordinator) Step(now time.Time, ev Event) []Action {
+	var out []Action
+	if !c.clockStarted {
+		// The first periodic checkpoint comes one interval after the job starts.
+		c.clockStarted = true
+		c.lastTrigger = now
+	}
+	out = c.expire(now, out)
+	switch e := ev.(type) {
+	case Tick:
+	case RequestFinal:
+		c.finalRequested = true
+	case Acked:
+		out = c.acked(now, e, out)
+	case Declined:
+		if p := c.pending[e.ID]; p != nil && !p.writing {
+			out = c.fail(p, fmt.Errorf("declined by %v: %w", e.Task, e.Reason), out)
+		}
+	case TaskFailed:
+		out = c.taskFailed(e, out)
+	case MetadataWritten:
+		out = c.metadataWritten(now, e, out)
+	case Committed:
+		out = c.committed(e, out)
+	}
+	return c.maybeTrigger(now, out)
+}
+
+// expire fails every collecting checkpoint older than the timeout.
+func (c *Coordinator) expire(now time.Time, out []Action) []Action {
+	for _, id := range c.Pending() {
+		p := c.pending[id]
+		if !p.writing && now.Sub(p.triggeredAt) >= c.cfg.Options.Timeout {
+			out = c.fail(p, fmt.Errorf("timed out after %v with %d of %d acknowledgements", c.cfg.Options.Timeout, len(p.acks), len(c.tasks)), out)
+		}
+	}
+	return out
+}
+
+func (c *Coordinator) acked(now time.Time, e Acked, out []Action) []Action {
+	p := c.pending[e.ID]
+	if p == nil {
+		// A late acknowledgement of a checkpoint that failed or expired: the
+		// state it wrote belongs to no checkpoint and is deleted. Retained
+		// checkpoints are never discarded (a duplicate ack of one is ignored).
+		if e.ID < c.nextID && !slices.Contains(c.retained, e.ID) && e.ID != c.latest {
+			out = append(out, Discard{ID: e.ID})
+		}
+		return out
+	}
+	if !c.tasks[e.State.Task] || p.writing {
+		return out // unknown task, or a duplicate after every task acked
+	}
+	if _, dup := p.acks[e.State.Task]; dup {
+		return out
+	}
+	p.acks[e.State.Task] = e.State
+	if len(p.acks) < len(c.tasks) {
+		return out
+	}
+	p.writing = true
+	p.meta = c.buildMetadata(now, p)
+	return append(out, WriteMetadata{Metadata: p.meta})
+}
+
+// buildMetadata assembles the metadata of p once every task acknowledged.
+//
+// Commits are: first the uncommitted commits of earlier complete checkpoints,
+// then, per sink, the committables of this checkpoint's acknowledgements that
+// no complete checkpoint published yet. A committable prepared at P is
+// reported by its subtask until the subtask learns that a checkpoint >= P
+// completed, so it is in the acknowledgements of the first complete checkpoint
+// Q >= P; every committable with PreparedAt <= latest is therefore already in
+// an earlier complete checkpoint's commits and is skipped here. This makes
+// each staged output part of exactly one complete checkpoint.
+func (c *Coordinator) buildMetadata(now time.Time, p *pendingCheckpoint) *Metadata {
+	m := &Metadata{
+		Version:     MetadataVersion,
+		Pipeline:    c.cfg.Pipeline,
+		JobID:       c.cfg.JobID,
+		ID:          p.id,
+		Final:       p.final,
+		TriggeredAt: p.triggeredAt,
+		CompletedAt: now,
+	}
+	for _, s := range p.acks {
+		m.Tasks = append(m.Tasks, s)
+	}
+	slices.SortFunc(m.Tasks, func(a, b SubtaskState) int { return a.Task.Compare(b.Task) })
+	m.Commits = slices.Clone(c.uncommitted)
+	for _, s := range m.Tasks {
+		var fresh [][]byte
+		for _, cm := range s.Committables {
+			if cm.PreparedAt > c.latest {
+				fresh = append(fresh, cm.Data)
+			}
+		}
+		if len(fresh) == 0 {
+			continue
+		}
+		if n := len(m.Commits); n > 0 && m.Commits[n-1].Checkpoint == p.id && m.Commits[n-1].Sink == s.Task.Operator {
+			m.Commits[n-1].Committables = append(m.Commits[n-1].Committables, fresh...)
+			continue
+		}
+		m.Commits = append(m.Commits, Commit{Checkpoint: p.id, Sink: s.Task.Operator, Committables: fresh})
+	}
+	return m
+}
+
+func (c *Coordinator) metadataWritten(now time.Time, e MetadataWritten, out []Action) []Action {
+	p := c.pending[e.ID]
+	if p == nil || !p.writing {
+		return out
+	}
+	if e.Err != nil {
+		return c.fail(p, fmt.Errorf("writing metadata: %w", e.Err), out)
+	}
+	// The metadata is durable: p is complete and the new recovery point.
+	delete(c.pending, p.id)
+	c.latest = p.id
+	c.failures = 0
+	c.lastCompletion = now
+	c.retained = append(c.retained, p.id)
+	if p.final {
+		c.finalComplete = true
+	}
+	// Older pending checkpoints are subsumed: p's commits include whatever they
+	// staged, and completions must stay in id order.
+	for _, id := range c.Pending() {
+		if id < p.id {
+			out = c.abandon(c.pending[id], fmt.Errorf("subsumed by complete checkpoint %d", p.id), out)
+		}
+	}
+	if c.stopped {
+		// A task failed while this metadata was being written. The checkpoint
+		// is complete, but the recovery that follows publishes its output.
+		return c.retire(out)
+	}
+	out = append(out, NotifyComplete{ID: p.id})
+	for _, cm := range p.meta.Commits {
+		if cm.Checkpoint == p.id {
+			c.uncommitted = append(c.uncommitted, cm)
+		}
+	}
+	c.committing = append(c.committing, p.id)
+	out = append(out, CommitOutput{ID: p.id, Commits: slices.Clone(c.uncommitted)})
+	return c.retire(out)
+}
+
+// retire discards complete checkpoints beyond the retention count.
+func (c *Coordinator) retire(out []Action) []Action {
+	for len(c.retained) > c.cfg.Options.Retain {
+		out = append(out, Discard{ID: c.retained[0]})
+		c.retained = c.retained[1:]
+	}
+	return out
+}
+
+func (c *Coordinator) committed(e Committed, out []Action) []Action {
+	i := slices.Index(c.committing, e.ID)
+	if i < 0 || c.stopped {
+		return out
+	}
+	c.committing = slices.Delete(c.committing, i, i+1)
+	if e.Err != nil {
+		c.stopped = true
+		return append(out, FailJob{Err: fmt.Errorf("committing output of checkpoint %d: %w", e.ID, e.Err)})
+	}
+	c.uncommitted = slices.DeleteFunc(c.uncommitted, func(cm Commit) bool { return cm.Checkpoint <= e.ID })
+	if c.finalComplete && e.ID == c.finalID && len(c.committing) == 0 {
+		out = append(out, Finished{ID: e.ID})
+	}
+	return out
+}
+
+func (c *Coordinator) taskFailed(e TaskFailed, out []Action) []Action {
+	for _, id := range c.Pending() {
+		if p := c.pending[id]; !p.writing {
+			out = c.abandon(p, fmt.Errorf("task %v failed: %w", e.Task, e.Err), out)
+		}
+	}
+	c.stopped = true
+	return out
+}
+
+// fail records a checkpoint failure: the checkpoint is abandoned, the recovery
+// point is unchanged, and the job fails only when the failures exceed the
+// tolerance.
+func (c *Coordinator) fail(p *pendingCheckpoint, reason error, out []Action) []Action {
+	out = c.abandon(p, reason, out)
+	c.failures++
+	if c.failures > c.cfg.Options.TolerableFailures && !c.stopped {
+		c.stopped = true
+		out = append(out, FailJob{Err: fmt.Errorf("%d consecutive checkpoint failures exceed the tolerance of %d; last: checkpoint %d: %w",
+			c.failures, c.cfg.Options.TolerableFailures, p.id, reason)})
+	}
+	return out
+}
+
+// abandon removes p without counting a failure: its partial state is discarded.
+func (c *Coordinator) abandon(p *pendingCheckpoint, reason error, out []Action) []Action {
+	delete(c.pending, p.id)
+	if p.final {
+		c.finalID = 0 // request it again
+	}
+	return append(out, Abort{ID: p.id, Reason: reason}, Discard{ID: p.id})
+}
+
+// maybeTrigger starts a checkpoint when the settings allow one.
+func (c *Coordinator) maybeTrigger(now time.Time, out []Action) []Action {
+	if c.stopped || c.finalID != 0 || len(c.pending) >= c.cfg.Options.MaxConcurrent {
+		return out
+	}
+	o := c.cfg.Options
+	final := c.finalRequested
+	if !final {
+		if o.Interval == 0 || now.Before(c.lastTrigger.Add(o.Interval)) {
+			return out
+		}
+		if o.MinPause > 0 && (len(c.pending) > 0 || (!c.lastCompletion.IsZero() && now.Before(c.lastCompletion.Add(o.MinPause)))) {
+			return out
+		}
+	}
+	id := c.nextID
+	c.nextID++
+	c.lastTrigger = now
+	c.pending[id] = &pendingCheckpoint{id: id, triggeredAt: now, final: final, acks: map[TaskID]SubtaskState{}}
+	if final {
+		c.finalID = id
+	}
+	return append(out, Trigger{ID: id, Timestamp: now, Final: final})
+}

@@ -1,0 +1,139 @@
+package checkpoint
+
+import "time"
+
+// Event is an input to Coordinator.Step. Each event is something that
+// happened outside the coordinator: time passed, a subtask answered, storage
+// or a sink finished work the coordinator asked for.
+type Event interface{ isEvent() }
+
+// Tick tells the coordinator that time has passed. The coordinator triggers
+// periodic checkpoints and times pending ones out on ticks only.
+type Tick struct{}
+
+// RequestFinal asks for a final checkpoint: every source has stopped (input
+// exhausted, or a stop was requested), so the next checkpoint's commit is the
+// last output of the job. It is triggered as soon as concurrency allows,
+// ignoring the interval and min pause, and retried until it completes.
+type RequestFinal struct{}
+
+// Acked reports that a subtask finished its part of checkpoint ID: its
+// snapshot is written and State describes it.
+type Acked struct {
+	ID    int64
+	State SubtaskState
+}
+
+// Declined reports that a subtask could not take part in checkpoint ID (its
+// snapshot failed, or a newer barrier overtook an alignment). The checkpoint
+// fails; the job keeps running.
+type Declined struct {
+	ID     int64
+	Task   TaskID
+	Reason error
+}
+
+// TaskFailed reports that a subtask failed: the job is going down and will
+// be restarted from the last complete checkpoint. The coordinator abandons
+// every checkpoint still collecting acknowledgements and stops triggering.
+type TaskFailed struct {
+	Task TaskID
+	Err  error
+}
+
+// MetadataWritten reports the result of a WriteMetadata action. Err nil means
+// the metadata is durable under its final name: the checkpoint is complete.
+type MetadataWritten struct {
+	ID  int64
+	Err error
+}
+
+// Committed reports the result of a Commit action.
+type Committed struct {
+	ID  int64
+	Err error
+}
+
+func (Tick) isEvent()            {}
+func (RequestFinal) isEvent()    {}
+func (Acked) isEvent()           {}
+func (Declined) isEvent()        {}
+func (TaskFailed) isEvent()      {}
+func (MetadataWritten) isEvent() {}
+func (Committed) isEvent()       {}
+
+// Action is an output of Coordinator.Step: work the caller must do. Each
+// action's doc comment states the caller's obligations.
+type Action interface{ isAction() }
+
+// Trigger starts checkpoint ID. The caller must make every source subtask
+// record its replay position and emit barrier ID after the records that
+// belong to the checkpoint. Final marks the job's last checkpoint: sources
+// have stopped and emit nothing after the barrier.
+type Trigger struct {
+	ID        int64
+	Timestamp time.Time
+	Final     bool
+}
+
+// WriteMetadata asks the caller to make Metadata.ID complete: write the
+// metadata durably and atomically (temp file, fsync, rename, fsync directory,
+// or a conditional put), then report MetadataWritten. Nothing may treat the
+// checkpoint as complete before the write returned successfully.
+type WriteMetadata struct {
+	Metadata *Metadata
+}
+
+// NotifyComplete tells subtasks that checkpoint ID is complete. Sink subtasks
+// stop reporting committables prepared at or before ID. The caller must
+// deliver it to a subtask before that subtask processes any barrier of a
+// checkpoint triggered after this action.
+type NotifyComplete struct {
+	ID int64
+}
+
+// CommitOutput asks the caller to publish Commits in order through each sink's
+// committer, then report Committed{ID}. The caller carries out CommitOutput
+// actions one at a time in emission order. Every commit must be idempotent:
+// one already published is recognised and not published again.
+type CommitOutput struct {
+	ID      int64
+	Commits []Commit
+}
+
+// Abort reports that checkpoint ID failed and will never complete. Subtasks
+// that were aligning or snapshotting for it may drop that work.
+type Abort struct {
+	ID     int64
+	Reason error
+}
+
+// Discard asks the caller to delete everything stored for checkpoint ID: the
+// partial state of a failed checkpoint, the late state of an expired one, or a
+// complete checkpoint beyond the retention count. It is only emitted for
+// checkpoints that are not the recovery point.
+type Discard struct {
+	ID int64
+}
+
+// FailJob reports that the job must fail and restart from the last complete
+// checkpoint: too many consecutive checkpoint failures, or a commit failed.
+// The coordinator emits nothing further.
+type FailJob struct {
+	Err error
+}
+
+// Finished reports that the final checkpoint ID is complete and its output
+// committed: the job may end.
+type Finished struct {
+	ID int64
+}
+
+func (Trigger) isAction()        {}
+func (WriteMetadata) isAction()  {}
+func (NotifyComplete) isAction() {}
+func (CommitOutput) isAction()   {}
+func (Abort) isAction()          {}
+func (Discard) isAction()        {}
+func (FailJob) isAction()        {}
+func (Finished) isAction()       {}

@@ -1,0 +1,138 @@
+package checkpoint
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/ingest-engine/ingest/storage"
+)
+
+// MetadataVersion is the format version written into every metadata file.
+// A reader refuses versions it does not know.
+const MetadataVersion = 1
+
+// TaskID names one subtask of a pipeline: the node's stable id and the
+// subtask index. It is the unit that acknowledges checkpoints.
+type TaskID struct {
+	Operator string `json:"operator"`
+	Subtask  int    `json:"subtask"`
+}
+
+// String formats the task as operator[subtask].
+func (t TaskID) String() string { return fmt.Sprintf("%s[%d]", t.Operator, t.Subtask) }
+
+// Compare orders tasks by operator, then subtask.
+func (t TaskID) Compare(u TaskID) int {
+	if c := cmp.Compare(t.Operator, u.Operator); c != 0 {
+		return c
+	}
+	return cmp.Compare(t.Subtask, u.Subtask)
+}
+
+// Committable is one piece of sink output staged by a sink subtask: enough for
+// the sink's committer to publish it or abandon it (for files, a staged file
+// name). PreparedAt is the checkpoint at whose barrier it was staged.
+//
+// INVARIANT: a sink subtask reports a committable in every acknowledgement
+// from PreparedAt on until it has been told that a checkpoint >= PreparedAt
+// completed; the coordinator then includes it in exactly one complete
+// checkpoint's commits (see Coordinator.buildMetadata).
+type Committable struct {
+	PreparedAt int64  `json:"prepared_at"`
+	Data       []byte `json:"data"`
+}
+
+// SubtaskState is what a subtask acknowledges checkpoint N with: a handle to
+// its written state, small inline state, and for sinks the committables it
+// staged. Everything a recovery needs from this subtask is here.
+type SubtaskState struct {
+	Task TaskID `json:"task"`
+	// State is the subtask's keyed/operator state file, nil when it has none.
+	State *storage.Handle `json:"state,omitempty"`
+	// Inline is small operator state kept in the metadata itself (a source's
+	// replay position).
+	Inline []byte `json:"inline,omitempty"`
+	// Watermark is the subtask's current event-time watermark at the barrier.
+	Watermark int64 `json:"watermark"`
+	// Committables are the sink output staged and not yet known committed.
+	Committables []Committable `json:"committables,omitempty"`
+	// Alignment is the time from the first to the last barrier of this checkpoint
+	// at this subtask.
+	Alignment time.Duration `json:"alignment_ns"`
+	// SyncDuration is the time the synchronous snapshot held the task.
+	SyncDuration time.Duration `json:"sync_ns"`
+	// AsyncDuration is the time spent encoding and writing the state off the task goroutine.
+	AsyncDuration time.Duration `json:"async_ns"`
+}
+
+// Commit is the output of one sink to publish when a checkpoint completes.
+// Checkpoint names the publication (a file sink names its directory after it);
+// a checkpoint's metadata may carry commits of earlier complete checkpoints
+// whose publication was not yet confirmed, so a recovery publishes them too.
+type Commit struct {
+	Checkpoint   int64    `json:"checkpoint"`
+	Sink         string   `json:"sink"`
+	Committables [][]byte `json:"committables"`
+}
+
+// Metadata is the content of the single file whose durable, atomic write makes
+// a checkpoint complete. It holds everything a recovery restores, all from this
+// one checkpoint: source positions, operator state handles, watermarks and the
+// sink commits to (re-)publish.
+type Metadata struct {
+	Version     int            `json:"version"`
+	Pipeline    string         `json:"pipeline"`
+	JobID       string         `json:"job_id"`
+	ID          int64          `json:"id"`
+	Final       bool           `json:"final,omitempty"`
+	TriggeredAt time.Time      `json:"triggered_at"`
+	CompletedAt time.Time      `json:"completed_at"`
+	Tasks       []SubtaskState `json:"tasks"`
+	Commits     []Commit       `json:"commits,omitempty"`
+}
+
+// Task returns the state acknowledged by task t, if present.
+func (m *Metadata) Task(t TaskID) (SubtaskState, bool) {
+	i, ok := slices.BinarySearchFunc(m.Tasks, t, func(s SubtaskState, t TaskID) int { return s.Task.Compare(t) })
+	if !ok {
+		return SubtaskState{}, false
+	}
+	return m.Tasks[i], true
+}
+
+// Size is the total size of the state files the checkpoint references.
+func (m *Metadata) Size() int64 {
+	var n int64
+	for _, t := range m.Tasks {
+		if t.State != nil {
+			n += t.State.Size
+		}
+		n += int64(len(t.Inline))
+	}
+	return n
+}
+
+// Encode serialises the metadata as JSON. The storage layer adds the checksum.
+func (m *Metadata) Encode() ([]byte, error) {
+	b, err := json.MarshalIndent(m, "", " ")
+	if err != nil {
+		return nil, fmt.Errorf("encoding metadata of checkpoint %d: %w", m.ID, err)
+	}
+	return b, nil
+}
+
+// DecodeMetadata parses metadata written by Encode and checks its version.
+func DecodeMetadata(b []byte) (*Metadata, error) {
+	var m Metadata
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("decoding checkpoint metadata: %w", err)
+	}
+	if m.Version != MetadataVersion {
+		return nil, fmt.Errorf("checkpoint metadata %d has format version %d; this build reads version %d", m.ID, m.Version, MetadataVersion)
+	}
+	slices.SortFunc(m.Tasks, func(a, b SubtaskState) int { return a.Task.Compare(b.Task) })
+	return &m, nil
+}

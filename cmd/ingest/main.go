@@ -1,0 +1,213 @@
+// Command ingest runs, validates and inspects YAML pipelines.
+//
+//	ingest run pipeline.yaml
+//	ingest validate pipeline.yaml
+//	ingest checkpoints list pipeline.yaml
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/config"
+	"github.com/ingest-engine/ingest/internal/failpoint"
+	"github.com/ingest-engine/ingest/storage"
+	"github.com/ingest-engine/ingest/stream"
+)
+
+// Exit codes.
+const (
+	exitFailed      = 1 // the pipeline failed and restarts did not help
+	exitConfig      = 2 // the pipeline file is invalid
+	exitInterrupted = 130
+)
+
+// exitError carries an exit code through cobra.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func main() {
+	if err := failpoint.FromEnv(); err != nil {
+		fmt.Fprintln(os.Stderr, "ingest:", err)
+		os.Exit(exitConfig)
+	}
+	root := &cobra.Command{
+		Use:           "ingest",
+		Short:         "Ingest Engine: stream processing with exact recovery",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(runCmd(), validateCmd(), checkpointsCmd())
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "ingest:", err)
+		var ee *exitError
+		if errors.As(err, &ee) {
+			os.Exit(ee.code)
+		}
+		os.Exit(exitConfig) // cobra usage errors
+	}
+}
+
+func load(path string) (*config.Pipeline, error) {
+	p, err := config.Load(path)
+	if err != nil {
+		return nil, &exitError{code: exitConfig, err: err}
+	}
+	return p, nil
+}
+
+func describe(p *config.Pipeline) string {
+	plan, _ := p.Stream.Plan()
+	o := p.Checkpoint
+	interval := o.Interval.String()
+	if o.Interval == 0 {
+		interval = "off (final checkpoint only)"
+	}
+	return fmt.Sprintf("pipeline %s\n%s"+
+		"checkpoints: every %s, mode %s, timeout %s, min pause %s, max concurrent %d, tolerable failures %d, retain %d, in %s\n"+
+		"restarts: fixed delay %s, at most %d in a row without a checkpoint\n"+
+		"delivery guarantee: %s\n",
+		p.Name, plan.Describe(), interval, o.Mode, o.Timeout, o.MinPause, o.MaxConcurrent, o.TolerableFailures, o.Retain,
+		p.CheckpointDir, p.Restart.Delay, p.Restart.MaxAttempts, p.GuaranteeText())
+}
+
+func validateCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "validate FILE",
+		Short: "Check a pipeline file and print its plan and delivery guarantee",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := load(args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprint(cmd.OutOrStdout(), describe(p))
+			return nil
+		},
+	}
+}
+
+func runCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "run FILE",
+		Short: "Run a pipeline; it resumes from its latest complete checkpoint",
+		Long: `Run a pipeline. On start it recovers from the latest complete checkpoint in
+the checkpoint directory. SIGINT or SIGTERM stops the sources, takes a final
+checkpoint, commits and exits 0; a second signal exits at once (the next start
+recovers).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := load(args[0])
+			if err != nil {
+				return err
+			}
+			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+			fmt.Fprint(os.Stderr, describe(p))
+			job, err := p.Stream.NewJob(withLog(p, log))
+			if err != nil {
+				return &exitError{code: exitConfig, err: err}
+			}
+			signals := make(chan os.Signal, 2)
+			signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+			go func() {
+				s := <-signals
+				log.Info("stopping: final checkpoint, then exit; signal again to exit at once", "signal", s.String())
+				job.Stop()
+				<-signals
+				fmt.Fprintln(os.Stderr, "ingest: second signal: exiting at once; the next start recovers from the latest complete checkpoint")
+				os.Exit(exitInterrupted)
+			}()
+			if err := job.Run(context.Background()); err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			st := job.Stats()
+			log.Info("pipeline finished", "checkpoint", st.Latest, "restarts", st.Restarts)
+			return nil
+		},
+	}
+}
+
+func withLog(p *config.Pipeline, log *slog.Logger) stream.RunOptions {
+	o := p.RunOptions()
+	o.Log = log
+	return o
+}
+
+func checkpointsCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "checkpoints", Short: "Inspect a pipeline's checkpoints"}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "list FILE",
+		Short: "List the checkpoints of a pipeline, newest last",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := load(args[0])
+			if err != nil {
+				return err
+			}
+			return listCheckpoints(cmd.Context(), cmd, p)
+		},
+	})
+	return cmd
+}
+
+func listCheckpoints(ctx context.Context, cmd *cobra.Command, p *config.Pipeline) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if _, err := os.Stat(p.CheckpointDir); errors.Is(err, os.ErrNotExist) {
+		fmt.Fprintf(cmd.OutOrStdout(), "no checkpoints: %s does not exist\n", p.CheckpointDir)
+		return nil
+	}
+	st, err := storage.NewLocal(p.CheckpointDir)
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	entries, err := st.List(ctx)
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	if len(entries) == 0 {
+		fmt.Fprintf(cmd.OutOrStdout(), "no checkpoints in %s\n", p.CheckpointDir)
+		return nil
+	}
+	w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tSTATUS\tCOMPLETED\tDURATION\tSTATE SIZE\tTASKS\tCOMMITS")
+	for _, e := range entries {
+		if !e.Complete {
+			fmt.Fprintf(w, "%d\tincomplete\t-\t-\t-\t-\t-\n", e.ID)
+			continue
+		}
+		data, err := st.ReadMetadata(ctx, e.ID)
+		if err != nil {
+			fmt.Fprintf(w, "%d\tunreadable: %v\t-\t-\t-\t-\t-\n", e.ID, err)
+			continue
+		}
+		m, err := checkpoint.DecodeMetadata(data)
+		if err != nil {
+			fmt.Fprintf(w, "%d\tunreadable: %v\t-\t-\t-\t-\t-\n", e.ID, err)
+			continue
+		}
+		status := "complete"
+		if m.Final {
+			status = "complete (final)"
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d B\t%d\t%d\n", m.ID, status, m.CompletedAt.UTC().Format(time.RFC3339Nano),
+			m.CompletedAt.Sub(m.TriggeredAt).Round(time.Microsecond), m.Size(), len(m.Tasks), len(m.Commits))
+	}
+	return w.Flush()
+}

@@ -1,0 +1,269 @@
+// Package config turns a YAML pipeline file into the same graph the Go API
+// builds, with dynamic rows as records. Errors name the file, line and field.
+// Relative paths resolve against the directory of the pipeline file.
+package config
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/row"
+	"github.com/ingest-engine/ingest/runtime"
+	"github.com/ingest-engine/ingest/stream"
+)
+
+// Pipeline is a loaded pipeline file.
+type Pipeline struct {
+	// File is the path of the pipeline file.
+	File string
+	// Name is the pipeline's name.
+	Name string
+	// Checkpoint are the effective checkpoint options.
+	Checkpoint checkpoint.Options
+	// CheckpointDir is the absolute checkpoint directory.
+	CheckpointDir string
+	// Restart is the effective restart strategy.
+	Restart runtime.RestartOptions
+	// Stream is the built graph.
+	Stream *stream.Pipeline
+}
+
+// Guarantee returns the pipeline's effective delivery guarantee and, when it
+// is below exactly-once, why.
+func (p *Pipeline) Guarantee() (runtime.Guarantee, string) {
+	return p.Stream.Guarantee(p.Checkpoint.Mode)
+}
+
+// GuaranteeText renders the guarantee as `ingest validate` prints it, e.g.
+// "exactly-once" or "at-least-once: sink stdout is not transactional".
+func (p *Pipeline) GuaranteeText() string {
+	g, why := p.Guarantee()
+	if why == "" {
+		return g.String()
+	}
+	return g.String() + ": " + why
+}
+
+// RunOptions returns the options to run the pipeline with.
+func (p *Pipeline) RunOptions() stream.RunOptions {
+	return stream.RunOptions{Checkpoint: p.Checkpoint, CheckpointDir: p.CheckpointDir, Restart: p.Restart}
+}
+
+// named is a built stream of rows and its schema.
+type named struct {
+	s      stream.Stream[row.Row]
+	schema *row.Schema
+}
+
+// builder holds what Load is building.
+type builder struct {
+	e       *errs
+	dir     string // directory of the pipeline file
+	p       *stream.Pipeline
+	streams map[string]named
+	par     int64 // default parallelism
+	ids     map[string]*yaml.Node
+}
+
+// Load reads, validates and builds a pipeline file.
+func Load(path string) (*Pipeline, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading pipeline: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Parse builds a pipeline from the YAML in data; path names it in errors and
+// anchors relative paths.
+func Parse(path string, data []byte) (*Pipeline, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline path %s: %w", path, err)
+	}
+	e := &errs{file: path}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, &Error{File: path, Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
+		return nil, &Error{File: path, Msg: "the file is empty"}
+	}
+	top := newMapping(e, "", doc.Content[0])
+	out := &Pipeline{File: path}
+	out.Name = top.required("pipeline")
+	b := &builder{e: e, dir: filepath.Dir(abs), streams: map[string]named{}, ids: map[string]*yaml.Node{}}
+	b.par = top.int("parallelism", 1)
+	top.positive("parallelism", b.par > 0)
+	maxPar := top.int("max_parallelism", 128)
+	top.positive("max_parallelism", maxPar > 0)
+	b.p = stream.New(out.Name, stream.DefaultParallelism(int(max(b.par, 1))), stream.MaxParallelism(int(max(maxPar, 1))))
+
+	out.Checkpoint, out.CheckpointDir = b.checkpoint(top.sub("checkpoint"))
+	out.Restart = b.restart(top.sub("restart"))
+
+	sources := top.sub("sources")
+	if len(sources.keys) == 0 {
+		e.add(top.line("sources"), "sources", "a pipeline needs at least one source")
+	}
+	for _, name := range sources.keys {
+		b.source(name, sources.sub(name))
+	}
+	sources.done()
+	b.transforms(top.sub("transforms"))
+	sinks := top.sub("sinks")
+	if len(sinks.keys) == 0 {
+		e.add(top.line("sinks"), "sinks", "a pipeline needs at least one sink")
+	}
+	for _, name := range sinks.keys {
+		b.sink(name, sinks.sub(name))
+	}
+	sinks.done()
+	top.done()
+	if err := e.err(); err != nil {
+		return nil, err
+	}
+	if _, err := b.p.Plan(); err != nil {
+		return nil, &Error{File: path, Msg: err.Error()}
+	}
+	out.Stream = b.p
+	return out, nil
+}
+
+// path resolves a path against the pipeline file's directory.
+func (b *builder) path(p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(b.dir, p)
+}
+
+// id checks a node name: unique across sources, transforms and sinks.
+func (b *builder) id(name string, m *mapping) {
+	if prev, dup := b.ids[name]; dup {
+		b.e.add(m.node, m.path, "the name %q is already used at line %d", name, prev.Line)
+		return
+	}
+	b.ids[name] = m.node
+}
+
+func (b *builder) parallelism(m *mapping) stream.NodeOption {
+	p := m.int("parallelism", b.par)
+	m.positive("parallelism", p > 0)
+	return stream.Parallelism(int(max(p, 1)))
+}
+
+func (b *builder) checkpoint(m *mapping) (checkpoint.Options, string) {
+	o := checkpoint.DefaultOptions()
+	o.Interval = m.duration("interval", o.Interval)
+	if o.Interval < 0 {
+		b.e.add(m.get("interval"), m.field("interval"), "must not be negative (0 disables periodic checkpoints)")
+	}
+	o.Timeout = m.duration("timeout", o.Timeout)
+	m.positive("timeout", o.Timeout > 0)
+	o.MinPause = m.duration("min_pause", o.MinPause)
+	if o.MinPause < 0 {
+		b.e.add(m.get("min_pause"), m.field("min_pause"), "must not be negative")
+	}
+	o.MaxConcurrent = int(m.int("max_concurrent", int64(o.MaxConcurrent)))
+	m.positive("max_concurrent", o.MaxConcurrent > 0)
+	o.TolerableFailures = int(m.int("tolerable_failures", int64(o.TolerableFailures)))
+	if o.TolerableFailures < 0 {
+		b.e.add(m.get("tolerable_failures"), m.field("tolerable_failures"), "must not be negative")
+	}
+	o.Retain = int(m.int("retain", int64(o.Retain)))
+	m.positive("retain", o.Retain > 0)
+	if mode := m.str("mode", ""); mode != "" {
+		var err error
+		if o.Mode, err = checkpoint.ParseMode(mode); err != nil {
+			b.e.add(m.get("mode"), m.field("mode"), "%v", err)
+		}
+	}
+	dir := b.path(m.str("dir", "data/checkpoints"))
+	m.done()
+	return o, dir
+}
+
+func (b *builder) restart(m *mapping) runtime.RestartOptions {
+	o := runtime.DefaultRestartOptions()
+	o.Delay = m.duration("delay", o.Delay)
+	if o.Delay < 0 {
+		b.e.add(m.get("delay"), m.field("delay"), "must not be negative")
+	}
+	o.MaxAttempts = int(m.int("max_attempts", int64(o.MaxAttempts)))
+	if o.MaxAttempts < 0 {
+		b.e.add(m.get("max_attempts"), m.field("max_attempts"), "must not be negative")
+	}
+	m.done()
+	return o
+}
+
+// input resolves the input field of a transform or sink.
+func (b *builder) input(m *mapping) (named, bool) {
+	in := m.required("input")
+	if in == "" {
+		return named{}, false
+	}
+	s, ok := b.streams[in]
+	if !ok {
+		known := slices.Sorted(func(yield func(string) bool) {
+			for k := range b.streams {
+				if !yield(k) {
+					return
+				}
+			}
+		})
+		b.e.add(m.get("input"), m.field("input"), "%q is not a source or transform defined before it (known: %s)", in, strings.Join(known, ", "))
+	}
+	return s, ok
+}
+
+// transforms builds the transforms in dependency order: a transform may name
+// one defined later in the file as its input.
+func (b *builder) transforms(m *mapping) {
+	todo := slices.Clone(m.keys)
+	subs := map[string]*mapping{}
+	for _, name := range todo {
+		subs[name] = m.sub(name)
+	}
+	for len(todo) > 0 {
+		progress := false
+		for i := 0; i < len(todo); i++ {
+			name := todo[i]
+			sub := subs[name]
+			in := sub.vals["input"]
+			if in != nil && in.Kind == yaml.ScalarNode {
+				if _, ready := b.streams[in.Value]; !ready && slices.Contains(todo, in.Value) {
+					continue
+				}
+			}
+			b.transform(name, sub)
+			todo = slices.Delete(todo, i, i+1)
+			i--
+			progress = true
+		}
+		if !progress {
+			b.e.add(m.node, m.path, "transforms %s feed each other in a cycle", strings.Join(todo, ", "))
+			break
+		}
+	}
+	m.done()
+}
+
+func (b *builder) transform(name string, m *mapping) {
+	b.id(name, m)
+	switch typ := m.required("type"); typ {
+	case "window":
+		b.window(name, m)
+	case "":
+	default:
+		b.e.add(m.get("type"), m.field("type"), "unknown transform type %q (known: window)", typ)
+	}
+	m.done()
+}

@@ -1,0 +1,214 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Error is a configuration error: the file, line and field it concerns.
+type Error struct {
+	File  string
+	Line  int
+	Field string
+	Msg   string
+}
+
+// Error formats the error as file:line: field: message.
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d", e.Line)
+	}
+	b.WriteString(": ")
+	if e.Field != "" {
+		b.WriteString(e.Field)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// errs collects the errors of one file, so a user sees them all at once.
+type errs struct {
+	file string
+	list []error
+}
+
+func (e *errs) add(n *yaml.Node, field, format string, args ...any) {
+	line := 0
+	if n != nil {
+		line = n.Line
+	}
+	e.list = append(e.list, &Error{File: e.file, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (e *errs) err() error { return errors.Join(e.list...) }
+
+// mapping is a YAML mapping being read field by field; fields not read are
+// reported as unknown by done.
+type mapping struct {
+	e     *errs
+	path  string // dotted path of this mapping, "" at the top
+	node  *yaml.Node
+	keys  []string
+	vals  map[string]*yaml.Node
+	knode map[string]*yaml.Node
+	read  map[string]bool
+}
+
+func newMapping(e *errs, path string, n *yaml.Node) *mapping {
+	m := &mapping{e: e, path: path, node: n, vals: map[string]*yaml.Node{}, knode: map[string]*yaml.Node{}, read: map[string]bool{}}
+	if n == nil {
+		return m
+	}
+	if n.Kind != yaml.MappingNode {
+		e.add(n, path, "must be a mapping of keys to values")
+		return m
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if _, dup := m.vals[k.Value]; dup {
+			e.add(k, m.field(k.Value), "is given twice")
+			continue
+		}
+		m.keys = append(m.keys, k.Value)
+		m.vals[k.Value] = v
+		m.knode[k.Value] = k
+	}
+	return m
+}
+
+func (m *mapping) field(key string) string {
+	if m.path == "" {
+		return key
+	}
+	return m.path + "." + key
+}
+
+// get returns the value node of key, nil when absent.
+func (m *mapping) get(key string) *yaml.Node {
+	m.read[key] = true
+	return m.vals[key]
+}
+
+// line returns the line of key, or of the mapping when key is absent.
+func (m *mapping) line(key string) *yaml.Node {
+	if k := m.knode[key]; k != nil {
+		return k
+	}
+	return m.node
+}
+
+func (m *mapping) scalar(key string) (*yaml.Node, bool) {
+	v := m.get(key)
+	if v == nil {
+		return nil, false
+	}
+	if v.Kind != yaml.ScalarNode || v.Tag == "!!null" {
+		m.e.add(v, m.field(key), "must be a single value")
+		return nil, false
+	}
+	return v, true
+}
+
+func (m *mapping) str(key, def string) string {
+	v, ok := m.scalar(key)
+	if !ok {
+		return def
+	}
+	return v.Value
+}
+
+func (m *mapping) required(key string) string {
+	if m.vals[key] == nil {
+		m.e.add(m.node, m.field(key), "is required")
+	}
+	return m.str(key, "")
+}
+
+func (m *mapping) int(key string, def int64) int64 {
+	v, ok := m.scalar(key)
+	if !ok {
+		return def
+	}
+	i, err := strconv.ParseInt(strings.ReplaceAll(v.Value, "_", ""), 10, 64)
+	if err != nil {
+		m.e.add(v, m.field(key), "%q is not a whole number", v.Value)
+		return def
+	}
+	return i
+}
+
+func (m *mapping) float(key string, def float64) float64 {
+	v, ok := m.scalar(key)
+	if !ok {
+		return def
+	}
+	f, err := strconv.ParseFloat(strings.ReplaceAll(v.Value, "_", ""), 64)
+	if err != nil {
+		m.e.add(v, m.field(key), "%q is not a number", v.Value)
+		return def
+	}
+	return f
+}
+
+func (m *mapping) duration(key string, def time.Duration) time.Duration {
+	v, ok := m.scalar(key)
+	if !ok {
+		return def
+	}
+	d, err := time.ParseDuration(v.Value)
+	if err != nil {
+		m.e.add(v, m.field(key), "%q is not a duration (Go syntax: 250ms, 1s, 5m)", v.Value)
+		return def
+	}
+	return d
+}
+
+func (m *mapping) time(key string, def time.Time) time.Time {
+	v, ok := m.scalar(key)
+	if !ok {
+		return def
+	}
+	t, err := time.Parse(time.RFC3339Nano, v.Value)
+	if err != nil {
+		m.e.add(v, m.field(key), "%q is not an RFC 3339 time (2026-01-01T00:00:00Z)", v.Value)
+		return def
+	}
+	return t
+}
+
+// positive reports (once) a field whose value must be > 0.
+func (m *mapping) positive(key string, ok bool) {
+	if !ok && m.vals[key] != nil {
+		m.e.add(m.vals[key], m.field(key), "must be positive")
+	}
+}
+
+// sub returns the mapping under key (empty when absent).
+func (m *mapping) sub(key string) *mapping {
+	return newMapping(m.e, m.field(key), m.get(key))
+}
+
+// done reports every key that was not read.
+func (m *mapping) done() {
+	for _, k := range m.keys {
+		if !m.read[k] {
+			known := slices.Sorted(func(yield func(string) bool) {
+				for r := range m.read {
+					if !yield(r) {
+						return
+					}
+				}
+			})
+			m.e.add(m.knode[k], m.field(k), "unknown field (known here: %s)", strings.Join(known, ", "))
+		}
+	}
+}

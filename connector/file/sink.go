@@ -1,0 +1,274 @@
+// Package file is the two-phase-commit file sink.
+//
+// Each sink subtask appends records, one JSON line each, to a staging file
+// under <path>/_staging/pending/, invisible to readers (committed output is
+// every file under <path> whose path components do not begin with '_' or
+// '.'). At a checkpoint barrier the subtask flushes, fsyncs and closes the
+// file (prepare) and reports it as a committable. When the checkpoint is
+// complete, one committer moves all of that checkpoint's files, from every
+// subtask, into <path>/_staging/commit-<job>-<N>/ and publishes them with one
+// directory rename to <path>/ckpt-<N>-<job>/: readers see all of the
+// checkpoint's output or none of it. Committing again finds the directory
+// and does nothing, so re-commits after a crash publish nothing twice.
+package file
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/internal/failpoint"
+	"github.com/ingest-engine/ingest/runtime"
+)
+
+// ErrStagedOutputLost marks a commit whose staged file is gone: neither in
+// staging nor already moved. It means output was deleted outside the
+// protocol; the commit fails rather than publish a partial checkpoint.
+var ErrStagedOutputLost = errors.New("staged output lost")
+
+// Encoder appends one record's encoding (without the newline) to dst.
+type Encoder[T any] func(dst []byte, v T) []byte
+
+// Sink writes records of type T as JSON lines under a directory, committed
+// with checkpoints.
+type Sink[T any] struct {
+	dir    string
+	encode Encoder[T]
+}
+
+// New returns a sink writing under dir with encode.
+func New[T any](dir string, encode Encoder[T]) *Sink[T] {
+	return &Sink[T]{dir: dir, encode: encode}
+}
+
+// JSONLines returns a sink that encodes records with encoding/json.
+func JSONLines[T any](dir string) *Sink[T] {
+	return New(dir, func(dst []byte, v T) []byte {
+		b, err := json.Marshal(v)
+		if err != nil {
+			b, _ = json.Marshal(map[string]string{"error": err.Error()})
+		}
+		return append(dst, b...)
+	})
+}
+
+// Guarantee: output is published atomically per checkpoint.
+func (s *Sink[T]) Guarantee() runtime.Guarantee { return runtime.ExactlyOnce }
+
+// Describe names the directory.
+func (s *Sink[T]) Describe() string { return "file " + s.dir + " (JSON lines, committed per checkpoint)" }
+
+// Committer returns the sink's committer.
+func (s *Sink[T]) Committer() runtime.Committer { return committer{dir: s.dir} }
+
+// NewSubtask creates one writer subtask.
+func (s *Sink[T]) NewSubtask() runtime.Operator { return &writer[T]{sink: s} }
+
+func pendingDir(dir string) string { return filepath.Join(dir, "_staging", "pending") }
+
+// CommittedDir is where checkpoint id's output of job is published.
+func CommittedDir(dir, jobID string, id int64) string {
+	return filepath.Join(dir, fmt.Sprintf("ckpt-%010d-%s", id, jobID))
+}
+
+// writer is one sink subtask.
+type writer[T any] struct {
+	sink  *Sink[T]
+	name  string // prefix of this subtask's staging files
+	seq   int
+	f     *os.File
+	w     *bufio.Writer
+	file  string // current staging file name, "" when none is open
+	buf   []byte
+	wrote bool
+	// pending are the files prepared and not yet known committed.
+	// INVARIANT: reported in every Snapshot until NotifyComplete(id >= PreparedAt).
+	pending []checkpoint.Committable
+}
+
+func (w *writer[T]) Open(ctx *runtime.Context) error {
+	if err := os.MkdirAll(pendingDir(w.sink.dir), 0o755); err != nil {
+		return fmt.Errorf("file sink: %w", err)
+	}
+	var token [4]byte
+	_, _ = rand.Read(token[:])
+	w.name = fmt.Sprintf("part-%d-%s-%s", ctx.Task.Subtask, ctx.JobID, hex.EncodeToString(token[:]))
+	return nil
+}
+
+func (w *writer[T]) ProcessBatch(_ int, r runtime.Records) error {
+	if w.f == nil {
+		w.file = fmt.Sprintf("%s-%06d.jsonl", w.name, w.seq)
+		w.seq++
+		f, err := os.OpenFile(filepath.Join(pendingDir(w.sink.dir), w.file), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		if err != nil {
+			return fmt.Errorf("file sink: opening staging file: %w", err)
+		}
+		w.f = f
+		if w.w == nil {
+			w.w = bufio.NewWriterSize(f, 256<<10)
+		} else {
+			w.w.Reset(f)
+		}
+	}
+	for _, rec := range r.(runtime.Batch[T]) {
+		w.buf = w.sink.encode(w.buf[:0], rec.Value)
+		w.buf = append(w.buf, '\n')
+		if _, err := w.w.Write(w.buf); err != nil {
+			return fmt.Errorf("file sink: writing %s: %w", w.file, err)
+		}
+	}
+	return nil
+}
+
+func (w *writer[T]) ProcessWatermark(int64) error { return nil }
+
+// Snapshot prepares: the open staging file is flushed, fsynced and closed,
+// and becomes a committable of checkpoint id.
+func (w *writer[T]) Snapshot(id int64) (runtime.Snapshot, error) {
+	if w.f != nil {
+		if err := w.closeFile(); err != nil {
+			return runtime.Snapshot{}, err
+		}
+		if err := syncDir(pendingDir(w.sink.dir)); err != nil {
+			return runtime.Snapshot{}, fmt.Errorf("file sink: %w", err)
+		}
+		w.pending = append(w.pending, checkpoint.Committable{PreparedAt: id, Data: []byte(w.file)})
+		w.file = ""
+	}
+	return runtime.Snapshot{Committables: slices.Clone(w.pending)}, nil
+}
+
+func (w *writer[T]) closeFile() error {
+	err := w.w.Flush()
+	if err == nil {
+		err = w.f.Sync()
+	}
+	if cerr := w.f.Close(); err == nil {
+		err = cerr
+	}
+	w.f = nil
+	if err != nil {
+		return fmt.Errorf("file sink: staging %s: %w", w.file, err)
+	}
+	return nil
+}
+
+// NotifyComplete drops the files a complete checkpoint publishes.
+func (w *writer[T]) NotifyComplete(id int64) error {
+	w.pending = slices.DeleteFunc(w.pending, func(c checkpoint.Committable) bool { return c.PreparedAt <= id })
+	return nil
+}
+
+// Close closes an open staging file; what it holds belongs to no checkpoint
+// and is abandoned at the next recovery.
+func (w *writer[T]) Close() error {
+	if w.f != nil {
+		w.f.Close()
+		w.f = nil
+	}
+	return nil
+}
+
+// committer publishes staged files; it is stateless, all it needs is in the
+// commit and on disk.
+type committer struct{ dir string }
+
+// Commit publishes c's files in one directory rename. It recognises an
+// already published checkpoint, and resumes a commit a crash interrupted.
+func (c committer) Commit(_ context.Context, jobID string, cm checkpoint.Commit) error {
+	final := CommittedDir(c.dir, jobID, cm.Checkpoint)
+	if _, err := os.Stat(final); err == nil {
+		return nil // already committed
+	}
+	if len(cm.Committables) == 0 {
+		return nil
+	}
+	tmp := filepath.Join(c.dir, "_staging", fmt.Sprintf("commit-%s-%d", jobID, cm.Checkpoint))
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return fmt.Errorf("file sink: %w", err)
+	}
+	for i, name := range cm.Committables {
+		if i > 0 {
+			if err := failpoint.Inject("sink/file/mid-commit"); err != nil {
+				return err
+			}
+		}
+		src := filepath.Join(pendingDir(c.dir), string(name))
+		dst := filepath.Join(tmp, string(name))
+		if _, err := os.Stat(dst); err == nil {
+			continue // moved before a crash
+		}
+		if err := os.Rename(src, dst); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("file sink: committing checkpoint %d: staged file %s: %w", cm.Checkpoint, src, ErrStagedOutputLost)
+			}
+			return fmt.Errorf("file sink: committing checkpoint %d: %w", cm.Checkpoint, err)
+		}
+	}
+	if err := syncDir(tmp); err != nil {
+		return fmt.Errorf("file sink: %w", err)
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return fmt.Errorf("file sink: publishing checkpoint %d: %w", cm.Checkpoint, err)
+	}
+	if err := syncDir(c.dir); err != nil {
+		return fmt.Errorf("file sink: %w", err)
+	}
+	return nil
+}
+
+// Abandon deletes everything under <path>/_staging: at recovery, after the
+// recovery point's commits were published, nothing left there will ever be
+// published. The sink's directory must belong to one pipeline.
+func (c committer) Abandon(_ context.Context, _ string) (int, error) {
+	staging := filepath.Join(c.dir, "_staging")
+	n := 0
+	err := filepath.WalkDir(staging, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if !d.IsDir() {
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("file sink: listing %s: %w", staging, err)
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	if err := os.RemoveAll(staging); err != nil {
+		return 0, fmt.Errorf("file sink: abandoning %s: %w", staging, err)
+	}
+	return n, syncDir(c.dir)
+}
+
+// syncDir fsyncs a directory so renames and new entries in it are durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("syncing directory %s: %w", dir, err)
+	}
+	return nil
+}

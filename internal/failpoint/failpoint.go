@@ -1,0 +1,118 @@
+// Package failpoint lets tests fail or stall the engine at named points of the
+// checkpoint protocol. A disabled failpoint costs one atomic load.
+//
+// Points used by the engine:
+//
+//	task/after-snapshot-before-ack   a subtask wrote its snapshot, before it acknowledges
+//	job/before-metadata-write        every subtask acknowledged, before the metadata is written
+//	job/after-metadata-before-commit the checkpoint is complete, before its output is committed
+//	sink/file/mid-commit             between moving two staged files of one commit
+//
+// In a process, tests call Enable. The ingest binary also reads the
+// INGEST_FAILPOINTS environment variable (see FromEnv), so out-of-process
+// crash tests can widen a window and kill the process inside it.
+package failpoint
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+var (
+	enabled atomic.Bool
+	mu      sync.Mutex
+	points  = map[string]func() error{}
+)
+
+// ErrInjected is the error an "error" failpoint returns.
+var ErrInjected = errors.New("injected failure")
+
+// Inject runs the action enabled for point name and returns its error; nil
+// when the point is not enabled.
+func Inject(name string) error {
+	if !enabled.Load() {
+		return nil
+	}
+	mu.Lock()
+	f := points[name]
+	mu.Unlock()
+	if f == nil {
+		return nil
+	}
+	return f()
+}
+
+// Enable sets the action of point name until the returned function is called.
+func Enable(name string, action func() error) (disable func()) {
+	mu.Lock()
+	points[name] = action
+	enabled.Store(true)
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		delete(points, name)
+		enabled.Store(len(points) > 0)
+		mu.Unlock()
+	}
+}
+
+// FromEnv enables the failpoints listed in INGEST_FAILPOINTS:
+// "name=action;name=action", where action is one of
+//
+//	error        return ErrInjected (the job fails and restarts)
+//	sleep(D)     sleep for duration D
+//	pause(D)     print "failpoint NAME reached" to stderr, then sleep D
+//	             (a test that reads stderr kills the process inside the pause)
+//	exit(CODE)   exit the process at once with CODE
+func FromEnv() error {
+	spec := os.Getenv("INGEST_FAILPOINTS")
+	if spec == "" {
+		return nil
+	}
+	for _, item := range strings.Split(spec, ";") {
+		name, action, ok := strings.Cut(strings.TrimSpace(item), "=")
+		if !ok {
+			return fmt.Errorf("INGEST_FAILPOINTS: %q is not name=action", item)
+		}
+		f, err := parseAction(name, action)
+		if err != nil {
+			return fmt.Errorf("INGEST_FAILPOINTS: %s: %w", name, err)
+		}
+		Enable(name, f)
+	}
+	return nil
+}
+
+func parseAction(name, action string) (func() error, error) {
+	verb, arg, _ := strings.Cut(strings.TrimSuffix(action, ")"), "(")
+	switch verb {
+	case "error":
+		return func() error { return fmt.Errorf("failpoint %s: %w", name, ErrInjected) }, nil
+	case "sleep", "pause":
+		d, err := time.ParseDuration(arg)
+		if err != nil {
+			return nil, fmt.Errorf("%s needs a duration: %w", verb, err)
+		}
+		announce := verb == "pause"
+		return func() error {
+			if announce {
+				fmt.Fprintf(os.Stderr, "failpoint %s reached\n", name)
+			}
+			time.Sleep(d)
+			return nil
+		}, nil
+	case "exit":
+		code, err := strconv.Atoi(arg)
+		if err != nil {
+			return nil, fmt.Errorf("exit needs a code: %w", err)
+		}
+		return func() error { os.Exit(code); return nil }, nil
+	}
+	return nil, fmt.Errorf("unknown action %q: want error, sleep(D), pause(D) or exit(CODE)", action)
+}

@@ -1,0 +1,108 @@
+package row
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// ValueCodec encodes Values for keyed state: a kind byte, then a varint (Int,
+// Time), 8 bytes (Float), a byte (Bool) or a uvarint length and bytes (String).
+// It implements state.Codec[Value].
+type ValueCodec struct{}
+
+// Name identifies the encoding in snapshots.
+func (ValueCodec) Name() string { return "row.value.v1" }
+
+// Append appends v's encoding.
+func (ValueCodec) Append(dst []byte, v Value) []byte {
+	dst = append(dst, byte(v.kind))
+	switch v.kind {
+	case Int, Time:
+		dst = binary.AppendVarint(dst, int64(v.n))
+	case Float:
+		dst = binary.LittleEndian.AppendUint64(dst, v.n)
+	case Bool:
+		dst = append(dst, byte(v.n))
+	case String:
+		dst = binary.AppendUvarint(dst, uint64(len(v.s)))
+		dst = append(dst, v.s...)
+	}
+	return dst
+}
+
+var errTruncated = errors.New("row value: truncated input")
+
+// Decode reads one Value and returns the bytes it used.
+func (ValueCodec) Decode(src []byte) (Value, int, error) {
+	if len(src) == 0 {
+		return Value{}, 0, errTruncated
+	}
+	v := Value{kind: Kind(src[0])}
+	p := src[1:]
+	switch v.kind {
+	case Null:
+		return v, 1, nil
+	case Int, Time:
+		i, n := binary.Varint(p)
+		if n <= 0 {
+			return Value{}, 0, errTruncated
+		}
+		v.n = uint64(i)
+		return v, 1 + n, nil
+	case Float:
+		if len(p) < 8 {
+			return Value{}, 0, errTruncated
+		}
+		v.n = binary.LittleEndian.Uint64(p)
+		return v, 9, nil
+	case Bool:
+		if len(p) < 1 {
+			return Value{}, 0, errTruncated
+		}
+		v.n = uint64(p[0] & 1)
+		return v, 2, nil
+	case String:
+		l, n := binary.Uvarint(p)
+		if n <= 0 || uint64(len(p)-n) < l {
+			return Value{}, 0, errTruncated
+		}
+		v.s = string(p[n : n+int(l)])
+		return v, 1 + n + int(l), nil
+	}
+	return Value{}, 0, fmt.Errorf("row value: unknown kind %d", src[0])
+}
+
+// RowCodec encodes Rows for keyed state: a uvarint count, then each Value.
+// It implements state.Codec[Row].
+type RowCodec struct{}
+
+// Name identifies the encoding in snapshots.
+func (RowCodec) Name() string { return "row.row.v1" }
+
+// Append appends r's encoding.
+func (RowCodec) Append(dst []byte, r Row) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(r)))
+	for _, v := range r {
+		dst = ValueCodec{}.Append(dst, v)
+	}
+	return dst
+}
+
+// Decode reads one Row and returns the bytes it used.
+func (RowCodec) Decode(src []byte) (Row, int, error) {
+	l, n := binary.Uvarint(src)
+	if n <= 0 || l > uint64(len(src)) {
+		return nil, 0, errTruncated
+	}
+	r := make(Row, l)
+	for i := range r {
+		v, m, err := ValueCodec{}.Decode(src[n:])
+		if err != nil {
+			return nil, 0, err
+		}
+		r[i] = v
+		n += m
+	}
+	return r, n, nil
+}

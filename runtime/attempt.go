@@ -1,0 +1,419 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/internal/failpoint"
+	"github.com/ingest-engine/ingest/state"
+)
+
+// channelCapacity is how many messages (batches or control events) a channel
+// between two subtasks holds; a full channel is backpressure.
+const channelCapacity = 8
+
+// tickInterval is how often the coordinator is ticked.
+const tickInterval = 10 * time.Millisecond
+
+type eventKind uint8
+
+const (
+	evAck eventKind = iota
+	evDecline
+	evFailed
+	evSourceFinished
+	evExited
+	evMetadataWritten
+	evCommitted
+)
+
+// taskEvent is what subtasks and the job's workers report to the driver.
+type taskEvent struct {
+	kind  eventKind
+	task  checkpoint.TaskID
+	id    int64
+	state checkpoint.SubtaskState
+	err   error
+}
+
+// attempt is one run of the job, from recovery to finish or failure.
+type attempt struct {
+	job    *Job
+	n      int
+	rec    *recovery
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	events chan taskEvent
+	tasks  []*task
+	// sources are the tasks whose head is a source.
+	sources []*task
+	coord   *checkpoint.Coordinator
+	// async tracks snapshot writers; store and commit run the job's storage
+	// writes and sink commits one at a time, in order.
+	async  sync.WaitGroup
+	store  *serial
+	commit *serial
+}
+
+// build creates channels, tasks and the coordinator for one attempt.
+func (j *Job) build(ctx context.Context, n int, rec *recovery) (*attempt, error) {
+	if err := j.checkPlanMatches(rec); err != nil {
+		return nil, err
+	}
+	actx, cancel := context.WithCancelCause(ctx)
+	a := &attempt{job: j, n: n, rec: rec, ctx: actx, cancel: cancel, events: make(chan taskEvent, 1024)}
+	a.store, a.commit = newSerial(), newSerial()
+	p := j.plan
+	maxP := p.MaxParallelism
+
+	// chans[node][input edge][producer subtask][consumer subtask]
+	chans := map[*Node][][][]chan *message{}
+	chains := p.chains()
+	heads := map[*Node]bool{}
+	for _, c := range chains {
+		heads[c[0]] = true
+	}
+	for _, node := range p.Nodes {
+		if !heads[node] || node.NewSource != nil {
+			continue
+		}
+		for _, e := range node.Inputs {
+			prod := make([][]chan *message, e.From.Parallelism)
+			for i := range prod {
+				prod[i] = make([]chan *message, node.Parallelism)
+				for k := range prod[i] {
+					if e.Partitioner.kind() == partitionForward && i != k {
+						continue
+					}
+					prod[i][k] = make(chan *message, channelCapacity)
+				}
+			}
+			chans[node] = append(chans[node], prod)
+		}
+	}
+
+	var taskIDs []checkpoint.TaskID
+	for _, chain := range chains {
+		head := chain[0]
+		last := chain[len(chain)-1]
+		for sub := 0; sub < head.Parallelism; sub++ {
+			t := &task{att: a, mb: newMailbox()}
+			var prev *link
+			for _, node := range chain {
+				id := checkpoint.TaskID{Operator: node.ID, Subtask: sub}
+				kgs := state.KeyGroupRangeFor(maxP, node.Parallelism, sub)
+				b := state.NewBackend(node.ID, maxP, kgs)
+				restored, err := j.restoreState(ctx, rec, node, id, b)
+				if err != nil {
+					cancel(err)
+					return nil, err
+				}
+				l := &link{t: t, node: node, id: id, wm: MinWatermark}
+				l.ctx = &Context{Task: id, Parallelism: node.Parallelism, MaxParallelism: maxP, KeyGroups: kgs, State: b,
+					Output: l, Restored: restored, JobID: rec.jobID, Attempt: n, Log: j.log.With("task", id.String())}
+				if restored != nil {
+					l.wm = restored.Watermark
+				}
+				if node.NewSource != nil {
+					t.src = node.NewSource()
+				} else {
+					l.op = node.NewOperator()
+				}
+				if prev != nil {
+					prev.next = l
+				}
+				prev = l
+				t.links = append(t.links, l)
+				taskIDs = append(taskIDs, id)
+			}
+			t.fan.sentWM = prev.wm
+			// Output writers for the chain's out edges.
+			for _, oe := range p.outputs(last) {
+				prod := chans[oe.to][oe.index][sub]
+				chs := &channels{ctx: actx, maxParallelism: maxP, sent: &j.records}
+				for _, c := range prod {
+					if c != nil {
+						chs.out = append(chs.out, c)
+					}
+				}
+				t.fan.writers = append(t.fan.writers, oe.edge.Partitioner.newWriter(chs))
+			}
+			// Input gate for a chain that starts with an operator.
+			if head.NewSource == nil {
+				var in []<-chan *message
+				for ei, e := range head.Inputs {
+					for _, prod := range chans[head][ei] {
+						in = append(in, prod[sub])
+						t.chanInput = append(t.chanInput, e.Input)
+					}
+				}
+				t.gate = newGate(in)
+				t.chanWM = make([]int64, len(in))
+				for i := range t.chanWM {
+					t.chanWM[i] = MinWatermark
+				}
+				t.aligner = checkpoint.NewAligner(j.opts.Checkpoint.Mode, len(in))
+			} else {
+				a.sources = append(a.sources, t)
+			}
+			a.tasks = append(a.tasks, t)
+		}
+	}
+	var retained []int64
+	var restored int64
+	if rec.meta != nil {
+		restored = rec.meta.ID
+		retained = rec.retained
+	}
+	coord, err := checkpoint.New(checkpoint.Config{
+		Options: j.opts.Checkpoint, Pipeline: p.Name, JobID: rec.jobID, Tasks: taskIDs,
+		Restored: restored, Retained: retained, NextID: rec.nextID,
+	})
+	if err != nil {
+		cancel(err)
+		return nil, err
+	}
+	a.coord = coord
+	return a, nil
+}
+
+// event reports ev to the driver unless the attempt is over.
+func (a *attempt) event(ctx context.Context, ev taskEvent) {
+	select {
+	case a.events <- ev:
+	case <-a.ctx.Done():
+	case <-ctx.Done():
+	}
+}
+
+// drive starts the tasks and runs the coordinator loop until the job finishes
+// (nil) or fails (the error).
+func (a *attempt) drive() error {
+	var wg sync.WaitGroup
+	for _, t := range a.tasks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := t.run(a.ctx)
+			a.event(a.ctx, taskEvent{kind: evExited, task: t.links[0].id, err: err})
+		}()
+	}
+	running := len(a.tasks)
+	sourcesDone := map[checkpoint.TaskID]bool{}
+	finished, stopSent := false, false
+	ticker := time.NewTicker(tickInterval)
+	defer ticker.Stop()
+	stop := a.job.stop
+
+	var failure error
+	for failure == nil {
+		var acts []checkpoint.Action
+		select {
+		case <-ticker.C:
+			acts = a.coord.Step(time.Now(), checkpoint.Tick{})
+		case <-stop:
+			stop = nil
+			if !stopSent {
+				stopSent = true
+				for _, t := range a.sources {
+					t.mb.put(control{kind: ctlStop})
+				}
+			}
+		case <-a.ctx.Done():
+			failure = context.Cause(a.ctx)
+		case ev := <-a.events:
+			switch ev.kind {
+			case evAck:
+				acts = a.coord.Step(time.Now(), checkpoint.Acked{ID: ev.id, State: ev.state})
+			case evDecline:
+				a.job.log.Warn("checkpoint declined", "checkpoint", ev.id, "task", ev.task.String(), "err", ev.err)
+				acts = a.coord.Step(time.Now(), checkpoint.Declined{ID: ev.id, Task: ev.task, Reason: ev.err})
+			case evFailed:
+				failure = fmt.Errorf("%v: %w", ev.task, ev.err)
+			case evSourceFinished:
+				sourcesDone[ev.task] = true
+				if len(sourcesDone) == len(a.sources) {
+					acts = a.coord.Step(time.Now(), checkpoint.RequestFinal{})
+				}
+			case evExited:
+				running--
+				if ev.err != nil {
+					failure = ev.err
+				} else if running == 0 {
+					if finished {
+						a.shutdown(&wg)
+						return nil
+					}
+					failure = errors.New("every task ended before the final checkpoint was committed")
+				}
+			case evMetadataWritten:
+				if ev.err == nil {
+					a.job.completed.Add(1)
+					a.job.latest.Store(ev.id)
+				} else {
+					a.job.failed.Add(1)
+				}
+				acts = a.coord.Step(time.Now(), checkpoint.MetadataWritten{ID: ev.id, Err: ev.err})
+			case evCommitted:
+				acts = a.coord.Step(time.Now(), checkpoint.Committed{ID: ev.id, Err: ev.err})
+			}
+		}
+		for _, act := range acts {
+			if err := a.act(act, &finished); err != nil {
+				failure = err
+				break
+			}
+		}
+	}
+	a.coord.Step(time.Now(), checkpoint.TaskFailed{Err: failure})
+	a.cancel(failure)
+	a.shutdown(&wg)
+	return failure
+}
+
+// shutdown waits for every task, snapshot writer and queued storage write and
+// commit: the next attempt's recovery must see storage at rest.
+func (a *attempt) shutdown(tasks *sync.WaitGroup) {
+	tasks.Wait()
+	a.async.Wait()
+	a.store.close()
+	a.commit.close()
+	a.cancel(errors.New("attempt ended"))
+}
+
+// act carries out one coordinator action (see each action's obligations).
+func (a *attempt) act(act checkpoint.Action, finished *bool) error {
+	j := a.job
+	switch x := act.(type) {
+	case checkpoint.Trigger:
+		b := Barrier{ID: x.ID, Timestamp: x.Timestamp.UnixNano(), Final: x.Final}
+		for _, t := range a.sources {
+			t.mb.put(control{kind: ctlTrigger, barrier: b})
+		}
+	case checkpoint.WriteMetadata:
+		m := x.Metadata
+		a.store.do(func() {
+			err := failpoint.Inject("job/before-metadata-write")
+			if err == nil {
+				var data []byte
+				if data, err = m.Encode(); err == nil {
+					err = j.storage.WriteMetadata(context.WithoutCancel(a.ctx), m.ID, data)
+				}
+			}
+			a.event(a.ctx, taskEvent{kind: evMetadataWritten, id: m.ID, err: err})
+		})
+	case checkpoint.NotifyComplete:
+		for _, t := range a.tasks {
+			t.mb.put(control{kind: ctlComplete, id: x.ID})
+		}
+	case checkpoint.CommitOutput:
+		a.commit.do(func() {
+			err := a.publish(x)
+			a.event(a.ctx, taskEvent{kind: evCommitted, id: x.ID, err: err})
+		})
+	case checkpoint.Abort:
+		j.log.Warn("checkpoint failed", "checkpoint", x.ID, "err", x.Reason)
+		for _, t := range a.tasks {
+			t.mb.put(control{kind: ctlAbort, id: x.ID})
+		}
+	case checkpoint.Discard:
+		a.store.do(func() {
+			if err := j.storage.Discard(context.WithoutCancel(a.ctx), x.ID); err != nil {
+				j.log.Warn("deleting checkpoint data failed; it is retried at the next recovery", "checkpoint", x.ID, "err", err)
+			}
+		})
+	case checkpoint.FailJob:
+		return x.Err
+	case checkpoint.Finished:
+		*finished = true
+		j.log.Info("final checkpoint committed", "checkpoint", x.ID)
+		for _, t := range a.sources {
+			t.mb.put(control{kind: ctlEnd})
+		}
+	}
+	return nil
+}
+
+// publish commits one checkpoint's output through the sinks' committers.
+func (a *attempt) publish(x checkpoint.CommitOutput) error {
+	if err := failpoint.Inject("job/after-metadata-before-commit"); err != nil {
+		return err
+	}
+	ctx := context.WithoutCancel(a.ctx)
+	for _, c := range x.Commits {
+		var cm Committer
+		for _, n := range a.job.plan.Nodes {
+			if n.ID == c.Sink {
+				cm = n.Committer
+			}
+		}
+		if cm == nil {
+			return fmt.Errorf("no committer for sink %s", c.Sink)
+		}
+		if err := cm.Commit(ctx, a.rec.jobID, c); err != nil {
+			return fmt.Errorf("sink %s: %w", c.Sink, err)
+		}
+	}
+	return nil
+}
+
+// serial runs functions one at a time, in order, on its own goroutine. Its
+// queue is unbounded so the driver never blocks on it.
+type serial struct {
+	mu     sync.Mutex
+	queue  []func()
+	signal chan struct{}
+	done   chan struct{}
+	closed bool
+}
+
+func newSerial() *serial {
+	s := &serial{signal: make(chan struct{}, 1), done: make(chan struct{})}
+	go s.loop()
+	return s
+}
+
+func (s *serial) do(f func()) {
+	s.mu.Lock()
+	s.queue = append(s.queue, f)
+	s.mu.Unlock()
+	select {
+	case s.signal <- struct{}{}:
+	default:
+	}
+}
+
+func (s *serial) loop() {
+	defer close(s.done)
+	for {
+		s.mu.Lock()
+		q, closed := s.queue, s.closed
+		s.queue = nil
+		s.mu.Unlock()
+		for _, f := range q {
+			f()
+		}
+		if len(q) == 0 && closed {
+			return
+		}
+		if len(q) == 0 {
+			<-s.signal
+		}
+	}
+}
+
+// close runs what is queued, then stops the goroutine and waits for it.
+func (s *serial) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	select {
+	case s.signal <- struct{}{}:
+	default:
+	}
+	<-s.done
+}

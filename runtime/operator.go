@@ -1,0 +1,155 @@
+package runtime
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/state"
+)
+
+// Output receives the records a source or operator produces. The runtime
+// routes them to the next operator of the chain or partitions them onto the
+// channels of the outgoing edges. Watermarks and barriers are forwarded by the
+// runtime, not through Output.
+type Output interface {
+	// Emit passes on a batch (a Batch[T], T being the node's output type).
+	// The batch belongs to the receiver from then on.
+	Emit(records Records) error
+}
+
+// Context is what a source or operator subtask is opened with.
+type Context struct {
+	// Task names the subtask; Task.Operator is the node id.
+	Task checkpoint.TaskID
+	// Parallelism is the node's number of subtasks.
+	Parallelism int
+	// MaxParallelism is the number of key groups.
+	MaxParallelism int
+	// KeyGroups are the key groups this subtask owns.
+	KeyGroups state.KeyGroupRange
+	// State is the subtask's keyed state, restored before Open when the job
+	// recovers. Register states in Open.
+	State *state.Backend
+	// Output is where records go.
+	Output Output
+	// Restored is this subtask's part of the checkpoint the job restored from;
+	// nil on a fresh start.
+	Restored *checkpoint.SubtaskState
+	// JobID is stable across restarts of the same job.
+	JobID string
+	// Attempt counts the job's starts within this process, from 0.
+	Attempt int
+	// Log is the subtask's logger.
+	Log *slog.Logger
+}
+
+// Watermark returns the restored watermark, MinWatermark on a fresh start.
+func (c *Context) Watermark() int64 {
+	if c.Restored == nil {
+		return MinWatermark
+	}
+	return c.Restored.Watermark
+}
+
+// Snapshot is an operator's non-keyed state at a barrier, captured
+// synchronously. Keyed state is captured by the runtime from Context.State.
+type Snapshot struct {
+	// Inline is small operator state stored in the checkpoint metadata
+	// (a source's replay position).
+	Inline []byte
+	// Committables is the staged, not yet committed output of a sink.
+	Committables []checkpoint.Committable
+}
+
+// Operator transforms records. A subtask's methods are called from one
+// goroutine.
+type Operator interface {
+	// Open prepares the subtask; it registers keyed state and timers.
+	Open(ctx *Context) error
+	// ProcessBatch handles a batch (a Batch[T]) from logical input input.
+	// The batch is read-only.
+	ProcessBatch(input int, records Records) error
+	// ProcessWatermark is called when the minimum watermark over all inputs
+	// advances to wm; the operator fires timers and emits their output. The
+	// runtime forwards wm downstream after it returns.
+	ProcessWatermark(wm int64) error
+	// Snapshot captures non-keyed state at barrier id, on the task goroutine.
+	// A transactional sink stages (prepares) everything written since its
+	// previous barrier here and returns the committables: every one not yet
+	// known committed (see checkpoint.Committable).
+	Snapshot(id int64) (Snapshot, error)
+	// NotifyComplete tells the subtask checkpoint id is complete.
+	NotifyComplete(id int64) error
+	// Close releases resources. It is called when the subtask ends, also after
+	// a failure.
+	Close() error
+}
+
+// ReadResult is what a Source reports after a Read.
+type ReadResult struct {
+	// Watermark is the source subtask's watermark after this read;
+	// MinWatermark when it has none yet.
+	Watermark int64
+	// Wait asks the runtime to call Read again no earlier than after Wait
+	// (rate limits, or nothing available yet). Control events are still
+	// served while waiting.
+	Wait time.Duration
+	// Exhausted is set when the input has ended: the runtime emits
+	// MaxWatermark and then only waits for the final checkpoint.
+	Exhausted bool
+}
+
+// Source reads a replayable input. A subtask's methods are called from one
+// goroutine.
+type Source interface {
+	// Open prepares the subtask. ctx.Restored.Inline holds the replay position
+	// saved at the restored checkpoint; start from it, or from the beginning
+	// when ctx.Restored is nil.
+	Open(ctx *Context) error
+	// Read emits the next records to ctx.Output. It should return promptly
+	// (a batch at a time) so barriers are not delayed.
+	Read() (ReadResult, error)
+	// Position returns the replay position after the last record emitted; it
+	// is called at a barrier and stored with the checkpoint.
+	Position() ([]byte, error)
+	// Close releases resources.
+	Close() error
+}
+
+// Committer publishes a transactional sink's staged output. There is one per
+// sink node; the job calls it from one goroutine, after the checkpoint whose
+// commit it publishes is durable.
+type Committer interface {
+	// Commit publishes c atomically. It must be idempotent: output already
+	// published is recognised and not published again.
+	Commit(ctx context.Context, jobID string, c checkpoint.Commit) error
+	// Abandon deletes staged output that no checkpoint will publish. It runs at
+	// job start, after the recovery point's commits were published and before
+	// any subtask runs, and returns how many staged items it deleted.
+	Abandon(ctx context.Context, jobID string) (int, error)
+}
+
+// Guarantee is the delivery guarantee a connector offers on its own.
+type Guarantee int
+
+const (
+	// ExactlyOnce: replayable source, or a sink with checkpoint-aligned atomic commits.
+	ExactlyOnce Guarantee = iota
+	// AtLeastOnce: a sink that writes at once and may repeat output after a recovery.
+	AtLeastOnce
+	// NoGuarantee: a source that cannot replay; records in flight are lost on failure.
+	NoGuarantee
+)
+
+// String names the guarantee.
+func (g Guarantee) String() string {
+	switch g {
+	case ExactlyOnce:
+		return "exactly-once"
+	case AtLeastOnce:
+		return "at-least-once"
+	}
+	return "none"
+}

@@ -1,0 +1,206 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/ingest-engine/ingest/state"
+)
+
+// Plan is a pipeline ready to execute: a graph of nodes, each with a
+// parallelism, connected by partitioned edges.
+type Plan struct {
+	// Name is the pipeline's name, written into checkpoint metadata.
+	Name string
+	// MaxParallelism is the number of key groups keyed state is split into;
+	// no node may have a larger parallelism. The default value is
+	// state.DefaultMaxParallelism (128).
+	MaxParallelism int
+	// Nodes in any order; Validate sorts them topologically.
+	Nodes []*Node
+}
+
+// Node is one operator of the graph. Exactly one of NewSource and NewOperator
+// is set.
+type Node struct {
+	// ID names the node; it is the key of its state in checkpoints and must
+	// stay the same across restarts.
+	ID string
+	// Parallelism is the number of subtasks.
+	Parallelism int
+	// NewSource creates a source subtask.
+	NewSource func() Source
+	// NewOperator creates an operator (or sink) subtask.
+	NewOperator func() Operator
+	// Committer publishes this sink's staged output; nil for nodes that do not
+	// stage output.
+	Committer Committer
+	// Inputs are the edges feeding this node; Inputs[i].Input says which
+	// logical input of the operator an edge feeds.
+	Inputs []Edge
+	// Guarantee is what this connector offers: ExactlyOnce for replayable
+	// sources and transactional sinks.
+	Guarantee Guarantee
+	// Describe is a one-line description for plans (e.g. "datagen count=1000").
+	Describe string
+}
+
+// Edge connects the output of From to one logical input of a node.
+type Edge struct {
+	From *Node
+	// Input is the logical input index at the consumer (0 for single-input operators).
+	Input int
+	// Partitioner decides which consumer subtask receives each record.
+	Partitioner Partitioner
+}
+
+var nodeIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)
+
+// Validate checks the plan and orders its nodes so every node comes after its
+// inputs.
+func (p *Plan) Validate() error {
+	if p.MaxParallelism == 0 {
+		p.MaxParallelism = state.DefaultMaxParallelism
+	}
+	var errs []error
+	seen := map[*Node]bool{}
+	ids := map[string]bool{}
+	for _, n := range p.Nodes {
+		if !nodeIDPattern.MatchString(n.ID) {
+			errs = append(errs, fmt.Errorf("node id %q: use letters, digits, '_' and '-', starting with a letter or digit", n.ID))
+		}
+		if ids[n.ID] {
+			errs = append(errs, fmt.Errorf("node id %q used twice", n.ID))
+		}
+		ids[n.ID] = true
+		seen[n] = true
+		if n.Parallelism < 1 || n.Parallelism > p.MaxParallelism {
+			errs = append(errs, fmt.Errorf("node %s: parallelism %d must be between 1 and the max parallelism %d", n.ID, n.Parallelism, p.MaxParallelism))
+		}
+		switch {
+		case (n.NewSource == nil) == (n.NewOperator == nil):
+			errs = append(errs, fmt.Errorf("node %s: exactly one of NewSource and NewOperator must be set", n.ID))
+		case n.NewSource != nil && len(n.Inputs) > 0:
+			errs = append(errs, fmt.Errorf("node %s: a source has no inputs", n.ID))
+		case n.NewOperator != nil && len(n.Inputs) == 0:
+			errs = append(errs, fmt.Errorf("node %s: an operator needs at least one input", n.ID))
+		}
+	}
+	for _, n := range p.Nodes {
+		for _, e := range n.Inputs {
+			if !seen[e.From] {
+				errs = append(errs, fmt.Errorf("node %s: input from a node that is not in the plan", n.ID))
+				continue
+			}
+			if e.Partitioner == nil {
+				errs = append(errs, fmt.Errorf("node %s: input from %s has no partitioner", n.ID, e.From.ID))
+				continue
+			}
+			if e.Partitioner.kind() == partitionForward && e.From.Parallelism != n.Parallelism {
+				errs = append(errs, fmt.Errorf("node %s: forward input from %s needs equal parallelism (%d vs %d); use rebalance or hash", n.ID, e.From.ID, e.From.Parallelism, n.Parallelism))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	return p.sort()
+}
+
+// sort orders nodes topologically (Kahn), keeping the given order among
+// independent nodes, and rejects cycles.
+func (p *Plan) sort() error {
+	var sorted []*Node
+	placed := map[*Node]bool{}
+	for len(sorted) < len(p.Nodes) {
+		progress := false
+		for _, n := range p.Nodes {
+			if placed[n] {
+				continue
+			}
+			ready := true
+			for _, e := range n.Inputs {
+				if !placed[e.From] {
+					ready = false
+				}
+			}
+			if ready {
+				placed[n] = true
+				sorted = append(sorted, n)
+				progress = true
+			}
+		}
+		if !progress {
+			return errors.New("the pipeline graph has a cycle")
+		}
+	}
+	p.Nodes = sorted
+	return nil
+}
+
+// outputs returns the edges leaving n, in plan order.
+func (p *Plan) outputs(n *Node) []outEdge {
+	var out []outEdge
+	for _, m := range p.Nodes {
+		for i, e := range m.Inputs {
+			if e.From == n {
+				out = append(out, outEdge{to: m, index: i, edge: e})
+			}
+		}
+	}
+	return out
+}
+
+// outEdge is an edge seen from its producer: it feeds m.Inputs[index].
+type outEdge struct {
+	to    *Node
+	index int
+	edge  Edge
+}
+
+// chains groups the nodes into tasks: a node is chained into its producer's
+// task (called in the same goroutine, no channel between them) when it has a
+// single forward input from a node with a single output and equal parallelism.
+// Each chain starts with a source or a node that reads channels.
+func (p *Plan) chains() [][]*Node {
+	var chains [][]*Node
+	chainOf := map[*Node]int{}
+	for _, n := range p.Nodes {
+		if len(n.Inputs) == 1 {
+			e := n.Inputs[0]
+			if e.Partitioner.kind() == partitionForward && len(p.outputs(e.From)) == 1 && e.From.Parallelism == n.Parallelism {
+				c := chainOf[e.From]
+				chains[c] = append(chains[c], n)
+				chainOf[n] = c
+				continue
+			}
+		}
+		chainOf[n] = len(chains)
+		chains = append(chains, []*Node{n})
+	}
+	return chains
+}
+
+// Describe renders the plan, one line a node, with its chaining.
+func (p *Plan) Describe() string {
+	var b strings.Builder
+	for _, chain := range p.chains() {
+		for i, n := range chain {
+			prefix := "  "
+			if i > 0 {
+				prefix = "  ↳ chained "
+			}
+			fmt.Fprintf(&b, "%s%s (parallelism %d)", prefix, n.ID, n.Parallelism)
+			if n.Describe != "" {
+				fmt.Fprintf(&b, ": %s", n.Describe)
+			}
+			for _, e := range n.Inputs {
+				fmt.Fprintf(&b, " <- %s [%s]", e.From.ID, e.Partitioner)
+			}
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}

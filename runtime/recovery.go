@@ -1,0 +1,211 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/state"
+	"github.com/ingest-engine/ingest/storage"
+)
+
+// recovery is what an attempt starts from.
+type recovery struct {
+	jobID string
+	// meta is the recovery point, nil on a fresh start. Every subtask restores
+	// from it and only from it.
+	meta     *checkpoint.Metadata
+	nextID   int64
+	retained []int64
+}
+
+// recover finds the latest complete checkpoint, publishes its commits
+// (idempotently: output already published is recognised), abandons staged
+// output no checkpoint will publish and deletes checkpoints that never
+// completed. It runs before any subtask starts.
+func (j *Job) recover(ctx context.Context) (*recovery, error) {
+	rec := &recovery{}
+	id, data, skipped, err := storage.Latest(ctx, j.storage)
+	for _, s := range skipped {
+		j.log.Error("skipping a checkpoint that cannot be read; recovering from an older one", "err", s)
+	}
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		if j.jobID == "" {
+			j.jobID = newJobID()
+		}
+	case err != nil:
+		return nil, fmt.Errorf("finding the latest checkpoint in %s: %w", j.storage.Location(), err)
+	default:
+		m, err := checkpoint.DecodeMetadata(data)
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint %d in %s: %w", id, j.storage.Location(), err)
+		}
+		if m.Pipeline != j.plan.Name {
+			return nil, fmt.Errorf("checkpoint %d in %s belongs to pipeline %q, not %q: use another checkpoint directory", id, j.storage.Location(), m.Pipeline, j.plan.Name)
+		}
+		rec.meta = m
+		j.jobID = m.JobID
+		j.latest.Store(m.ID)
+	}
+	rec.jobID = j.jobID
+	if err := j.publishRecoveryPoint(ctx, rec); err != nil {
+		return nil, err
+	}
+	if err := j.cleanStorage(ctx, rec); err != nil {
+		return nil, err
+	}
+	if rec.meta != nil {
+		j.restored.Store(rec.meta.ID)
+		j.log.Info("restored from checkpoint", "checkpoint", rec.meta.ID, "job", rec.jobID)
+	}
+	return rec, nil
+}
+
+// publishRecoveryPoint re-commits the recovery point's commits, in order, then
+// lets every transactional sink abandon what else it staged.
+func (j *Job) publishRecoveryPoint(ctx context.Context, rec *recovery) error {
+	committers := map[string]Committer{}
+	for _, n := range j.plan.Nodes {
+		if n.Committer != nil {
+			committers[n.ID] = n.Committer
+		}
+	}
+	if rec.meta != nil {
+		for _, c := range rec.meta.Commits {
+			cm := committers[c.Sink]
+			if cm == nil {
+				return fmt.Errorf("checkpoint %d holds output of sink %q that the pipeline no longer has as a transactional sink", rec.meta.ID, c.Sink)
+			}
+			if err := cm.Commit(ctx, rec.jobID, c); err != nil {
+				return fmt.Errorf("re-committing output of checkpoint %d, sink %s, at recovery: %w", c.Checkpoint, c.Sink, err)
+			}
+		}
+	}
+	for _, n := range j.plan.Nodes {
+		if n.Committer == nil {
+			continue
+		}
+		k, err := n.Committer.Abandon(ctx, rec.jobID)
+		if err != nil {
+			return fmt.Errorf("sink %s: abandoning staged output at recovery: %w", n.ID, err)
+		}
+		if k > 0 {
+			j.abandoned.Add(int64(k))
+			j.log.Info("abandoned staged output of checkpoints that never completed", "sink", n.ID, "items", k)
+		}
+	}
+	return nil
+}
+
+// cleanStorage deletes checkpoints newer than the recovery point (they never
+// completed, or could not be read) and applies retention; it picks the next id.
+func (j *Job) cleanStorage(ctx context.Context, rec *recovery) error {
+	var latest int64
+	if rec.meta != nil {
+		latest = rec.meta.ID
+	}
+	entries, err := j.storage.List(ctx)
+	if err != nil {
+		return fmt.Errorf("listing checkpoints in %s: %w", j.storage.Location(), err)
+	}
+	rec.nextID = latest + 1
+	for _, e := range entries {
+		rec.nextID = max(rec.nextID, e.ID+1)
+		if e.ID > latest && !e.Complete {
+			if err := j.storage.Discard(ctx, e.ID); err != nil {
+				return fmt.Errorf("discarding incomplete checkpoint %d: %w", e.ID, err)
+			}
+		}
+	}
+	if _, err := storage.Retain(ctx, j.storage, j.opts.Checkpoint.Retain, latest); err != nil {
+		return fmt.Errorf("applying checkpoint retention: %w", err)
+	}
+	entries, err = j.storage.List(ctx)
+	if err != nil {
+		return fmt.Errorf("listing checkpoints in %s: %w", j.storage.Location(), err)
+	}
+	for _, e := range entries {
+		if e.Complete && e.ID <= latest {
+			rec.retained = append(rec.retained, e.ID)
+		}
+	}
+	return nil
+}
+
+// restoreState returns the state of node subtask t from the recovery point and
+// restores its keyed state into b. Keyed state is redistributed by key group
+// when the node's parallelism changed; inline (per-subtask) state cannot be.
+func (j *Job) restoreState(ctx context.Context, rec *recovery, n *Node, t checkpoint.TaskID, b *state.Backend) (*checkpoint.SubtaskState, error) {
+	if rec.meta == nil {
+		return nil, nil
+	}
+	var mine []checkpoint.SubtaskState
+	for _, s := range rec.meta.Tasks {
+		if s.Task.Operator == n.ID {
+			mine = append(mine, s)
+		}
+	}
+	if len(mine) == 0 {
+		// A node added since the checkpoint starts empty.
+		return nil, nil
+	}
+	own, ok := rec.meta.Task(t)
+	if len(mine) != n.Parallelism {
+		for _, s := range mine {
+			if len(s.Inline) > 0 || len(s.Committables) > 0 {
+				return nil, fmt.Errorf("node %s: checkpoint %d has it at parallelism %d, the pipeline at %d, and its per-subtask state cannot be redistributed", n.ID, rec.meta.ID, len(mine), n.Parallelism)
+			}
+		}
+	}
+	var files [][]byte
+	for _, s := range mine {
+		if s.State == nil || (len(mine) == n.Parallelism && s.Task != t) {
+			continue
+		}
+		data, err := j.storage.ReadFile(ctx, *s.State)
+		if err != nil {
+			return nil, fmt.Errorf("reading state of %v from checkpoint %d: %w", s.Task, rec.meta.ID, err)
+		}
+		files = append(files, data)
+	}
+	if len(files) > 0 {
+		if err := b.Restore(files...); err != nil {
+			return nil, fmt.Errorf("restoring state of %v from checkpoint %d: %w", t, rec.meta.ID, err)
+		}
+	}
+	if !ok {
+		// Rescaled: no subtask with this index before; watermark starts from
+		// the minimum of the old subtasks.
+		own = checkpoint.SubtaskState{Task: t, Watermark: MaxWatermark}
+		for _, s := range mine {
+			own.Watermark = min(own.Watermark, s.Watermark)
+		}
+	}
+	own.Committables = nil // published by the recovery; the subtask starts with none
+	return &own, nil
+}
+
+// checkPlanMatches fails when the recovery point holds state of nodes the plan
+// no longer has.
+func (j *Job) checkPlanMatches(rec *recovery) error {
+	if rec.meta == nil {
+		return nil
+	}
+	ids := map[string]bool{}
+	for _, n := range j.plan.Nodes {
+		ids[n.ID] = true
+	}
+	var missing []string
+	for _, s := range rec.meta.Tasks {
+		if !ids[s.Task.Operator] && !slices.Contains(missing, s.Task.Operator) && (s.State != nil || len(s.Inline) > 0) {
+			missing = append(missing, s.Task.Operator)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("checkpoint %d holds state of %q, which the pipeline no longer has: restore it with a pipeline that has them, or start from an empty checkpoint directory", rec.meta.ID, missing)
+	}
+	return nil
+}

@@ -1,0 +1,436 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/internal/failpoint"
+	"github.com/ingest-engine/ingest/state"
+	"github.com/ingest-engine/ingest/storage"
+)
+
+// task is one goroutine: a chain of node subtasks (links) fed either by a
+// source or by the channels of its input gate.
+type task struct {
+	att   *attempt
+	links []*link
+	// fan is the output of the chain's last link: writers on its out edges.
+	fan fanout
+	mb  *mailbox
+
+	// Operator tasks only.
+	gate      *gate
+	chanInput []int   // logical input of the head operator per channel
+	chanWM    []int64 // watermark per channel
+	ended     int     // channels that delivered end-of-input
+	aligner   *checkpoint.Aligner
+	aligning  Barrier // the barrier being aligned
+
+	// Source tasks only.
+	src       Source
+	stopped   bool // no more reads: exhausted or asked to stop
+	exhausted bool // the input ended (MaxWatermark was emitted)
+}
+
+// link is one node subtask within a task's chain.
+type link struct {
+	t    *task
+	node *Node
+	id   checkpoint.TaskID
+	op   Operator // nil for the source link
+	ctx  *Context
+	next *link // nil: output goes to the task's out edges
+	// wm is the watermark this link has processed and forwarded.
+	// INVARIANT: wm never decreases.
+	wm int64
+}
+
+// Emit implements Output for the link's operator or source.
+func (l *link) Emit(r Records) error {
+	if r.Len() == 0 {
+		return nil
+	}
+	if l.next != nil {
+		return l.next.op.ProcessBatch(l.next.node.Inputs[0].Input, r)
+	}
+	return l.t.fan.emit(r)
+}
+
+// advance processes watermark wm at this link and forwards it down the chain.
+func (l *link) advance(wm int64) error {
+	for ; l != nil; l = l.next {
+		if wm <= l.wm {
+			return nil
+		}
+		l.wm = wm
+		if l.op != nil {
+			if err := l.op.ProcessWatermark(wm); err != nil {
+				return fmt.Errorf("%v: processing watermark: %w", l.id, err)
+			}
+		}
+	}
+	return nil
+}
+
+// fanout is the output of a task: one writer per out edge.
+type fanout struct {
+	writers []edgeWriter
+	// sentWM is the last watermark sent downstream.
+	sentWM int64
+}
+
+func (f *fanout) emit(r Records) error {
+	for _, w := range f.writers {
+		if err := w.emit(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f *fanout) flush() error {
+	for _, w := range f.writers {
+		if err := w.flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// control flushes buffered records, then sends m on every channel, so the
+// control event follows every record emitted before it.
+func (f *fanout) control(m *message) error {
+	if err := f.flush(); err != nil {
+		return err
+	}
+	for _, w := range f.writers {
+		if err := w.channels().control(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// run opens the chain, runs the task loop and closes the chain.
+func (t *task) run(ctx context.Context) (err error) {
+	defer func() {
+		for _, l := range t.links {
+			var cerr error
+			if l.op != nil {
+				cerr = l.op.Close()
+			} else if t.src != nil {
+				cerr = t.src.Close()
+			}
+			if cerr != nil && err == nil {
+				err = fmt.Errorf("%v: close: %w", l.id, cerr)
+			}
+		}
+	}()
+	for _, l := range t.links {
+		if err := t.open(l); err != nil {
+			return err
+		}
+	}
+	if t.src != nil {
+		return t.runSource(ctx)
+	}
+	return t.runOperator(ctx)
+}
+
+func (t *task) open(l *link) error {
+	var err error
+	if l.op != nil {
+		err = l.op.Open(l.ctx)
+	} else {
+		err = t.src.Open(l.ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("%v: open: %w", l.id, err)
+	}
+	if un := l.ctx.State.Unclaimed(); len(un) > 0 {
+		return fmt.Errorf("%v: the restored checkpoint holds state %q that the operator no longer registers: the pipeline changed incompatibly", l.id, un)
+	}
+	return nil
+}
+
+// handleControl serves the mailbox.
+func (t *task) handleControl(ctx context.Context) (end bool, err error) {
+	for _, c := range t.mb.take() {
+		switch c.kind {
+		case ctlTrigger:
+			if err := t.checkpoint(ctx, c.barrier, 0); err != nil {
+				return false, err
+			}
+		case ctlComplete:
+			for _, l := range t.links {
+				if l.op != nil {
+					if err := l.op.NotifyComplete(c.id); err != nil {
+						return false, fmt.Errorf("%v: checkpoint %d complete: %w", l.id, c.id, err)
+					}
+				}
+			}
+		case ctlAbort:
+			if t.aligner != nil {
+				t.aligner.Abort(c.id)
+			}
+		case ctlStop:
+			if t.src != nil && !t.stopped {
+				t.stopped = true
+				t.att.event(ctx, taskEvent{kind: evSourceFinished, task: t.links[0].id})
+			}
+		case ctlEnd:
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// runSource reads the source until it is exhausted or stopped, serving
+// checkpoint triggers between reads, then waits for the final checkpoint.
+func (t *task) runSource(ctx context.Context) error {
+	head := t.links[0]
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	var readyAt time.Time
+	for {
+		end, err := t.handleControl(ctx)
+		if err != nil {
+			return err
+		}
+		if end {
+			return t.fan.control(&message{kind: kindEnd})
+		}
+		if !t.stopped && !time.Now().Before(readyAt) {
+			res, err := t.src.Read()
+			if err != nil {
+				return fmt.Errorf("%v: read: %w", head.id, err)
+			}
+			if err := head.advance(res.Watermark); err != nil {
+				return err
+			}
+			if res.Exhausted {
+				t.stopped, t.exhausted = true, true
+				if err := head.advance(MaxWatermark); err != nil {
+					return err
+				}
+				if err := t.forwardWatermark(); err != nil {
+					return err
+				}
+				t.att.event(ctx, taskEvent{kind: evSourceFinished, task: head.id})
+			} else if err := t.forwardWatermark(); err != nil {
+				return err
+			}
+			if err := t.fan.flush(); err != nil {
+				return err
+			}
+			readyAt = time.Time{}
+			if res.Wait > 0 {
+				readyAt = time.Now().Add(res.Wait)
+			}
+			continue
+		}
+		var tick <-chan time.Time
+		if !t.stopped {
+			timer.Reset(time.Until(readyAt))
+			tick = timer.C
+		}
+		select {
+		case <-t.mb.signal:
+		case <-tick:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// forwardWatermark sends the chain's watermark downstream when it advanced
+// past what was sent.
+func (t *task) forwardWatermark() error {
+	last := t.links[len(t.links)-1]
+	if last.wm <= t.fan.sentWM || len(t.fan.writers) == 0 {
+		return nil
+	}
+	t.fan.sentWM = last.wm
+	return t.fan.control(&message{kind: kindWatermark, watermark: last.wm})
+}
+
+// runOperator reads the input gate until every channel ended.
+func (t *task) runOperator(ctx context.Context) error {
+	head := t.links[0]
+	blocked := t.aligner.Blocked
+	for {
+		if _, err := t.handleControl(ctx); err != nil {
+			return err
+		}
+		m, ch, err := t.gate.read(ctx, blocked, t.mb)
+		if err != nil {
+			return err
+		}
+		if m == nil {
+			continue // the mailbox signalled
+		}
+		switch m.kind {
+		case kindRecords:
+			if err := head.op.ProcessBatch(t.chanInput[ch], m.records); err != nil {
+				return fmt.Errorf("%v: %w", head.id, err)
+			}
+		case kindWatermark:
+			t.chanWM[ch] = m.watermark
+			if err := t.advanceInputWatermark(); err != nil {
+				return err
+			}
+		case kindBarrier:
+			// Notifications sent before this barrier's checkpoint was triggered
+			// are in the mailbox now; serve them first (NotifyComplete's
+			// obligation).
+			if _, err := t.handleControl(ctx); err != nil {
+				return err
+			}
+			if t.aligner.Aligning() == 0 {
+				t.aligning = m.barrier
+			}
+			res := t.aligner.Barrier(time.Now(), ch, m.barrier.ID)
+			if err := t.afterAlignment(ctx, res, m.barrier); err != nil {
+				return err
+			}
+		case kindEnd:
+			t.gate.ended[ch] = true
+			t.ended++
+			res := t.aligner.EndOfInput(time.Now(), ch)
+			if err := t.afterAlignment(ctx, res, t.aligning); err != nil {
+				return err
+			}
+			if t.ended == len(t.gate.in) {
+				return t.fan.control(&message{kind: kindEnd})
+			}
+			if err := t.advanceInputWatermark(); err != nil {
+				return err
+			}
+		}
+		if err := t.fan.flush(); err != nil {
+			return err
+		}
+	}
+}
+
+func (t *task) afterAlignment(ctx context.Context, res checkpoint.Alignment, b Barrier) error {
+	if res.Abandoned != 0 {
+		for _, l := range t.links {
+			t.att.event(ctx, taskEvent{kind: evDecline, task: l.id, id: res.Abandoned,
+				err: fmt.Errorf("barrier %d arrived before barrier %d completed alignment", b.ID, res.Abandoned)})
+		}
+		t.aligning = b
+	}
+	if !res.Complete {
+		return nil
+	}
+	if b.ID != res.ID {
+		b = t.aligning
+	}
+	return t.checkpoint(ctx, b, res.Duration)
+}
+
+// advanceInputWatermark moves the chain's watermark to the minimum over the
+// channels that have not ended.
+func (t *task) advanceInputWatermark() error {
+	wm := MaxWatermark
+	open := false
+	for i, w := range t.chanWM {
+		if t.gate.ended[i] {
+			continue
+		}
+		open = true
+		wm = min(wm, w)
+	}
+	if !open {
+		return nil
+	}
+	if err := t.links[0].advance(wm); err != nil {
+		return err
+	}
+	return t.forwardWatermark()
+}
+
+// capture is one link's synchronous snapshot, waiting to be written.
+type capture struct {
+	link  *link
+	keyed *state.Snapshot
+	snap  Snapshot
+	wm    int64
+	sync  time.Duration
+}
+
+// checkpoint takes the snapshot for barrier b: the synchronous capture of
+// every link in chain order, then the barrier goes downstream, then the
+// captures are encoded, written and acknowledged off the task goroutine.
+func (t *task) checkpoint(ctx context.Context, b Barrier, alignment time.Duration) error {
+	caps := make([]capture, 0, len(t.links))
+	for _, l := range t.links {
+		start := time.Now()
+		var s Snapshot
+		var err error
+		if l.op != nil {
+			s, err = l.op.Snapshot(b.ID)
+		} else {
+			s.Inline, err = t.src.Position()
+		}
+		if err != nil {
+			// The checkpoint fails; the job goes on.
+			t.att.event(ctx, taskEvent{kind: evDecline, task: l.id, id: b.ID, err: fmt.Errorf("snapshot: %w", err)})
+			return t.fan.control(&message{kind: kindBarrier, barrier: b})
+		}
+		var keyed *state.Snapshot
+		if l.ctx.State.HasState() {
+			keyed = l.ctx.State.Snapshot()
+		}
+		caps = append(caps, capture{link: l, keyed: keyed, snap: s, wm: l.wm, sync: time.Since(start)})
+	}
+	if err := t.fan.control(&message{kind: kindBarrier, barrier: b}); err != nil {
+		return err
+	}
+	t.att.async.Add(1)
+	go func() {
+		defer t.att.async.Done()
+		for _, c := range caps {
+			t.att.event(ctx, t.write(ctx, b.ID, c, alignment))
+		}
+	}()
+	return nil
+}
+
+// write encodes and stores one capture and returns the acknowledgement (or
+// the decline when it failed).
+func (t *task) write(ctx context.Context, id int64, c capture, alignment time.Duration) taskEvent {
+	start := time.Now()
+	st := checkpoint.SubtaskState{
+		Task:         c.link.id,
+		Inline:       c.snap.Inline,
+		Watermark:    c.wm,
+		Committables: c.snap.Committables,
+		Alignment:    alignment,
+		SyncDuration: c.sync,
+	}
+	if c.keyed != nil {
+		data, err := c.keyed.Encode()
+		if err == nil {
+			var h storage.Handle
+			h, err = t.att.job.storage.WriteFile(ctx, id, stateFileName(c.link.id), data)
+			st.State = &h
+		}
+		if err != nil {
+			return taskEvent{kind: evDecline, task: c.link.id, id: id, err: fmt.Errorf("writing state: %w", err)}
+		}
+	}
+	if err := failpoint.Inject("task/after-snapshot-before-ack"); err != nil {
+		return taskEvent{kind: evFailed, task: c.link.id, err: err}
+	}
+	st.AsyncDuration = time.Since(start)
+	return taskEvent{kind: evAck, task: c.link.id, id: id, state: st}
+}
+
+// stateFileName names a subtask's state file within a checkpoint.
+func stateFileName(t checkpoint.TaskID) string {
+	return fmt.Sprintf("state-%s-%d", t.Operator, t.Subtask)
+}

@@ -1,0 +1,283 @@
+package state
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+)
+
+// Kind is the shape of a registered state. It is stored in snapshots, so
+// restoring a name as a different kind is detected.
+type Kind uint8
+
+// The kinds of keyed state. The numeric values are part of the snapshot
+// format: never renumber them.
+const (
+	KindValue  Kind = 1 // ValueState: one value per key
+	KindMap    Kind = 2 // MapState: a map per key
+	KindList   Kind = 3 // ListState: a list per key
+	KindTimers Kind = 4 // Timers: event-time timers per key
+)
+
+// String returns "value", "map", "list", "timers" or "kind(N)".
+func (k Kind) String() string {
+	switch k {
+	case KindValue:
+		return "value"
+	case KindMap:
+		return "map"
+	case KindList:
+		return "list"
+	case KindTimers:
+		return "timers"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// Backend holds all keyed state of one operator subtask for the key groups in
+// its range: in memory, one table per key group per state, with
+// copy-on-write snapshots (see Snapshot).
+//
+// A Backend is owned by its subtask's task goroutine: every method, and every
+// method of the states registered on it, must be called from that goroutine.
+// Only a Snapshot's Encode may run elsewhere, concurrently with further use.
+//
+// Lifecycle: NewBackend, then Restore (when recovering), then register states
+// (the operator's Open), then process records, calling Snapshot at each
+// checkpoint barrier.
+type Backend struct {
+	// Immutable after NewBackend.
+	operator       string
+	maxParallelism int
+	kgRange        KeyGroupRange
+
+	// epoch is the current copy-on-write epoch; Snapshot increments it.
+	// INVARIANT: a container (key-group table, MapState user map, ListState
+	// list, timer set) tagged with an epoch lower than this one may be
+	// referenced by a Snapshot and is never written again: the first write
+	// replaces it with a copy tagged with the current epoch. A container
+	// tagged with the current epoch is referenced by no Snapshot and is
+	// written in place.
+	epoch uint64
+
+	// states holds the registered states by name.
+	// INVARIANT: a name is registered at most once, whatever its kind.
+	states map[string]registered
+
+	// restored holds state read by Restore that no registration has
+	// claimed yet, by name; registration decodes and removes its entry.
+	// INVARIANT: its names are disjoint from states' names.
+	restored map[string]*restoredState
+
+	// restoreCalled records that Restore ran (it may run once).
+	restoreCalled bool
+
+	// err is the first routing error: an access for a key outside
+	// kgRange. INVARIANT: once set it never changes.
+	err error
+}
+
+// NewBackend returns an empty backend for the subtask of operator that owns
+// kgRange out of maxParallelism key groups. The operator name appears in every
+// error and is stored in snapshots; Restore requires it to match.
+//
+// It panics if maxParallelism is outside (0, UpperBoundMaxParallelism] or
+// kgRange is empty or not inside [0, maxParallelism): the runtime derives
+// these from the plan with KeyGroupRangeFor, so a bad value is a programming
+// error.
+func NewBackend(operator string, maxParallelism int, kgRange KeyGroupRange) *Backend {
+	if maxParallelism <= 0 || maxParallelism > UpperBoundMaxParallelism {
+		panic(fmt.Sprintf("state: operator %q: max parallelism %d out of range (0,%d]", operator, maxParallelism, UpperBoundMaxParallelism))
+	}
+	if kgRange.Start < 0 || kgRange.End > maxParallelism || kgRange.Len() == 0 {
+		panic(fmt.Sprintf("state: operator %q: key group range %v is empty or outside [0,%d)", operator, kgRange, maxParallelism))
+	}
+	return &Backend{
+		operator:       operator,
+		maxParallelism: maxParallelism,
+		kgRange:        kgRange,
+		epoch:          1,
+		states:         make(map[string]registered),
+		restored:       make(map[string]*restoredState),
+	}
+}
+
+// Operator returns the operator name given to NewBackend.
+func (b *Backend) Operator() string { return b.operator }
+
+// MaxParallelism returns the number of key groups of the operator.
+func (b *Backend) MaxParallelism() int { return b.maxParallelism }
+
+// KeyGroupRange returns the key groups this backend owns.
+func (b *Backend) KeyGroupRange() KeyGroupRange { return b.kgRange }
+
+// Err returns the first routing error: a state access for a key whose key
+// group is outside this backend's range, which means the record was routed to
+// the wrong subtask. The access was ignored (reads returned nothing, writes
+// were dropped), so state is no longer trustworthy: the runtime should check
+// Err after each batch and fail the job. Snapshots of a backend with an error
+// fail to encode.
+func (b *Backend) Err() error { return b.err }
+
+// Unclaimed returns the names, sorted, of restored states that no
+// registration has claimed. After the operator's Open, a non-empty result
+// means the pipeline no longer declares state its checkpoint holds; the runtime
+// turns that into an error naming the operator unless the user allowed
+// dropping state (then it calls DropUnclaimed). Until dropped, unclaimed state
+// is carried unchanged into every snapshot, so it is never lost silently.
+func (b *Backend) Unclaimed() []string {
+	return slices.Sorted(maps.Keys(b.restored))
+}
+
+// DropUnclaimed discards restored state that no registration claimed and
+// returns the dropped names, sorted. Later snapshots no longer contain it.
+func (b *Backend) DropUnclaimed() []string {
+	names := b.Unclaimed()
+	clear(b.restored)
+	return names
+}
+
+// stateInfo describes a state as snapshots record it.
+type stateInfo struct {
+	name   string
+	kind   Kind
+	codecs []string // codec names: key first, then value(s)
+}
+
+func (i *stateInfo) String() string {
+	return fmt.Sprintf("%s state with codecs %q", i.kind, i.codecs)
+}
+
+// registered is implemented by every state type.
+type registered interface {
+	info() *stateInfo
+	// freeze captures the current tables for a Snapshot in
+	// O(key groups): it copies table references, not entries. The caller
+	// then increments the backend's epoch.
+	freeze() frozenState
+	// load installs one restored key group's entries. It runs during
+	// registration, before the state is used.
+	load(p restoredPart) error
+}
+
+// frozenState is a state's tables as of a Snapshot: immutable, so Encode may
+// read it from another goroutine.
+type frozenState interface {
+	info() *stateInfo
+	// count returns the number of entries in key group index i (kg-Start).
+	count(i int) int
+	// appendEntries appends the entries of key group index i.
+	appendEntries(dst []byte, i int) []byte
+}
+
+// register returns the state named info.name: the one already registered if
+// it has the same kind, Go types and codecs, else a new one from build, with
+// its restored entries (if any) loaded.
+func register[S registered](b *Backend, info *stateInfo, build func() (S, error)) (S, error) {
+	var zero S
+	if info.name == "" {
+		return zero, fmt.Errorf("state: operator %q: state name is empty", b.operator)
+	}
+	if prev, ok := b.states[info.name]; ok {
+		if s, ok := prev.(S); ok && slices.Equal(prev.info().codecs, info.codecs) {
+			return s, nil
+		}
+		return zero, fmt.Errorf("state: operator %q state %q: already registered as a %v (%T), now requested as a %v (%T)",
+			b.operator, info.name, prev.info(), prev, info, zero)
+	}
+	s, err := build()
+	if err != nil {
+		return zero, err
+	}
+	if r, ok := b.restored[info.name]; ok {
+		if r.meta.kind != info.kind || !slices.Equal(r.meta.codecs, info.codecs) {
+			return zero, fmt.Errorf("%w: operator %q state %q: the snapshot holds a %v, the operator registers a %v",
+				ErrStateMismatch, b.operator, info.name, &r.meta, info)
+		}
+		for _, p := range r.parts {
+			if p.count == 0 {
+				continue
+			}
+			if err := s.load(p); err != nil {
+				return zero, err
+			}
+		}
+		delete(b.restored, info.name)
+	}
+	b.states[info.name] = s
+	return s, nil
+}
+
+// keyRouter maps a state's keys to key-group table indexes.
+type keyRouter[K comparable] struct {
+	b     *Backend
+	hash  func(K) uint64
+	start int // b.kgRange.Start
+	n     int // b.kgRange.Len()
+	maxP  int // b.maxParallelism
+	name  string
+}
+
+func newKeyRouter[K comparable](b *Backend, name string) (keyRouter[K], error) {
+	hash, err := Hasher[K]()
+	if err != nil {
+		return keyRouter[K]{}, fmt.Errorf("state: operator %q state %q: %w", b.operator, name, err)
+	}
+	return keyRouter[K]{b: b, hash: hash, start: b.kgRange.Start, n: b.kgRange.Len(), maxP: b.maxParallelism, name: name}, nil
+}
+
+// index returns the table index (key group - Start) of key. A key outside
+// the backend's range records the routing error and returns false.
+func (r *keyRouter[K]) index(key K) (int, bool) {
+	i := KeyGroupFor(r.hash(key), r.maxP) - r.start
+	if uint(i) >= uint(r.n) {
+		r.misrouted(key, i+r.start)
+		return 0, false
+	}
+	return i, true
+}
+
+func (r *keyRouter[K]) misrouted(key K, kg int) {
+	if r.b.err == nil {
+		r.b.err = fmt.Errorf("state: operator %q state %q: key %v is in key group %d, outside this subtask's range %v: the record was routed to the wrong subtask",
+			r.b.operator, r.name, key, kg, r.b.kgRange)
+	}
+}
+
+// checkKeyGroup verifies that a restored key hashes to the key group whose
+// section held it. A mismatch means the hash of the key type or its codec
+// changed since the snapshot was written.
+func (r *keyRouter[K]) checkKeyGroup(key K, kg int) error {
+	if got := KeyGroupFor(r.hash(key), r.maxP); got != kg {
+		return fmt.Errorf("%w: operator %q state %q: key %v was stored in key group %d but hashes to key group %d: the key type, its hash or its codec changed",
+			ErrStateMismatch, r.b.operator, r.name, key, kg, got)
+	}
+	return nil
+}
+
+// ownTable prepares the table tagged *epoch for a write: if a Snapshot may
+// reference m (older epoch), it returns a copy tagged with the current epoch.
+func ownTable[M ~map[K]V, K comparable, V any](b *Backend, m M, epoch *uint64) M {
+	if *epoch == b.epoch && m != nil {
+		return m
+	}
+	*epoch = b.epoch
+	if m == nil {
+		return make(M)
+	}
+	return maps.Clone(m)
+}
+
+// checkCodecs rejects nil codecs, naming the state.
+func checkCodecs(b *Backend, name string, nils ...bool) error {
+	for i, isNil := range nils {
+		if isNil {
+			return fmt.Errorf("state: operator %q state %q: codec %d is nil", b.operator, name, i)
+		}
+	}
+	return nil
+}
+
+// HasState reports whether the backend holds any registered or restored
+// state: a subtask without state writes no state file at a checkpoint.
+func (b *Backend) HasState() bool { return len(b.states) > 0 || len(b.restored) > 0 }

@@ -1,0 +1,224 @@
+package state
+
+import (
+	"encoding/binary"
+	"fmt"
+	"testing"
+)
+
+// agg is a small struct value, as a keyed aggregation would keep.
+type agg struct {
+	Sum   int64
+	Count int64
+}
+
+// aggCodec is an explicit codec for agg: two varints.
+type aggCodec struct{}
+
+func (aggCodec) Name() string { return "agg/v1" }
+func (aggCodec) Append(dst []byte, v agg) []byte {
+	return binary.AppendVarint(binary.AppendVarint(dst, v.Sum), v.Count)
+}
+func (aggCodec) Decode(src []byte) (agg, int, error) {
+	s, n1, err := Int64Codec{}.Decode(src)
+	if err != nil {
+		return agg{}, 0, err
+	}
+	c, n2, err := Int64Codec{}.Decode(src[n1:])
+	return agg{s, c}, n1 + n2, err
+}
+
+func aggState(tb testing.TB, keys int) (*Backend, *ValueState[int64, agg]) {
+	b := fullBackend("bench")
+	s, err := NewValueState(b, "agg", Int64Codec{}, aggCodec{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for k := range int64(keys) {
+		s.Update(k, agg{k, 1})
+	}
+	return b, s
+}
+
+// Get and Update on existing keys do not allocate.
+func TestValueHotPathDoesNotAllocate(t *testing.T) {
+	_, s := aggState(t, 10_000)
+	k := int64(0)
+	if a := testing.AllocsPerRun(10_000, func() {
+		v, _ := s.Get(k % 10_000)
+		v.Sum++
+		s.Update(k%10_000, v)
+		k++
+	}); a != 0 {
+		t.Fatalf("Get+Update allocates %.2f times per call", a)
+	}
+}
+
+// Get, Update and read-modify-write on an int64 key with a small struct
+// value, over 1 000 keys (tables in cache: the state's own overhead) and
+// 100 000 keys (dominated by map cache misses).
+func BenchmarkValue(b *testing.B) {
+	for _, keys := range []int64{1_000, 100_000} {
+		_, s := aggState(b, int(keys))
+		b.Run(fmt.Sprintf("Get/keys=%d", keys), func(b *testing.B) {
+			b.ReportAllocs()
+			var sink int64
+			k := int64(0)
+			for b.Loop() {
+				v, _ := s.Get(k)
+				sink += v.Sum
+				if k++; k == keys {
+					k = 0
+				}
+			}
+			_ = sink
+		})
+		b.Run(fmt.Sprintf("Update/keys=%d", keys), func(b *testing.B) {
+			b.ReportAllocs()
+			k := int64(0)
+			for b.Loop() {
+				s.Update(k, agg{k, 2})
+				if k++; k == keys {
+					k = 0
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("GetUpdate/keys=%d", keys), func(b *testing.B) {
+			b.ReportAllocs()
+			k := int64(0)
+			for b.Loop() {
+				v, _ := s.Get(k)
+				v.Sum += k
+				v.Count++
+				s.Update(k, v)
+				if k++; k == keys {
+					k = 0
+				}
+			}
+		})
+	}
+}
+
+// Updates over 1M keys with a checkpoint every N updates: includes the
+// copy-on-write cost (the first write to each key group after a snapshot
+// copies that key group's table, so each checkpoint copies up to the whole
+// state once, spread over the following writes).
+func BenchmarkValueUpdateWithSnapshots(b *testing.B) {
+	for _, every := range []int{100_000, 1_000_000, 10_000_000} {
+		b.Run(fmt.Sprintf("every=%d", every), func(b *testing.B) {
+			const keys = 1_000_000
+			bk, s := aggState(b, keys)
+			b.ReportAllocs()
+			k := int64(0)
+			i := 0
+			for b.Loop() {
+				s.Update(k, agg{k, 2})
+				if k++; k == keys {
+					k = 0
+				}
+				if i++; i%every == 0 {
+					bk.Snapshot()
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkHashKey(b *testing.B) {
+	b.Run("int64", func(b *testing.B) {
+		var sink uint64
+		for i := int64(0); b.Loop(); i++ {
+			sink += HashKey(i)
+		}
+		_ = sink
+	})
+	b.Run("string16", func(b *testing.B) {
+		var sink uint64
+		s := "user-0000000042x"
+		for b.Loop() {
+			sink += HashKey(s)
+		}
+		_ = sink
+	})
+}
+
+// Snapshot() on 1M entries in 4 states: O(key groups × states), so it costs
+// the same as on an empty backend.
+func BenchmarkSnapshot(b *testing.B) {
+	for _, n := range []int{0, 1_000_000} {
+		b.Run(fmt.Sprintf("entries=%d", n), func(b *testing.B) {
+			bk := fullBackend("bench")
+			v, _ := NewValueState(bk, "v", Int64Codec{}, aggCodec{})
+			m, _ := NewMapState(bk, "m", Int64Codec{}, Int64Codec{}, Int64Codec{})
+			l, _ := NewListState(bk, "l", Int64Codec{}, Int64Codec{})
+			tm, _ := NewTimers(bk, "t", Int64Codec{})
+			for k := range int64(n / 4) {
+				v.Update(k, agg{k, 1})
+				m.Put(k, 1, k)
+				l.Add(k, k)
+				tm.Register(k, 0, k)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				bk.Snapshot()
+			}
+		})
+	}
+}
+
+// Encode throughput: the asynchronous part, 1M value entries.
+func BenchmarkEncode1M(b *testing.B) {
+	bk, _ := aggState(b, 1_000_000)
+	snap := bk.Snapshot()
+	data, _ := snap.Encode()
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := snap.Encode(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// Restore + registration (decode) of 1M value entries.
+func BenchmarkRestore1M(b *testing.B) {
+	bk, _ := aggState(b, 1_000_000)
+	data, _ := bk.Snapshot().Encode()
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		r := fullBackend("bench")
+		if err := r.Restore(data); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := NewValueState(r, "agg", Int64Codec{}, aggCodec{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkTimersRegisterAdvance(b *testing.B) {
+	tm, _ := NewTimers(fullBackend("bench"), "t", Int64Codec{})
+	for k := range int64(100_000) {
+		tm.Register(k, 0, k)
+	}
+	b.ReportAllocs()
+	ts := int64(100_000)
+	fire := func(int64, int64, int64) error { return nil }
+	for b.Loop() {
+		tm.Register(ts, 0, ts)
+		_ = tm.Advance(ts-100_000, fire)
+		ts++
+	}
+}
+
+func BenchmarkMapPut(b *testing.B) {
+	bk := fullBackend("bench")
+	m, _ := NewMapState(bk, "m", Int64Codec{}, Int64Codec{}, Int64Codec{})
+	b.ReportAllocs()
+	i := int64(0)
+	for b.Loop() {
+		m.Put(i%10_000, i%16, i)
+		i++
+	}
+}

@@ -1,0 +1,46 @@
+// Package state is the keyed state of operators: in memory, partitioned by
+// key group, with copy-on-write snapshots serialised per key group with
+// checksums, so a checkpoint can be restored at another parallelism.
+//
+// # Key groups
+//
+// A key is hashed with a stable hash (HashKey, Hasher: the same in every
+// process and run) and mapped to one of maxParallelism key groups
+// (KeyGroupFor); each subtask of an operator owns a contiguous range of key
+// groups (KeyGroupRangeFor, Flink's assignment), and the runtime's hash
+// partitioner routes a record to the subtask owning its key group
+// (SubtaskForKeyGroup). Max parallelism is fixed for the life of the state.
+//
+// # Lifecycle of a Backend (one per operator subtask)
+//
+//  1. NewBackend(operator, maxParallelism, range).
+//  2. When recovering: Restore(snapshot files...) with the files of every old
+//     subtask whose range overlaps this one. Entries stay encoded.
+//  3. The operator's Open registers its states (NewValueState, NewMapState,
+//     NewListState, NewTimers) with codecs; registration decodes that state's
+//     restored entries and fails with ErrStateMismatch if the kind or codecs
+//     changed. Afterwards Unclaimed lists restored state nobody registered.
+//  4. Processing: Get/Update/... on the task goroutine. A key outside the
+//     range is a routing bug, reported by Err.
+//  5. At each checkpoint barrier: Snapshot on the task goroutine (cheap: no
+//     entry is copied), then Encode on another goroutine while processing
+//     continues; the bytes go to checkpoint storage.
+//
+// # Copy-on-write
+//
+// Each state keeps one table per key group, tagged with the epoch it was
+// created in. Snapshot keeps references to the current tables and starts a
+// new epoch. A write to a table (or to a MapState user map, a ListState list)
+// from an older epoch first replaces it with a copy, so a table a Snapshot
+// references is never written again and Encode can read it without locks.
+// The cost moves from the barrier to the first write to each key group after
+// it: at most one copy of the state per checkpoint, spread over processing.
+//
+// # Snapshot format
+//
+// A header (operator, max parallelism, key group range), one section per
+// non-empty key group holding each state's entries and ending with a CRC-32C,
+// then an index of sections and a fixed-size footer. See the format comment
+// in snapshot.go. Corruption is reported as ErrCorrupt naming the operator
+// and key group.
+package state

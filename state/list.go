@@ -1,0 +1,194 @@
+package state
+
+import "slices"
+
+// ListState holds a list of V per key. Create it with NewListState. Like its
+// Backend, it must be used only from the task goroutine.
+type ListState[K comparable, V any] struct {
+	keyRouter[K]
+	meta   stateInfo
+	kc     Codec[K]
+	vc     Codec[V]
+	tables []listTable[K, V] // indexed by key group - Start
+}
+
+// listTable is one key group's keys.
+type listTable[K comparable, V any] struct {
+	// m holds each key's list. INVARIANT: no list is empty.
+	m map[K]*list[V]
+	// epoch is the copy-on-write epoch m belongs to.
+	// INVARIANT: if epoch < Backend.epoch, a Snapshot may reference m and m
+	// must be copied before it is written.
+	epoch uint64
+}
+
+// list is one key's list.
+type list[V any] struct {
+	vs []V
+	// epoch is the copy-on-write epoch of this list.
+	// INVARIANT: if epoch < Backend.epoch, a frozen key-group table may
+	// point at this list: neither vs's backing array (even its spare
+	// capacity, which a frozen view could later be appended into) nor any
+	// field is written again; Add installs a fresh list holding a copy.
+	// INVARIANT: elements vs[:len(vs)] are never overwritten, even in the
+	// current epoch, so slices returned by Get stay valid.
+	epoch uint64
+}
+
+// NewListState registers (or, if this name is already registered with the
+// same types and codecs, returns) the list state called name, and loads its
+// restored entries. Errors are as for NewValueState.
+func NewListState[K comparable, V any](b *Backend, name string, kc Codec[K], vc Codec[V]) (*ListState[K, V], error) {
+	if err := checkCodecs(b, name, kc == nil, vc == nil); err != nil {
+		return nil, err
+	}
+	info := &stateInfo{name: name, kind: KindList, codecs: []string{kc.Name(), vc.Name()}}
+	return register(b, info, func() (*ListState[K, V], error) {
+		r, err := newKeyRouter[K](b, name)
+		if err != nil {
+			return nil, err
+		}
+		return &ListState[K, V]{keyRouter: r, meta: *info, kc: kc, vc: vc, tables: make([]listTable[K, V], r.n)}, nil
+	})
+}
+
+// Get returns key's list, nil if it has none. The slice is a read-only view
+// of the state, not a copy: the caller must not modify its elements (they are
+// the stored values, and may be part of a snapshot being encoded). The view
+// stays as it is: later Add, Update and Clear never write into it, and
+// appending to it copies (its capacity equals its length).
+func (s *ListState[K, V]) Get(key K) []V {
+	i, ok := s.index(key)
+	if !ok {
+		return nil
+	}
+	if l := s.tables[i].m[key]; l != nil {
+		return l.vs[:len(l.vs):len(l.vs)]
+	}
+	return nil
+}
+
+// Add appends v to key's list.
+func (s *ListState[K, V]) Add(key K, v V) {
+	i, ok := s.index(key)
+	if !ok {
+		return
+	}
+	t := &s.tables[i]
+	epoch := s.b.epoch
+	if t.epoch != epoch {
+		t.m = ownTable(s.b, t.m, &t.epoch)
+	}
+	l := t.m[key]
+	switch {
+	case l == nil:
+		l = &list[V]{vs: make([]V, 0, 4), epoch: epoch}
+		t.m[key] = l
+	case l.epoch != epoch:
+		// A snapshot may see l.vs: appending, even into spare capacity,
+		// could overwrite what a later append through that view sees.
+		l = &list[V]{vs: slices.Grow(slices.Clone(l.vs), len(l.vs)+1), epoch: epoch}
+		t.m[key] = l
+	}
+	l.vs = append(l.vs, v)
+}
+
+// Update replaces key's list with a copy of vs; an empty vs clears it.
+func (s *ListState[K, V]) Update(key K, vs []V) {
+	if len(vs) == 0 {
+		s.Clear(key)
+		return
+	}
+	i, ok := s.index(key)
+	if !ok {
+		return
+	}
+	t := &s.tables[i]
+	if t.epoch != s.b.epoch {
+		t.m = ownTable(s.b, t.m, &t.epoch)
+	}
+	t.m[key] = &list[V]{vs: slices.Clone(vs), epoch: s.b.epoch}
+}
+
+// Clear removes key's list.
+func (s *ListState[K, V]) Clear(key K) {
+	i, ok := s.index(key)
+	if !ok {
+		return
+	}
+	t := &s.tables[i]
+	if _, ok := t.m[key]; !ok {
+		return
+	}
+	if t.epoch != s.b.epoch {
+		t.m = ownTable(s.b, t.m, &t.epoch)
+	}
+	delete(t.m, key)
+}
+
+func (s *ListState[K, V]) info() *stateInfo { return &s.meta }
+
+func (s *ListState[K, V]) freeze() frozenState {
+	f := &frozenList[K, V]{meta: &s.meta, kc: s.kc, vc: s.vc, maps: make([]map[K]*list[V], len(s.tables))}
+	for i := range s.tables {
+		f.maps[i] = s.tables[i].m
+	}
+	return f
+}
+
+// Payload of one key group: count × (key, uvarint n, n × value).
+func (s *ListState[K, V]) load(p restoredPart) error {
+	r := s.b.partReader(s.name, p)
+	m := make(map[K]*list[V], r.sizeHint(p.count))
+	for range p.count {
+		k, err := readValue(r, s.kc, "key")
+		if err != nil {
+			return err
+		}
+		if err := s.checkKeyGroup(k, p.kg); err != nil {
+			return err
+		}
+		n, err := r.length("list length")
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return r.corrupt("list length", errEmptyContainer)
+		}
+		vs := make([]V, 0, r.sizeHint(n))
+		for range n {
+			v, err := readValue(r, s.vc, "value")
+			if err != nil {
+				return err
+			}
+			vs = append(vs, v)
+		}
+		m[k] = &list[V]{vs: vs, epoch: s.b.epoch}
+	}
+	if err := r.finish(len(m), p.count); err != nil {
+		return err
+	}
+	s.tables[p.kg-s.start] = listTable[K, V]{m: m, epoch: s.b.epoch}
+	return nil
+}
+
+// frozenList is a ListState as of a Snapshot.
+type frozenList[K comparable, V any] struct {
+	meta *stateInfo
+	kc   Codec[K]
+	vc   Codec[V]
+	maps []map[K]*list[V] // INVARIANT: never written, nor the lists they point to
+}
+
+func (f *frozenList[K, V]) info() *stateInfo { return f.meta }
+func (f *frozenList[K, V]) count(i int) int  { return len(f.maps[i]) }
+func (f *frozenList[K, V]) appendEntries(dst []byte, i int) []byte {
+	for k, l := range f.maps[i] {
+		dst = f.kc.Append(dst, k)
+		dst = appendUvarint(dst, len(l.vs))
+		for _, v := range l.vs {
+			dst = f.vc.Append(dst, v)
+		}
+	}
+	return dst
+}

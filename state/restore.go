@@ -1,0 +1,472 @@
+package state
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// restoredState is one state's entries as read by Restore, still encoded,
+// until a registration decodes them. It is immutable, so while unclaimed it
+// doubles as its own frozen view in snapshots (carried forward unchanged).
+type restoredState struct {
+	meta  stateInfo
+	parts []restoredPart // indexed by key group - Start; count 0 = no entries
+}
+
+// restoredPart is one key group's encoded entries of one state.
+type restoredPart struct {
+	kg      int
+	count   int
+	payload []byte // aliases the snapshot passed to Restore
+}
+
+func (r *restoredState) info() *stateInfo { return &r.meta }
+func (r *restoredState) count(i int) int  { return r.parts[i].count }
+func (r *restoredState) appendEntries(dst []byte, i int) []byte {
+	return append(dst, r.parts[i].payload...)
+}
+
+// Restore loads the key groups in b's range from one or more encoded
+// snapshots of the same operator: one when parallelism is unchanged, or those
+// of every old subtask whose range overlaps b's after rescaling (other
+// snapshots are read only as far as their header and index). It must be
+// called at most once, before any state is registered: entries stay encoded
+// until the operator registers each state with its codecs, and are decoded
+// then. The snapshot slices are retained (not copied) until then, and while
+// their state is unclaimed: the caller must not modify them.
+//
+// It verifies every checksum it relies on and fails, changing nothing, with
+// an error wrapping ErrCorrupt that names the operator, the snapshot and the
+// key group or part that failed; with one wrapping ErrStateMismatch if a
+// snapshot belongs to another operator or max parallelism; and if the
+// snapshots overlap or leave some of b's key groups uncovered (a snapshot
+// file is missing).
+func (b *Backend) Restore(snapshots ...[]byte) error {
+	if b.restoreCalled {
+		return fmt.Errorf("state: operator %q: Restore called twice", b.operator)
+	}
+	if len(b.states) > 0 {
+		return fmt.Errorf("state: operator %q: Restore called after states were registered: restore before the operator opens", b.operator)
+	}
+	n := b.kgRange.Len()
+	coveredBy := make([]int, n) // 1-based snapshot number per key group, 0 = none
+	restored := make(map[string]*restoredState)
+	for si, data := range snapshots {
+		ctx := fmt.Sprintf("operator %q: snapshot %d of %d", b.operator, si+1, len(snapshots))
+		f, err := parseFile(data, ctx)
+		if err != nil {
+			return err
+		}
+		if f.operator != b.operator {
+			return fmt.Errorf("%w: %s was written by operator %q", ErrStateMismatch, ctx, f.operator)
+		}
+		if f.maxParallelism != b.maxParallelism {
+			return fmt.Errorf("%w: %s has max parallelism %d, the operator now has %d: max parallelism cannot change without discarding state",
+				ErrStateMismatch, ctx, f.maxParallelism, b.maxParallelism)
+		}
+		for kg := max(f.kgRange.Start, b.kgRange.Start); kg < min(f.kgRange.End, b.kgRange.End); kg++ {
+			if prev := coveredBy[kg-b.kgRange.Start]; prev != 0 {
+				return fmt.Errorf("state: %s: key group %d is also covered by snapshot %d: snapshots of different checkpoints or subtasks were mixed", ctx, kg, prev)
+			}
+			coveredBy[kg-b.kgRange.Start] = si + 1
+		}
+		for _, e := range f.index {
+			if !b.kgRange.Contains(e.kg) {
+				continue
+			}
+			sec, err := parseSection(data, e, ctx)
+			if err != nil {
+				return err
+			}
+			for _, st := range sec {
+				r := restored[st.meta.name]
+				if r == nil {
+					r = &restoredState{meta: st.meta, parts: make([]restoredPart, n)}
+					restored[st.meta.name] = r
+				} else if r.meta.kind != st.meta.kind || !slices.Equal(r.meta.codecs, st.meta.codecs) {
+					return fmt.Errorf("%w: %s: key group %d: state %q is a %v here but a %v in another key group",
+						ErrCorrupt, ctx, e.kg, st.meta.name, &st.meta, &r.meta)
+				}
+				r.parts[e.kg-b.kgRange.Start] = restoredPart{kg: e.kg, count: st.count, payload: st.payload}
+			}
+		}
+	}
+	if len(snapshots) > 0 {
+		if i := slices.Index(coveredBy, 0); i >= 0 {
+			j := i
+			for j < n && coveredBy[j] == 0 {
+				j++
+			}
+			return fmt.Errorf("state: operator %q: no snapshot covers key groups %v: a snapshot file is missing",
+				b.operator, KeyGroupRange{Start: b.kgRange.Start + i, End: b.kgRange.Start + j})
+		}
+	}
+	b.restoreCalled = true
+	b.restored = restored
+	return nil
+}
+
+// SnapshotInfo describes an encoded snapshot, as Inspect reads it.
+type SnapshotInfo struct {
+	Operator       string
+	MaxParallelism int
+	KeyGroups      KeyGroupRange // the range of the subtask that wrote it
+	Sections       []SectionInfo // non-empty key groups, in increasing order
+}
+
+// SectionInfo describes one key group's section of a snapshot.
+type SectionInfo struct {
+	KeyGroup int
+	Offset   int // byte offset of the section in the file
+	Length   int // bytes, including the checksum
+	States   []StateInfo
+}
+
+// StateInfo describes one state's entries in one key group.
+type StateInfo struct {
+	Name    string
+	Kind    Kind
+	Codecs  []string // key codec first, then value codec(s)
+	Entries int      // keys (for timers: timers)
+	Bytes   int      // encoded payload size
+}
+
+// Inspect verifies every checksum of an encoded snapshot and describes it
+// without decoding entries (no codecs needed): for tools that list and check
+// checkpoints. Errors are as for Restore.
+func Inspect(data []byte) (*SnapshotInfo, error) {
+	f, err := parseFile(data, "snapshot")
+	if err != nil {
+		return nil, err
+	}
+	info := &SnapshotInfo{Operator: f.operator, MaxParallelism: f.maxParallelism, KeyGroups: f.kgRange}
+	for _, e := range f.index {
+		sec, err := parseSection(data, e, fmt.Sprintf("snapshot of operator %q", f.operator))
+		if err != nil {
+			return nil, err
+		}
+		si := SectionInfo{KeyGroup: e.kg, Offset: e.off, Length: e.length}
+		for _, st := range sec {
+			si.States = append(si.States, StateInfo{Name: st.meta.name, Kind: st.meta.kind, Codecs: st.meta.codecs, Entries: st.count, Bytes: len(st.payload)})
+		}
+		info.Sections = append(info.Sections, si)
+	}
+	return info, nil
+}
+
+// fileInfo is a parsed header and index.
+type fileInfo struct {
+	operator       string
+	maxParallelism int
+	kgRange        KeyGroupRange
+	index          []indexEntry
+}
+
+type indexEntry struct{ kg, off, length int }
+
+// sectionState is one state's part of a parsed section.
+type sectionState struct {
+	meta    stateInfo
+	count   int
+	payload []byte
+}
+
+// parseFile checks the footer, the index checksum and the header checksum,
+// and validates the index against the file's bounds. ctx prefixes errors.
+func parseFile(data []byte, ctx string) (*fileInfo, error) {
+	corrupt := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrCorrupt, ctx, fmt.Sprintf(format, args...))
+	}
+	if len(data) < len(formatMagic)+footerLen {
+		return nil, corrupt("truncated: %d bytes is shorter than an empty snapshot", len(data))
+	}
+	if string(data[:len(formatMagic)]) != formatMagic {
+		return nil, corrupt("bad magic %q: not a state snapshot", data[:len(formatMagic)])
+	}
+	foot := data[len(data)-footerLen:]
+	if string(foot[12:]) != formatMagic {
+		return nil, corrupt("footer missing: file truncated or overwritten")
+	}
+	indexOff64 := binary.LittleEndian.Uint64(foot)
+	indexEnd := len(data) - footerLen
+	if indexOff64 > uint64(indexEnd) {
+		return nil, corrupt("index offset %d beyond the index end %d", indexOff64, indexEnd)
+	}
+	indexOff := int(indexOff64)
+	if indexOff < len(formatMagic) {
+		return nil, corrupt("index offset %d inside the magic number", indexOff)
+	}
+	if stored, got := binary.LittleEndian.Uint32(foot[8:]), crc32c(data[indexOff:indexEnd]); stored != got {
+		return nil, corrupt("index checksum mismatch (stored %#08x, computed %#08x)", stored, got)
+	}
+
+	h := &byteReader{b: data[:indexOff], off: len(formatMagic)}
+	version := h.uvarint()
+	if h.err == nil && version != formatVersion {
+		return nil, corrupt("unsupported format version %d (this build reads %d)", version, formatVersion)
+	}
+	f := &fileInfo{}
+	f.operator = h.string()
+	f.maxParallelism = h.int()
+	f.kgRange.Start = h.int()
+	f.kgRange.End = h.int()
+	headerEnd := h.off
+	stored := h.uint32()
+	if h.err != nil {
+		return nil, corrupt("header: %v", h.err)
+	}
+	if got := crc32c(data[:headerEnd]); stored != got {
+		return nil, corrupt("header checksum mismatch (stored %#08x, computed %#08x)", stored, got)
+	}
+	if f.maxParallelism <= 0 || f.maxParallelism > UpperBoundMaxParallelism ||
+		f.kgRange.Start < 0 || f.kgRange.End > f.maxParallelism || f.kgRange.Len() == 0 {
+		return nil, corrupt("header: invalid max parallelism %d or key group range %v", f.maxParallelism, f.kgRange)
+	}
+	dataStart := h.off
+
+	x := &byteReader{b: data[indexOff:indexEnd]}
+	count := x.int()
+	if x.err == nil && count > f.kgRange.Len() {
+		return nil, corrupt("index: %d sections for %d key groups", count, f.kgRange.Len())
+	}
+	prevEnd, prevKG := dataStart, -1
+	for i := 0; i < count && x.err == nil; i++ {
+		e := indexEntry{kg: x.int(), off: x.int(), length: x.int()}
+		if x.err != nil {
+			break
+		}
+		switch {
+		case !f.kgRange.Contains(e.kg) || e.kg <= prevKG:
+			return nil, corrupt("index: key group %d out of order or outside the range %v", e.kg, f.kgRange)
+		case e.off < prevEnd || e.length < 4 || e.length > indexOff-e.off:
+			return nil, corrupt("index: key group %d: section at offset %d length %d outside the data [%d,%d)", e.kg, e.off, e.length, prevEnd, indexOff)
+		}
+		prevEnd, prevKG = e.off+e.length, e.kg
+		f.index = append(f.index, e)
+	}
+	if x.err == nil && x.off != len(x.b) {
+		x.err = fmt.Errorf("%d trailing bytes", len(x.b)-x.off)
+	}
+	if x.err != nil {
+		return nil, corrupt("index: %v", x.err)
+	}
+	return f, nil
+}
+
+// parseSection verifies one section's checksum and splits it into states,
+// leaving their payloads encoded (aliasing data).
+func parseSection(data []byte, e indexEntry, ctx string) ([]sectionState, error) {
+	corrupt := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s: key group %d: %s", ErrCorrupt, ctx, e.kg, fmt.Sprintf(format, args...))
+	}
+	sec := data[e.off : e.off+e.length]
+	body := sec[:len(sec)-4]
+	if stored, got := binary.LittleEndian.Uint32(sec[len(body):]), crc32c(body); stored != got {
+		return nil, corrupt("section checksum mismatch (stored %#08x, computed %#08x)", stored, got)
+	}
+	r := &byteReader{b: body}
+	if kg := r.int(); r.err == nil && kg != e.kg {
+		return nil, corrupt("section holds key group %d", kg)
+	}
+	n := r.int()
+	if r.err == nil && n > len(body) {
+		return nil, corrupt("%d states in %d bytes", n, len(body))
+	}
+	var states []sectionState
+	for i := 0; i < n && r.err == nil; i++ {
+		var st sectionState
+		st.meta.name = r.string()
+		st.meta.kind = Kind(r.byte())
+		nc := r.int()
+		if r.err == nil && nc > len(body) {
+			return nil, corrupt("state %q: %d codecs", st.meta.name, nc)
+		}
+		for j := 0; j < nc && r.err == nil; j++ {
+			st.meta.codecs = append(st.meta.codecs, r.string())
+		}
+		st.count = r.int()
+		plen := r.uint64()
+		if r.err != nil {
+			break
+		}
+		if plen > uint64(len(body)-r.off) {
+			return nil, corrupt("state %q: payload of %d bytes exceeds the section", st.meta.name, plen)
+		}
+		st.payload = r.next(int(plen))
+		switch {
+		case st.meta.kind < KindValue || st.meta.kind > KindTimers:
+			return nil, corrupt("state %q: unknown kind %d", st.meta.name, st.meta.kind)
+		case st.count == 0:
+			return nil, corrupt("state %q: no entries", st.meta.name)
+		case i > 0 && st.meta.name <= states[i-1].meta.name:
+			return nil, corrupt("state %q: states out of order", st.meta.name)
+		}
+		states = append(states, st)
+	}
+	if r.err == nil && r.off != len(body) {
+		r.err = fmt.Errorf("%d trailing bytes", len(body)-r.off)
+	}
+	if r.err != nil {
+		return nil, corrupt("%v", r.err)
+	}
+	return states, nil
+}
+
+// byteReader reads the format's primitives, remembering the first error so
+// parsers can check once.
+type byteReader struct {
+	b   []byte
+	off int
+	err error
+}
+
+var errShort = errors.New("unexpected end of data")
+
+func (r *byteReader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b[r.off:])
+	if n <= 0 {
+		r.err = errShort
+		if n < 0 {
+			r.err = errors.New("varint overflows 64 bits")
+		}
+		return 0
+	}
+	r.off += n
+	return v
+}
+
+// int reads a uvarint that must fit a non-negative int; callers bound it
+// further against what the data can hold.
+func (r *byteReader) int() int {
+	v := r.uvarint()
+	if r.err == nil && v > math.MaxInt {
+		r.err = fmt.Errorf("value %d out of range", v)
+		return 0
+	}
+	return int(v)
+}
+
+func (r *byteReader) next(n int) []byte {
+	if r.err != nil {
+		return nil
+	}
+	if n > len(r.b)-r.off {
+		r.err = errShort
+		return nil
+	}
+	b := r.b[r.off : r.off+n : r.off+n]
+	r.off += n
+	return b
+}
+
+func (r *byteReader) byte() byte {
+	if b := r.next(1); b != nil {
+		return b[0]
+	}
+	return 0
+}
+
+func (r *byteReader) uint32() uint32 {
+	if b := r.next(4); b != nil {
+		return binary.LittleEndian.Uint32(b)
+	}
+	return 0
+}
+
+func (r *byteReader) uint64() uint64 {
+	if b := r.next(8); b != nil {
+		return binary.LittleEndian.Uint64(b)
+	}
+	return 0
+}
+
+func (r *byteReader) string() string {
+	n := r.int()
+	return string(r.next(n))
+}
+
+// partReader decodes one restored part during registration; its errors name
+// the operator, state and key group.
+type partReader struct {
+	operator string
+	state    string
+	kg       int
+	src      []byte
+}
+
+var (
+	errEmptyContainer = errors.New("empty map or list (never written)")
+	errDuplicateKeys  = errors.New("duplicate keys")
+)
+
+func (b *Backend) partReader(state string, p restoredPart) *partReader {
+	return &partReader{operator: b.operator, state: state, kg: p.kg, src: p.payload}
+}
+
+func (r *partReader) corrupt(what string, err error) error {
+	return fmt.Errorf("%w: operator %q state %q key group %d: decode %s: %w", ErrCorrupt, r.operator, r.state, r.kg, what, err)
+}
+
+// readValue decodes one value with c, checking the codec's byte count.
+func readValue[T any](r *partReader, c Codec[T], what string) (T, error) {
+	v, n, err := c.Decode(r.src)
+	if err != nil {
+		return v, r.corrupt(what+" with codec "+c.Name(), err)
+	}
+	if n < 0 || n > len(r.src) {
+		return v, r.corrupt(what, fmt.Errorf("codec %s reports %d bytes consumed of %d", c.Name(), n, len(r.src)))
+	}
+	r.src = r.src[n:]
+	return v, nil
+}
+
+func (r *partReader) uvarint(what string) (uint64, error) {
+	v, n := binary.Uvarint(r.src)
+	if n <= 0 {
+		return 0, r.corrupt(what, varintError("uvarint", r.src, n))
+	}
+	r.src = r.src[n:]
+	return v, nil
+}
+
+func (r *partReader) varint(what string) (int64, error) {
+	v, n := binary.Varint(r.src)
+	if n <= 0 {
+		return 0, r.corrupt(what, varintError("varint", r.src, n))
+	}
+	r.src = r.src[n:]
+	return v, nil
+}
+
+// length reads a uvarint element count.
+func (r *partReader) length(what string) (int, error) {
+	v, err := r.uvarint(what)
+	if err != nil {
+		return 0, err
+	}
+	if v > math.MaxInt32 {
+		return 0, r.corrupt(what, fmt.Errorf("%d out of range", v))
+	}
+	return int(v), nil
+}
+
+// sizeHint bounds a preallocation by the bytes left, so a corrupt count
+// cannot make registration allocate without bound.
+func (r *partReader) sizeHint(n int) int { return min(n, len(r.src)) }
+
+// finish checks that a part decoded to count distinct keys and used all its bytes.
+func (r *partReader) finish(distinct, count int) error {
+	if distinct != count {
+		return r.corrupt("keys", fmt.Errorf("%w: %d distinct of %d", errDuplicateKeys, distinct, count))
+	}
+	if len(r.src) != 0 {
+		return r.corrupt("entries", fmt.Errorf("%d trailing bytes", len(r.src)))
+	}
+	return nil
+}

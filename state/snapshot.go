@@ -1,0 +1,198 @@
+package state
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"slices"
+	"strings"
+)
+
+// Snapshot file format, version 1. Integers are unsigned varints (uvarint)
+// unless marked u32le/u64le (little endian, fixed width); a string is a
+// uvarint length followed by its bytes.
+//
+//	file    = header section* index footer
+//	header  = "IGKS" | version=1 | string operator | maxParallelism
+//	          | rangeStart | rangeEnd | u32le crc
+//	section = keyGroup | stateCount | state* | u32le crc
+//	state   = string name | byte kind | codecCount | string* codecNames
+//	          | entryCount | u64le payloadLength | payload
+//	index   = sectionCount | (keyGroup | offset | length)*
+//	footer  = u64le indexOffset | u32le crc | "IGKS"
+//
+// Every crc is CRC-32C (Castagnoli) over the bytes of its part before it
+// (header, section; the footer's covers the index). A section's length in the
+// index includes its crc. Sections appear in increasing key-group order, one
+// per key group that holds any entry; states within a section are sorted by
+// name and only those with entries appear. The index lets a reader take the
+// sections of the key groups it owns (rescaling) without decoding, or even
+// reading, the others; the fixed-size footer lets it find the index.
+//
+// Payload layouts per kind, entryCount entries each, in unspecified order
+// (Go map order):
+//
+//	value:  key value
+//	map:    key n (userKey userValue)×n    (n > 0)
+//	list:   key n value×n                  (n > 0)
+//	timers: key varint(namespace) varint(ts) seq
+//
+// where keys and values use the state's codecs, varint is a zigzag varint,
+// and seq orders timers with equal ts.
+const (
+	formatMagic   = "IGKS"
+	formatVersion = 1
+	footerLen     = 8 + 4 + len(formatMagic)
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// crc32c is the checksum of every part of the format: CRC-32C (Castagnoli).
+func crc32c(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+
+// Snapshot is an immutable view of a Backend's state at one instant, taken by
+// Backend.Snapshot. Encode serialises it; it may run on any goroutine,
+// concurrently with the task goroutine's further use of the backend.
+type Snapshot struct {
+	operator       string
+	maxParallelism int
+	kgRange        KeyGroupRange
+	// states is sorted by name. INVARIANT: every table it references is
+	// frozen: no goroutine writes it again (see Backend.epoch).
+	states []frozenState
+	// err is the backend's routing error at snapshot time.
+	err error
+}
+
+// Snapshot captures the backend's state for a checkpoint: the synchronous
+// part, run on the task goroutine at the barrier. It costs O(key groups ×
+// states), independent of the number of entries: it keeps references to the
+// current tables and starts a new copy-on-write epoch, so the first later
+// write to each key group (and to each MapState map or ListState list) copies
+// that table instead of writing into what the snapshot sees.
+//
+// Restored state that no registration claimed is included unchanged. Call
+// Encode, typically on another goroutine, to serialise the snapshot.
+func (b *Backend) Snapshot() *Snapshot {
+	s := &Snapshot{
+		operator:       b.operator,
+		maxParallelism: b.maxParallelism,
+		kgRange:        b.kgRange,
+		states:         make([]frozenState, 0, len(b.states)+len(b.restored)),
+		err:            b.err,
+	}
+	for _, st := range b.states {
+		s.states = append(s.states, st.freeze())
+	}
+	for _, r := range b.restored {
+		s.states = append(s.states, r) // immutable already
+	}
+	slices.SortFunc(s.states, func(x, y frozenState) int { return strings.Compare(x.info().name, y.info().name) })
+	b.epoch++
+	return s
+}
+
+// Encode serialises the snapshot in the snapshot file format (see the
+// format comment in snapshot.go): one checksummed section per non-empty key
+// group, and an index. It is the asynchronous part of a checkpoint: it only
+// reads frozen tables, so it may run on another goroutine while the task
+// keeps processing. It may be called more than once.
+//
+// It fails if the backend had recorded a routing error (Backend.Err) when the
+// snapshot was taken, or if a codec panics (a value it cannot encode); the
+// error names the operator, state and key group.
+func (s *Snapshot) Encode() (out []byte, err error) {
+	if s.err != nil {
+		return nil, fmt.Errorf("state: operator %q: refusing to encode a snapshot of a backend with a routing error: %w", s.operator, s.err)
+	}
+	var (
+		cur *stateInfo // the state and key group being encoded, for errors
+		kg  = -1
+	)
+	defer func() {
+		if r := recover(); r != nil {
+			name := ""
+			if cur != nil {
+				name = cur.name
+			}
+			if e, ok := r.(error); ok {
+				err = fmt.Errorf("state: operator %q state %q key group %d: encode: %w", s.operator, name, kg, e)
+			} else {
+				err = fmt.Errorf("state: operator %q state %q key group %d: encode: panic: %v", s.operator, name, kg, r)
+			}
+			out = nil
+		}
+	}()
+
+	out = append(out, formatMagic...)
+	out = appendUvarint(out, formatVersion)
+	out = appendString(out, s.operator)
+	out = appendUvarint(out, s.maxParallelism)
+	out = appendUvarint(out, s.kgRange.Start)
+	out = appendUvarint(out, s.kgRange.End)
+	out = binary.LittleEndian.AppendUint32(out, crc32c(out))
+
+	type indexEntry struct{ kg, off, length int }
+	var index []indexEntry
+	for i := range s.kgRange.Len() {
+		kg = s.kgRange.Start + i
+		nonEmpty := 0
+		for _, st := range s.states {
+			if st.count(i) > 0 {
+				nonEmpty++
+			}
+		}
+		if nonEmpty == 0 {
+			continue
+		}
+		off := len(out)
+		out = appendUvarint(out, kg)
+		out = appendUvarint(out, nonEmpty)
+		for _, st := range s.states {
+			n := st.count(i)
+			if n == 0 {
+				continue
+			}
+			cur = st.info()
+			out = appendString(out, cur.name)
+			out = append(out, byte(cur.kind))
+			out = appendUvarint(out, len(cur.codecs))
+			for _, c := range cur.codecs {
+				out = appendString(out, c)
+			}
+			out = appendUvarint(out, n)
+			lenAt := len(out)
+			out = binary.LittleEndian.AppendUint64(out, 0) // patched below
+			out = st.appendEntries(out, i)
+			binary.LittleEndian.PutUint64(out[lenAt:], uint64(len(out)-lenAt-8))
+		}
+		cur = nil
+		out = binary.LittleEndian.AppendUint32(out, crc32c(out[off:]))
+		index = append(index, indexEntry{kg: kg, off: off, length: len(out) - off})
+	}
+	kg = -1
+
+	indexOff := len(out)
+	out = appendUvarint(out, len(index))
+	for _, e := range index {
+		out = appendUvarint(out, e.kg)
+		out = appendUvarint(out, e.off)
+		out = appendUvarint(out, e.length)
+	}
+	crc := crc32c(out[indexOff:])
+	out = binary.LittleEndian.AppendUint64(out, uint64(indexOff))
+	out = binary.LittleEndian.AppendUint32(out, crc)
+	out = append(out, formatMagic...)
+	return out, nil
+}
+
+func appendUvarint[N int | uint64](dst []byte, v N) []byte {
+	return binary.AppendUvarint(dst, uint64(v))
+}
+
+func appendVarint(dst []byte, v int64) []byte { return binary.AppendVarint(dst, v) }
+
+func appendString(dst []byte, s string) []byte {
+	dst = appendUvarint(dst, len(s))
+	return append(dst, s...)
+}

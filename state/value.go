@@ -1,0 +1,141 @@
+package state
+
+// ValueState holds one value of type V per key. Create it with NewValueState.
+// Like its Backend, it must be used only from the task goroutine.
+type ValueState[K comparable, V any] struct {
+	keyRouter[K]
+	meta   stateInfo
+	kc     Codec[K]
+	vc     Codec[V]
+	tables []valueTable[K, V] // indexed by key group - Start
+}
+
+// valueTable is one key group's entries.
+type valueTable[K comparable, V any] struct {
+	m map[K]V
+	// epoch is the copy-on-write epoch m belongs to.
+	// INVARIANT: if epoch < Backend.epoch, a Snapshot may reference m and m
+	// must be copied before it is written (see Backend.epoch).
+	epoch uint64
+}
+
+// NewValueState registers (or, if this name is already registered with the
+// same types and codecs, returns) the value state called name, and loads its
+// restored entries. It fails if K cannot be hashed stably, if the name is
+// registered as something else, or (wrapping ErrStateMismatch) if restored
+// state of that name has a different kind or codecs.
+func NewValueState[K comparable, V any](b *Backend, name string, kc Codec[K], vc Codec[V]) (*ValueState[K, V], error) {
+	if err := checkCodecs(b, name, kc == nil, vc == nil); err != nil {
+		return nil, err
+	}
+	info := &stateInfo{name: name, kind: KindValue, codecs: []string{kc.Name(), vc.Name()}}
+	return register(b, info, func() (*ValueState[K, V], error) {
+		r, err := newKeyRouter[K](b, name)
+		if err != nil {
+			return nil, err
+		}
+		return &ValueState[K, V]{keyRouter: r, meta: *info, kc: kc, vc: vc, tables: make([]valueTable[K, V], r.n)}, nil
+	})
+}
+
+// Get returns the value of key and whether it is set.
+func (s *ValueState[K, V]) Get(key K) (V, bool) {
+	i, ok := s.index(key)
+	if !ok {
+		var zero V
+		return zero, false
+	}
+	v, ok := s.tables[i].m[key]
+	return v, ok
+}
+
+// Update sets the value of key.
+func (s *ValueState[K, V]) Update(key K, v V) {
+	i, ok := s.index(key)
+	if !ok {
+		return
+	}
+	t := &s.tables[i]
+	if t.epoch != s.b.epoch {
+		t.m = ownTable(s.b, t.m, &t.epoch)
+	}
+	t.m[key] = v
+}
+
+// Clear removes the value of key.
+func (s *ValueState[K, V]) Clear(key K) {
+	i, ok := s.index(key)
+	if !ok {
+		return
+	}
+	t := &s.tables[i]
+	if _, ok := t.m[key]; !ok {
+		return // nothing to remove: do not copy a frozen table for nothing
+	}
+	if t.epoch != s.b.epoch {
+		t.m = ownTable(s.b, t.m, &t.epoch)
+	}
+	delete(t.m, key)
+}
+
+// Len returns the number of keys with a value, in O(key groups).
+func (s *ValueState[K, V]) Len() int {
+	n := 0
+	for i := range s.tables {
+		n += len(s.tables[i].m)
+	}
+	return n
+}
+
+func (s *ValueState[K, V]) info() *stateInfo { return &s.meta }
+
+func (s *ValueState[K, V]) freeze() frozenState {
+	f := &frozenValue[K, V]{meta: &s.meta, kc: s.kc, vc: s.vc, maps: make([]map[K]V, len(s.tables))}
+	for i := range s.tables {
+		f.maps[i] = s.tables[i].m
+	}
+	return f
+}
+
+// Payload of one key group: count × (key, value).
+func (s *ValueState[K, V]) load(p restoredPart) error {
+	r := s.b.partReader(s.name, p)
+	m := make(map[K]V, r.sizeHint(p.count))
+	for range p.count {
+		k, err := readValue(r, s.kc, "key")
+		if err != nil {
+			return err
+		}
+		if err := s.checkKeyGroup(k, p.kg); err != nil {
+			return err
+		}
+		v, err := readValue(r, s.vc, "value")
+		if err != nil {
+			return err
+		}
+		m[k] = v
+	}
+	if err := r.finish(len(m), p.count); err != nil {
+		return err
+	}
+	s.tables[p.kg-s.start] = valueTable[K, V]{m: m, epoch: s.b.epoch}
+	return nil
+}
+
+// frozenValue is a ValueState as of a Snapshot.
+type frozenValue[K comparable, V any] struct {
+	meta *stateInfo
+	kc   Codec[K]
+	vc   Codec[V]
+	maps []map[K]V // INVARIANT: never written (see Backend.epoch)
+}
+
+func (f *frozenValue[K, V]) info() *stateInfo { return f.meta }
+func (f *frozenValue[K, V]) count(i int) int  { return len(f.maps[i]) }
+func (f *frozenValue[K, V]) appendEntries(dst []byte, i int) []byte {
+	for k, v := range f.maps[i] {
+		dst = f.kc.Append(dst, k)
+		dst = f.vc.Append(dst, v)
+	}
+	return dst
+}

@@ -1,0 +1,144 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"sync"
+)
+
+// Op names a Storage method, for fault injection.
+type Op int
+
+// The operations of Storage.
+const (
+	OpWriteFile Op = iota + 1
+	OpReadFile
+	OpWriteMetadata
+	OpReadMetadata
+	OpList
+	OpDiscard
+)
+
+// String returns the method's name.
+func (o Op) String() string {
+	switch o {
+	case OpWriteFile:
+		return "WriteFile"
+	case OpReadFile:
+		return "ReadFile"
+	case OpWriteMetadata:
+		return "WriteMetadata"
+	case OpReadMetadata:
+		return "ReadMetadata"
+	case OpList:
+		return "List"
+	case OpDiscard:
+		return "Discard"
+	}
+	return fmt.Sprintf("Op(%d)", int(o))
+}
+
+// Faulty wraps a Storage and fails chosen calls, for tests of the code that uses storage. A failed
+// call returns the injected error unchanged and does not reach the wrapped Storage. It is safe for
+// concurrent use.
+type Faulty struct {
+	inner Storage // immutable
+
+	mu   sync.Mutex
+	next map[Op][]error                           // guarded by mu; armed by FailNext, oldest first
+	when func(op Op, id int64, name string) error // guarded by mu; set by FailWhen
+}
+
+var _ Storage = (*Faulty)(nil)
+
+// NewFaulty returns inner wrapped for fault injection. It injects nothing until told to.
+func NewFaulty(inner Storage) *Faulty {
+	return &Faulty{inner: inner, next: make(map[Op][]error)}
+}
+
+// FailNext makes the next call of op return err. Calls queue: FailNext twice fails the next two
+// calls. They take precedence over FailWhen.
+func (f *Faulty) FailNext(op Op, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.next[op] = append(f.next[op], err)
+}
+
+// FailWhen makes every call consult fn, replacing any earlier fn; nil removes it. fn gets the
+// operation, the checkpoint id and the file name: for WriteFile and ReadFile the state file's, for
+// WriteMetadata and ReadMetadata MetadataName, for Discard "", and for List id -1 and "". A non-nil
+// result fails the call with it; nil passes the call through. fn may be called concurrently and may
+// call FailNext or FailWhen.
+func (f *Faulty) FailWhen(fn func(op Op, id int64, name string) error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.when = fn
+}
+
+// fault returns the error to inject into this call, or nil.
+func (f *Faulty) fault(op Op, id int64, name string) error {
+	f.mu.Lock()
+	if q := f.next[op]; len(q) > 0 {
+		err := q[0]
+		f.next[op] = q[1:]
+		f.mu.Unlock()
+		return err
+	}
+	fn := f.when
+	f.mu.Unlock() // fn runs unlocked so that it may call FailNext
+	if fn == nil {
+		return nil
+	}
+	return fn(op, id, name)
+}
+
+// WriteFile implements Storage.
+func (f *Faulty) WriteFile(ctx context.Context, id int64, name string, data []byte) (Handle, error) {
+	if err := f.fault(OpWriteFile, id, name); err != nil {
+		return Handle{}, err
+	}
+	return f.inner.WriteFile(ctx, id, name, data)
+}
+
+// ReadFile implements Storage.
+func (f *Faulty) ReadFile(ctx context.Context, h Handle) ([]byte, error) {
+	if err := f.fault(OpReadFile, h.Checkpoint, h.Name); err != nil {
+		return nil, err
+	}
+	return f.inner.ReadFile(ctx, h)
+}
+
+// WriteMetadata implements Storage.
+func (f *Faulty) WriteMetadata(ctx context.Context, id int64, data []byte) error {
+	if err := f.fault(OpWriteMetadata, id, MetadataName); err != nil {
+		return err
+	}
+	return f.inner.WriteMetadata(ctx, id, data)
+}
+
+// ReadMetadata implements Storage.
+func (f *Faulty) ReadMetadata(ctx context.Context, id int64) ([]byte, error) {
+	if err := f.fault(OpReadMetadata, id, MetadataName); err != nil {
+		return nil, err
+	}
+	return f.inner.ReadMetadata(ctx, id)
+}
+
+// List implements Storage.
+func (f *Faulty) List(ctx context.Context) ([]Entry, error) {
+	if err := f.fault(OpList, -1, ""); err != nil {
+		return nil, err
+	}
+	return f.inner.List(ctx)
+}
+
+// Discard implements Storage.
+func (f *Faulty) Discard(ctx context.Context, id int64) error {
+	if err := f.fault(OpDiscard, id, ""); err != nil {
+		return err
+	}
+	return f.inner.Discard(ctx, id)
+}
+
+// Location returns the wrapped Storage's location.
+func (f *Faulty) Location() string { return f.inner.Location() }

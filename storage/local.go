@@ -1,0 +1,345 @@
+package storage
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Layout of a Local directory:
+//
+//	<dir>/chk-0000000007/            one directory per checkpoint, id zero-padded to 10 digits
+//	<dir>/chk-0000000007/<name>      state files
+//	<dir>/chk-0000000007/_metadata   present only once checkpoint 7 is complete
+//	<dir>/chk-0000000007/.tmp-*      metadata being written, or left over by a crash
+const (
+	dirPrefix = "chk-"
+	tmpPrefix = ".tmp-"
+)
+
+// Local is the local-directory backend: checkpoints live in a directory of the local filesystem.
+// It is the default storage of the embedded engine. It is safe for concurrent use.
+//
+// Durability: a state file is written and fsynced; its directory entry becomes durable when
+// WriteMetadata fsyncs the checkpoint directory, which happens before the checkpoint is complete.
+// A checkpoint directory is fsynced into the parent directory when it is created.
+type Local struct {
+	dir string // immutable
+	fs  fsys   // immutable
+
+	mu sync.Mutex
+	// synced holds the checkpoint ids whose directory exists and whose entry in dir has been fsynced.
+	// INVARIANT: an id is added only after MkdirAll and SyncDir(dir) both returned nil.
+	synced map[int64]bool // guarded by mu
+}
+
+var _ Storage = (*Local)(nil)
+
+// NewLocal returns storage in directory dir, creating it (and fsyncing it into its parent) if it
+// does not exist.
+func NewLocal(dir string) (*Local, error) { return newLocal(dir, osFS{}) }
+
+// newLocal is NewLocal on the filesystem fsy.
+func newLocal(dir string, fsy fsys) (*Local, error) {
+	if dir == "" {
+		return nil, errors.New("storage: checkpoint directory is empty")
+	}
+	dir = filepath.Clean(dir)
+	info, err := fsy.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := fsy.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("storage: create checkpoint directory: %w", err)
+		}
+		if err := fsy.SyncDir(filepath.Dir(dir)); err != nil {
+			return nil, fmt.Errorf("storage: create checkpoint directory %s: sync parent: %w", dir, err)
+		}
+	case err != nil:
+		return nil, fmt.Errorf("storage: checkpoint directory: %w", err)
+	case !info.IsDir():
+		return nil, fmt.Errorf("storage: checkpoint directory %s is not a directory", dir)
+	}
+	return &Local{dir: dir, fs: fsy, synced: make(map[int64]bool)}, nil
+}
+
+// Location returns the directory the checkpoints live in.
+func (l *Local) Location() string { return l.dir }
+
+// chkDir returns the directory of checkpoint id.
+func (l *Local) chkDir(id int64) string {
+	return filepath.Join(l.dir, fmt.Sprintf("%s%010d", dirPrefix, id))
+}
+
+// parseDirName returns the id a checkpoint directory name stands for. Only the exact name chkDir
+// produces is accepted: a hand-made "chk-7" would otherwise be listed as checkpoint 7 while every
+// other method looks in chk-0000000007.
+func parseDirName(name string) (int64, bool) {
+	digits, ok := strings.CutPrefix(name, dirPrefix)
+	if !ok || digits == "" || strings.TrimLeft(digits, "0123456789") != "" {
+		return 0, false
+	}
+	id, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || fmt.Sprintf("%010d", id) != digits {
+		return 0, false
+	}
+	return id, true
+}
+
+// validName says why name cannot be a state file name, or returns nil.
+func validName(name string) error {
+	why := ""
+	switch {
+	case name == "":
+		why = "empty"
+	case len(name) > 255:
+		why = "longer than 255 bytes"
+	case strings.ContainsAny(name, `/\`+string(os.PathSeparator)):
+		why = "contains a path separator"
+	case strings.Contains(name, ".."):
+		why = `contains ".."`
+	case strings.ContainsRune(name, 0):
+		why = "contains a NUL byte"
+	case name[0] == '.':
+		why = `starts with "." (reserved for temporary files)`
+	case name[0] == '_':
+		why = `starts with "_" (reserved for metadata)`
+	default:
+		return nil
+	}
+	return fmt.Errorf("storage: invalid state file name %q: %s", name, why)
+}
+
+// ensureDir creates the directory of checkpoint id if needed and makes its entry durable.
+func (l *Local) ensureDir(id int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.synced[id] {
+		return nil
+	}
+	dir := l.chkDir(id)
+	if err := l.fs.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("storage: create %s: %w", dir, err)
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return fmt.Errorf("storage: create %s: sync %s: %w", dir, l.dir, err)
+	}
+	l.synced[id] = true
+	return nil
+}
+
+// writeSynced writes payload and its trailer to path and fsyncs it. With excl the file must not
+// exist; otherwise an existing file is replaced. On failure it removes what it wrote.
+func (l *Local) writeSynced(path string, payload []byte, excl bool) error {
+	flag := os.O_WRONLY | os.O_CREATE
+	if excl {
+		flag |= os.O_EXCL
+	} else {
+		flag |= os.O_TRUNC
+	}
+	f, err := l.fs.OpenFile(path, flag, 0o644)
+	if err != nil {
+		return err
+	}
+	// Two writes rather than one appended copy: state files can be large.
+	_, err = f.Write(payload)
+	if err == nil {
+		_, err = f.Write(trailer(payload))
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = l.fs.Remove(path) // best effort: a partial file fails its checksum anyway
+		return err
+	}
+	return nil
+}
+
+// WriteFile stores data as state file name of checkpoint id and fsyncs it. name may not contain a
+// path separator or "..", nor start with '.' or '_'. An existing file of that name is replaced.
+func (l *Local) WriteFile(ctx context.Context, id int64, name string, data []byte) (Handle, error) {
+	if err := ctx.Err(); err != nil {
+		return Handle{}, fmt.Errorf("storage: write %s of checkpoint %d: %w", name, id, err)
+	}
+	if err := checkID(id); err != nil {
+		return Handle{}, err
+	}
+	if err := validName(name); err != nil {
+		return Handle{}, err
+	}
+	if err := l.ensureDir(id); err != nil {
+		return Handle{}, err
+	}
+	path := filepath.Join(l.chkDir(id), name)
+	if err := l.writeSynced(path, data, false); err != nil {
+		return Handle{}, fmt.Errorf("storage: write %s: %w", path, err)
+	}
+	return Handle{Name: name, Checkpoint: id, Size: int64(len(data)), CRC: checksum(data)}, nil
+}
+
+// ReadFile returns the payload of the state file h names after verifying its trailer, its checksum,
+// and that its size and checksum are the ones h records.
+func (l *Local) ReadFile(ctx context.Context, h Handle) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("storage: read %s of checkpoint %d: %w", h.Name, h.Checkpoint, err)
+	}
+	if err := checkID(h.Checkpoint); err != nil {
+		return nil, err
+	}
+	if err := validName(h.Name); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(l.chkDir(h.Checkpoint), h.Name)
+	payload, err := l.readVerified(path)
+	if err != nil {
+		return nil, err
+	}
+	if size, crc := int64(len(payload)), checksum(payload); size != h.Size || crc != h.CRC {
+		return nil, &CorruptError{Path: path, Reason: fmt.Sprintf(
+			"does not match its handle: handle says %d bytes crc 0x%08x, file holds %d bytes crc 0x%08x",
+			h.Size, h.CRC, size, crc)}
+	}
+	return payload, nil
+}
+
+// readVerified reads path and returns its verified payload.
+func (l *Local) readVerified(path string) ([]byte, error) {
+	b, err := l.fs.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("storage: read %s: %w", path, err)
+	}
+	return decode(path, b)
+}
+
+// WriteMetadata makes checkpoint id complete: it writes data with its trailer to a temporary file in
+// the checkpoint directory, fsyncs it, renames it to _metadata and fsyncs the directory. If the
+// directory fsync fails, it removes _metadata again, so that a checkpoint reported as failed does
+// not become a recovery point. It refuses to replace the metadata of a complete checkpoint.
+func (l *Local) WriteMetadata(ctx context.Context, id int64, data []byte) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("storage: write metadata of checkpoint %d: %w", id, err)
+	}
+	if err := checkID(id); err != nil {
+		return err
+	}
+	dir := l.chkDir(id)
+	final := filepath.Join(dir, MetadataName)
+	if _, err := l.fs.Stat(final); err == nil {
+		return fmt.Errorf("storage: write metadata of checkpoint %d: already complete (%s exists): %w", id, final, fs.ErrExist)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("storage: write metadata of checkpoint %d: %w", id, err)
+	}
+	if err := l.ensureDir(id); err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, tmpPrefix+MetadataName+"-"+rand.Text())
+	if err := l.writeSynced(tmp, data, true); err != nil {
+		return fmt.Errorf("storage: write metadata %s: %w", tmp, err)
+	}
+	// The temporary file's contents are durable before the rename, so whichever name survives a
+	// crash holds complete data.
+	if err := l.fs.Rename(tmp, final); err != nil {
+		_ = l.fs.Remove(tmp)
+		return fmt.Errorf("storage: write metadata of checkpoint %d: %w", id, err)
+	}
+	if err := l.fs.SyncDir(dir); err != nil {
+		// The metadata is visible but may not survive a crash. The caller will treat the checkpoint
+		// as failed and may abort its sink output, so it must not look complete to a later restore.
+		if rerr := l.fs.Remove(final); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			return fmt.Errorf("storage: write metadata of checkpoint %d: sync %s: %w (and removing %s failed: %v)", id, dir, err, final, rerr)
+		}
+		_ = l.fs.SyncDir(dir) // best effort, as the previous sync just failed
+		return fmt.Errorf("storage: write metadata of checkpoint %d: sync %s: %w", id, dir, err)
+	}
+	return nil
+}
+
+// ReadMetadata returns the verified metadata payload of checkpoint id. A checkpoint that is not
+// complete yields an error wrapping ErrNotFound.
+func (l *Local) ReadMetadata(ctx context.Context, id int64) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("storage: read metadata of checkpoint %d: %w", id, err)
+	}
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
+	return l.readVerified(filepath.Join(l.chkDir(id), MetadataName))
+}
+
+// List returns every checkpoint directory in increasing id order. Other entries of the directory are
+// ignored. A checkpoint is Complete iff its _metadata file exists; temporary files do not count.
+func (l *Local) List(ctx context.Context) ([]Entry, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("storage: list %s: %w", l.dir, err)
+	}
+	des, err := l.fs.ReadDir(l.dir)
+	if err != nil {
+		return nil, fmt.Errorf("storage: list %s: %w", l.dir, err)
+	}
+	var entries []Entry
+	for _, de := range des {
+		id, ok := parseDirName(de.Name())
+		if !ok || !de.IsDir() {
+			continue
+		}
+		dir := l.chkDir(id)
+		_, err := l.fs.Stat(filepath.Join(dir, MetadataName))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("storage: list %s: %w", l.dir, err)
+		}
+		entries = append(entries, Entry{ID: id, Complete: err == nil, Path: dir})
+	}
+	slices.SortFunc(entries, func(a, b Entry) int { return cmp.Compare(a.ID, b.ID) })
+	return entries, nil
+}
+
+// Discard deletes the directory of checkpoint id. It removes the metadata first and makes that
+// durable, so a crash part-way leaves an incomplete checkpoint rather than a complete one with state
+// files missing. Discarding an absent id is not an error.
+func (l *Local) Discard(ctx context.Context, id int64) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("storage: discard checkpoint %d: %w", id, err)
+	}
+	if err := checkID(id); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	delete(l.synced, id)
+	l.mu.Unlock()
+
+	dir := l.chkDir(id)
+	if _, err := l.fs.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("storage: discard checkpoint %d: %w", id, err)
+	}
+	err := l.fs.Remove(filepath.Join(dir, MetadataName))
+	if err == nil {
+		err = l.fs.SyncDir(dir)
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("storage: discard checkpoint %d: %w", id, err)
+	}
+	if err := l.fs.RemoveAll(dir); err != nil {
+		return fmt.Errorf("storage: discard checkpoint %d: %w", id, err)
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return fmt.Errorf("storage: discard checkpoint %d: sync %s: %w", id, l.dir, err)
+	}
+	return nil
+}

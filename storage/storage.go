@@ -1,0 +1,106 @@
+// Package storage keeps checkpoint data: the state files subtasks write for a checkpoint and the
+// metadata file whose presence makes a checkpoint complete.
+//
+// Every stored file carries a checksum trailer (see format.go), so a truncated or corrupted file is
+// reported as an error that wraps [ErrCorrupt] and names the file, never returned as data. Metadata
+// is written atomically and durably: a checkpoint is a recovery point only once [Storage.WriteMetadata]
+// has returned nil, and an incomplete checkpoint never looks complete (checkpointing.txt, "An
+// incomplete checkpoint never replaces the last successful one").
+//
+// [Local] is the local-directory backend. [Faulty] wraps any Storage to inject failures in tests, and
+// [CrashFS] is an in-memory filesystem under a Local that models what survives a power loss.
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// MetadataName is the name of the file that makes a checkpoint complete. State file names may not
+// start with '_', so no state file can collide with it.
+const MetadataName = "_metadata"
+
+// Storage keeps checkpoint data. Implementations must be safe for concurrent use.
+type Storage interface {
+	// WriteFile durably stores one state file of checkpoint id (write, fsync). The stored bytes
+	// carry a checksum trailer. Writing a name that exists replaces it, so a failed write can be
+	// retried.
+	WriteFile(ctx context.Context, id int64, name string, data []byte) (Handle, error)
+	// ReadFile reads the file a handle names and verifies its trailer and checksum, and that the
+	// payload's size and checksum match the handle.
+	ReadFile(ctx context.Context, h Handle) ([]byte, error)
+	// WriteMetadata makes checkpoint id complete: it writes the metadata with a checksum atomically
+	// and durably (temp file in the checkpoint directory, fsync, rename to the final name, fsync the
+	// directory). Until it returns nil the checkpoint is not complete; if it fails no partial
+	// metadata file is visible under the final name.
+	WriteMetadata(ctx context.Context, id int64, data []byte) error
+	// ReadMetadata returns the verified metadata payload of checkpoint id.
+	ReadMetadata(ctx context.Context, id int64) ([]byte, error)
+	// List returns every checkpoint present, complete or not, in increasing id order.
+	List(ctx context.Context) ([]Entry, error)
+	// Discard deletes everything stored for checkpoint id. Discarding an absent id is not an error.
+	Discard(ctx context.Context, id int64) error
+	// Location describes where the data lives, for messages (e.g. the directory path).
+	Location() string
+}
+
+// Handle names one stored state file. Subtasks return handles in their acks and the coordinator
+// records them in the checkpoint's metadata; ReadFile uses them to find and verify the file.
+type Handle struct {
+	// Name is the file's name, relative to its checkpoint.
+	Name string `json:"name"`
+	// Checkpoint is the id of the checkpoint the file was written for.
+	Checkpoint int64 `json:"checkpoint"`
+	// Size is the payload's length in bytes (without the trailer).
+	Size int64 `json:"size"`
+	// CRC is the CRC-32C (Castagnoli) of the payload.
+	CRC uint32 `json:"crc"`
+}
+
+// Entry describes one checkpoint found by List.
+type Entry struct {
+	// ID is the checkpoint id.
+	ID int64
+	// Complete reports whether the checkpoint's metadata file exists. List does not verify it;
+	// ReadMetadata does.
+	Complete bool
+	// Path is where the checkpoint lives, for messages.
+	Path string
+}
+
+// ErrCorrupt marks a stored file that is truncated or fails its checksum. Test for it with
+// [IsCorrupt] or errors.Is; [*CorruptError] carries the file and the reason.
+var ErrCorrupt = errors.New("storage: corrupt checkpoint data")
+
+// ErrNotFound marks a missing checkpoint file or metadata, or the absence of any usable complete
+// checkpoint. The error that wraps it names the file.
+var ErrNotFound = errors.New("storage: not found")
+
+// CorruptError reports a stored file that cannot be trusted: it names the file and says why. It
+// wraps [ErrCorrupt].
+type CorruptError struct {
+	// Path is the file's location.
+	Path string
+	// Reason says what is wrong, e.g. "truncated: 3 bytes, expected at least 16".
+	Reason string
+}
+
+// Error implements error.
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("storage: corrupt checkpoint file %s: %s", e.Path, e.Reason)
+}
+
+// Unwrap returns [ErrCorrupt], so errors.Is(err, ErrCorrupt) holds.
+func (e *CorruptError) Unwrap() error { return ErrCorrupt }
+
+// IsCorrupt reports whether err says that stored data is truncated or fails its checksum.
+func IsCorrupt(err error) bool { return errors.Is(err, ErrCorrupt) }
+
+// checkID rejects ids that cannot name a checkpoint directory.
+func checkID(id int64) error {
+	if id < 0 {
+		return fmt.Errorf("storage: invalid checkpoint id %d: must not be negative", id)
+	}
+	return nil
+}

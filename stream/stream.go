@@ -1,0 +1,296 @@
+// Package stream is the Go API of Ingest Engine: typed, generic builders for
+// a pipeline graph that the runtime executes with coordinated checkpoints.
+//
+//	p := stream.New("clicks")
+//	events := stream.From(p, "events", datagen.Events(datagen.Config{Keys: 100}), stream.Parallelism(2))
+//	perKey := window.Tumbling(stream.KeyBy(events, func(e datagen.Event) int64 { return e.Key }), "per_key", time.Second, agg)
+//	stream.To(perKey, "out", file.JSONLines[window.Result[int64, Sum]]("out"))
+//	err := p.Run(ctx, stream.RunOptions{...})
+//
+// A Stream[T] carries records of type T with event times. Operators on a
+// keyed stream see every record of a key in the same subtask, next to that
+// key's state.
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/runtime"
+	"github.com/ingest-engine/ingest/state"
+	"github.com/ingest-engine/ingest/storage"
+)
+
+// Record is one element of a stream: a value and its event time in Unix
+// nanoseconds.
+type Record[T any] = runtime.Record[T]
+
+// Batch is a slice of records handed from one operator to the next.
+type Batch[T any] = runtime.Batch[T]
+
+// Pipeline collects the nodes of a graph. Builder errors are collected and
+// reported by Plan and Run, so a pipeline is written without error checks
+// between the steps.
+type Pipeline struct {
+	plan        runtime.Plan
+	parallelism int
+	errs        []error
+}
+
+// Option configures a Pipeline.
+type Option func(*Pipeline)
+
+// DefaultParallelism sets the parallelism of nodes that do not set their own.
+// The default value is 1.
+func DefaultParallelism(n int) Option { return func(p *Pipeline) { p.parallelism = n } }
+
+// MaxParallelism sets the number of key groups keyed state is split into, the
+// upper bound of any node's parallelism and of later rescaling.
+// The default value is 128.
+func MaxParallelism(n int) Option { return func(p *Pipeline) { p.plan.MaxParallelism = n } }
+
+// New starts a pipeline named name; the name is written into its checkpoints.
+func New(name string, opts ...Option) *Pipeline {
+	p := &Pipeline{plan: runtime.Plan{Name: name, MaxParallelism: state.DefaultMaxParallelism}, parallelism: 1}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+// Errorf records a builder error; Plan and Run report it.
+func (p *Pipeline) Errorf(format string, args ...any) {
+	p.errs = append(p.errs, fmt.Errorf(format, args...))
+}
+
+// Plan validates the graph and returns it.
+func (p *Pipeline) Plan() (*runtime.Plan, error) {
+	if len(p.errs) > 0 {
+		return nil, errors.Join(p.errs...)
+	}
+	if err := p.plan.Validate(); err != nil {
+		return nil, err
+	}
+	return &p.plan, nil
+}
+
+// Guarantee returns the effective delivery guarantee of the pipeline under
+// mode: the weakest of its connectors and the checkpoint mode, with the reason
+// when it is below exactly-once.
+func (p *Pipeline) Guarantee(mode checkpoint.Mode) (runtime.Guarantee, string) {
+	g, why := runtime.ExactlyOnce, ""
+	for _, n := range p.plan.Nodes {
+		if n.Guarantee > g {
+			g = n.Guarantee
+			kind := "sink"
+			if n.NewSource != nil {
+				kind = "source"
+			}
+			switch n.Guarantee {
+			case runtime.AtLeastOnce:
+				why = fmt.Sprintf("%s %s is not transactional", kind, n.ID)
+			case runtime.NoGuarantee:
+				why = fmt.Sprintf("%s %s cannot replay its input", kind, n.ID)
+			}
+		}
+	}
+	if mode == checkpoint.AtLeastOnce && g == runtime.ExactlyOnce {
+		g, why = runtime.AtLeastOnce, "checkpoint mode is at-least-once (barriers are not aligned)"
+	}
+	return g, why
+}
+
+// RunOptions configures Run.
+type RunOptions struct {
+	// Checkpoint configures checkpointing. The zero value means
+	// checkpoint.DefaultOptions().
+	Checkpoint checkpoint.Options
+	// CheckpointDir is the directory of local checkpoint storage, used when
+	// Storage is nil.
+	CheckpointDir string
+	// Storage keeps checkpoints; it overrides CheckpointDir.
+	Storage storage.Storage
+	// Restart is the restart strategy. The zero value means
+	// runtime.DefaultRestartOptions().
+	Restart runtime.RestartOptions
+	// Log receives the job's log; nil discards it.
+	Log *slog.Logger
+}
+
+// NewJob plans the pipeline and returns a job ready to Run.
+func (p *Pipeline) NewJob(o RunOptions) (*runtime.Job, error) {
+	plan, err := p.Plan()
+	if err != nil {
+		return nil, err
+	}
+	if o.Checkpoint == (checkpoint.Options{}) {
+		o.Checkpoint = checkpoint.DefaultOptions()
+	}
+	if o.Restart == (runtime.RestartOptions{}) {
+		o.Restart = runtime.DefaultRestartOptions()
+	}
+	st := o.Storage
+	if st == nil {
+		if o.CheckpointDir == "" {
+			return nil, errors.New("run options: set CheckpointDir or Storage")
+		}
+		if st, err = storage.NewLocal(o.CheckpointDir); err != nil {
+			return nil, err
+		}
+	}
+	return runtime.NewJob(plan, runtime.Options{Checkpoint: o.Checkpoint, Storage: st, Restart: o.Restart, Log: o.Log})
+}
+
+// Run plans and runs the pipeline until it finishes, ctx is cancelled or
+// restarts are exhausted.
+func (p *Pipeline) Run(ctx context.Context, o RunOptions) error {
+	job, err := p.NewJob(o)
+	if err != nil {
+		return err
+	}
+	return job.Run(ctx)
+}
+
+// NodeOption configures one node.
+type NodeOption func(*runtime.Node)
+
+// Parallelism sets a node's number of subtasks.
+func Parallelism(n int) NodeOption { return func(nd *runtime.Node) { nd.Parallelism = n } }
+
+// Stream is a typed stream of records produced by one node.
+type Stream[T any] struct {
+	p    *Pipeline
+	node *runtime.Node
+	// part is the partitioner of the next edge; nil chooses forward or rebalance.
+	part runtime.Partitioner
+}
+
+// Pipeline returns the pipeline the stream belongs to.
+func (s Stream[T]) Pipeline() *Pipeline { return s.p }
+
+// Node returns the node producing the stream.
+func (s Stream[T]) Node() *runtime.Node { return s.node }
+
+// KeyedStream is a stream partitioned by a key: every record of one key goes
+// to the same subtask of the next operator.
+type KeyedStream[T any, K comparable] struct {
+	Stream[T]
+	// Key extracts the key of a record.
+	Key func(T) K
+	// KeyCodec encodes keys in state snapshots.
+	KeyCodec state.Codec[K]
+}
+
+// Source is a typed, replayable source: it makes subtasks that emit Batch[T].
+type Source[T any] interface {
+	// NewSubtask creates one source subtask.
+	NewSubtask() runtime.Source
+	// Guarantee says whether the source can replay from a checkpoint.
+	Guarantee() runtime.Guarantee
+	// Describe is a one-line description for plans.
+	Describe() string
+}
+
+// Sink is a typed sink: it makes subtasks that consume Batch[T], and the
+// committer that publishes their staged output when it is transactional.
+type Sink[T any] interface {
+	// NewSubtask creates one sink subtask.
+	NewSubtask() runtime.Operator
+	// Committer returns the sink's committer, nil when the sink writes at once.
+	Committer() runtime.Committer
+	// Guarantee is ExactlyOnce for a sink with checkpoint-aligned atomic commits.
+	Guarantee() runtime.Guarantee
+	// Describe is a one-line description for plans.
+	Describe() string
+}
+
+// From adds a source node.
+func From[T any](p *Pipeline, id string, src Source[T], opts ...NodeOption) Stream[T] {
+	n := &runtime.Node{ID: id, Parallelism: p.parallelism, NewSource: src.NewSubtask, Guarantee: src.Guarantee(), Describe: src.Describe()}
+	for _, o := range opts {
+		o(n)
+	}
+	p.plan.Nodes = append(p.plan.Nodes, n)
+	return Stream[T]{p: p, node: n}
+}
+
+// To adds a sink node consuming s.
+func To[T any](s Stream[T], id string, sink Sink[T], opts ...NodeOption) {
+	n := &runtime.Node{ID: id, Parallelism: s.p.parallelism, NewOperator: sink.NewSubtask, Committer: sink.Committer(),
+		Guarantee: sink.Guarantee(), Describe: sink.Describe()}
+	Connect(s, n, 0, opts...)
+}
+
+// Connect adds node n (an operator) with s feeding its logical input input,
+// applies opts and picks the edge's partitioner: the stream's (hash after
+// KeyBy), else forward when parallelisms match, else rebalance. It is the
+// building block for operator packages.
+func Connect[T any](s Stream[T], n *runtime.Node, input int, opts ...NodeOption) {
+	for _, o := range opts {
+		o(n)
+	}
+	if n.Parallelism == 0 {
+		n.Parallelism = s.p.parallelism
+	}
+	part := s.part
+	if part == nil {
+		part = runtime.Forward()
+		if s.node.Parallelism != n.Parallelism {
+			part = runtime.Rebalance()
+		}
+	}
+	n.Inputs = append(n.Inputs, runtime.Edge{From: s.node, Input: input, Partitioner: part})
+	if len(n.Inputs) == 1 {
+		s.p.plan.Nodes = append(s.p.plan.Nodes, n)
+	}
+}
+
+// Add adds operator node n fed by s and returns its output stream of type U.
+func Add[T, U any](s Stream[T], n *runtime.Node, opts ...NodeOption) Stream[U] {
+	Connect(s, n, 0, opts...)
+	return Stream[U]{p: s.p, node: n}
+}
+
+// Rebalance spreads the stream's batches round-robin over the next
+// operator's subtasks.
+func (s Stream[T]) Rebalance() Stream[T] { s.part = runtime.Rebalance(); return s }
+
+// Broadcast sends every record to every subtask of the next operator.
+func (s Stream[T]) Broadcast() Stream[T] { s.part = runtime.Broadcast(); return s }
+
+// KeyBy partitions s by key. Supported key types are strings, integers,
+// floats, bools and types with a `HashKey() uint64` method; keys are encoded
+// in state with a built-in codec for the basic types and JSON otherwise.
+func KeyBy[T any, K comparable](s Stream[T], key func(T) K) KeyedStream[T, K] {
+	hash, err := state.Hasher[K]()
+	if err != nil {
+		s.p.Errorf("key by after %s: %w", s.node.ID, err)
+		hash = func(K) uint64 { return 0 }
+	}
+	s.part = runtime.Hash(func(v T) uint64 { return hash(key(v)) })
+	return KeyedStream[T, K]{Stream: s, Key: key, KeyCodec: CodecFor[K]()}
+}
+
+// CodecFor returns the built-in state codec for K: binary for strings,
+// integers, floats and bools, JSON otherwise.
+func CodecFor[K any]() state.Codec[K] {
+	var zero K
+	var c any
+	switch any(zero).(type) {
+	case string:
+		c = state.StringCodec{}
+	case int64:
+		c = state.Int64Codec{}
+	case float64:
+		c = state.Float64Codec{}
+	case bool:
+		c = state.BoolCodec{}
+	}
+	if typed, ok := c.(state.Codec[K]); ok {
+		return typed
+	}
+	return state.JSONCodec[K]()
+}
