@@ -77,9 +77,9 @@ type discard[T any] struct{}
 func (discard[T]) NewSubtask() runtime.Operator {
 	return &discardOp{}
 }
-func (discard[T]) Committer() runtime.Committer  { return nil }
-func (discard[T]) Guarantee() runtime.Guarantee  { return runtime.ExactlyOnce }
-func (discard[T]) Describe() string              { return "discard" }
+func (discard[T]) Committer() runtime.Committer { return nil }
+func (discard[T]) Guarantee() runtime.Guarantee { return runtime.ExactlyOnce }
+func (discard[T]) Describe() string             { return "discard" }
 
 type discardOp struct{ Stateless }
 

@@ -65,7 +65,9 @@ func JSONLines[T any](dir string) *Sink[T] {
 func (s *Sink[T]) Guarantee() runtime.Guarantee { return runtime.ExactlyOnce }
 
 // Describe names the directory.
-func (s *Sink[T]) Describe() string { return "file " + s.dir + " (JSON lines, committed per checkpoint)" }
+func (s *Sink[T]) Describe() string {
+	return "file " + s.dir + " (JSON lines, committed per checkpoint)"
+}
 
 // Committer returns the sink's committer.
 func (s *Sink[T]) Committer() runtime.Committer { return committer{dir: s.dir} }
