@@ -254,8 +254,6 @@ func (a *attempt) drive() error {
 				if ev.err == nil {
 					a.job.completed.Add(1)
 					a.job.latest.Store(ev.id)
-				} else {
-					a.job.failed.Add(1)
 				}
 				acts = a.coord.Step(time.Now(), checkpoint.MetadataWritten{ID: ev.id, Err: ev.err})
 			case evCommitted:
@@ -316,6 +314,7 @@ func (a *attempt) act(act checkpoint.Action, finished *bool) error {
 			a.event(a.ctx, taskEvent{kind: evCommitted, id: x.ID, err: err})
 		})
 	case checkpoint.Abort:
+		j.failed.Add(1)
 		j.log.Warn("checkpoint failed", "checkpoint", x.ID, "err", x.Reason)
 		for _, t := range a.tasks {
 			t.mb.put(control{kind: ctlAbort, id: x.ID})

@@ -49,7 +49,8 @@ type Options struct {
 type Stats struct {
 	// Restarts is the number of in-process restarts after failures.
 	Restarts int64
-	// Completed and Failed count checkpoints.
+	// Completed counts checkpoints that became complete; Failed counts
+	// checkpoints abandoned (declined, timed out, storage errors, subsumed).
 	Completed, Failed int64
 	// Latest is the newest complete checkpoint (the recovery point).
 	Latest int64
@@ -125,7 +126,7 @@ func (j *Job) Run(ctx context.Context) error {
 		if err == nil {
 			return nil
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || errors.Is(err, ErrIncompatible) {
 			return err
 		}
 		if j.completed.Load() > before {
@@ -144,6 +145,15 @@ func (j *Job) Run(ctx context.Context) error {
 		j.restarts.Add(1)
 	}
 }
+
+// ErrIncompatible marks failures a restart cannot cure: the checkpoint to
+// restore does not fit the pipeline (another pipeline's checkpoint, state of
+// operators the pipeline no longer has, per-subtask state at a changed
+// parallelism). Run returns them at once instead of restarting.
+var ErrIncompatible = errors.New("checkpoint incompatible with the pipeline")
+
+// incompatible wraps err with ErrIncompatible.
+func incompatible(err error) error { return fmt.Errorf("%w: %w", ErrIncompatible, err) }
 
 // newJobID returns a random job id for a job that has no checkpoint yet.
 func newJobID() string {

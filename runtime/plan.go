@@ -45,6 +45,9 @@ type Node struct {
 	Guarantee Guarantee
 	// Describe is a one-line description for plans (e.g. "datagen count=1000").
 	Describe string
+	// Type is the connector or operator type ("datagen", "file", "window"),
+	// for messages.
+	Type string
 }
 
 // Edge connects the output of From to one logical input of a node.

@@ -44,7 +44,7 @@ func (j *Job) recover(ctx context.Context) (*recovery, error) {
 			return nil, fmt.Errorf("checkpoint %d in %s: %w", id, j.storage.Location(), err)
 		}
 		if m.Pipeline != j.plan.Name {
-			return nil, fmt.Errorf("checkpoint %d in %s belongs to pipeline %q, not %q: use another checkpoint directory", id, j.storage.Location(), m.Pipeline, j.plan.Name)
+			return nil, incompatible(fmt.Errorf("checkpoint %d in %s belongs to pipeline %q, not %q: use another checkpoint directory", id, j.storage.Location(), m.Pipeline, j.plan.Name))
 		}
 		rec.meta = m
 		j.jobID = m.JobID
@@ -77,7 +77,7 @@ func (j *Job) publishRecoveryPoint(ctx context.Context, rec *recovery) error {
 		for _, c := range rec.meta.Commits {
 			cm := committers[c.Sink]
 			if cm == nil {
-				return fmt.Errorf("checkpoint %d holds output of sink %q that the pipeline no longer has as a transactional sink", rec.meta.ID, c.Sink)
+				return incompatible(fmt.Errorf("checkpoint %d holds output of sink %q that the pipeline no longer has as a transactional sink", rec.meta.ID, c.Sink))
 			}
 			if err := cm.Commit(ctx, rec.jobID, c); err != nil {
 				return fmt.Errorf("re-committing output of checkpoint %d, sink %s, at recovery: %w", c.Checkpoint, c.Sink, err)
@@ -156,7 +156,7 @@ func (j *Job) restoreState(ctx context.Context, rec *recovery, n *Node, t checkp
 	if len(mine) != n.Parallelism {
 		for _, s := range mine {
 			if len(s.Inline) > 0 || len(s.Committables) > 0 {
-				return nil, fmt.Errorf("node %s: checkpoint %d has it at parallelism %d, the pipeline at %d, and its per-subtask state cannot be redistributed", n.ID, rec.meta.ID, len(mine), n.Parallelism)
+				return nil, incompatible(fmt.Errorf("node %s: checkpoint %d has it at parallelism %d, the pipeline at %d, and its per-subtask state cannot be redistributed", n.ID, rec.meta.ID, len(mine), n.Parallelism))
 			}
 		}
 	}
@@ -173,7 +173,11 @@ func (j *Job) restoreState(ctx context.Context, rec *recovery, n *Node, t checkp
 	}
 	if len(files) > 0 {
 		if err := b.Restore(files...); err != nil {
-			return nil, fmt.Errorf("restoring state of %v from checkpoint %d: %w", t, rec.meta.ID, err)
+			err = fmt.Errorf("restoring state of %v from checkpoint %d: %w", t, rec.meta.ID, err)
+			if errors.Is(err, state.ErrStateMismatch) {
+				err = incompatible(err)
+			}
+			return nil, err
 		}
 	}
 	if !ok {
@@ -205,7 +209,7 @@ func (j *Job) checkPlanMatches(rec *recovery) error {
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("checkpoint %d holds state of %q, which the pipeline no longer has: restore it with a pipeline that has them, or start from an empty checkpoint directory", rec.meta.ID, missing)
+		return incompatible(fmt.Errorf("checkpoint %d holds state of %q, which the pipeline no longer has: restore it with a pipeline that has them, or start from an empty checkpoint directory", rec.meta.ID, missing))
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -147,10 +148,14 @@ func (t *task) open(l *link) error {
 		err = t.src.Open(l.ctx)
 	}
 	if err != nil {
-		return fmt.Errorf("%v: open: %w", l.id, err)
+		err = fmt.Errorf("%v: open: %w", l.id, err)
+		if errors.Is(err, state.ErrStateMismatch) {
+			err = incompatible(err)
+		}
+		return err
 	}
 	if un := l.ctx.State.Unclaimed(); len(un) > 0 {
-		return fmt.Errorf("%v: the restored checkpoint holds state %q that the operator no longer registers: the pipeline changed incompatibly", l.id, un)
+		return incompatible(fmt.Errorf("%v: the restored checkpoint holds state %q that the operator no longer registers", l.id, un))
 	}
 	return nil
 }
@@ -273,6 +278,9 @@ func (t *task) runOperator(ctx context.Context) error {
 		}
 		switch m.kind {
 		case kindRecords:
+			if err := failpoint.Inject("task/process-batch"); err != nil {
+				return fmt.Errorf("%v: %w", head.id, err)
+			}
 			if err := head.op.ProcessBatch(t.chanInput[ch], m.records); err != nil {
 				return fmt.Errorf("%v: %w", head.id, err)
 			}

@@ -89,11 +89,15 @@ func (p *Pipeline) Guarantee(mode checkpoint.Mode) (runtime.Guarantee, string) {
 			if n.NewSource != nil {
 				kind = "source"
 			}
+			name := n.ID
+			if n.Type != "" && n.Type != n.ID {
+				name = fmt.Sprintf("%s (node %s)", n.Type, n.ID)
+			}
 			switch n.Guarantee {
 			case runtime.AtLeastOnce:
-				why = fmt.Sprintf("%s %s is not transactional", kind, n.ID)
+				why = fmt.Sprintf("%s %s is not transactional", kind, name)
 			case runtime.NoGuarantee:
-				why = fmt.Sprintf("%s %s cannot replay its input", kind, n.ID)
+				why = fmt.Sprintf("%s %s cannot replay its input", kind, name)
 			}
 		}
 	}
@@ -209,7 +213,7 @@ type Sink[T any] interface {
 
 // From adds a source node.
 func From[T any](p *Pipeline, id string, src Source[T], opts ...NodeOption) Stream[T] {
-	n := &runtime.Node{ID: id, Parallelism: p.parallelism, NewSource: src.NewSubtask, Guarantee: src.Guarantee(), Describe: src.Describe()}
+	n := &runtime.Node{ID: id, Parallelism: p.parallelism, NewSource: src.NewSubtask, Guarantee: src.Guarantee(), Describe: src.Describe(), Type: typeOf(src)}
 	for _, o := range opts {
 		o(n)
 	}
@@ -220,8 +224,16 @@ func From[T any](p *Pipeline, id string, src Source[T], opts ...NodeOption) Stre
 // To adds a sink node consuming s.
 func To[T any](s Stream[T], id string, sink Sink[T], opts ...NodeOption) {
 	n := &runtime.Node{ID: id, Parallelism: s.p.parallelism, NewOperator: sink.NewSubtask, Committer: sink.Committer(),
-		Guarantee: sink.Guarantee(), Describe: sink.Describe()}
+		Guarantee: sink.Guarantee(), Describe: sink.Describe(), Type: typeOf(sink)}
 	Connect(s, n, 0, opts...)
+}
+
+// typeOf returns a connector's type name when it has a Type() string method.
+func typeOf(c any) string {
+	if t, ok := c.(interface{ Type() string }); ok {
+		return t.Type()
+	}
+	return ""
 }
 
 // Connect adds node n (an operator) with s feeding its logical input input,

@@ -97,6 +97,9 @@ func Events(cfg Config) (*Source[Event], error) {
 func (s *Source[T]) Config() Config { return s.cfg }
 
 // Guarantee: the generator replays exactly from any position.
+// Type is the connector type name.
+func (s *Source[T]) Type() string { return "datagen" }
+
 func (s *Source[T]) Guarantee() runtime.Guarantee { return runtime.ExactlyOnce }
 
 // Describe summarises the configuration.

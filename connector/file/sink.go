@@ -62,6 +62,9 @@ func JSONLines[T any](dir string) *Sink[T] {
 }
 
 // Guarantee: output is published atomically per checkpoint.
+// Type is the connector type name.
+func (s *Sink[T]) Type() string { return "file" }
+
 func (s *Sink[T]) Guarantee() runtime.Guarantee { return runtime.ExactlyOnce }
 
 // Describe names the directory.

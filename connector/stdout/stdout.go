@@ -32,6 +32,9 @@ func NewWriter[T any](w io.Writer, encode Encoder[T]) *Sink[T] {
 }
 
 // Guarantee: output is written at once and repeated after a recovery.
+// Type is the connector type name.
+func (s *Sink[T]) Type() string { return "stdout" }
+
 func (s *Sink[T]) Guarantee() runtime.Guarantee { return runtime.AtLeastOnce }
 
 // Describe names the sink.

@@ -3,6 +3,7 @@
 //
 // Points used by the engine:
 //
+//	task/process-batch               before a subtask reading channels processes a batch
 //	task/after-snapshot-before-ack   a subtask wrote its snapshot, before it acknowledges
 //	job/before-metadata-write        every subtask acknowledged, before the metadata is written
 //	job/after-metadata-before-commit the checkpoint is complete, before its output is committed
