@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -15,6 +17,7 @@ import (
 	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/row"
 	"github.com/ingest-engine/ingest/runtime"
+	"github.com/ingest-engine/ingest/state"
 	"github.com/ingest-engine/ingest/stream"
 )
 
@@ -55,6 +58,9 @@ func (p *Pipeline) RunOptions() stream.RunOptions {
 	return stream.RunOptions{Checkpoint: p.Checkpoint, CheckpointDir: p.CheckpointDir, Restart: p.Restart}
 }
 
+// yamlLine matches the "line N: " prefix of YAML syntax errors.
+var yamlLine = regexp.MustCompile(`^line (\d+): `)
+
 // named is a built stream of rows and its schema.
 type named struct {
 	s      stream.Stream[row.Row]
@@ -68,6 +74,7 @@ type builder struct {
 	p       *stream.Pipeline
 	streams map[string]named
 	par     int64 // default parallelism
+	maxPar  int64
 	ids     map[string]*yaml.Node
 }
 
@@ -90,7 +97,13 @@ func Parse(path string, data []byte) (*Pipeline, error) {
 	e := &errs{file: path}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, &Error{File: path, Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
+		msg := strings.TrimPrefix(err.Error(), "yaml: ")
+		line := 0
+		if m := yamlLine.FindStringSubmatch(msg); m != nil {
+			line, _ = strconv.Atoi(m[1])
+			msg = msg[len(m[0]):]
+		}
+		return nil, &Error{File: path, Line: line, Msg: msg}
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
 		return nil, &Error{File: path, Msg: "the file is empty"}
@@ -99,11 +112,18 @@ func Parse(path string, data []byte) (*Pipeline, error) {
 	out := &Pipeline{File: path}
 	out.Name = top.required("pipeline")
 	b := &builder{e: e, dir: filepath.Dir(abs), streams: map[string]named{}, ids: map[string]*yaml.Node{}}
+	b.maxPar = top.int("max_parallelism", state.DefaultMaxParallelism)
+	if b.maxPar < 1 || b.maxPar > state.UpperBoundMaxParallelism {
+		e.add(top.get("max_parallelism"), "max_parallelism", "must be between 1 and %d", state.UpperBoundMaxParallelism)
+		b.maxPar = state.DefaultMaxParallelism
+	}
 	b.par = top.int("parallelism", 1)
 	top.positive("parallelism", b.par > 0)
-	maxPar := top.int("max_parallelism", 128)
-	top.positive("max_parallelism", maxPar > 0)
-	b.p = stream.New(out.Name, stream.DefaultParallelism(int(max(b.par, 1))), stream.MaxParallelism(int(max(maxPar, 1))))
+	if b.par > b.maxPar {
+		e.add(top.get("parallelism"), "parallelism", "%d exceeds max_parallelism %d", b.par, b.maxPar)
+	}
+	b.par = min(max(b.par, 1), b.maxPar)
+	b.p = stream.New(out.Name, stream.DefaultParallelism(int(b.par)), stream.MaxParallelism(int(b.maxPar)))
 
 	out.Checkpoint, out.CheckpointDir = b.checkpoint(top.sub("checkpoint"))
 	out.Restart = b.restart(top.sub("restart"))
@@ -113,7 +133,7 @@ func Parse(path string, data []byte) (*Pipeline, error) {
 		e.add(top.line("sources"), "sources", "a pipeline needs at least one source")
 	}
 	for _, name := range sources.keys {
-		b.source(name, sources.sub(name))
+		b.source(name, sources.line(name), sources.sub(name))
 	}
 	sources.done()
 	b.transforms(top.sub("transforms"))
@@ -122,7 +142,7 @@ func Parse(path string, data []byte) (*Pipeline, error) {
 		e.add(top.line("sinks"), "sinks", "a pipeline needs at least one sink")
 	}
 	for _, name := range sinks.keys {
-		b.sink(name, sinks.sub(name))
+		b.sink(name, sinks.line(name), sinks.sub(name))
 	}
 	sinks.done()
 	top.done()
@@ -144,19 +164,34 @@ func (b *builder) path(p string) string {
 	return filepath.Join(b.dir, p)
 }
 
-// id checks a node name: unique across sources, transforms and sinks.
-func (b *builder) id(name string, m *mapping) {
+// id checks a node name, given by key node k: a valid id, unique across
+// sources, transforms and sinks.
+func (b *builder) id(name string, k *yaml.Node, m *mapping) {
+	if !runtime.NodeIDPattern.MatchString(name) {
+		b.e.add(k, m.path, "a name uses letters, digits, '_' and '-', and starts with a letter or digit")
+	}
 	if prev, dup := b.ids[name]; dup {
-		b.e.add(m.node, m.path, "the name %q is already used at line %d", name, prev.Line)
+		b.e.add(k, m.path, "the name %q is already used at line %d", name, prev.Line)
 		return
 	}
-	b.ids[name] = m.node
+	b.ids[name] = k
+}
+
+// failed records that node name could not be built, so nodes reading it do
+// not report it as undefined.
+func (b *builder) failed(name string) {
+	if _, ok := b.streams[name]; !ok {
+		b.streams[name] = named{}
+	}
 }
 
 func (b *builder) parallelism(m *mapping) stream.NodeOption {
 	p := m.int("parallelism", b.par)
 	m.positive("parallelism", p > 0)
-	return stream.Parallelism(int(max(p, 1)))
+	if p > b.maxPar {
+		b.e.add(m.get("parallelism"), m.field("parallelism"), "%d exceeds max_parallelism %d", p, b.maxPar)
+	}
+	return stream.Parallelism(int(min(max(p, 1), b.maxPar)))
 }
 
 func (b *builder) checkpoint(m *mapping) (checkpoint.Options, string) {
@@ -211,6 +246,9 @@ func (b *builder) input(m *mapping) (named, bool) {
 		return named{}, false
 	}
 	s, ok := b.streams[in]
+	if ok && s.schema == nil {
+		return s, false // the input failed to build and reported why
+	}
 	if !ok {
 		known := slices.Sorted(func(yield func(string) bool) {
 			for k := range b.streams {
@@ -243,7 +281,7 @@ func (b *builder) transforms(m *mapping) {
 					continue
 				}
 			}
-			b.transform(name, sub)
+			b.transform(name, m.line(name), sub)
 			todo = slices.Delete(todo, i, i+1)
 			i--
 			progress = true
@@ -256,14 +294,14 @@ func (b *builder) transforms(m *mapping) {
 	m.done()
 }
 
-func (b *builder) transform(name string, m *mapping) {
-	b.id(name, m)
+func (b *builder) transform(name string, k *yaml.Node, m *mapping) {
+	b.id(name, k, m)
 	switch typ := m.required("type"); typ {
 	case "window":
 		b.window(name, m)
-	case "":
 	default:
-		b.e.add(m.get("type"), m.field("type"), "unknown transform type %q (known: window)", typ)
+		m.unknownType("transform", typ, "window")
 	}
+	b.failed(name)
 	m.done()
 }

@@ -1,7 +1,10 @@
 package config
 
 import (
+	"strings"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/ingest-engine/ingest/connector/datagen"
 	"github.com/ingest-engine/ingest/connector/file"
@@ -14,8 +17,9 @@ import (
 // datagenSchema is the schema of datagen rows.
 var datagenSchema = &row.Schema{Fields: []row.Field{{Name: "id", Kind: row.Int}, {Name: "key", Kind: row.Int}, {Name: "value", Kind: row.Int}}}
 
-func (b *builder) source(name string, m *mapping) {
-	b.id(name, m)
+func (b *builder) source(name string, k *yaml.Node, m *mapping) {
+	b.id(name, k, m)
+	errsBefore := len(b.e.list)
 	switch typ := m.required("type"); typ {
 	case "datagen":
 		cfg := datagen.Config{
@@ -27,6 +31,9 @@ func (b *builder) source(name string, m *mapping) {
 		}
 		m.positive("count", cfg.Count > 0)
 		m.positive("rate", cfg.Rate > 0)
+		if cfg.Rate > datagen.MaxRate {
+			b.e.add(m.get("rate"), m.field("rate"), "%g exceeds %g records per second; omit rate for as fast as possible", cfg.Rate, float64(datagen.MaxRate))
+		}
 		m.positive("keys", cfg.Keys > 0)
 		m.positive("event_interval", cfg.EventInterval > 0)
 		par := b.parallelism(m)
@@ -34,14 +41,16 @@ func (b *builder) source(name string, m *mapping) {
 			return row.Row{row.IntValue(id), row.IntValue(key), row.IntValue(value)}
 		})
 		if err != nil {
-			b.e.add(m.node, m.path, "%v", err)
+			if len(b.e.list) == errsBefore { // not already reported field by field
+				b.e.add(m.node, m.path, "%v", err)
+			}
 			break
 		}
 		b.streams[name] = named{s: stream.From[row.Row](b.p, name, src, par), schema: datagenSchema}
-	case "":
 	default:
-		b.e.add(m.get("type"), m.field("type"), "unknown source type %q (known: datagen)", typ)
+		m.unknownType("source", typ, "datagen")
 	}
+	b.failed(name)
 	m.done()
 }
 
@@ -59,22 +68,28 @@ func (b *builder) window(name string, m *mapping) {
 		b.e.add(m.line("aggregates"), m.field("aggregates"), "name at least one aggregate, e.g. count: count()")
 	}
 	var specs []window.AggregateSpec
+	valid := true
 	for _, k := range aggs.keys {
 		expr := aggs.str(k, "")
 		spec, err := window.ParseAggregate(k, expr)
+		if err == nil && ok {
+			_, _, _, err = window.RowAggregates(in.schema, []window.AggregateSpec{spec})
+		}
 		if err != nil {
 			b.e.add(aggs.get(k), aggs.field(k), "%v", err)
+			valid = false
 			continue
 		}
 		specs = append(specs, spec)
 	}
 	aggs.done()
-	if !ok || keyField == "" || size <= 0 {
-		return
+	key := -1
+	if ok && keyField != "" {
+		if key = in.schema.Index(keyField); key < 0 {
+			b.e.add(m.get("key"), m.field("key"), "input %s has no field %q (fields: %s)", m.str("input", ""), keyField, strings.Join(in.schema.Names(), ", "))
+		}
 	}
-	key := in.schema.Index(keyField)
-	if key < 0 {
-		b.e.add(m.get("key"), m.field("key"), "input %s has no field %q", m.str("input", ""), keyField)
+	if !ok || key < 0 || size <= 0 || !valid {
 		return
 	}
 	agg, fields, result, err := window.RowAggregates(in.schema, specs)
@@ -98,8 +113,8 @@ func (b *builder) window(name string, m *mapping) {
 	b.streams[name] = named{s: out, schema: schema}
 }
 
-func (b *builder) sink(name string, m *mapping) {
-	b.id(name, m)
+func (b *builder) sink(name string, k *yaml.Node, m *mapping) {
+	b.id(name, k, m)
 	typ := m.required("type")
 	in, ok := b.input(m)
 	par := b.parallelism(m)
@@ -110,15 +125,15 @@ func (b *builder) sink(name string, m *mapping) {
 			b.e.add(m.get("format"), m.field("format"), "unknown format %q (known: jsonl)", format)
 		}
 		if ok && path != "" {
-			stream.To(in.s, name, file.New(path, in.schema.AppendJSON), par)
+			schema := in.schema
+			stream.To(in.s, name, file.New(path, func(dst []byte, r row.Row) ([]byte, error) { return schema.AppendJSON(dst, r), nil }), par)
 		}
 	case "stdout":
 		if ok {
 			stream.To(in.s, name, stdout.New(in.schema.AppendJSON), par)
 		}
-	case "":
 	default:
-		b.e.add(m.get("type"), m.field("type"), "unknown sink type %q (known: file, stdout)", typ)
+		m.unknownType("sink", typ, "file, stdout")
 	}
 	m.done()
 }

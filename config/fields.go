@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -61,10 +62,13 @@ type mapping struct {
 	vals  map[string]*yaml.Node
 	knode map[string]*yaml.Node
 	read  map[string]bool
+	// bad marks keys whose value was already reported, so one mistake gives
+	// one error.
+	bad map[string]bool
 }
 
 func newMapping(e *errs, path string, n *yaml.Node) *mapping {
-	m := &mapping{e: e, path: path, node: n, vals: map[string]*yaml.Node{}, knode: map[string]*yaml.Node{}, read: map[string]bool{}}
+	m := &mapping{e: e, path: path, node: n, vals: map[string]*yaml.Node{}, knode: map[string]*yaml.Node{}, read: map[string]bool{}, bad: map[string]bool{}}
 	if n == nil {
 		return m
 	}
@@ -112,7 +116,7 @@ func (m *mapping) scalar(key string) (*yaml.Node, bool) {
 		return nil, false
 	}
 	if v.Kind != yaml.ScalarNode || v.Tag == "!!null" {
-		m.e.add(v, m.field(key), "must be a single value")
+		m.fail(key, v, "must be a single value")
 		return nil, false
 	}
 	return v, true
@@ -140,7 +144,7 @@ func (m *mapping) int(key string, def int64) int64 {
 	}
 	i, err := strconv.ParseInt(strings.ReplaceAll(v.Value, "_", ""), 10, 64)
 	if err != nil {
-		m.e.add(v, m.field(key), "%q is not a whole number", v.Value)
+		m.fail(key, v, "%q is not a whole number", v.Value)
 		return def
 	}
 	return i
@@ -152,8 +156,8 @@ func (m *mapping) float(key string, def float64) float64 {
 		return def
 	}
 	f, err := strconv.ParseFloat(strings.ReplaceAll(v.Value, "_", ""), 64)
-	if err != nil {
-		m.e.add(v, m.field(key), "%q is not a number", v.Value)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		m.fail(key, v, "%q is not a finite number", v.Value)
 		return def
 	}
 	return f
@@ -166,7 +170,7 @@ func (m *mapping) duration(key string, def time.Duration) time.Duration {
 	}
 	d, err := time.ParseDuration(v.Value)
 	if err != nil {
-		m.e.add(v, m.field(key), "%q is not a duration (Go syntax: 250ms, 1s, 5m)", v.Value)
+		m.fail(key, v, "%q is not a duration (Go syntax: 250ms, 1s, 5m)", v.Value)
 		return def
 	}
 	return d
@@ -179,22 +183,40 @@ func (m *mapping) time(key string, def time.Time) time.Time {
 	}
 	t, err := time.Parse(time.RFC3339Nano, v.Value)
 	if err != nil {
-		m.e.add(v, m.field(key), "%q is not an RFC 3339 time (2026-01-01T00:00:00Z)", v.Value)
+		m.fail(key, v, "%q is not an RFC 3339 time (2026-01-01T00:00:00Z)", v.Value)
 		return def
 	}
 	return t
 }
 
-// positive reports (once) a field whose value must be > 0.
+// fail reports the value v of key.
+func (m *mapping) fail(key string, v *yaml.Node, format string, args ...any) {
+	m.bad[key] = true
+	m.e.add(v, m.field(key), format, args...)
+}
+
+// positive reports a field whose value must be > 0, unless its value was
+// already reported.
 func (m *mapping) positive(key string, ok bool) {
-	if !ok && m.vals[key] != nil {
-		m.e.add(m.vals[key], m.field(key), "must be positive")
+	if !ok && m.vals[key] != nil && !m.bad[key] {
+		m.fail(key, m.vals[key], "must be positive")
 	}
 }
 
 // sub returns the mapping under key (empty when absent).
 func (m *mapping) sub(key string) *mapping {
 	return newMapping(m.e, m.field(key), m.get(key))
+}
+
+// unknownType reports an unknown (non-empty) type and marks the node's other
+// fields read: they cannot be checked against an unknown type.
+func (m *mapping) unknownType(what, typ, known string) {
+	if typ != "" {
+		m.e.add(m.get("type"), m.field("type"), "unknown %s type %q (known: %s)", what, typ, known)
+	}
+	for _, k := range m.keys {
+		m.read[k] = true
+	}
 }
 
 // done reports every key that was not read.

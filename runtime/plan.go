@@ -59,7 +59,8 @@ type Edge struct {
 	Partitioner Partitioner
 }
 
-var nodeIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)
+// NodeIDPattern is what a node id must match: it names state files.
+var NodeIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)
 
 // Validate checks the plan and orders its nodes so every node comes after its
 // inputs.
@@ -68,10 +69,13 @@ func (p *Plan) Validate() error {
 		p.MaxParallelism = state.DefaultMaxParallelism
 	}
 	var errs []error
+	if p.MaxParallelism < 1 || p.MaxParallelism > state.UpperBoundMaxParallelism {
+		return fmt.Errorf("max parallelism %d must be between 1 and %d", p.MaxParallelism, state.UpperBoundMaxParallelism)
+	}
 	seen := map[*Node]bool{}
 	ids := map[string]bool{}
 	for _, n := range p.Nodes {
-		if !nodeIDPattern.MatchString(n.ID) {
+		if !NodeIDPattern.MatchString(n.ID) {
 			errs = append(errs, fmt.Errorf("node id %q: use letters, digits, '_' and '-', starting with a letter or digit", n.ID))
 		}
 		if ids[n.ID] {

@@ -284,6 +284,11 @@ func (t *task) runOperator(ctx context.Context) error {
 			if err := head.op.ProcessBatch(t.chanInput[ch], m.records); err != nil {
 				return fmt.Errorf("%v: %w", head.id, err)
 			}
+			for _, l := range t.links {
+				if err := l.ctx.State.Err(); err != nil {
+					return fmt.Errorf("%v: %w", l.id, err)
+				}
+			}
 		case kindWatermark:
 			t.chanWM[ch] = m.watermark
 			if err := t.advanceInputWatermark(); err != nil {

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/ingest-engine/ingest/runtime"
@@ -19,6 +20,10 @@ import (
 
 // DefaultStartTime is the event time of record 0 unless configured.
 var DefaultStartTime = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// MaxRate is the highest rate a generator can be limited to; above it, leave
+// the rate unset (as fast as possible).
+const MaxRate = 1e12
 
 // batchSize is the most records one Read emits.
 const batchSize = 1024
@@ -54,8 +59,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Count < 0 {
 		errs = append(errs, fmt.Errorf("count %d is negative", c.Count))
 	}
-	if c.Rate < 0 {
-		errs = append(errs, fmt.Errorf("rate %v is negative", c.Rate))
+	if c.Rate < 0 || math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0) || c.Rate > MaxRate {
+		errs = append(errs, fmt.Errorf("rate %v must be between 0 and %g records per second (0: as fast as possible)", c.Rate, float64(MaxRate)))
 	}
 	if c.Keys < 1 {
 		errs = append(errs, fmt.Errorf("keys %d must be at least 1", c.Keys))

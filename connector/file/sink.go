@@ -24,6 +24,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/internal/failpoint"
@@ -35,8 +36,9 @@ import (
 // protocol; the commit fails rather than publish a partial checkpoint.
 var ErrStagedOutputLost = errors.New("staged output lost")
 
-// Encoder appends one record's encoding (without the newline) to dst.
-type Encoder[T any] func(dst []byte, v T) []byte
+// Encoder appends one record's encoding (without the newline) to dst. An
+// error fails the sink subtask: a record is never replaced or dropped.
+type Encoder[T any] func(dst []byte, v T) ([]byte, error)
 
 // Sink writes records of type T as JSON lines under a directory, committed
 // with checkpoints.
@@ -52,12 +54,9 @@ func New[T any](dir string, encode Encoder[T]) *Sink[T] {
 
 // JSONLines returns a sink that encodes records with encoding/json.
 func JSONLines[T any](dir string) *Sink[T] {
-	return New(dir, func(dst []byte, v T) []byte {
+	return New(dir, func(dst []byte, v T) ([]byte, error) {
 		b, err := json.Marshal(v)
-		if err != nil {
-			b, _ = json.Marshal(map[string]string{"error": err.Error()})
-		}
-		return append(dst, b...)
+		return append(dst, b...), err
 	})
 }
 
@@ -126,7 +125,10 @@ func (w *writer[T]) ProcessBatch(_ int, r runtime.Records) error {
 		}
 	}
 	for _, rec := range r.(runtime.Batch[T]) {
-		w.buf = w.sink.encode(w.buf[:0], rec.Value)
+		var err error
+		if w.buf, err = w.sink.encode(w.buf[:0], rec.Value); err != nil {
+			return fmt.Errorf("file sink %s: encoding record with event time %s: %w", w.sink.dir, time.Unix(0, rec.Time).UTC().Format(time.RFC3339Nano), err)
+		}
 		w.buf = append(w.buf, '\n')
 		if _, err := w.w.Write(w.buf); err != nil {
 			return fmt.Errorf("file sink: writing %s: %w", w.file, err)

@@ -1,0 +1,1012 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/internal/testkit"
+	"github.com/ingest-engine/ingest/storage"
+)
+
+var (
+	killSeed = flag.Uint64("killseed", 0, "replay TestKillNine with this seed (0: random)")
+	killKeep = flag.Bool("killkeep", false, "keep TestKillNine's working directory (it is always kept when the test fails)")
+)
+
+// The pipeline TestKillNine kills: the issue's contract pipeline, bounded and
+// rate limited. Uninterrupted it runs knCount/knRate = 12 s, more than the
+// runs the kills cut short consume together (about 0.4 s of stream each), so
+// no intermediate run reaches the end of the stream; the test also caps each
+// kill at half of what the latest checkpoint says is left, whatever the timing.
+const (
+	knCount    = 240000
+	knRate     = 20000
+	knKeys     = 50
+	knInterval = 150 * time.Millisecond
+	knSource   = "events" // the datagen node; its replay position is {"next": i}
+
+	knMinKills   = 20
+	knMinPerKind = 4 // kills of each failpoint kind with the marker seen
+
+	knPause        = 300 * time.Millisecond // pause(D) of the failpoints the kills aim at
+	knEndgamePause = 120 * time.Millisecond // below the interval: commits do not queue up
+	knMarkerWait   = 15 * time.Second       // a run that shows no marker in this time is killed anyway
+	knExitWait     = 10 * time.Second       // SIGKILL to exit
+	knFinalWait    = 60 * time.Second       // the final, uninterrupted run
+)
+
+func knYAML() string {
+	return fmt.Sprintf(`pipeline: killnine
+checkpoint:
+  interval: %s
+  dir: data/checkpoints
+  retain: 3
+sources:
+  %s:
+    type: datagen
+    parallelism: 2
+    count: %d
+    rate: %d
+    keys: %d
+transforms:
+  per_key:
+    type: window
+    input: %s
+    key: key
+    size: 1s
+    aggregates:
+      count: count()
+      sum: sum(value)
+sinks:
+  out:
+    type: file
+    input: per_key
+    path: data/out
+    parallelism: 2
+`, knInterval, knSource, knCount, knRate, knKeys, knSource)
+}
+
+// knKind is what a run's kill aims at.
+type knKind int
+
+const (
+	knRandom     knKind = iota // a random delay after start
+	knCheckpoint               // while a checkpoint is being written
+	knCommit                   // while output is being committed
+	knFinal                    // after the final checkpoint is complete, before its output is committed
+)
+
+func (k knKind) String() string {
+	return [...]string{"random", "checkpoint-write", "commit", "final-commit"}[k]
+}
+
+// knPlan is one run and how it is killed. Every random value is drawn when the
+// schedule is made, so a seed replays the same schedule; only the caps that
+// keep a run from reaching the end of the stream depend on progress.
+type knPlan struct {
+	kind      knKind
+	failpoint string        // the point paused and waited for; "" for random kills
+	nth       int           // kill at the nth "failpoint ... reached" line
+	extra     time.Duration // then wait this long (inside the pause) before the kill
+	delay     time.Duration // random kills: after start
+}
+
+func (p knPlan) String() string {
+	if p.kind == knRandom {
+		return fmt.Sprintf("kind=%s delay=%v", p.kind, p.delay)
+	}
+	if p.kind == knFinal {
+		return fmt.Sprintf("kind=%s fp=%s (kill when the latest complete checkpoint is final)", p.kind, p.failpoint)
+	}
+	return fmt.Sprintf("kind=%s fp=%s nth=%d extra=%v", p.kind, p.failpoint, p.nth, p.extra)
+}
+
+var (
+	knCheckpointPoints = []string{"job/before-metadata-write", "task/after-snapshot-before-ack"}
+	knCommitPoints     = []string{"sink/file/mid-commit", "job/after-metadata-before-commit"}
+)
+
+// knDraw draws a plan of kind; a failpoint kind aims at failpoint, or at a
+// random one of the kind when failpoint is "".
+func knDraw(rng *rand.Rand, kind knKind, failpoint string) knPlan {
+	p := knPlan{kind: kind, failpoint: failpoint}
+	switch kind {
+	case knRandom:
+		if rng.IntN(5) == 0 {
+			// Early: while the process starts and recovers (re-commits the
+			// recovery point's output, abandons staging).
+			p.delay = time.Duration(5+rng.IntN(75)) * time.Millisecond
+		} else {
+			p.delay = time.Duration(50+rng.IntN(1450)) * time.Millisecond
+		}
+		return p
+	case knCheckpoint:
+		if p.failpoint == "" {
+			p.failpoint = knCheckpointPoints[rng.IntN(len(knCheckpointPoints))]
+		}
+	case knCommit:
+		if p.failpoint == "" {
+			p.failpoint = knCommitPoints[rng.IntN(len(knCommitPoints))]
+		}
+	}
+	p.nth = 1 + rng.IntN(3)
+	if p.failpoint == "task/after-snapshot-before-ack" {
+		p.nth = 1 + rng.IntN(8) // every subtask (5 of them) announces it per checkpoint
+	}
+	if rng.IntN(3) > 0 {
+		p.extra = time.Duration(rng.IntN(int(knPause*2/3/time.Millisecond))) * time.Millisecond
+	}
+	return p
+}
+
+// knResult is what happened to one run.
+type knResult struct {
+	plan       knPlan
+	markers    int           // failpoint lines seen
+	markerAt   time.Duration // when the marker the kill aimed at was seen
+	inRecovery bool          // that marker came while the run recovered (before its "restored from checkpoint" line)
+	killed     bool
+	killedAt   time.Duration
+	exited     string // exit status
+	lifetime   time.Duration
+	restored   string // "restored from checkpoint N" or "fresh start"
+	restarts   int    // in-process restarts logged
+}
+
+func (r knResult) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s; %s", r.plan, r.restored)
+	if r.plan.kind != knRandom {
+		fmt.Fprintf(&b, "; markers %d", r.markers)
+		if r.markerAt > 0 {
+			fmt.Fprintf(&b, ", aimed marker at %v", r.markerAt.Round(time.Millisecond))
+			if r.inRecovery {
+				b.WriteString(" (during recovery)")
+			}
+		} else {
+			b.WriteString(", aimed marker NOT seen")
+		}
+	}
+	if r.killed {
+		fmt.Fprintf(&b, "; SIGKILL at %v", r.killedAt.Round(time.Millisecond))
+	}
+	fmt.Fprintf(&b, "; exit: %s after %v", r.exited, r.lifetime.Round(time.Millisecond))
+	if r.restarts > 0 {
+		fmt.Fprintf(&b, "; %d in-process restarts", r.restarts)
+	}
+	return b.String()
+}
+
+// knMarker is a "failpoint NAME reached" line.
+type knMarker struct {
+	name       string
+	at         time.Duration
+	inRecovery bool
+}
+
+// knProc is one running ingest process.
+type knProc struct {
+	cmd     *exec.Cmd
+	start   time.Time
+	markers chan knMarker
+	done    chan struct{} // closed when the process was waited for
+	waitErr error
+	// recovers is set when a complete checkpoint existed at start: the run
+	// logs "restored from checkpoint" when its recovery is done.
+	recovers bool
+
+	mu       sync.Mutex
+	tail     []string // the last lines of stdout and stderr
+	restored string
+	restarts int
+}
+
+const knTailLines = 60
+
+func (p *knProc) line(prefix, s string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if strings.Contains(s, "restored from checkpoint") && p.restored == "" {
+		p.restored = "restored from checkpoint " + knField(s, "checkpoint")
+	}
+	if strings.Contains(s, "job failed; restarting") {
+		p.restarts++
+	}
+	if name, ok := strings.CutPrefix(s, "failpoint "); ok {
+		if name, ok = strings.CutSuffix(name, " reached"); ok {
+			select {
+			case p.markers <- knMarker{name: name, at: time.Since(p.start), inRecovery: p.recovers && p.restored == ""}:
+			default:
+			}
+		}
+	}
+	p.tail = append(p.tail, prefix+s)
+	if len(p.tail) > knTailLines {
+		p.tail = slices.Delete(p.tail, 0, len(p.tail)-knTailLines)
+	}
+}
+
+func (p *knProc) tailText() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return strings.Join(p.tail, "\n")
+}
+
+// knField returns the value of key=value in a slog text line.
+func knField(line, key string) string {
+	for _, f := range strings.Fields(line) {
+		if v, ok := strings.CutPrefix(f, key+"="); ok {
+			return v
+		}
+	}
+	return "?"
+}
+
+func knStart(t *testing.T, bin, yaml, failpoints string, recovers bool) *knProc {
+	t.Helper()
+	cmd := exec.Command(bin, "run", yaml)
+	cmd.Dir = filepath.Dir(yaml)
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "INGEST_FAILPOINTS=") })
+	if failpoints != "" {
+		env = append(env, "INGEST_FAILPOINTS="+failpoints)
+	}
+	cmd.Env = env
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &knProc{cmd: cmd, markers: make(chan knMarker, 4096), done: make(chan struct{}), recovers: recovers}
+	p.start = time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", bin, err)
+	}
+	var readers sync.WaitGroup
+	read := func(prefix string, r io.Reader) {
+		defer readers.Done()
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			p.line(prefix, sc.Text())
+		}
+		_, _ = io.Copy(io.Discard, r) // an overlong line: keep the pipe drained
+	}
+	readers.Add(2)
+	go read("stderr| ", stderr)
+	go read("stdout| ", stdout)
+	go func() {
+		readers.Wait() // Wait must come after every read from the pipes
+		p.waitErr = cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+// kill sends SIGKILL; it reports false when the process had already exited.
+func (p *knProc) kill() (time.Duration, bool) {
+	at := time.Since(p.start)
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		return at, false
+	}
+	return at, true
+}
+
+// status describes how the process ended; byKill reports a death by SIGKILL.
+func (p *knProc) status() (desc string, exitedZero, byKill bool) {
+	ps := p.cmd.ProcessState
+	if ps == nil {
+		return fmt.Sprintf("not waited for: %v", p.waitErr), false, false
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return fmt.Sprintf("killed by signal %d (%v)", int(ws.Signal()), ws.Signal()), false, ws.Signal() == syscall.SIGKILL
+	}
+	return fmt.Sprintf("exit code %d", ps.ExitCode()), ps.ExitCode() == 0, false
+}
+
+// knProgress reads the latest complete checkpoint: the lowest replay position
+// of the datagen subtasks (every record below it is in the checkpoint) and
+// whether it is the final one.
+func knProgress(ckptDir string) (pos, id int64, final bool, err error) {
+	if _, err := os.Stat(ckptDir); errors.Is(err, fs.ErrNotExist) {
+		return 0, 0, false, nil
+	}
+	st, err := storage.NewLocal(ckptDir)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	id, data, _, err := storage.Latest(context.Background(), st)
+	if errors.Is(err, storage.ErrNotFound) {
+		return 0, 0, false, nil
+	}
+	if err != nil {
+		return 0, 0, false, err
+	}
+	m, err := checkpoint.DecodeMetadata(data)
+	if err != nil {
+		return 0, id, false, err
+	}
+	pos = -1
+	for _, s := range m.Tasks {
+		if s.Task.Operator != knSource {
+			continue
+		}
+		var p struct {
+			Next *int64 `json:"next"`
+		}
+		if err := json.Unmarshal(s.Inline, &p); err != nil || p.Next == nil {
+			return 0, id, m.Final, fmt.Errorf("checkpoint %d: position of %v is %q, not {\"next\": i}", id, s.Task, s.Inline)
+		}
+		if pos < 0 || *p.Next < pos {
+			pos = *p.Next
+		}
+	}
+	if pos < 0 {
+		return 0, id, m.Final, fmt.Errorf("checkpoint %d has no state of source %q", id, knSource)
+	}
+	return pos, id, m.Final, nil
+}
+
+// knWatcher reads the sink's committed output at random moments while the
+// runs are killed and restarted, as a consumer would, and checks atomic
+// visibility: a committed checkpoint directory appears with all of its files,
+// complete, and never changes after.
+type knWatcher struct {
+	out  string
+	rng  *rand.Rand
+	stop chan struct{}
+	done chan struct{}
+
+	mu         sync.Mutex
+	entries    map[string]*knEntry // top-level committed entries of out
+	violations []string
+	passes     int
+	lines      int
+}
+
+// knEntry is one committed top-level entry (a checkpoint directory) as first seen.
+type knEntry struct {
+	files map[string]int64 // path relative to out → size
+	seen  time.Time
+}
+
+func newKnWatcher(out string, seed uint64) *knWatcher {
+	return &knWatcher{out: out, rng: rand.New(rand.NewPCG(seed, 0x6b696c6c)), stop: make(chan struct{}), done: make(chan struct{}),
+		entries: map[string]*knEntry{}}
+}
+
+// knWatch starts a watcher that passes over out every 0.5 to 6 ms.
+func knWatch(out string, seed uint64) *knWatcher {
+	w := newKnWatcher(out, seed)
+	go func() {
+		defer close(w.done)
+		for {
+			w.pass(false)
+			select {
+			case <-w.stop:
+				return
+			case <-time.After(time.Duration(500+w.rng.IntN(5500)) * time.Microsecond):
+			}
+		}
+	}()
+	return w
+}
+
+// finish stops the watcher and makes one last, complete pass.
+func (w *knWatcher) finish() {
+	close(w.stop)
+	<-w.done
+	w.pass(true)
+}
+
+func (w *knWatcher) violate(format string, args ...any) {
+	if len(w.violations) < 20 {
+		w.violations = append(w.violations, fmt.Sprintf(format, args...))
+	}
+}
+
+func (w *knWatcher) report() (violations []string, entries, lines, passes int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.violations), len(w.entries), w.lines, w.passes
+}
+
+// pass lists the committed output once. New entries are read in full; a
+// sample of known ones (all recent ones, or all when full) are listed again
+// and must be unchanged. Committed entries never disappear.
+func (w *knWatcher) pass(full bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.passes++
+	des, err := os.ReadDir(w.out)
+	if errors.Is(err, fs.ErrNotExist) {
+		if len(w.entries) > 0 {
+			w.violate("the sink directory %s disappeared after %d committed entries were seen", w.out, len(w.entries))
+		}
+		return
+	}
+	if err != nil {
+		w.violate("listing %s: %v", w.out, err)
+		return
+	}
+	present := map[string]bool{}
+	now := time.Now()
+	for _, de := range des {
+		name := de.Name()
+		if !testkit.IsCommitted(name) {
+			continue
+		}
+		present[name] = true
+		e := w.entries[name]
+		if e == nil {
+			files, err := w.list(name)
+			if err != nil {
+				w.violate("listing committed %s: %v", name, err)
+				continue
+			}
+			for rel := range files {
+				w.readFile(rel)
+			}
+			w.entries[name] = &knEntry{files: files, seen: now}
+			continue
+		}
+		if !full && now.Sub(e.seen) > 2*time.Second && w.rng.IntN(16) != 0 {
+			continue
+		}
+		files, err := w.list(name)
+		if err != nil {
+			w.violate("listing committed %s again: %v", name, err)
+			continue
+		}
+		for rel, size := range files {
+			old, ok := e.files[rel]
+			switch {
+			case !ok:
+				w.violate("committed %s gained file %s %v after it was first seen with %d files: a reader saw part of a checkpoint's output",
+					name, rel, now.Sub(e.seen).Round(time.Millisecond), len(e.files))
+			case old != size:
+				w.violate("committed file %s changed size from %d to %d %v after it was first seen", rel, old, size, now.Sub(e.seen).Round(time.Millisecond))
+			}
+		}
+		for rel := range e.files {
+			if _, ok := files[rel]; !ok {
+				w.violate("committed file %s disappeared %v after it was first seen", rel, now.Sub(e.seen).Round(time.Millisecond))
+			}
+		}
+		e.files = files // report each change once
+	}
+	for name := range w.entries {
+		if !present[name] {
+			w.violate("committed %s disappeared after it was seen", name)
+			delete(w.entries, name)
+		}
+	}
+}
+
+// list returns the committed files under the top-level entry name with their sizes.
+func (w *knWatcher) list(name string) (map[string]int64, error) {
+	files := map[string]int64{}
+	err := filepath.WalkDir(filepath.Join(w.out, name), func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(w.out, path)
+		if !testkit.IsCommitted(rel) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		files[rel] = info.Size()
+		return nil
+	})
+	return files, err
+}
+
+// readFile checks that a committed file is whole: every line a JSON object,
+// the last one terminated.
+func (w *knWatcher) readFile(rel string) {
+	data, err := os.ReadFile(filepath.Join(w.out, rel))
+	if err != nil {
+		w.violate("reading committed %s: %v", rel, err)
+		return
+	}
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		w.violate("committed %s ends in a partial line: %q", rel, data[max(0, len(data)-80):])
+	}
+	if len(data) == 0 {
+		return
+	}
+	for n, line := range bytes.Split(bytes.TrimSuffix(data, []byte("\n")), []byte("\n")) {
+		w.lines++
+		var obj map[string]any
+		if err := json.Unmarshal(line, &obj); err != nil {
+			w.violate("committed %s:%d is not a JSON object (%v): %q", rel, n+1, err, line)
+		}
+	}
+}
+
+func knBuild(t *testing.T, dir string) string {
+	t.Helper()
+	gocmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("TestKillNine builds the ingest binary and needs the go command: %v", err)
+	}
+	bin := filepath.Join(dir, "ingest")
+	cmd := exec.Command(gocmd, "build", "-o", bin, "github.com/ingest-engine/ingest/cmd/ingest")
+	cmd.Env = os.Environ()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build of cmd/ingest: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// knDump logs what is on disk, for a failure's diagnosis.
+func knDump(t *testing.T, bin, yaml, work string) {
+	t.Helper()
+	var b strings.Builder
+	for _, sub := range []string{"data/checkpoints", "data/out"} {
+		root := filepath.Join(work, sub)
+		fmt.Fprintf(&b, "find %s:\n", root)
+		n := 0
+		_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				fmt.Fprintf(&b, "  %v\n", err)
+				return nil
+			}
+			rel, _ := filepath.Rel(root, path)
+			n++
+			if n > 400 {
+				if n == 401 {
+					b.WriteString("  ... (more)\n")
+				}
+				return nil
+			}
+			if info, err := d.Info(); err == nil && !d.IsDir() {
+				fmt.Fprintf(&b, "  %s (%d B)\n", rel, info.Size())
+			} else {
+				fmt.Fprintf(&b, "  %s/\n", rel)
+			}
+			return nil
+		})
+	}
+	out, err := exec.Command(bin, "checkpoints", "list", yaml).CombinedOutput()
+	fmt.Fprintf(&b, "ingest checkpoints list (err %v):\n%s", err, out)
+	t.Log(b.String())
+}
+
+// TestKillNine runs the bounded contract pipeline as a separate process and
+// kills it with SIGKILL at least knMinKills times (at random moments, while a
+// checkpoint is being written, while output is being committed, and once
+// after the final checkpoint completed), restarting it each time; then lets
+// it finish and checks the committed output is exactly the expected windows.
+// Meanwhile a reader checks that committed output becomes visible atomically.
+func TestKillNine(t *testing.T) {
+	began := time.Now()
+	seed := *killSeed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	t.Logf("seed %d (replay with -killseed=%d)", seed, seed)
+	rng := rand.New(rand.NewPCG(seed, 0x6e696e65))
+
+	work, err := os.MkdirTemp("", "killnine-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bin, yaml string
+	t.Cleanup(func() {
+		if t.Failed() {
+			if bin != "" {
+				knDump(t, bin, yaml, work)
+			}
+			t.Logf("FAILED with seed %d: replay with go test ./internal/e2e -run TestKillNine -v -killseed=%d; working directory kept: %s", seed, seed, work)
+			return
+		}
+		if *killKeep {
+			t.Logf("working directory kept: %s", work)
+			return
+		}
+		_ = os.RemoveAll(work)
+	})
+	bin = knBuild(t, work)
+	built := time.Since(began)
+	yaml = filepath.Join(work, "pipeline.yaml")
+	if err := os.WriteFile(yaml, []byte(knYAML()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	outDir := filepath.Join(work, "data", "out")
+	ckptDir := filepath.Join(work, "data", "checkpoints")
+
+	watcher := knWatch(outDir, seed)
+	watcherStopped := false
+	t.Cleanup(func() {
+		if !watcherStopped {
+			close(watcher.stop)
+			<-watcher.done
+		}
+	})
+	checkWatcher := func(when string) {
+		t.Helper()
+		if v, _, _, _ := watcher.report(); len(v) > 0 {
+			t.Fatalf("atomic visibility violated (seen %s):\n  %s", when, strings.Join(v, "\n  "))
+		}
+	}
+
+	// The schedule: random kills and kills inside each failpoint, shuffled.
+	var schedule []knPlan
+	for range 10 {
+		schedule = append(schedule, knDraw(rng, knRandom, ""))
+	}
+	for range 3 {
+		for _, fp := range knCheckpointPoints {
+			schedule = append(schedule, knDraw(rng, knCheckpoint, fp))
+		}
+		for _, fp := range knCommitPoints {
+			schedule = append(schedule, knDraw(rng, knCommit, fp))
+		}
+	}
+	rng.Shuffle(len(schedule), func(i, j int) { schedule[i], schedule[j] = schedule[j], schedule[i] })
+	// After a kill in a commit, the next start re-commits the recovery point's
+	// output; half the time, kill that run at its first mid-commit marker,
+	// which then often comes during the recovery's re-commit.
+	for k := 0; k < len(schedule); k++ {
+		if schedule[k].kind == knCommit && rng.IntN(2) == 0 {
+			f := knDraw(rng, knCommit, "sink/file/mid-commit")
+			f.nth = 1
+			schedule = slices.Insert(schedule, k+1, f)
+			k++
+		}
+	}
+
+	var (
+		kills    int
+		perKind  = map[knKind]int{}
+		perPoint = map[string]int{}
+		// kills in a failpoint during the recovery's re-commit, and kills
+		// whose marker did not come
+		inRecovery, missed int
+		pos                int64 // replay position of the latest complete checkpoint
+		latest             int64 // its id
+		posOK              = true
+		lived              time.Duration // total lifetime of the runs, an upper bound of progress when pos is unknown
+	)
+	refresh := func() {
+		p, id, final, err := knProgress(ckptDir)
+		if err != nil {
+			if posOK {
+				t.Logf("cannot read progress from the checkpoints (%v); capping kills by elapsed time instead", err)
+			}
+			posOK = false
+			return
+		}
+		if final {
+			t.Fatalf("the latest complete checkpoint %d is the final one after %d kills: the stream is too short for the schedule; raise knCount", id, kills)
+		}
+		pos, latest = p, id
+	}
+	// remaining is how much of the stream (in time at knRate) is left at most.
+	remaining := func() time.Duration {
+		left := knCount - pos
+		if !posOK {
+			left = knCount - int64(lived.Seconds()*knRate)
+		}
+		return time.Duration(float64(max(left, 0)) / knRate * float64(time.Second))
+	}
+
+	run := func(i int, plan knPlan) knResult {
+		t.Helper()
+		res := knResult{plan: plan}
+		fp := ""
+		switch plan.kind {
+		case knFinal:
+			fp = fmt.Sprintf("%s=pause(%v)", plan.failpoint, knEndgamePause)
+		case knCheckpoint, knCommit:
+			fp = fmt.Sprintf("%s=pause(%v)", plan.failpoint, knPause)
+		}
+		p := knStart(t, bin, yaml, fp, latest > 0)
+		doKill := func() {
+			res.killedAt, res.killed = p.kill()
+		}
+		switch plan.kind {
+		case knRandom:
+			select {
+			case <-time.After(plan.delay - time.Since(p.start)):
+				doKill()
+			case <-p.done:
+			}
+		default:
+			// A marker that does not come must not let the run reach the
+			// end of the stream.
+			deadline := time.After(max(300*time.Millisecond, min(knMarkerWait, remaining()/2)))
+			if plan.kind == knFinal {
+				deadline = time.After(remaining() + knFinalWait)
+			}
+		wait:
+			for {
+				select {
+				case m := <-p.markers:
+					if m.name != plan.failpoint {
+						continue
+					}
+					res.markers++
+					if plan.kind == knFinal {
+						_, _, final, err := knProgress(ckptDir)
+						if err != nil || !final {
+							continue
+						}
+					} else if res.markers < plan.nth {
+						continue
+					}
+					res.markerAt, res.inRecovery = m.at, m.inRecovery
+					if plan.extra > 0 {
+						select {
+						case <-time.After(plan.extra):
+						case <-p.done:
+							break wait
+						}
+					}
+					doKill()
+					break wait
+				case <-deadline:
+					t.Logf("run %d: %s: the aimed marker did not come; killing anyway", i, plan)
+					doKill()
+					break wait
+				case <-p.done:
+					break wait
+				}
+			}
+		}
+		select {
+		case <-p.done:
+		case <-time.After(knExitWait):
+			t.Fatalf("run %d: the process did not exit %v after SIGKILL", i, knExitWait)
+		}
+		res.lifetime = time.Since(p.start)
+		p.mu.Lock()
+		res.restored, res.restarts = p.restored, p.restarts
+		p.mu.Unlock()
+		switch {
+		case res.restored != "":
+		case latest > 0:
+			res.restored = fmt.Sprintf("killed before its recovery from checkpoint %d finished", latest)
+		default:
+			res.restored = "fresh start"
+		}
+		desc, zero, byKill := p.status()
+		res.exited = desc
+		switch {
+		case byKill && res.killed:
+		case zero && plan.kind == knFinal:
+			// The final commit finished before the kill: no harm, the
+			// next run restarts a finished pipeline.
+			t.Logf("run %d: the final checkpoint's commit ended before the kill", i)
+		case zero:
+			t.Fatalf("run %d (%s) exited 0 by itself before the kill: the pipeline finished after %d kills, fewer than the %d required; the stream is too short for the schedule (raise knCount or kill earlier)\n%s",
+				i, res, kills, knMinKills, p.tailText())
+		default:
+			t.Fatalf("run %d (%s) ended with %s, not by our SIGKILL: the engine failed\nlast output:\n%s", i, res, desc, p.tailText())
+		}
+		return res
+	}
+
+	record := func(i int, res knResult) {
+		kills++
+		switch {
+		case res.plan.kind == knRandom:
+			perKind[knRandom]++
+		case res.markerAt > 0:
+			perKind[res.plan.kind]++
+			perPoint[res.plan.failpoint]++
+			if res.inRecovery {
+				inRecovery++
+			}
+		default:
+			missed++
+		}
+		lived += res.lifetime
+		refresh()
+		t.Logf("run %2d: %s; next position %d/%d", i, res, pos, knCount)
+		checkWatcher(fmt.Sprintf("after run %d", i))
+	}
+
+	i := 0
+	for len(schedule) > 0 || kills < knMinKills || perKind[knCheckpoint] < knMinPerKind || perKind[knCommit] < knMinPerKind {
+		if i >= 60 {
+			t.Fatalf("after %d runs: %d kills, %d while a checkpoint was written, %d while output was committed: the failpoint markers do not come",
+				i, kills, perKind[knCheckpoint], perKind[knCommit])
+		}
+		var plan knPlan
+		switch {
+		case len(schedule) > 0:
+			plan, schedule = schedule[0], schedule[1:]
+		case perKind[knCheckpoint] < knMinPerKind:
+			plan = knDraw(rng, knCheckpoint, "")
+		case perKind[knCommit] < knMinPerKind:
+			plan = knDraw(rng, knCommit, "")
+		default:
+			plan = knDraw(rng, knRandom, "")
+		}
+		// Keep every run short of the end of the stream: a random kill comes
+		// before half of what is left, a failpoint kill at an early marker.
+		left := remaining()
+		if plan.kind == knRandom {
+			plan.delay = min(plan.delay, max(left/2, 5*time.Millisecond))
+		} else if left < 3*time.Second {
+			plan.nth = 1
+		}
+		record(i, run(i, plan))
+		i++
+	}
+
+	// Endgame: let the run reach the end of the stream and kill it once the
+	// final checkpoint is complete, before its output is committed.
+	endgame := run(i, knPlan{kind: knFinal, failpoint: "job/after-metadata-before-commit"})
+	if endgame.killed {
+		kills++
+	}
+	if endgame.killed && endgame.markerAt > 0 {
+		perKind[knFinal]++
+		perKind[knCommit]++
+		perPoint[endgame.plan.failpoint]++
+	}
+	t.Logf("run %2d: %s", i, endgame)
+	checkWatcher(fmt.Sprintf("after run %d", i))
+	i++
+
+	// The final run: no failpoints, no kill; it must finish on its own.
+	p := knStart(t, bin, yaml, "", latest > 0)
+	select {
+	case <-p.done:
+	case <-time.After(knFinalWait):
+		t.Fatalf("final run %d did not exit within %v\nlast output:\n%s", i, knFinalWait, p.tailText())
+	}
+	desc, zero, _ := p.status()
+	p.mu.Lock()
+	restored := p.restored
+	p.mu.Unlock()
+	t.Logf("run %2d: final, no kill; %s; exit: %s after %v", i, restored, desc, time.Since(p.start).Round(time.Millisecond))
+	if !zero {
+		t.Fatalf("final run %d ended with %s, want exit code 0\nlast output:\n%s", i, desc, p.tailText())
+	}
+
+	watcher.finish()
+	watcherStopped = true
+	violations, entries, seenLines, passes := watcher.report()
+	t.Logf("reader: %d passes over the output, %d committed checkpoint directories, %d lines read as they appeared", passes, entries, seenLines)
+	if len(violations) > 0 {
+		t.Fatalf("atomic visibility violated:\n  %s", strings.Join(violations, "\n  "))
+	}
+
+	t.Logf("%d kills: %d random, %d while a checkpoint was written, %d while output was committed (%d of them after the final checkpoint completed), %d with the marker missed; %d during a recovery; by failpoint: %v",
+		kills, perKind[knRandom], perKind[knCheckpoint], perKind[knCommit], perKind[knFinal], missed, inRecovery, perPoint)
+	if kills < knMinKills || perKind[knCheckpoint] < knMinPerKind || perKind[knCommit] < knMinPerKind {
+		t.Fatalf("too few kills: %d (want %d), %d while writing a checkpoint, %d while committing (want %d each)",
+			kills, knMinKills, perKind[knCheckpoint], perKind[knCommit], knMinPerKind)
+	}
+
+	// Exactly once: every (key, window) once, with the exact count and sum.
+	lines, err := testkit.ReadCommitted(outDir)
+	if err != nil {
+		t.Fatalf("reading committed output: %v", err)
+	}
+	want := testkit.ExpectedWindows(knCount, knKeys, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), time.Millisecond, time.Second)
+	report := testkit.CheckWindows(lines, want, time.Second)
+	if !report.OK() {
+		t.Fatalf("committed output is not exactly the expected windows: %s", report)
+	}
+	t.Logf("committed output is exact: %d windows", report.Expected)
+
+	// Nothing staged is left behind.
+	var leftovers []string
+	_ = filepath.WalkDir(filepath.Join(outDir, "_staging"), func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(outDir, path)
+			leftovers = append(leftovers, rel)
+		}
+		return nil
+	})
+	if len(leftovers) > 0 {
+		t.Fatalf("%d staged files left after the final run: %v", len(leftovers), leftovers[:min(len(leftovers), 10)])
+	}
+
+	out, err := exec.Command(bin, "checkpoints", "list", yaml).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ingest checkpoints list: %v\n%s", err, out)
+	}
+	complete := 0
+	for _, l := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[1] == "complete" {
+			complete++
+		}
+	}
+	if complete == 0 {
+		t.Fatalf("ingest checkpoints list shows no complete checkpoint:\n%s", out)
+	}
+	t.Logf("ingest checkpoints list:\n%s", out)
+	t.Logf("took %v (build %v)", time.Since(began).Round(time.Millisecond), built.Round(time.Millisecond))
+}
+
+// TestKillNineReader checks that TestKillNine's reader is not vacuous: it
+// reports a committed directory that gains a file, a torn line, a line that
+// is not JSON and committed output that disappears, and ignores staging.
+func TestKillNineReader(t *testing.T) {
+	out := t.TempDir()
+	write := func(rel, data string) {
+		t.Helper()
+		path := filepath.Join(out, rel)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := newKnWatcher(out, 1)
+	check := func(want ...string) {
+		t.Helper()
+		w.pass(true)
+		v, _, _, _ := w.report()
+		if len(v) != len(want) {
+			t.Fatalf("violations %q, want %d matching %q", v, len(want), want)
+		}
+		for i := range want {
+			if !strings.Contains(v[i], want[i]) {
+				t.Fatalf("violation %q, want one about %q", v[i], want[i])
+			}
+		}
+		w.violations = nil
+	}
+
+	write("_staging/pending/part-0.jsonl", "{\"torn\":")
+	write("ckpt-1/part-0.jsonl", "{\"key\":1}\n{\"key\":2}\n")
+	check()
+	write("ckpt-1/part-1.jsonl", "{\"key\":3}\n")
+	check("gained file")
+	write("ckpt-2/part-0.jsonl", "{\"key\":1}\n{\"key\":")
+	check("partial line", "not a JSON object")
+	write("ckpt-3/part-0.jsonl", "{\"key\":1}\nnot json\n")
+	check("not a JSON object")
+	write("ckpt-3/part-0.jsonl", "{\"key\":1}\nnot json, longer\n")
+	check("changed size")
+	if err := os.RemoveAll(filepath.Join(out, "ckpt-2")); err != nil {
+		t.Fatal(err)
+	}
+	check("disappeared")
+	check()
+}
