@@ -23,7 +23,13 @@ type Aligner struct {
 	waiting int
 	// last is the newest checkpoint this subtask completed or abandoned;
 	// barriers at or below it are stale.
-	last    int64
+	last int64
+	// aborted are checkpoints above last that the coordinator abandoned
+	// before their first barrier arrived here: their barriers are stale too.
+	// Without this, a subtask could block an input for a barrier that an
+	// upstream subtask, told of the abort while aligning, never forwards.
+	// INVARIANT: every id in aborted is > last.
+	aborted map[int64]bool
 	started time.Time
 }
 
@@ -59,13 +65,13 @@ func (a *Aligner) Aligning() int64 { return a.current }
 func (a *Aligner) Barrier(now time.Time, i int, id int64) Alignment {
 	var res Alignment
 	switch {
-	case id <= a.last || (a.current != 0 && id < a.current):
+	case id <= a.last || (a.current != 0 && id < a.current) || a.aborted[id]:
 		return res // stale: a checkpoint this subtask already finished or gave up
 	case a.current != 0 && id > a.current:
 		// Input i skipped barrier current (it was abandoned upstream) and
 		// delivered a newer one: give current up and align on id instead.
 		res.Abandoned = a.current
-		a.last = a.current
+		a.setLast(a.current)
 		a.reset()
 	}
 	if a.current == 0 {
@@ -100,12 +106,30 @@ func (a *Aligner) EndOfInput(now time.Time, i int) Alignment {
 	return a.maybeComplete(now, Alignment{})
 }
 
-// Abort gives up the alignment of checkpoint id, if it is the current one,
-// and unblocks every input.
+// Abort gives up checkpoint id: if it is being aligned every input is
+// unblocked; if its barriers have not arrived yet they will be ignored.
 func (a *Aligner) Abort(id int64) {
-	if a.current == id && id != 0 {
-		a.last = id
+	switch {
+	case id <= a.last:
+	case a.current == id:
+		a.setLast(id)
 		a.reset()
+	default:
+		if a.aborted == nil {
+			a.aborted = map[int64]bool{}
+		}
+		a.aborted[id] = true
+	}
+}
+
+// setLast records id as the newest finished checkpoint and forgets aborted
+// ids at or below it.
+func (a *Aligner) setLast(id int64) {
+	a.last = id
+	for k := range a.aborted {
+		if k <= id {
+			delete(a.aborted, k)
+		}
 	}
 }
 
@@ -116,7 +140,7 @@ func (a *Aligner) maybeComplete(now time.Time, res Alignment) Alignment {
 	res.Complete = true
 	res.ID = a.current
 	res.Duration = now.Sub(a.started)
-	a.last = a.current
+	a.setLast(a.current)
 	a.reset()
 	return res
 }

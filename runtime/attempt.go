@@ -147,6 +147,9 @@ func (j *Job) build(ctx context.Context, n int, rec *recovery) (*attempt, error)
 				var in []<-chan *message
 				for ei, e := range head.Inputs {
 					for _, prod := range chans[head][ei] {
+						if prod[sub] == nil {
+							continue // forward edge: only producer sub feeds consumer sub
+						}
 						in = append(in, prod[sub])
 						t.chanInput = append(t.chanInput, e.Input)
 					}
@@ -251,11 +254,13 @@ func (a *attempt) drive() error {
 					failure = errors.New("every task ended before the final checkpoint was committed")
 				}
 			case evMetadataWritten:
-				if ev.err == nil {
+				acts = a.coord.Step(time.Now(), checkpoint.MetadataWritten{ID: ev.id, Err: ev.err})
+				if ev.err == nil && a.coord.LatestComplete() == ev.id {
+					// Only the coordinator decides completion: a write that
+					// finished after a newer checkpoint subsumed it is not one.
 					a.job.completed.Add(1)
 					a.job.latest.Store(ev.id)
 				}
-				acts = a.coord.Step(time.Now(), checkpoint.MetadataWritten{ID: ev.id, Err: ev.err})
 			case evCommitted:
 				acts = a.coord.Step(time.Now(), checkpoint.Committed{ID: ev.id, Err: ev.err})
 			}

@@ -153,16 +153,19 @@ func (j *Job) restoreState(ctx context.Context, rec *recovery, n *Node, t checkp
 		return nil, nil
 	}
 	own, ok := rec.meta.Task(t)
-	if len(mine) != n.Parallelism {
+	rescaled := len(mine) != n.Parallelism
+	if rescaled {
+		// Keyed state is redistributed by key group; committables were
+		// published by the recovery. Per-subtask inline state cannot move.
 		for _, s := range mine {
-			if len(s.Inline) > 0 || len(s.Committables) > 0 {
+			if len(s.Inline) > 0 {
 				return nil, incompatible(fmt.Errorf("node %s: checkpoint %d has it at parallelism %d, the pipeline at %d, and its per-subtask state cannot be redistributed", n.ID, rec.meta.ID, len(mine), n.Parallelism))
 			}
 		}
 	}
 	var files [][]byte
 	for _, s := range mine {
-		if s.State == nil || (len(mine) == n.Parallelism && s.Task != t) {
+		if s.State == nil || (!rescaled && s.Task != t) {
 			continue
 		}
 		data, err := j.storage.ReadFile(ctx, *s.State)
@@ -180,13 +183,15 @@ func (j *Job) restoreState(ctx context.Context, rec *recovery, n *Node, t checkp
 			return nil, err
 		}
 	}
-	if !ok {
-		// Rescaled: no subtask with this index before; watermark starts from
-		// the minimum of the old subtasks.
+	if rescaled {
+		// The subtask takes key groups of several old subtasks: its watermark
+		// is the least of theirs, so no timer of theirs is skipped.
 		own = checkpoint.SubtaskState{Task: t, Watermark: MaxWatermark}
 		for _, s := range mine {
 			own.Watermark = min(own.Watermark, s.Watermark)
 		}
+	} else if !ok {
+		return nil, fmt.Errorf("checkpoint %d has no state of %v", rec.meta.ID, t)
 	}
 	own.Committables = nil // published by the recovery; the subtask starts with none
 	return &own, nil
