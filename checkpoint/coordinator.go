@@ -66,6 +66,9 @@ type Coordinator struct {
 	finalID        int64 // the final checkpoint in flight or complete, 0 if none
 	finalComplete  bool
 	stopped        bool // a task failed or FailJob was emitted: trigger nothing more
+	// jobFailed is set once FailJob was emitted.
+	// INVARIANT: once set, Step returns no actions.
+	jobFailed bool
 }
 
 // pendingCheckpoint is a triggered checkpoint collecting acknowledgements, or
@@ -75,9 +78,15 @@ type pendingCheckpoint struct {
 	triggeredAt time.Time
 	final       bool
 	acks        map[TaskID]SubtaskState
+	// acked is set once every task acknowledged; the checkpoint then waits
+	// for its turn to write metadata.
+	acked bool
 	// writing is set once WriteMetadata was emitted: from then on only the
 	// write's result decides the checkpoint's fate (a timeout no longer applies,
 	// since the write may already have made it complete).
+	// INVARIANT: at most one pending checkpoint is writing. Metadata is built
+	// when the write starts, after every older write finished, so its commits
+	// account for every checkpoint that completed before it.
 	writing bool
 	// meta is the metadata handed to WriteMetadata, once writing.
 	meta *Metadata
@@ -138,6 +147,9 @@ func (c *Coordinator) ConsecutiveFailures() int { return c.failures }
 // Step advances the coordinator by one event at time now and returns the
 // actions the caller must carry out, in order.
 func (c *Coordinator) Step(now time.Time, ev Event) []Action {
+	if c.jobFailed {
+		return nil
+	}
 	var out []Action
 	if !c.clockStarted {
 		// The first periodic checkpoint comes one interval after the job starts.
@@ -152,7 +164,7 @@ func (c *Coordinator) Step(now time.Time, ev Event) []Action {
 	case Acked:
 		out = c.acked(now, e, out)
 	case Declined:
-		if p := c.pending[e.ID]; p != nil && !p.writing {
+		if p := c.pending[e.ID]; p != nil && !p.acked && c.tasks[e.Task] {
 			out = c.fail(p, fmt.Errorf("declined by %v: %w", e.Task, e.Reason), out)
 		}
 	case TaskFailed:
@@ -187,7 +199,7 @@ func (c *Coordinator) acked(now time.Time, e Acked, out []Action) []Action {
 		}
 		return out
 	}
-	if !c.tasks[e.State.Task] || p.writing {
+	if !c.tasks[e.State.Task] || p.acked {
 		return out // unknown task, or a duplicate after every task acked
 	}
 	if _, dup := p.acks[e.State.Task]; dup {
@@ -197,9 +209,32 @@ func (c *Coordinator) acked(now time.Time, e Acked, out []Action) []Action {
 	if len(p.acks) < len(c.tasks) {
 		return out
 	}
-	p.writing = true
-	p.meta = c.buildMetadata(now, p)
-	return append(out, WriteMetadata{Metadata: p.meta})
+	p.acked = true
+	return c.startWrite(now, out)
+}
+
+// startWrite emits WriteMetadata for the oldest fully acknowledged checkpoint
+// when no other metadata write is in flight. Writes are serialised so each
+// checkpoint's commits are computed knowing the fate of every older one: with
+// two writes in flight, the newer metadata would list committables the older
+// one also publishes.
+func (c *Coordinator) startWrite(now time.Time, out []Action) []Action {
+	var next *pendingCheckpoint
+	for _, id := range c.Pending() {
+		p := c.pending[id]
+		if p.writing {
+			return out
+		}
+		if p.acked && next == nil {
+			next = p
+		}
+	}
+	if next == nil || c.stopped {
+		return out
+	}
+	next.writing = true
+	next.meta = c.buildMetadata(now, next)
+	return append(out, WriteMetadata{Metadata: next.meta})
 }
 
 // buildMetadata assembles the metadata of p once every task acknowledged.
@@ -252,7 +287,7 @@ func (c *Coordinator) metadataWritten(now time.Time, e MetadataWritten, out []Ac
 		return out
 	}
 	if e.Err != nil {
-		return c.fail(p, fmt.Errorf("writing metadata: %w", e.Err), out)
+		return c.startWrite(now, c.fail(p, fmt.Errorf("writing metadata: %w", e.Err), out))
 	}
 	// The metadata is durable: p is complete and the new recovery point.
 	delete(c.pending, p.id)
@@ -283,7 +318,7 @@ func (c *Coordinator) metadataWritten(now time.Time, e MetadataWritten, out []Ac
 	}
 	c.committing = append(c.committing, p.id)
 	out = append(out, CommitOutput{ID: p.id, Commits: slices.Clone(c.uncommitted)})
-	return c.retire(out)
+	return c.startWrite(now, c.retire(out))
 }
 
 // retire discards complete checkpoints beyond the retention count.
@@ -302,7 +337,7 @@ func (c *Coordinator) committed(e Committed, out []Action) []Action {
 	}
 	c.committing = slices.Delete(c.committing, i, i+1)
 	if e.Err != nil {
-		c.stopped = true
+		c.stopped, c.jobFailed = true, true
 		return append(out, FailJob{Err: fmt.Errorf("committing output of checkpoint %d: %w", e.ID, e.Err)})
 	}
 	c.uncommitted = slices.DeleteFunc(c.uncommitted, func(cm Commit) bool { return cm.Checkpoint <= e.ID })
@@ -329,7 +364,7 @@ func (c *Coordinator) fail(p *pendingCheckpoint, reason error, out []Action) []A
 	out = c.abandon(p, reason, out)
 	c.failures++
 	if c.failures > c.cfg.Options.TolerableFailures && !c.stopped {
-		c.stopped = true
+		c.stopped, c.jobFailed = true, true
 		out = append(out, FailJob{Err: fmt.Errorf("%d consecutive checkpoint failures exceed the tolerance of %d; last: checkpoint %d: %w",
 			c.failures, c.cfg.Options.TolerableFailures, p.id, reason)})
 	}

@@ -7,8 +7,9 @@ import "time"
 // or a sink finished work the coordinator asked for.
 type Event interface{ isEvent() }
 
-// Tick tells the coordinator that time has passed. The coordinator triggers
-// periodic checkpoints and times pending ones out on ticks only.
+// Tick tells the coordinator that time has passed. Every Step checks
+// timeouts and triggers with the time it is given; Tick is the event that
+// carries nothing else.
 type Tick struct{}
 
 // RequestFinal asks for a final checkpoint: every source has stopped (input
