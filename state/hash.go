@@ -145,11 +145,18 @@ func hashByKind(kind reflect.Kind, p unsafe.Pointer) (h uint64, ok bool) {
 // stably: pointers, channels, interfaces, and structs or arrays that do not
 // implement KeyHasher.
 //
-// Keys of a KeyHasher type are converted to an interface on each call, which
-// may allocate when K is larger than a pointer.
+// For a KeyHasher type the returned function is the method expression
+// K.HashKey itself: no interface conversion, no allocation per key.
 func Hasher[K comparable]() (func(K) uint64, error) {
 	t := reflect.TypeFor[K]()
 	if t.Implements(keyHasherType) {
+		if t.Kind() != reflect.Interface {
+			if m, ok := t.MethodByName("HashKey"); ok {
+				if f, ok := m.Func.Interface().(func(K) uint64); ok {
+					return f, nil
+				}
+			}
+		}
 		return func(k K) uint64 {
 			if h, ok := any(k).(KeyHasher); ok { // not ok only for a nil interface key
 				return h.HashKey()

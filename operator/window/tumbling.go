@@ -69,18 +69,26 @@ func Tumbling[T any, K comparable, A any, O any](ks stream.KeyedStream[T, K], id
 	return stream.Add[T, O](ks.Stream, n, opts...)
 }
 
-// windowKey is the state key of one key's window: the key and the window start.
+// windowKey is the state key of one key's window: the key and the window
+// start, with the key's hash computed once per record.
 type windowKey[K comparable] struct {
 	key   K
 	start int64
+	// hash is the hash of key (not of start), so a window's state lives in
+	// the key group the partitioner routed the key to.
+	// INVARIANT: hash == the key hasher applied to key.
+	hash uint64
 }
 
-// HashKey hashes the key only, so a window's state lives in the key group
-// the partitioner routed the key to.
-func (w windowKey[K]) HashKey() uint64 { return state.HashKey(w.key) }
+// HashKey returns the key's hash.
+func (w windowKey[K]) HashKey() uint64 { return w.hash }
 
-// windowKeyCodec encodes a windowKey as the key's encoding and a varint start.
-type windowKeyCodec[K comparable] struct{ key state.Codec[K] }
+// windowKeyCodec encodes a windowKey as the key's encoding and a varint start;
+// decoding recomputes the hash.
+type windowKeyCodec[K comparable] struct {
+	key  state.Codec[K]
+	hash func(K) uint64
+}
 
 func (c windowKeyCodec[K]) Name() string { return "window-key(" + c.key.Name() + ")" }
 
@@ -97,7 +105,7 @@ func (c windowKeyCodec[K]) Decode(src []byte) (windowKey[K], int, error) {
 	if m <= 0 {
 		return windowKey[K]{}, 0, errors.New("window key: truncated window start")
 	}
-	return windowKey[K]{key: k, start: start}, n + m, nil
+	return windowKey[K]{key: k, start: start, hash: c.hash(k)}, n + m, nil
 }
 
 // tumbling is one subtask of a tumbling window.
@@ -109,6 +117,7 @@ type tumbling[T any, K comparable, A any, O any] struct {
 	output   func(K, Window, A) O
 
 	out    runtime.Output
+	hash   func(K) uint64
 	accs   *state.ValueState[windowKey[K], A]
 	timers *state.Timers[K]
 	// wm is the watermark processed; windows ending at or before it have fired.
@@ -120,7 +129,10 @@ func (w *tumbling[T, K, A, O]) Open(ctx *runtime.Context) error {
 	w.out = ctx.Output
 	w.wm = ctx.Watermark()
 	var err error
-	if w.accs, err = state.NewValueState[windowKey[K], A](ctx.State, "windows", windowKeyCodec[K]{w.keyCodec}, w.agg.Codec); err != nil {
+	if w.hash, err = state.Hasher[K](); err != nil {
+		return err
+	}
+	if w.accs, err = state.NewValueState[windowKey[K], A](ctx.State, "windows", windowKeyCodec[K]{w.keyCodec, w.hash}, w.agg.Codec); err != nil {
 		return err
 	}
 	w.timers, err = state.NewTimers[K](ctx.State, "window-timers", w.keyCodec)
@@ -143,7 +155,8 @@ func (w *tumbling[T, K, A, O]) ProcessBatch(_ int, r runtime.Records) error {
 			w.late++
 			continue
 		}
-		k := windowKey[K]{key: w.key(rec.Value), start: start}
+		key := w.key(rec.Value)
+		k := windowKey[K]{key: key, start: start, hash: w.hash(key)}
 		acc, ok := w.accs.Get(k)
 		if !ok {
 			acc = w.agg.Init()
@@ -159,7 +172,7 @@ func (w *tumbling[T, K, A, O]) ProcessWatermark(wm int64) error {
 	w.wm = wm
 	var results runtime.Batch[O]
 	err := w.timers.Advance(wm, func(key K, start, ts int64) error {
-		k := windowKey[K]{key: key, start: start}
+		k := windowKey[K]{key: key, start: start, hash: w.hash(key)}
 		acc, ok := w.accs.Get(k)
 		if !ok {
 			return nil
