@@ -66,7 +66,6 @@ func (j *Job) build(ctx context.Context, n int, rec *recovery) (*attempt, error)
 	}
 	actx, cancel := context.WithCancelCause(ctx)
 	a := &attempt{job: j, n: n, rec: rec, ctx: actx, cancel: cancel, events: make(chan taskEvent, 1024)}
-	a.store, a.commit = newSerial(), newSerial()
 	p := j.plan
 	maxP := p.MaxParallelism
 
@@ -130,7 +129,9 @@ func (j *Job) build(ctx context.Context, n int, rec *recovery) (*attempt, error)
 				t.links = append(t.links, l)
 				taskIDs = append(taskIDs, id)
 			}
-			t.fan.sentWM = prev.wm
+			// A restored task announces its watermark again: the consumers'
+			// per-channel watermarks start from the minimum after a restore.
+			t.fan.sentWM = MinWatermark
 			// Output writers for the chain's out edges.
 			for _, oe := range p.outputs(last) {
 				prod := chans[oe.to][oe.index][sub]
@@ -181,6 +182,7 @@ func (j *Job) build(ctx context.Context, n int, rec *recovery) (*attempt, error)
 		return nil, err
 	}
 	a.coord = coord
+	a.store, a.commit = newSerial(), newSerial()
 	return a, nil
 }
 
@@ -201,7 +203,7 @@ func (a *attempt) drive() error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := t.run(a.ctx)
+			err := t.runGuarded(a.ctx)
 			a.event(a.ctx, taskEvent{kind: evExited, task: t.links[0].id, err: err})
 		}()
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/ingest-engine/ingest/checkpoint"
@@ -28,6 +29,9 @@ type task struct {
 	ended     int     // channels that delivered end-of-input
 	aligner   *checkpoint.Aligner
 	aligning  Barrier // the barrier being aligned
+	// final is set once the task took the final checkpoint: nothing may
+	// arrive after it but end-of-input.
+	final bool
 
 	// Source tasks only.
 	src       Source
@@ -112,6 +116,17 @@ func (f *fanout) control(m *message) error {
 		}
 	}
 	return nil
+}
+
+// runGuarded runs the task and turns a panic in user or connector code into
+// a task error: the job restarts instead of the process dying.
+func (t *task) runGuarded(ctx context.Context) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v: panic: %v\n%s", t.links[0].id, r, debug.Stack())
+		}
+	}()
+	return t.run(ctx)
 }
 
 // run opens the chain, runs the task loop and closes the chain.
@@ -278,6 +293,9 @@ func (t *task) runOperator(ctx context.Context) error {
 		}
 		switch m.kind {
 		case kindRecords:
+			if t.final {
+				return fmt.Errorf("%v: %d records arrived after the final checkpoint and would be lost", head.id, m.records.Len())
+			}
 			if err := failpoint.Inject("task/process-batch"); err != nil {
 				return fmt.Errorf("%v: %w", head.id, err)
 			}
@@ -318,9 +336,9 @@ func (t *task) runOperator(ctx context.Context) error {
 			if t.ended == len(t.gate.in) {
 				return t.fan.control(&message{kind: kindEnd})
 			}
-			if err := t.advanceInputWatermark(); err != nil {
-				return err
-			}
+			// End-of-input only follows the final checkpoint, so it does not
+			// advance the watermark: what fired now would belong to no
+			// checkpoint.
 		}
 		if err := t.fan.flush(); err != nil {
 			return err
@@ -390,9 +408,11 @@ func (t *task) checkpoint(ctx context.Context, b Barrier, alignment time.Duratio
 			s.Inline, err = t.src.Position()
 		}
 		if err != nil {
-			// The checkpoint fails; the job goes on.
-			t.att.event(ctx, taskEvent{kind: evDecline, task: l.id, id: b.ID, err: fmt.Errorf("snapshot: %w", err)})
-			return t.fan.control(&message{kind: kindBarrier, barrier: b})
+			// The task fails and the job restarts from the last complete
+			// checkpoint. A decline would let the job go on, but a sink whose
+			// prepare failed may have lost staged output that a later
+			// checkpoint, with source positions past it, would not replay.
+			return fmt.Errorf("%v: snapshot for checkpoint %d: %w", l.id, b.ID, err)
 		}
 		var keyed *state.Snapshot
 		if l.ctx.State.HasState() {
@@ -403,6 +423,7 @@ func (t *task) checkpoint(ctx context.Context, b Barrier, alignment time.Duratio
 	if err := t.fan.control(&message{kind: kindBarrier, barrier: b}); err != nil {
 		return err
 	}
+	t.final = t.final || b.Final
 	t.att.async.Add(1)
 	go func() {
 		defer t.att.async.Done()

@@ -160,6 +160,9 @@ func (w *writer[T]) closeFile() error {
 	if err == nil {
 		err = w.f.Sync()
 	}
+	if err == nil {
+		err = failpoint.Inject("sink/file/prepare")
+	}
 	if cerr := w.f.Close(); err == nil {
 		err = cerr
 	}

@@ -178,6 +178,9 @@ func TestInjectedFailures(t *testing.T) {
 		// The checkpoint is complete; the commit fails before it starts: the
 		// job restarts and the recovery re-commits.
 		{"after metadata before commit", "job/after-metadata-before-commit", randomAt(2, 8), true},
+		// The sink fails to stage its file at a barrier (a failed fsync): the
+		// task fails and the job restarts, so no staged record is dropped.
+		{"sink prepare fails", "sink/file/prepare", randomAt(2, 30), true},
 		// Half of a checkpoint's files were moved, then the commit fails: the
 		// recovery finishes the commit, publishing nothing twice.
 		{"mid commit", "sink/file/mid-commit", randomAt(2, 8), true},

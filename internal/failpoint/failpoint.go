@@ -7,6 +7,7 @@
 //	task/after-snapshot-before-ack   a subtask wrote its snapshot, before it acknowledges
 //	job/before-metadata-write        every subtask acknowledged, before the metadata is written
 //	job/after-metadata-before-commit the checkpoint is complete, before its output is committed
+//	sink/file/prepare                when the file sink stages its file at a barrier (after fsync)
 //	sink/file/mid-commit             between moving two staged files of one commit
 //
 // In a process, tests call Enable. The ingest binary also reads the
