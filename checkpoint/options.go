@@ -126,6 +126,12 @@ func (o Options) Validate() error {
 	if o.Retain < 1 {
 		errs = append(errs, fmt.Errorf("retain %d must be at least 1: the last complete checkpoint is the recovery point", o.Retain))
 	}
+	if o.Mode == AtLeastOnce && o.MaxConcurrent > 1 {
+		// The aligner tracks one checkpoint at a time; without alignment a fast
+		// input can bring barrier N+1 before a slow one brings N, abandoning N
+		// every time under persistent skew.
+		errs = append(errs, fmt.Errorf("max_concurrent %d is not supported with mode at-least-once: use 1", o.MaxConcurrent))
+	}
 	if o.Mode != ExactlyOnce && o.Mode != AtLeastOnce {
 		errs = append(errs, fmt.Errorf("mode %v is unknown", o.Mode))
 	}

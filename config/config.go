@@ -76,6 +76,9 @@ type builder struct {
 	par     int64 // default parallelism
 	maxPar  int64
 	ids     map[string]*yaml.Node
+	// checkpointDir and paths are the directories claimed so far.
+	checkpointDir string
+	paths         map[string]*yaml.Node
 }
 
 // Load reads, validates and builds a pipeline file.
@@ -111,7 +114,7 @@ func Parse(path string, data []byte) (*Pipeline, error) {
 	top := newMapping(e, "", doc.Content[0])
 	out := &Pipeline{File: path}
 	out.Name = top.required("pipeline")
-	b := &builder{e: e, dir: filepath.Dir(abs), streams: map[string]named{}, ids: map[string]*yaml.Node{}}
+	b := &builder{e: e, dir: filepath.Dir(abs), streams: map[string]named{}, ids: map[string]*yaml.Node{}, paths: map[string]*yaml.Node{}}
 	b.maxPar = top.int("max_parallelism", state.DefaultMaxParallelism)
 	if b.maxPar < 1 || b.maxPar > state.UpperBoundMaxParallelism {
 		e.add(top.get("max_parallelism"), "max_parallelism", "must be between 1 and %d", state.UpperBoundMaxParallelism)
@@ -126,6 +129,7 @@ func Parse(path string, data []byte) (*Pipeline, error) {
 	b.p = stream.New(out.Name, stream.DefaultParallelism(int(b.par)), stream.MaxParallelism(int(b.maxPar)))
 
 	out.Checkpoint, out.CheckpointDir = b.checkpoint(top.sub("checkpoint"))
+	b.checkpointDir = out.CheckpointDir
 	out.Restart = b.restart(top.sub("restart"))
 
 	sources := top.sub("sources")
@@ -175,6 +179,29 @@ func (b *builder) id(name string, k *yaml.Node, m *mapping) {
 		return
 	}
 	b.ids[name] = k
+}
+
+// claimPath reserves a file sink's directory: two sinks, or a sink and the
+// checkpoint directory, must not share or nest directories — each sink's
+// recovery deletes its whole staging area and commits by checkpoint id, and
+// checkpoint files inside a sink directory would read as committed output.
+func (b *builder) claimPath(path string, m *mapping) {
+	if path == "" {
+		return
+	}
+	nested := func(a, b string) bool {
+		rel, err := filepath.Rel(a, b)
+		return err == nil && (rel == "." || (rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))))
+	}
+	if nested(path, b.checkpointDir) || nested(b.checkpointDir, path) {
+		b.e.add(m.get("path"), m.field("path"), "%s overlaps the checkpoint directory %s", path, b.checkpointDir)
+	}
+	for other, at := range b.paths {
+		if nested(path, other) || nested(other, path) {
+			b.e.add(m.get("path"), m.field("path"), "%s overlaps the path of the sink at line %d: each file sink needs a directory of its own", path, at.Line)
+		}
+	}
+	b.paths[path] = m.get("path")
 }
 
 // failed records that node name could not be built, so nodes reading it do

@@ -335,7 +335,7 @@ sinks:
   log:
     type: stdout
     input: events
-`, "at-least-once: sink stdout (node log) is not transactional"},
+`, "at-least-once: sink stdout is not transactional"},
 		{"stdout sink named stdout", `pipeline: p
 sources:
   events:
@@ -357,7 +357,7 @@ sinks:
   log:
     type: stdout
     input: events
-`, "at-least-once: sink stdout (node log) is not transactional"},
+`, "at-least-once: sink stdout is not transactional"},
 	} {
 		p, _ := load(t, tc.yaml)
 		if got := p.GuaranteeText(); got != tc.want {

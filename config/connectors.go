@@ -70,6 +70,10 @@ func (b *builder) window(name string, m *mapping) {
 	var specs []window.AggregateSpec
 	valid := true
 	for _, k := range aggs.keys {
+		if k == "key" || k == "window_start" || k == "window_end" {
+			b.e.add(aggs.line(k), aggs.field(k), "%q is a field of every window result; name the aggregate otherwise", k)
+			valid = false
+		}
 		expr := aggs.str(k, "")
 		spec, err := window.ParseAggregate(k, expr)
 		if err == nil && ok {
@@ -121,6 +125,7 @@ func (b *builder) sink(name string, k *yaml.Node, m *mapping) {
 	switch typ {
 	case "file":
 		path := b.path(m.required("path"))
+		b.claimPath(path, m)
 		if format := m.str("format", "jsonl"); format != "jsonl" {
 			b.e.add(m.get("format"), m.field("format"), "unknown format %q (known: jsonl)", format)
 		}

@@ -119,6 +119,13 @@ func (j *Job) Stop() { j.stopOnce.Do(func() { close(j.stop) }) }
 // completed (both return nil), ctx is cancelled, or restarts are exhausted.
 // Each attempt first recovers from the latest complete checkpoint.
 func (j *Job) Run(ctx context.Context) error {
+	if l, ok := j.storage.(storage.Locker); ok {
+		release, err := l.Lock()
+		if err != nil {
+			return err
+		}
+		defer release()
+	}
 	failures := 0
 	for n := 0; ; n++ {
 		before := j.completed.Load()

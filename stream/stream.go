@@ -89,9 +89,11 @@ func (p *Pipeline) Guarantee(mode checkpoint.Mode) (runtime.Guarantee, string) {
 			if n.NewSource != nil {
 				kind = "source"
 			}
+			// Name the connector type ("sink stdout is not transactional");
+			// the plan printed with it names the nodes.
 			name := n.ID
-			if n.Type != "" && n.Type != n.ID {
-				name = fmt.Sprintf("%s (node %s)", n.Type, n.ID)
+			if n.Type != "" {
+				name = n.Type
 			}
 			switch n.Guarantee {
 			case runtime.AtLeastOnce:

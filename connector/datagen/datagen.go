@@ -68,6 +68,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.EventInterval < 0 {
 		errs = append(errs, fmt.Errorf("event_interval %v must be positive", c.EventInterval))
 	}
+	minTime, maxTime := time.Unix(0, math.MinInt64), time.Unix(0, math.MaxInt64)
+	if c.StartTime.Before(minTime) || c.StartTime.After(maxTime) {
+		errs = append(errs, fmt.Errorf("start_time %v is outside the event times this engine represents (%v to %v)", c.StartTime, minTime.UTC(), maxTime.UTC()))
+	} else if c.Count > 0 && c.EventInterval > 0 && (c.Count-1) > (math.MaxInt64-c.StartTime.UnixNano())/int64(c.EventInterval) {
+		errs = append(errs, fmt.Errorf("start_time + count x event_interval is after %v, the last event time this engine represents", maxTime.UTC()))
+	}
 	return c, errors.Join(errs...)
 }
 
@@ -176,6 +182,9 @@ func (t *subtask[T]) Read() (runtime.ReadResult, error) {
 			wait = time.Duration(float64(time.Second) * float64(1-due) / perSubtask)
 		}
 		n = min(n, max(due, 0))
+	}
+	if n > 0 && t.next+(n-1)*t.p > (math.MaxInt64-t.start)/t.step {
+		return runtime.ReadResult{}, fmt.Errorf("datagen: the event time of record %d is after %v, the last event time this engine represents", t.next+(n-1)*t.p, time.Unix(0, math.MaxInt64).UTC())
 	}
 	if n > 0 {
 		batch := make(runtime.Batch[T], n)

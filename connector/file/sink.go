@@ -220,7 +220,8 @@ func (c committer) Commit(_ context.Context, jobID string, cm checkpoint.Commit)
 		}
 		if err := os.Rename(src, dst); err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("file sink: committing checkpoint %d: staged file %s: %w", cm.Checkpoint, src, ErrStagedOutputLost)
+				// Retrying cannot bring the file back: fail at once.
+				return fmt.Errorf("file sink: committing checkpoint %d: staged file %s: %w (%w)", cm.Checkpoint, src, ErrStagedOutputLost, runtime.ErrIncompatible)
 			}
 			return fmt.Errorf("file sink: committing checkpoint %d: %w", cm.Checkpoint, err)
 		}

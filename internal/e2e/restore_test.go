@@ -2,14 +2,17 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/ingest-engine/ingest/config"
 	"github.com/ingest-engine/ingest/connector/datagen"
 	"github.com/ingest-engine/ingest/internal/testkit"
+	"github.com/ingest-engine/ingest/runtime"
 )
 
 // slowYAML is a tiny bounded pipeline: three records at one a second over
@@ -100,4 +103,47 @@ func TestRestartWithOneSourceSubtaskExhausted(t *testing.T) {
 	dir := t.TempDir()
 	runSlow(t, dir, 0)
 	checkSlow(t, dir)
+}
+
+// Changing a window's aggregates or size between runs makes its saved state
+// meaningless: the restore must fail with an error naming the operator
+// instead of reading one aggregate's accumulator as another's (or panicking).
+// (checkpointing.txt: "Stable processing contract - Schema and connector
+// changes remain compatible with the saved state.")
+func TestChangedWindowStateRefused(t *testing.T) {
+	for _, c := range []struct{ name, from, to string }{
+		{"aggregate added", "      sum: sum(value)\n", "      sum: sum(value)\n      max: max(value)\n"},
+		{"size changed", "    size: 1s\n", "    size: 2s\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			runSlow(t, dir, 300*time.Millisecond) // stops with open windows in the checkpoint
+			path := filepath.Join(dir, "p.yaml")
+			changed := strings.Replace(slowYAML, c.from, c.to, 1)
+			if changed == slowYAML {
+				t.Fatal("the edit did not apply")
+			}
+			if err := os.WriteFile(path, []byte(changed), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			p, err := config.Load(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			job, err := p.Stream.NewJob(p.RunOptions())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			err = job.Run(ctx)
+			if !errors.Is(err, runtime.ErrIncompatible) || !strings.Contains(err.Error(), "per_key") {
+				t.Fatalf("Run = %v; want an incompatible-state error naming per_key", err)
+			}
+			t.Log(err)
+			if st := job.Stats(); st.Restarts != 0 {
+				t.Fatalf("%d restarts for an error a restart cannot cure", st.Restarts)
+			}
+		})
+	}
 }

@@ -108,7 +108,7 @@ func RowAggregates(in *row.Schema, specs []AggregateSpec) (Aggregate[row.Row, Ro
 	agg := Aggregate[row.Row, RowAcc]{
 		Init:  func() RowAcc { return make(RowAcc, len(cs)) },
 		Add:   func(acc RowAcc, r row.Row) RowAcc { return addRow(cs, acc, r) },
-		Codec: rowAccCodec{},
+		Codec: rowAccCodec{signature: signature(specs)},
 	}
 	result := func(acc RowAcc, dst []row.Value) []row.Value {
 		for i, c := range cs {
@@ -179,9 +179,24 @@ func less(a, b row.Value) bool {
 
 // rowAccCodec encodes a RowAcc: a uvarint cell count, then per cell count,
 // integer sum (varints), float sum (8 bytes) and the min/max value.
-type rowAccCodec struct{}
+type rowAccCodec struct {
+	// signature lists the aggregates in order, e.g. "count(),sum(value)".
+	signature string
+}
 
-func (rowAccCodec) Name() string { return "window.rowacc.v1" }
+// Name includes the aggregates: accumulators of another list are other
+// state, so restoring them after the aggregates changed fails instead of
+// reading one aggregate's cell as another's.
+func (c rowAccCodec) Name() string { return "window.rowacc.v1[" + c.signature + "]" }
+
+// signature renders the aggregates a RowAcc holds, in order.
+func signature(specs []AggregateSpec) string {
+	parts := make([]string, len(specs))
+	for i, s := range specs {
+		parts[i] = s.Func + "(" + s.Field + ")"
+	}
+	return strings.Join(parts, ",")
+}
 
 func (rowAccCodec) Append(dst []byte, acc RowAcc) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(acc)))

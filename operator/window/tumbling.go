@@ -88,9 +88,14 @@ func (w windowKey[K]) HashKey() uint64 { return w.hash }
 type windowKeyCodec[K comparable] struct {
 	key  state.Codec[K]
 	hash func(K) uint64
+	size time.Duration
 }
 
-func (c windowKeyCodec[K]) Name() string { return "window-key(" + c.key.Name() + ")" }
+// Name includes the window size: windows of another size are other state, so
+// restoring them after the size changed fails instead of mixing them.
+func (c windowKeyCodec[K]) Name() string {
+	return fmt.Sprintf("window-key(%s,size=%v)", c.key.Name(), c.size)
+}
 
 func (c windowKeyCodec[K]) Append(dst []byte, w windowKey[K]) []byte {
 	return binary.AppendVarint(c.key.Append(dst, w.key), w.start)
@@ -132,7 +137,7 @@ func (w *tumbling[T, K, A, O]) Open(ctx *runtime.Context) error {
 	if w.hash, err = state.Hasher[K](); err != nil {
 		return err
 	}
-	if w.accs, err = state.NewValueState[windowKey[K], A](ctx.State, "windows", windowKeyCodec[K]{w.keyCodec, w.hash}, w.agg.Codec); err != nil {
+	if w.accs, err = state.NewValueState[windowKey[K], A](ctx.State, "windows", windowKeyCodec[K]{w.keyCodec, w.hash, time.Duration(w.size)}, w.agg.Codec); err != nil {
 		return err
 	}
 	w.timers, err = state.NewTimers[K](ctx.State, "window-timers", w.keyCodec)

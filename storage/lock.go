@@ -1,0 +1,53 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// LockName is the file in a Local directory that the process running a
+// pipeline holds an exclusive lock on.
+const LockName = ".lock"
+
+// ErrLocked marks a checkpoint directory another process is using.
+var ErrLocked = errors.New("storage: checkpoint directory is in use")
+
+// Locker is implemented by storage that can be claimed by one job at a time.
+// Two processes running the same pipeline would each abandon the other's
+// staged output and interleave checkpoints.
+type Locker interface {
+	// Lock claims the storage until release is called, or fails with an error
+	// wrapping ErrLocked when another process holds it.
+	Lock() (release func() error, err error)
+}
+
+var _ Locker = (*Local)(nil)
+
+// Lock takes an exclusive, non-blocking flock on <dir>/.lock. The kernel
+// drops it when the process dies, so a crash never leaves the directory
+// locked. It applies to the real filesystem only; on a test filesystem it
+// does nothing.
+func (l *Local) Lock() (func() error, error) {
+	if _, ok := l.fs.(osFS); !ok {
+		return func() error { return nil }, nil
+	}
+	path := filepath.Join(l.dir, LockName)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("storage: opening lock %s: %w", path, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %s is locked by another process running this pipeline", ErrLocked, l.dir)
+		}
+		return nil, fmt.Errorf("storage: locking %s: %w", path, err)
+	}
+	return func() error {
+		// Closing the file releases the flock.
+		return f.Close()
+	}, nil
+}
