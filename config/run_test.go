@@ -1,19 +1,17 @@
 package config_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ingest-engine/ingest/config"
+	"github.com/ingest-engine/ingest/internal/testkit"
 )
 
 // The pipeline a file describes runs: a bounded datagen → window → file
@@ -96,75 +94,50 @@ sinks:
 	}
 
 	seen := map[key]int{}
-	out := filepath.Join(filepath.Dir(path), "out")
-	err = filepath.WalkDir(out, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(out, path)
-		if rel == "." {
-			return nil
-		}
-		for _, c := range strings.Split(filepath.ToSlash(rel), "/") {
-			if strings.HasPrefix(c, "_") || strings.HasPrefix(c, ".") {
-				if d.IsDir() {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-		}
-		if d.IsDir() {
-			return nil
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		sc := bufio.NewScanner(bytes.NewReader(data))
-		for sc.Scan() {
-			dec := json.NewDecoder(bytes.NewReader(sc.Bytes()))
-			dec.UseNumber()
-			var rec map[string]any
-			if err := dec.Decode(&rec); err != nil {
-				return fmt.Errorf("%s: %q: %v", rel, sc.Text(), err)
-			}
-			ws, _ := rec["window_start"].(string)
-			we, _ := rec["window_end"].(string)
-			num := func(f string) json.Number { n, _ := rec[f].(json.Number); return n }
-			ints := map[string]int64{}
-			for _, f := range []string{"key", "count", "sum", "lo", "hi"} {
-				n, err := num(f).Int64()
-				if err != nil {
-					t.Errorf("line %q: %s is not a JSON integer", sc.Text(), f)
-				}
-				ints[f] = n
-			}
-			if len(rec) != 8 {
-				t.Errorf("line %q: fields %v; want key, window_start, window_end, count, sum, lo, hi, mean", sc.Text(), rec)
-			}
-			ts, err := time.Parse(time.RFC3339Nano, ws)
-			te, err2 := time.Parse(time.RFC3339Nano, we)
-			if err != nil || err2 != nil || !strings.HasSuffix(ws, "Z") || te.Sub(ts) != size {
-				t.Errorf("line %q: window %q..%q is not a 500ms RFC 3339 UTC interval", sc.Text(), ws, we)
-			}
-			k := key{ints["key"], ws}
-			seen[k]++
-			a := want[k]
-			if a == nil {
-				t.Errorf("unexpected window %+v: %q", k, sc.Text())
-				continue
-			}
-			if ints["count"] != a.n || ints["sum"] != a.sum || ints["lo"] != a.lo || ints["hi"] != a.hi {
-				t.Errorf("window %+v: %q; want count %d sum %d min %d max %d", k, sc.Text(), a.n, a.sum, a.lo, a.hi)
-			}
-			if m, err := num("mean").Float64(); err != nil || m != float64(a.sum)/float64(a.n) {
-				t.Errorf("window %+v: mean %v, want %v", k, rec["mean"], float64(a.sum)/float64(a.n))
-			}
-		}
-		return sc.Err()
-	})
+	lines, err := testkit.ReadCommitted(filepath.Join(filepath.Dir(path), "out"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, l := range lines {
+		text := string(l.Text)
+		dec := json.NewDecoder(bytes.NewReader(l.Text))
+		dec.UseNumber()
+		var rec map[string]any
+		if err := dec.Decode(&rec); err != nil {
+			t.Fatalf("%s:%d: %q: %v", l.File, l.Number, text, err)
+		}
+		ws, _ := rec["window_start"].(string)
+		we, _ := rec["window_end"].(string)
+		num := func(f string) json.Number { n, _ := rec[f].(json.Number); return n }
+		ints := map[string]int64{}
+		for _, f := range []string{"key", "count", "sum", "lo", "hi"} {
+			n, err := num(f).Int64()
+			if err != nil {
+				t.Errorf("line %q: %s is not a JSON integer", text, f)
+			}
+			ints[f] = n
+		}
+		if len(rec) != 8 {
+			t.Errorf("line %q: fields %v; want key, window_start, window_end, count, sum, lo, hi, mean", text, rec)
+		}
+		ts, err := time.Parse(time.RFC3339Nano, ws)
+		te, err2 := time.Parse(time.RFC3339Nano, we)
+		if err != nil || err2 != nil || !strings.HasSuffix(ws, "Z") || te.Sub(ts) != size {
+			t.Errorf("line %q: window %q..%q is not a 500ms RFC 3339 UTC interval", text, ws, we)
+		}
+		k := key{ints["key"], ws}
+		seen[k]++
+		a := want[k]
+		if a == nil {
+			t.Errorf("unexpected window %+v: %q", k, text)
+			continue
+		}
+		if ints["count"] != a.n || ints["sum"] != a.sum || ints["lo"] != a.lo || ints["hi"] != a.hi {
+			t.Errorf("window %+v: %q; want count %d sum %d min %d max %d", k, text, a.n, a.sum, a.lo, a.hi)
+		}
+		if m, err := num("mean").Float64(); err != nil || m != float64(a.sum)/float64(a.n) {
+			t.Errorf("window %+v: mean %v, want %v", k, rec["mean"], float64(a.sum)/float64(a.n))
+		}
 	}
 	for k := range want {
 		if seen[k] != 1 {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/connector/file"
+	"github.com/ingest-engine/ingest/internal/testkit"
 	"github.com/ingest-engine/ingest/runtime"
 )
 
@@ -80,15 +81,6 @@ func commitOf(id int64, cs ...[]checkpoint.Committable) checkpoint.Commit {
 	return c
 }
 
-func hidden(rel string) bool {
-	for _, part := range strings.Split(filepath.ToSlash(rel), "/") {
-		if strings.HasPrefix(part, "_") || strings.HasPrefix(part, ".") {
-			return true
-		}
-	}
-	return false
-}
-
 // committed reads what a consumer sees: every line of every file under dir
 // whose path components do not begin with '_' or '.', by relative file path.
 func committed(t *testing.T, dir string) map[string][]string {
@@ -102,7 +94,7 @@ func committed(t *testing.T, dir string) map[string][]string {
 		if rel == "." || d.IsDir() {
 			return nil
 		}
-		if hidden(rel) {
+		if !testkit.IsCommitted(rel) {
 			return nil
 		}
 		data, err := os.ReadFile(path)
@@ -165,7 +157,7 @@ func visibleTop(t *testing.T, dir string) []string {
 	}
 	var out []string
 	for _, e := range ents {
-		if !hidden(e.Name()) {
+		if testkit.IsCommitted(e.Name()) {
 			out = append(out, e.Name())
 		}
 	}
@@ -196,7 +188,7 @@ func TestCommittedDirName(t *testing.T) {
 	if _, err := fmt.Sscanf(strings.ReplaceAll(base, "-", " "), "ckpt %d %s", &n, &j); err != nil || n != 7 || j != "abc" {
 		t.Fatalf("CommittedDir base = %q, want ckpt-<7>-abc", base)
 	}
-	if hidden(base) {
+	if !testkit.IsCommitted(base) {
 		t.Fatalf("CommittedDir %q would be hidden from readers", base)
 	}
 }
@@ -390,7 +382,7 @@ func TestCommitIsAtomicForConcurrentReader(t *testing.T) {
 				continue
 			}
 			for _, e := range ents {
-				if hidden(e.Name()) {
+				if !testkit.IsCommitted(e.Name()) {
 					continue
 				}
 				inner, err := os.ReadDir(filepath.Join(dir, e.Name()))

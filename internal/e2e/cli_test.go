@@ -15,41 +15,12 @@ import (
 	"github.com/ingest-engine/ingest/internal/testkit"
 )
 
-// cliYAML is a pipeline for the CLI tests; %COUNT% is replaced by a count
-// line (or nothing, for an unbounded pipeline) and %SINK% by the sink type.
-const cliYAML = `pipeline: cli
-checkpoint:
-  interval: 100ms
-  dir: data/checkpoints
-sources:
-  events:
-    type: datagen
-    parallelism: 2
-    %COUNT%
-    rate: 20000
-    keys: 10
-transforms:
-  per_key:
-    type: window
-    input: events
-    key: key
-    size: 1s
-    aggregates:
-      count: count()
-      sum: sum(value)
-sinks:
-  out:
-    type: %SINK%
-    input: per_key
-    path: data/out
-`
-
-func cliPipeline(t *testing.T, dir, count, sink string) string {
+// cliPipeline writes the contract pipeline for the CLI tests into dir:
+// count 0 is unbounded, sink is "file" or "stdout".
+func cliPipeline(t *testing.T, dir string, count int64, sink string) string {
 	t.Helper()
-	src := strings.NewReplacer("%COUNT%", count, "%SINK%", sink).Replace(cliYAML)
-	if sink == "stdout" {
-		src = strings.Replace(src, "    path: data/out\n", "", 1)
-	}
+	src := testkit.WindowPipeline{Name: "cli", Interval: 100 * time.Millisecond,
+		Count: count, Rate: 20000, Keys: 10, Parallelism: 2, Sink: sink}.YAML()
 	path := filepath.Join(dir, "p.yaml")
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
@@ -83,11 +54,11 @@ func TestCLI(t *testing.T) {
 
 	t.Run("validate", func(t *testing.T) {
 		dir := t.TempDir()
-		out, _, code := ingest(t, bin, "validate", cliPipeline(t, dir, "count: 1000", "file"))
+		out, _, code := ingest(t, bin, "validate", cliPipeline(t, dir, 1000, "file"))
 		if code != 0 || !strings.Contains(out, "delivery guarantee: exactly-once\n") || !strings.Contains(out, "per_key (parallelism 1)") {
 			t.Fatalf("validate exit %d, output:\n%s", code, out)
 		}
-		out, _, code = ingest(t, bin, "validate", cliPipeline(t, dir, "count: 1000", "stdout"))
+		out, _, code = ingest(t, bin, "validate", cliPipeline(t, dir, 1000, "stdout"))
 		if code != 0 || !strings.Contains(out, "delivery guarantee: at-least-once: sink stdout is not transactional\n") {
 			t.Fatalf("validate exit %d, output:\n%s", code, out)
 		}
@@ -95,7 +66,7 @@ func TestCLI(t *testing.T) {
 
 	t.Run("configuration error", func(t *testing.T) {
 		dir := t.TempDir()
-		path := cliPipeline(t, dir, "count: -5", "file")
+		path := cliPipeline(t, dir, -5, "file")
 		for _, cmd := range []string{"validate", "run"} {
 			_, stderr, code := ingest(t, bin, cmd, path)
 			if code != 2 || !strings.Contains(stderr, "p.yaml:9: sources.events.count: must be positive") {
@@ -106,17 +77,17 @@ func TestCLI(t *testing.T) {
 
 	t.Run("bounded run", func(t *testing.T) {
 		dir := t.TempDir()
-		path := cliPipeline(t, dir, "count: 20000", "file")
+		path := cliPipeline(t, dir, 20000, "file")
 		if _, stderr, code := ingest(t, bin, "run", path); code != 0 {
 			t.Fatalf("run exit %d, stderr:\n%s", code, stderr)
 		}
-		checkCLIOutput(t, dir, 20000)
+		checkWindows(t, dir, 20000, 10)
 		// The pipeline is finished: a second run restores its final
 		// checkpoint, publishes nothing new and exits 0.
 		if _, stderr, code := ingest(t, bin, "run", path); code != 0 {
 			t.Fatalf("second run exit %d, stderr:\n%s", code, stderr)
 		}
-		checkCLIOutput(t, dir, 20000)
+		checkWindows(t, dir, 20000, 10)
 		out, _, code := ingest(t, bin, "checkpoints", "list", path)
 		if code != 0 || !strings.Contains(out, "complete (final)") {
 			t.Fatalf("checkpoints list exit %d:\n%s", code, out)
@@ -125,7 +96,7 @@ func TestCLI(t *testing.T) {
 
 	t.Run("signals", func(t *testing.T) {
 		dir := t.TempDir()
-		path := cliPipeline(t, dir, "", "file") // unbounded
+		path := cliPipeline(t, dir, 0, "file") // unbounded
 		// SIGTERM: final checkpoint, commit, exit 0.
 		cmd, lines := startCLI(t, bin, path)
 		waitFor(t, lines, "restarts: fixed delay")
@@ -154,18 +125,6 @@ func TestCLI(t *testing.T) {
 			}
 		}
 	})
-}
-
-func checkCLIOutput(t *testing.T, dir string, count int64) {
-	t.Helper()
-	lines, err := testkit.ReadCommitted(filepath.Join(dir, "data", "out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := testkit.ExpectedWindows(count, 10, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), time.Millisecond, time.Second)
-	if r := testkit.CheckWindows(lines, want, time.Second); !r.OK() {
-		t.Fatalf("committed output is not exact: %s", r)
-	}
 }
 
 func committedFiles(t *testing.T, dir string) int {

@@ -8,18 +8,16 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/ingest-engine/ingest/config"
-	"github.com/ingest-engine/ingest/connector/datagen"
 	"github.com/ingest-engine/ingest/internal/failpoint"
 	"github.com/ingest-engine/ingest/internal/testkit"
 	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/storage"
+	"github.com/ingest-engine/ingest/stream"
 )
 
 var injectSeed = flag.Uint64("injectseed", 0, "replay TestInjectedFailures with this seed (0: random)")
@@ -29,72 +27,32 @@ const (
 	injKeys  = 20
 )
 
-// pipelineYAML is the issue's contract pipeline, bounded and rate limited so
-// several checkpoints happen while it runs.
-func pipelineYAML(interval string) string {
-	return fmt.Sprintf(`pipeline: injected
-checkpoint:
-  interval: %s
-  dir: data/checkpoints
-  retain: 2
-  tolerable_failures: 1000
-restart:
-  delay: 5ms
-  max_attempts: 1000
-sources:
-  events:
-    type: datagen
-    parallelism: 2
-    count: %d
-    rate: 60000
-    keys: %d
-transforms:
-  per_key:
-    type: window
-    input: events
-    key: key
-    size: 1s
-    parallelism: 2
-    aggregates:
-      count: count()
-      sum: sum(value)
-sinks:
-  out:
-    type: file
-    input: per_key
-    path: data/out
-    parallelism: 2
-`, interval, injCount, injKeys)
+// injectedPipeline is the issue's contract pipeline, bounded and rate limited
+// so several checkpoints happen while it runs, and tolerant of the failures
+// the tests inject.
+var injectedPipeline = testkit.WindowPipeline{
+	Name: "injected", Interval: 30 * time.Millisecond, Retain: 2, TolerableFailures: 1000,
+	RestartDelay: 5 * time.Millisecond, MaxAttempts: 1000,
+	Count: injCount, Rate: 60000, Keys: injKeys, Parallelism: 2, WindowParallelism: 2,
 }
 
 // runInjected runs the contract pipeline in dir with storage wrapped by
 // wrap (nil: local storage) and returns the job's stats after it finished.
 func runInjected(t *testing.T, dir string, wrap func(storage.Storage) storage.Storage) runtime.Stats {
 	t.Helper()
-	path := filepath.Join(dir, "pipeline.yaml")
-	if err := os.WriteFile(path, []byte(pipelineYAML("30ms")), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p, err := config.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := p.RunOptions()
-	st, err := storage.NewLocal(opts.CheckpointDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.Storage = st
-	if wrap != nil {
-		opts.Storage = wrap(st)
-	}
-	if testing.Verbose() {
-		opts.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	}
-	job, err := p.Stream.NewJob(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	job := yamlJob(t, dir, injectedPipeline.YAML(), func(opts *stream.RunOptions) {
+		st, err := storage.NewLocal(opts.CheckpointDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.Storage = st
+		if wrap != nil {
+			opts.Storage = wrap(st)
+		}
+		if testing.Verbose() {
+			opts.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		}
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := job.Run(ctx); err != nil {
@@ -106,14 +64,7 @@ func runInjected(t *testing.T, dir string, wrap func(storage.Storage) storage.St
 // checkExact asserts the committed output is exactly the expected windows.
 func checkExact(t *testing.T, dir string) {
 	t.Helper()
-	lines, err := testkit.ReadCommitted(filepath.Join(dir, "data", "out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := testkit.ExpectedWindows(injCount, injKeys, datagen.DefaultStartTime, time.Millisecond, time.Second)
-	if r := testkit.CheckWindows(lines, want, time.Second); !r.OK() {
-		t.Fatalf("committed output is not exact: %s", r)
-	}
+	checkWindows(t, dir, injCount, injKeys)
 }
 
 // failOn makes failpoint name fail on the calls whose numbers (from 1) are

@@ -54,34 +54,8 @@ const (
 )
 
 func knYAML() string {
-	return fmt.Sprintf(`pipeline: killnine
-checkpoint:
-  interval: %s
-  dir: data/checkpoints
-  retain: 3
-sources:
-  %s:
-    type: datagen
-    parallelism: 2
-    count: %d
-    rate: %d
-    keys: %d
-transforms:
-  per_key:
-    type: window
-    input: %s
-    key: key
-    size: 1s
-    aggregates:
-      count: count()
-      sum: sum(value)
-sinks:
-  out:
-    type: file
-    input: per_key
-    path: data/out
-    parallelism: 2
-`, knInterval, knSource, knCount, knRate, knKeys, knSource)
+	return testkit.WindowPipeline{Name: "killnine", Interval: knInterval, Retain: 3,
+		Count: knCount, Rate: knRate, Keys: knKeys, Parallelism: 2}.YAML()
 }
 
 // knKind is what a run's kill aims at.

@@ -3,14 +3,10 @@ package e2e
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/ingest-engine/ingest/config"
-	"github.com/ingest-engine/ingest/connector/datagen"
 	"github.com/ingest-engine/ingest/internal/testkit"
 	"github.com/ingest-engine/ingest/runtime"
 )
@@ -18,50 +14,14 @@ import (
 // slowYAML is a tiny bounded pipeline: three records at one a second over
 // two source subtasks, so subtask 1 is exhausted (it emitted the maximum
 // watermark) while subtask 0 still has a record to go.
-const slowYAML = `pipeline: slow
-checkpoint:
-  interval: 50ms
-  dir: data/checkpoints
-restart:
-  delay: 10ms
-sources:
-  events:
-    type: datagen
-    parallelism: 2
-    count: 3
-    rate: 1
-transforms:
-  per_key:
-    type: window
-    input: events
-    key: key
-    size: 1s
-    aggregates:
-      count: count()
-      sum: sum(value)
-sinks:
-  out:
-    type: file
-    input: per_key
-    path: data/out
-`
+var slowYAML = testkit.WindowPipeline{Name: "slow", Interval: 50 * time.Millisecond,
+	RestartDelay: 10 * time.Millisecond, Count: 3, Rate: 1, Parallelism: 2}.YAML()
 
 // runSlow runs the pipeline in dir, stopping it gracefully after stopAfter
 // when that is positive.
 func runSlow(t *testing.T, dir string, stopAfter time.Duration) {
 	t.Helper()
-	path := filepath.Join(dir, "p.yaml")
-	if err := os.WriteFile(path, []byte(slowYAML), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p, err := config.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	job, err := p.Stream.NewJob(p.RunOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	job := yamlJob(t, dir, slowYAML, nil)
 	if stopAfter > 0 {
 		timer := time.AfterFunc(stopAfter, job.Stop)
 		defer timer.Stop()
@@ -75,14 +35,7 @@ func runSlow(t *testing.T, dir string, stopAfter time.Duration) {
 
 func checkSlow(t *testing.T, dir string) {
 	t.Helper()
-	lines, err := testkit.ReadCommitted(filepath.Join(dir, "data", "out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := testkit.ExpectedWindows(3, 100, datagen.DefaultStartTime, time.Millisecond, time.Second)
-	if r := testkit.CheckWindows(lines, want, time.Second); !r.OK() {
-		t.Fatalf("committed output is not exact: %s", r)
-	}
+	checkWindows(t, dir, 3, 100)
 }
 
 // A checkpoint in which one source subtask is exhausted and the other is not
@@ -118,25 +71,14 @@ func TestChangedWindowStateRefused(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			runSlow(t, dir, 300*time.Millisecond) // stops with open windows in the checkpoint
-			path := filepath.Join(dir, "p.yaml")
 			changed := strings.Replace(slowYAML, c.from, c.to, 1)
 			if changed == slowYAML {
 				t.Fatal("the edit did not apply")
 			}
-			if err := os.WriteFile(path, []byte(changed), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			p, err := config.Load(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			job, err := p.Stream.NewJob(p.RunOptions())
-			if err != nil {
-				t.Fatal(err)
-			}
+			job := yamlJob(t, dir, changed, nil)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			err = job.Run(ctx)
+			err := job.Run(ctx)
 			if !errors.Is(err, runtime.ErrIncompatible) || !strings.Contains(err.Error(), "per_key") {
 				t.Fatalf("Run = %v; want an incompatible-state error naming per_key", err)
 			}

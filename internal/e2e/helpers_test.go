@@ -1,0 +1,52 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/ingest-engine/ingest/config"
+	"github.com/ingest-engine/ingest/connector/datagen"
+	"github.com/ingest-engine/ingest/internal/testkit"
+	"github.com/ingest-engine/ingest/runtime"
+	"github.com/ingest-engine/ingest/stream"
+)
+
+// yamlJob writes yaml as dir/p.yaml, loads it and returns its job; edit, when
+// not nil, may change the run options first.
+func yamlJob(t *testing.T, dir, yaml string, edit func(*stream.RunOptions)) *runtime.Job {
+	t.Helper()
+	path := filepath.Join(dir, "p.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := p.RunOptions()
+	if edit != nil {
+		edit(&opts)
+	}
+	job, err := p.Stream.NewJob(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return job
+}
+
+// checkWindows asserts that the output committed under dir/data/out is
+// exactly the windows of count datagen records over keys keys: every (key,
+// window) once with the exact count and sum, nothing else.
+func checkWindows(t *testing.T, dir string, count, keys int64) {
+	t.Helper()
+	lines, err := testkit.ReadCommitted(filepath.Join(dir, "data", "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := testkit.ExpectedWindows(count, keys, datagen.DefaultStartTime, time.Millisecond, time.Second)
+	if r := testkit.CheckWindows(lines, want, time.Second); !r.OK() {
+		t.Fatalf("committed output is not exact: %s", r)
+	}
+}

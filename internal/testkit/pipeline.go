@@ -1,0 +1,85 @@
+package testkit
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// WindowPipeline is the contract pipeline — datagen → per-key 1 s
+// tumbling window with count() and sum(value) → sink — with the knobs the
+// end-to-end tests turn. Zero values leave a setting out (its default
+// applies). Its source is "events", its window "per_key", its sink "out"
+// writing data/out, its checkpoints under data/checkpoints.
+type WindowPipeline struct {
+	Name              string
+	Interval          time.Duration // checkpoint interval
+	Retain            int
+	TolerableFailures int
+	RestartDelay      time.Duration
+	MaxAttempts       int
+	// Count is the number of records; 0 makes the source unbounded.
+	Count int64
+	Rate  int64
+	Keys  int64
+	// Parallelism of the source and the sink.
+	Parallelism int
+	// WindowParallelism of the window.
+	WindowParallelism int
+	// Sink is "file" (the default) or "stdout".
+	Sink string
+}
+
+// YAML renders the pipeline file. The lines up to the source's count are
+// fixed: pipeline, checkpoint (interval, dir, retain, tolerable_failures),
+// restart, then sources.events with type, parallelism and count.
+func (p WindowPipeline) YAML() string {
+	var b strings.Builder
+	line := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	opt := func(indent, key string, v any, set bool) {
+		if set {
+			line("%s%s: %v", indent, key, v)
+		}
+	}
+	line("pipeline: %s", p.Name)
+	line("checkpoint:")
+	opt("  ", "interval", p.Interval, p.Interval != 0)
+	line("  dir: data/checkpoints")
+	opt("  ", "retain", p.Retain, p.Retain != 0)
+	opt("  ", "tolerable_failures", p.TolerableFailures, p.TolerableFailures != 0)
+	if p.RestartDelay != 0 || p.MaxAttempts != 0 {
+		line("restart:")
+		opt("  ", "delay", p.RestartDelay, p.RestartDelay != 0)
+		opt("  ", "max_attempts", p.MaxAttempts, p.MaxAttempts != 0)
+	}
+	line("sources:")
+	line("  events:")
+	line("    type: datagen")
+	opt("    ", "parallelism", p.Parallelism, p.Parallelism != 0)
+	opt("    ", "count", p.Count, p.Count != 0)
+	opt("    ", "rate", p.Rate, p.Rate != 0)
+	opt("    ", "keys", p.Keys, p.Keys != 0)
+	line("transforms:")
+	line("  per_key:")
+	line("    type: window")
+	line("    input: events")
+	line("    key: key")
+	line("    size: 1s")
+	opt("    ", "parallelism", p.WindowParallelism, p.WindowParallelism != 0)
+	line("    aggregates:")
+	line("      count: count()")
+	line("      sum: sum(value)")
+	line("sinks:")
+	line("  out:")
+	sink := p.Sink
+	if sink == "" {
+		sink = "file"
+	}
+	line("    type: %s", sink)
+	line("    input: per_key")
+	if sink == "file" {
+		line("    path: data/out")
+	}
+	opt("    ", "parallelism", p.Parallelism, p.Parallelism != 0)
+	return b.String()
+}
