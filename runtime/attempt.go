@@ -113,7 +113,8 @@ func (j *Job) build(ctx context.Context, n int, rec *recovery) (*attempt, error)
 				}
 				l := &link{t: t, node: node, id: id, wm: MinWatermark}
 				l.ctx = &Context{Task: id, Parallelism: node.Parallelism, MaxParallelism: maxP, KeyGroups: kgs, State: b,
-					Output: l, Restored: restored, JobID: rec.jobID, Attempt: n, Log: j.log.With("task", id.String())}
+					Output: l, Restored: restored, JobID: rec.jobID, Attempt: n, Log: j.log.With("task", id.String()),
+					sides: map[string]Output{}}
 				if restored != nil {
 					l.wm = restored.Watermark
 				}
@@ -132,7 +133,8 @@ func (j *Job) build(ctx context.Context, n int, rec *recovery) (*attempt, error)
 			// A restored task announces its watermark again: the consumers'
 			// per-channel watermarks start from the minimum after a restore.
 			t.fan.sentWM = MinWatermark
-			// Output writers for the chain's out edges.
+			// Output writers for the chain's out edges, by output.
+			var sides map[string]*sideOutput
 			for _, oe := range p.outputs(last) {
 				prod := chans[oe.to][oe.index][sub]
 				chs := &channels{ctx: actx, maxParallelism: maxP, sent: &j.records}
@@ -141,7 +143,24 @@ func (j *Job) build(ctx context.Context, n int, rec *recovery) (*attempt, error)
 						chs.out = append(chs.out, c)
 					}
 				}
-				t.fan.writers = append(t.fan.writers, oe.edge.Partitioner.newWriter(chs))
+				w := oe.edge.Partitioner.newWriter(chs)
+				t.fan.writers = append(t.fan.writers, w)
+				if oe.edge.Output == "" {
+					t.fan.main = append(t.fan.main, w)
+					continue
+				}
+				if sides == nil {
+					sides = map[string]*sideOutput{}
+				}
+				so := sides[oe.edge.Output]
+				if so == nil {
+					so = &sideOutput{}
+					sides[oe.edge.Output] = so
+				}
+				so.writers = append(so.writers, w)
+			}
+			for name, so := range sides {
+				t.links[len(t.links)-1].ctx.sides[name] = so
 			}
 			// Input gate for a chain that starts with an operator.
 			if head.NewSource == nil {

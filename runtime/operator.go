@@ -43,6 +43,19 @@ type Context struct {
 	Attempt int
 	// Log is the subtask's logger.
 	Log *slog.Logger
+
+	// sides are the connected side outputs, by name.
+	sides map[string]Output
+}
+
+// SideOutput returns the output for the node's side output name (declared in
+// Node.SideOutputs), or nil when no edge consumes it: the operator then
+// counts what it would have written there as dropped.
+func (c *Context) SideOutput(name string) Output {
+	if o, ok := c.sides[name]; ok {
+		return o
+	}
+	return nil
 }
 
 // Watermark returns the restored watermark, MinWatermark on a fresh start.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/ingest-engine/ingest/state"
@@ -48,6 +49,10 @@ type Node struct {
 	// Type is the connector or operator type ("datagen", "file", "window"),
 	// for messages.
 	Type string
+	// SideOutputs names the node's side outputs: further typed outputs
+	// besides the main one (late records of a window, for example), which the
+	// operator writes through Context.SideOutput.
+	SideOutputs []string
 }
 
 // Edge connects the output of From to one logical input of a node.
@@ -57,6 +62,9 @@ type Edge struct {
 	Input int
 	// Partitioner decides which consumer subtask receives each record.
 	Partitioner Partitioner
+	// Output names the side output of From that the edge carries; "" is the
+	// main output.
+	Output string
 }
 
 // NodeIDPattern is what a node id must match: it names state files.
@@ -104,6 +112,9 @@ func (p *Plan) Validate() error {
 			if e.Partitioner == nil {
 				errs = append(errs, fmt.Errorf("node %s: input from %s has no partitioner", n.ID, e.From.ID))
 				continue
+			}
+			if e.Output != "" && !slices.Contains(e.From.SideOutputs, e.Output) {
+				errs = append(errs, fmt.Errorf("node %s: input from side output %q of %s, which declares side outputs %q", n.ID, e.Output, e.From.ID, e.From.SideOutputs))
 			}
 			if e.Partitioner.kind() == partitionForward && e.From.Parallelism != n.Parallelism {
 				errs = append(errs, fmt.Errorf("node %s: forward input from %s needs equal parallelism (%d vs %d); use rebalance or hash", n.ID, e.From.ID, e.From.Parallelism, n.Parallelism))
@@ -169,15 +180,18 @@ type outEdge struct {
 
 // chains groups the nodes into tasks: a node is chained into its producer's
 // task (called in the same goroutine, no channel between them) when it has a
-// single forward input from a node with a single output and equal parallelism.
-// Each chain starts with a source or a node that reads channels.
+// single forward input, from the main output of a node with a single out edge
+// and equal parallelism. Each chain starts with a source or a node that reads
+// channels.
+// INVARIANT: a node with a consumer on a side output is the last of its
+// chain, so only the last link of a task has side outputs.
 func (p *Plan) chains() [][]*Node {
 	var chains [][]*Node
 	chainOf := map[*Node]int{}
 	for _, n := range p.Nodes {
 		if len(n.Inputs) == 1 {
 			e := n.Inputs[0]
-			if e.Partitioner.kind() == partitionForward && len(p.outputs(e.From)) == 1 && e.From.Parallelism == n.Parallelism {
+			if e.Partitioner.kind() == partitionForward && e.Output == "" && len(p.outputs(e.From)) == 1 && e.From.Parallelism == n.Parallelism {
 				c := chainOf[e.From]
 				chains[c] = append(chains[c], n)
 				chainOf[n] = c
@@ -204,7 +218,11 @@ func (p *Plan) Describe() string {
 				fmt.Fprintf(&b, ": %s", n.Describe)
 			}
 			for _, e := range n.Inputs {
-				fmt.Fprintf(&b, " <- %s [%s]", e.From.ID, e.Partitioner)
+				from := e.From.ID
+				if e.Output != "" {
+					from += "." + e.Output
+				}
+				fmt.Fprintf(&b, " <- %s [%s]", from, e.Partitioner)
 			}
 			b.WriteByte('\n')
 		}

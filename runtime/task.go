@@ -81,13 +81,18 @@ func (l *link) advance(wm int64) error {
 
 // fanout is the output of a task: one writer per out edge.
 type fanout struct {
+	// writers are all out edges; control events go to each.
 	writers []edgeWriter
+	// main are the writers of the main output's edges.
+	main []edgeWriter
 	// sentWM is the last watermark sent downstream.
 	sentWM int64
+	// idle is set while the task told its consumers it is idle.
+	idle bool
 }
 
 func (f *fanout) emit(r Records) error {
-	for _, w := range f.writers {
+	for _, w := range f.main {
 		if err := w.emit(r); err != nil {
 			return err
 		}
@@ -98,6 +103,24 @@ func (f *fanout) emit(r Records) error {
 func (f *fanout) flush() error {
 	for _, w := range f.writers {
 		if err := w.flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sideOutput is the Output of one side output of a task's last link.
+type sideOutput struct {
+	writers []edgeWriter
+}
+
+// Emit implements Output.
+func (s *sideOutput) Emit(r Records) error {
+	if r.Len() == 0 {
+		return nil
+	}
+	for _, w := range s.writers {
+		if err := w.emit(r); err != nil {
 			return err
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 
 	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/runtime"
@@ -172,6 +173,18 @@ type Stream[T any] struct {
 	node *runtime.Node
 	// part is the partitioner of the next edge; nil chooses forward or rebalance.
 	part runtime.Partitioner
+	// output is the node's side output the stream is; "" for the main output.
+	output string
+}
+
+// SideOutput returns side output name of the node producing s as a stream of
+// T, to connect downstream like any stream. The operator must declare name in
+// its node's SideOutputs and write Batch[T] to it.
+func SideOutput[T, U any](s Stream[U], name string) Stream[T] {
+	if !slices.Contains(s.node.SideOutputs, name) {
+		s.p.Errorf("side output %q of %s: the node declares side outputs %q", name, s.node.ID, s.node.SideOutputs)
+	}
+	return Stream[T]{p: s.p, node: s.node, output: name}
 }
 
 // Pipeline returns the pipeline the stream belongs to.
@@ -256,7 +269,7 @@ func Connect[T any](s Stream[T], n *runtime.Node, input int, opts ...NodeOption)
 			part = runtime.Rebalance()
 		}
 	}
-	n.Inputs = append(n.Inputs, runtime.Edge{From: s.node, Input: input, Partitioner: part})
+	n.Inputs = append(n.Inputs, runtime.Edge{From: s.node, Input: input, Partitioner: part, Output: s.output})
 	if len(n.Inputs) == 1 {
 		s.p.plan.Nodes = append(s.p.plan.Nodes, n)
 	}
