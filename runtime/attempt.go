@@ -175,6 +175,7 @@ func (j *Job) build(ctx context.Context, n int, rec *recovery) (*attempt, error)
 					}
 				}
 				t.gate = newGate(in)
+				t.chanIdle = make([]bool, len(in))
 				t.chanWM = make([]int64, len(in))
 				for i := range t.chanWM {
 					t.chanWM[i] = MinWatermark

@@ -4,6 +4,7 @@ import (
 	"context"
 	"reflect"
 	"sync"
+	"time"
 )
 
 // controlKind says what the job asks of a subtask.
@@ -71,7 +72,7 @@ type gate struct {
 }
 
 func newGate(in []<-chan *message) *gate {
-	g := &gate{in: in, ended: make([]bool, len(in)), cases: make([]reflect.SelectCase, len(in)+2)}
+	g := &gate{in: in, ended: make([]bool, len(in)), cases: make([]reflect.SelectCase, len(in)+3)}
 	for i := range g.cases {
 		g.cases[i].Dir = reflect.SelectRecv
 	}
@@ -79,8 +80,9 @@ func newGate(in []<-chan *message) *gate {
 }
 
 // read returns the next message and its channel index; msg is nil when the
-// mailbox signalled instead. blocked(i) says which channels must not be read.
-func (g *gate) read(ctx context.Context, blocked func(int) bool, mb *mailbox) (*message, int, error) {
+// mailbox signalled or wake fired instead. blocked(i) says which channels
+// must not be read; wake may be nil.
+func (g *gate) read(ctx context.Context, blocked func(int) bool, mb *mailbox, wake <-chan time.Time) (*message, int, error) {
 	n := len(g.in)
 	for k := 0; k < n; k++ {
 		i := (g.next + k) % n
@@ -105,9 +107,13 @@ func (g *gate) read(ctx context.Context, blocked func(int) bool, mb *mailbox) (*
 	}
 	g.cases[n].Chan = reflect.ValueOf(mb.signal)
 	g.cases[n+1].Chan = reflect.ValueOf(ctx.Done())
+	g.cases[n+2].Chan = reflect.Value{}
+	if wake != nil {
+		g.cases[n+2].Chan = reflect.ValueOf(wake)
+	}
 	chosen, v, _ := reflect.Select(g.cases)
 	switch chosen {
-	case n:
+	case n, n + 2:
 		return nil, -1, nil
 	case n + 1:
 		return nil, -1, context.Cause(ctx)

@@ -33,7 +33,7 @@ func none(int) bool { return false }
 func readAsync(ctx context.Context, g *gate, blocked func(int) bool, mb *mailbox) chan gateRead {
 	res := make(chan gateRead, 1)
 	go func() {
-		m, ch, err := g.read(ctx, blocked, mb)
+		m, ch, err := g.read(ctx, blocked, mb, nil)
 		res <- gateRead{m, ch, err}
 	}()
 	return res
@@ -72,7 +72,7 @@ func TestGateDoesNotReadBlockedChannels(t *testing.T) {
 
 	raw[0] <- wm(1)
 	raw[1] <- wm(2)
-	m, ch, err := g.read(ctx, first, mb)
+	m, ch, err := g.read(ctx, first, mb, nil)
 	if err != nil || ch != 1 || m.watermark != 2 {
 		t.Fatalf("read = channel %d %+v %v, want channel 1's message", ch, m, err)
 	}
@@ -88,7 +88,7 @@ func TestGateDoesNotReadBlockedChannels(t *testing.T) {
 	}
 	// Unblocked, channel 0's held messages come out in order.
 	for _, want := range []int64{1, 3} {
-		m, ch, err := g.read(ctx, none, mb)
+		m, ch, err := g.read(ctx, none, mb, nil)
 		if err != nil || ch != 0 || m.watermark != want {
 			t.Fatalf("read = channel %d %+v %v, want channel 0's message %d", ch, m, err, want)
 		}
@@ -173,7 +173,7 @@ func TestGateIsFairAcrossReadyChannels(t *testing.T) {
 	var order []int
 	next := make([]int64, len(raw))
 	for range 14 {
-		m, ch, err := g.read(ctx, none, mb)
+		m, ch, err := g.read(ctx, none, mb, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -199,7 +199,7 @@ func TestGateIsFairAcrossReadyChannels(t *testing.T) {
 	}
 	raw[0] <- wm(0)
 	raw[2] <- wm(2)
-	if _, ch, _ := g.read(ctx, none, mb); ch != 2 {
+	if _, ch, _ := g.read(ctx, none, mb, nil); ch != 2 {
 		t.Fatalf("read channel %d after channel 1, want 2", ch)
 	}
 

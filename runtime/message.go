@@ -38,6 +38,10 @@ const (
 	kindWatermark
 	kindBarrier
 	kindEnd
+	// kindStatus says whether the producer is idle: an idle input does not
+	// hold back its consumers' watermark until it sends records or an active
+	// status again.
+	kindStatus
 )
 
 // message is what flows on a channel between two subtasks: a batch of records
@@ -49,6 +53,7 @@ type message struct {
 	records   Records // a Batch[T] when kind == kindRecords
 	watermark int64
 	barrier   Barrier
+	idle      bool // kindStatus
 }
 
 // Barrier is a checkpoint barrier: it separates the records that belong to

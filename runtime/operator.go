@@ -112,6 +112,24 @@ type ReadResult struct {
 	// Exhausted is set when the input has ended: the runtime emits
 	// MaxWatermark and then only waits for the final checkpoint.
 	Exhausted bool
+	// Idle says the subtask has no data for now (every split it reads is
+	// idle, or it has no split): downstream watermarks advance without it
+	// until it reports records or Idle false again. Records it emits later
+	// may then be late.
+	Idle bool
+}
+
+// ProcessingTimer is implemented by operators with processing-time timers.
+// The runtime calls OnProcessingTime on the task goroutine, between batches,
+// once the wall clock reaches NextProcessingTime.
+type ProcessingTimer interface {
+	// NextProcessingTime returns the earliest pending processing-time timer
+	// in Unix nanoseconds; ok is false when none is pending. It is asked
+	// after every call into the operator, so it must be cheap.
+	NextProcessingTime() (t int64, ok bool)
+	// OnProcessingTime fires the timers due at now (Unix nanoseconds), in
+	// time order, and emits their output.
+	OnProcessingTime(now int64) error
 }
 
 // Source reads a replayable input. A subtask's methods are called from one

@@ -233,7 +233,8 @@ func TestControlEventsNeverOvertakeRecords(t *testing.T) {
 	// the checks below instead of blocking.
 	hashCh, hashRaw := testChannels(ctx, 2, 4096, state.DefaultMaxParallelism)
 	rebCh, rebRaw := testChannels(ctx, 2, 4096, state.DefaultMaxParallelism)
-	f := fanout{writers: []edgeWriter{Hash(intHash).newWriter(hashCh), Rebalance().newWriter(rebCh)}}
+	ws := []edgeWriter{Hash(intHash).newWriter(hashCh), Rebalance().newWriter(rebCh)}
+	f := fanout{writers: ws, main: ws}
 	id := func(i int) int { return i }
 
 	// Phase 1: records 0..99 (buffered by the hash writer), then a watermark.

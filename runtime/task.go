@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime/debug"
 	"time"
 
@@ -26,12 +27,18 @@ type task struct {
 	gate      *gate
 	chanInput []int   // logical input of the head operator per channel
 	chanWM    []int64 // watermark per channel
+	chanIdle  []bool  // channels whose producer said it is idle
 	ended     int     // channels that delivered end-of-input
 	aligner   *checkpoint.Aligner
 	aligning  Barrier // the barrier being aligned
 	// final is set once the task took the final checkpoint: nothing may
 	// arrive after it but end-of-input.
 	final bool
+
+	// timed are the links whose operator has processing-time timers.
+	timed []*link
+	// wake fires at the earliest processing-time timer of the chain.
+	wake *time.Timer
 
 	// Source tasks only.
 	src       Source
@@ -171,7 +178,15 @@ func (t *task) run(ctx context.Context) (err error) {
 		if err := t.open(l); err != nil {
 			return err
 		}
+		if _, ok := l.op.(ProcessingTimer); ok {
+			t.timed = append(t.timed, l)
+		}
 	}
+	defer func() {
+		if t.wake != nil {
+			t.wake.Stop()
+		}
+	}()
 	if t.src != nil {
 		return t.runSource(ctx)
 	}
@@ -250,6 +265,11 @@ func (t *task) runSource(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("%v: read: %w", head.id, err)
 			}
+			if !res.Idle || res.Exhausted {
+				if err := t.setIdle(false); err != nil {
+					return err
+				}
+			}
 			if err := head.advance(res.Watermark); err != nil {
 				return err
 			}
@@ -265,6 +285,14 @@ func (t *task) runSource(ctx context.Context) error {
 			} else if err := t.forwardWatermark(); err != nil {
 				return err
 			}
+			if res.Idle && !res.Exhausted {
+				if err := t.setIdle(true); err != nil {
+					return err
+				}
+			}
+			if _, err := t.fireProcessingTimers(); err != nil {
+				return err
+			}
 			if err := t.fan.flush(); err != nil {
 				return err
 			}
@@ -274,9 +302,23 @@ func (t *task) runSource(ctx context.Context) error {
 			}
 			continue
 		}
+		next, err := t.fireProcessingTimers()
+		if err != nil {
+			return err
+		}
+		if err := t.fan.flush(); err != nil {
+			return err
+		}
 		var tick <-chan time.Time
-		if !t.stopped {
-			timer.Reset(time.Until(readyAt))
+		if !t.stopped || next != 0 {
+			wait := time.Duration(math.MaxInt64)
+			if !t.stopped {
+				wait = time.Until(readyAt)
+			}
+			if next != 0 {
+				wait = min(wait, time.Until(time.Unix(0, next)))
+			}
+			timer.Reset(wait)
 			tick = timer.C
 		}
 		select {
@@ -307,15 +349,39 @@ func (t *task) runOperator(ctx context.Context) error {
 		if _, err := t.handleControl(ctx); err != nil {
 			return err
 		}
-		m, ch, err := t.gate.read(ctx, blocked, t.mb)
+		next, err := t.fireProcessingTimers()
+		if err != nil {
+			return err
+		}
+		if err := t.fan.flush(); err != nil {
+			return err
+		}
+		var wake <-chan time.Time
+		if next != 0 {
+			if t.wake == nil {
+				t.wake = time.NewTimer(time.Until(time.Unix(0, next)))
+			} else {
+				t.wake.Reset(time.Until(time.Unix(0, next)))
+			}
+			wake = t.wake.C
+		}
+		m, ch, err := t.gate.read(ctx, blocked, t.mb, wake)
 		if err != nil {
 			return err
 		}
 		if m == nil {
-			continue // the mailbox signalled
+			continue // the mailbox signalled or a timer is due
 		}
 		switch m.kind {
 		case kindRecords:
+			if t.chanIdle[ch] {
+				// Records end the producer's idleness: its watermark holds
+				// the minimum back again.
+				t.chanIdle[ch] = false
+				if err := t.advanceInputWatermark(); err != nil {
+					return err
+				}
+			}
 			if t.final {
 				return fmt.Errorf("%v: %d records arrived after the final checkpoint and would be lost", head.id, m.records.Len())
 			}
@@ -332,6 +398,11 @@ func (t *task) runOperator(ctx context.Context) error {
 			}
 		case kindWatermark:
 			t.chanWM[ch] = m.watermark
+			if err := t.advanceInputWatermark(); err != nil {
+				return err
+			}
+		case kindStatus:
+			t.chanIdle[ch] = m.idle
 			if err := t.advanceInputWatermark(); err != nil {
 				return err
 			}
@@ -387,24 +458,72 @@ func (t *task) afterAlignment(ctx context.Context, res checkpoint.Alignment, b B
 }
 
 // advanceInputWatermark moves the chain's watermark to the minimum over the
-// channels that have not ended.
+// channels that have neither ended nor gone idle. When every open channel is
+// idle, the task is idle: it says so downstream and its watermark stays.
 func (t *task) advanceInputWatermark() error {
 	wm := MaxWatermark
-	open := false
+	open, active := false, false
 	for i, w := range t.chanWM {
 		if t.gate.ended[i] {
 			continue
 		}
 		open = true
+		if t.chanIdle[i] {
+			continue
+		}
+		active = true
 		wm = min(wm, w)
 	}
 	if !open {
 		return nil
 	}
+	if !active {
+		return t.setIdle(true)
+	}
+	if err := t.setIdle(false); err != nil {
+		return err
+	}
 	if err := t.links[0].advance(wm); err != nil {
 		return err
 	}
 	return t.forwardWatermark()
+}
+
+// setIdle tells consumers when the task becomes idle or active again. An
+// active status goes out before the watermark that follows it.
+func (t *task) setIdle(idle bool) error {
+	if t.fan.idle == idle {
+		return nil
+	}
+	t.fan.idle = idle
+	if len(t.fan.writers) == 0 {
+		return nil
+	}
+	return t.fan.control(&message{kind: kindStatus, idle: idle})
+}
+
+// fireProcessingTimers fires the chain's due processing-time timers and
+// returns the earliest pending one (Unix nanoseconds; 0 when none). After the
+// final checkpoint nothing fires: its output would belong to no checkpoint.
+func (t *task) fireProcessingTimers() (next int64, err error) {
+	if len(t.timed) == 0 || t.final {
+		return 0, nil
+	}
+	now := time.Now().UnixNano()
+	for _, l := range t.timed {
+		pt := l.op.(ProcessingTimer)
+		at, ok := pt.NextProcessingTime()
+		if ok && at <= now {
+			if err := pt.OnProcessingTime(now); err != nil {
+				return 0, fmt.Errorf("%v: processing-time timers: %w", l.id, err)
+			}
+			at, ok = pt.NextProcessingTime()
+		}
+		if ok && (next == 0 || at < next) {
+			next = max(at, 1)
+		}
+	}
+	return next, nil
 }
 
 // capture is one link's synchronous snapshot, waiting to be written.
