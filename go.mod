@@ -3,6 +3,7 @@ module github.com/ingest-engine/ingest
 go 1.26.8
 
 require (
+	github.com/expr-lang/expr v1.17.8 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/spf13/cobra v1.10.2 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect

@@ -20,9 +20,9 @@ type idleSource struct {
 	released            *atomic.Bool
 }
 
-func (s idleSource) NewSubtask() runtime.Source   { return &idleSubtask{src: s} }
-func (idleSource) Guarantee() runtime.Guarantee   { return runtime.ExactlyOnce }
-func (idleSource) Describe() string               { return "idle test source" }
+func (s idleSource) NewSubtask() runtime.Source { return &idleSubtask{src: s} }
+func (idleSource) Guarantee() runtime.Guarantee { return runtime.ExactlyOnce }
+func (idleSource) Describe() string             { return "idle test source" }
 func (s idleSource) Stream(p *stream.Pipeline) stream.Stream[int64] {
 	return stream.From[int64](p, "src", s, stream.Parallelism(2))
 }
