@@ -5,7 +5,8 @@
 // {"id": i, "key": i % keys, "value": i % 1000} with event time
 // start_time + i * event_interval. Subtask s of P emits exactly the i with
 // i % P == s, in increasing order; its replay position is the next i. Its
-// watermark is the event time of the last record it emitted.
+// watermark follows Config.Watermark; by default it is the event time of the
+// last record it emitted minus 1ns.
 package datagen
 
 import (
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ingest-engine/ingest/runtime"
+	"github.com/ingest-engine/ingest/watermark"
 )
 
 // DefaultStartTime is the event time of record 0 unless configured.
@@ -42,6 +44,11 @@ type Config struct {
 	// EventInterval is the event time between consecutive records; it must be
 	// positive. The default value is 1ms.
 	EventInterval time.Duration
+	// Watermark is the watermark strategy. Records are in event-time order
+	// per subtask, so the zero value (watermark = last event time - 1ns)
+	// loses nothing; IdleTimeout lets a rate-limited subtask that emits
+	// nothing for that long stop holding the watermark back.
+	Watermark watermark.Strategy
 }
 
 // withDefaults fills unset fields and validates.
@@ -64,6 +71,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Keys < 1 {
 		errs = append(errs, fmt.Errorf("keys %d must be at least 1", c.Keys))
+	}
+	if err := c.Watermark.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.EventInterval < 0 {
 		errs = append(errs, fmt.Errorf("event_interval %v must be positive", c.EventInterval))
@@ -145,6 +155,7 @@ type subtask[T any] struct {
 	opened  time.Time
 	start   int64 // StartTime in Unix ns
 	step    int64 // EventInterval in ns
+	wm      *watermark.Tracker
 }
 
 func (t *subtask[T]) Open(ctx *runtime.Context) error {
@@ -164,6 +175,11 @@ func (t *subtask[T]) Open(ctx *runtime.Context) error {
 		t.next = pos.Next
 	}
 	t.opened = time.Now()
+	t.wm = watermark.NewTracker(t.src.cfg.Watermark)
+	t.wm.AddSplit(t.opened.UnixNano())
+	if last := t.next - t.p; last >= 0 {
+		t.wm.Observe(0, t.start+last*t.step)
+	}
 	return nil
 }
 
@@ -195,24 +211,17 @@ func (t *subtask[T]) Read() (runtime.ReadResult, error) {
 		}
 		t.next = id
 		t.emitted += n
+		t.wm.Observe(0, batch[n-1].Time)
 		if err := t.out.Emit(batch); err != nil {
 			return runtime.ReadResult{}, err
 		}
 	}
-	res := runtime.ReadResult{Watermark: t.watermark(), Wait: wait}
+	res := runtime.ReadResult{Wait: wait}
+	res.Watermark, res.Idle = t.wm.Current(time.Now().UnixNano())
 	if cfg.Count > 0 && t.next >= cfg.Count {
 		res.Exhausted = true
 	}
 	return res, nil
-}
-
-// watermark is the event time of the last record emitted.
-func (t *subtask[T]) watermark() int64 {
-	last := t.next - t.p
-	if last < 0 {
-		return runtime.MinWatermark
-	}
-	return t.start + last*t.step
 }
 
 func (t *subtask[T]) Position() ([]byte, error) { return json.Marshal(position{Next: t.next}) }

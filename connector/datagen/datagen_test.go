@@ -11,6 +11,7 @@ import (
 	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/connector/datagen"
 	"github.com/ingest-engine/ingest/runtime"
+	"github.com/ingest-engine/ingest/watermark"
 )
 
 // collector is a runtime.Output that keeps every batch it is given.
@@ -205,7 +206,7 @@ func TestSubtasksPartitionTheRecords(t *testing.T) {
 
 // The watermark after a read is the event time of the last record the
 // subtask emitted; MinWatermark before it emitted any.
-func TestWatermarkIsLastEmittedEventTime(t *testing.T) {
+func TestWatermarkIsLastEmittedEventTimeMinus1ns(t *testing.T) {
 	cfg := datagen.Config{Count: 3000, EventInterval: 5 * time.Millisecond}
 	src := newEvents(t, cfg)
 	cfg = src.Config()
@@ -220,16 +221,16 @@ func TestWatermarkIsLastEmittedEventTime(t *testing.T) {
 			}
 			recs := st.out.records()
 			if len(recs) > n {
-				if last := recs[len(recs)-1]; res.Watermark != last.Time {
-					t.Fatalf("subtask %d: watermark %d, want the last emitted record's time %d", s, res.Watermark, last.Time)
+				if last := recs[len(recs)-1]; res.Watermark != last.Time-1 {
+					t.Fatalf("subtask %d: watermark %d, want the last emitted record's time - 1ns %d", s, res.Watermark, last.Time-1)
 				}
 			} else if len(recs) == 0 && res.Watermark != runtime.MinWatermark {
 				t.Fatalf("subtask %d: watermark %d before any record, want MinWatermark", s, res.Watermark)
 			}
 			if res.Exhausted {
 				last := recs[len(recs)-1]
-				if res.Watermark != last.Time {
-					t.Fatalf("subtask %d exhausted: watermark %d, want %d", s, res.Watermark, last.Time)
+				if res.Watermark != last.Time-1 {
+					t.Fatalf("subtask %d exhausted: watermark %d, want %d", s, res.Watermark, last.Time-1)
 				}
 				break
 			}
@@ -293,10 +294,10 @@ func TestPositionRestoreContinues(t *testing.T) {
 					t.Fatalf("subtask %d restored after %d reads: record %d has id %d, want %d (gap or repeat at the restore point %d)", s, reads, k, rec.Value.ID, id, len(before))
 				}
 			}
-			// Even a restored subtask that emits nothing more reports the time
+			// Even a restored subtask that emits nothing more reports the time - 1ns
 			// of the last record before the restore point as its watermark.
-			if last := all[len(all)-1]; res.Watermark != last.Time {
-				t.Fatalf("subtask %d restored after %d reads: watermark %d, want %d", s, reads, res.Watermark, last.Time)
+			if last := all[len(all)-1]; res.Watermark != last.Time-1 {
+				t.Fatalf("subtask %d restored after %d reads: watermark %d, want %d", s, reads, res.Watermark, last.Time-1)
 			}
 
 			// Restoring the final position: nothing more, exhausted.
@@ -549,5 +550,37 @@ func TestHugeRateDoesNotStall(t *testing.T) {
 		if n := len(st.out.records()); n != 10 {
 			t.Errorf("rate %v, count 10: emitted %d records after 100 reads; want 10 (the source stalls)", rate, n)
 		}
+	}
+}
+
+// TestIdleTimeout: a rate-limited subtask that emits nothing for the idle
+// timeout reports Idle, and is active again with its next record.
+func TestIdleTimeout(t *testing.T) {
+	src, err := datagen.Events(datagen.Config{Rate: 20, Watermark: watermark.Strategy{IdleTimeout: 10 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := src.NewSubtask()
+	out := &collector{}
+	if err := st.Open(&runtime.Context{Task: checkpoint.TaskID{Operator: "g"}, Parallelism: 1, Output: out}); err != nil {
+		t.Fatal(err)
+	}
+	sawIdle, sawActiveAfter := false, false
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) && !sawActiveAfter {
+		n := len(out.records())
+		res, err := st.Read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Idle {
+			sawIdle = true
+		} else if sawIdle && len(out.records()) > n {
+			sawActiveAfter = true
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if !sawIdle || !sawActiveAfter {
+		t.Fatalf("idle seen %v, active again after a record %v", sawIdle, sawActiveAfter)
 	}
 }
