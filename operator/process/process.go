@@ -1,0 +1,240 @@
+// Package process is the keyed process function: user code that sees one
+// record at a time with its key, reads and writes keyed state, and sets
+// event-time and processing-time timers per key — the equivalent of Flink's
+// KeyedProcessFunction.
+//
+// State and timers are keyed state of the operator: they are captured in
+// every checkpoint and restored (and redistributed on rescaling) with it, so
+// a timer set before a failure fires after the recovery. Event-time timers
+// fire when the watermark reaches them, in time order, and all fire when the
+// input ends. Processing-time timers fire when the wall clock reaches them;
+// after a restore, those whose time passed during the outage fire at once.
+// Processing-time timers still pending when the input ends do not fire.
+//
+// Output produced from processing time depends on when things ran, so it is
+// not equal between a failure-free run and a recovered one; output produced
+// from records and event-time timers is.
+package process
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/ingest-engine/ingest/runtime"
+	"github.com/ingest-engine/ingest/state"
+	"github.com/ingest-engine/ingest/stream"
+)
+
+// Domain says which clock a timer follows.
+type Domain uint8
+
+const (
+	// EventTime timers fire when the watermark reaches them.
+	EventTime Domain = iota
+	// ProcessingTime timers fire when the wall clock reaches them.
+	ProcessingTime
+)
+
+// String names the domain.
+func (d Domain) String() string {
+	if d == ProcessingTime {
+		return "processing time"
+	}
+	return "event time"
+}
+
+// Setup is what a function's Open gets: the subtask's keyed state backend,
+// on which it registers its states with the key codec.
+type Setup[K comparable] struct {
+	// State is the subtask's keyed state; register states on it in Open.
+	State *state.Backend
+	// KeyCodec encodes keys in state.
+	KeyCodec state.Codec[K]
+	// Runtime is the subtask's runtime context (task id, parallelism, log).
+	Runtime *runtime.Context
+}
+
+// Function is a keyed process function. Its methods are called from one
+// goroutine per subtask; keyed state is read and written with c.Key().
+type Function[T any, K comparable, O any] interface {
+	// Open registers the function's keyed state.
+	Open(s Setup[K]) error
+	// ProcessRecord handles one record of key c.Key() with event time
+	// c.Time().
+	ProcessRecord(c *Context[K, O], v T) error
+	// OnTimer handles a timer of key c.Key() that fired at c.Time() in
+	// domain d.
+	OnTimer(c *Context[K, O], d Domain) error
+}
+
+// Context is the view of the current record or timer: its key and time, the
+// watermark, timers and output.
+type Context[K comparable, O any] struct {
+	op  *operator[K, O]
+	key K
+	// time is the record's event time, or the timer's time.
+	time int64
+}
+
+// Key returns the key of the current record or timer.
+func (c *Context[K, O]) Key() K { return c.key }
+
+// Time returns the current record's event time (Unix ns), or the firing
+// timer's time.
+func (c *Context[K, O]) Time() int64 { return c.time }
+
+// Watermark returns the operator's current event-time watermark.
+func (c *Context[K, O]) Watermark() int64 { return c.op.wm }
+
+// Now returns the current processing time in Unix ns.
+func (c *Context[K, O]) Now() int64 { return time.Now().UnixNano() }
+
+// Emit outputs v with the current time (Context.Time) as its event time.
+func (c *Context[K, O]) Emit(v O) { c.EmitAt(v, c.time) }
+
+// EmitAt outputs v with event time t.
+func (c *Context[K, O]) EmitAt(v O, t int64) {
+	c.op.out = append(c.op.out, runtime.Record[O]{Value: v, Time: t})
+}
+
+// SetTimer registers a timer for the current key at t in domain d. A timer
+// already set for the key at t does nothing more: each (key, domain, t)
+// fires once.
+func (c *Context[K, O]) SetTimer(d Domain, t int64) {
+	c.op.timers(d).Register(c.key, 0, t)
+}
+
+// DeleteTimer removes the current key's timer at t in domain d, if set.
+func (c *Context[K, O]) DeleteTimer(d Domain, t int64) {
+	c.op.timers(d).Delete(c.key, 0, t)
+}
+
+// Keyed applies fn to the keyed stream ks and returns its output.
+func Keyed[T any, K comparable, O any](ks stream.KeyedStream[T, K], id string, fn func() Function[T, K, O], opts ...stream.NodeOption) stream.Stream[O] {
+	n := &runtime.Node{ID: id, Describe: "keyed process function", Type: "process"}
+	n.NewOperator = func() runtime.Operator {
+		return &operator[K, O]{process: func(op *operator[K, O], r runtime.Records) error {
+			f := op.fn.(Function[T, K, O])
+			for _, rec := range r.(runtime.Batch[T]) {
+				op.ctx.key, op.ctx.time = ks.Key(rec.Value), rec.Time
+				if err := f.ProcessRecord(&op.ctx, rec.Value); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, fire: func(op *operator[K, O], d Domain) error {
+			return op.fn.(Function[T, K, O]).OnTimer(&op.ctx, d)
+		}, open: func(op *operator[K, O], s Setup[K]) error {
+			f := fn()
+			op.fn = f
+			return f.Open(s)
+		}, keyCodec: ks.KeyCodec}
+	}
+	return stream.Add[T, O](ks.Stream, n, opts...)
+}
+
+// operator runs a Function; the record type is erased into the closures so
+// the timer paths are shared.
+type operator[K comparable, O any] struct {
+	fn       any
+	process  func(op *operator[K, O], r runtime.Records) error
+	fire     func(op *operator[K, O], d Domain) error
+	open     func(op *operator[K, O], s Setup[K]) error
+	keyCodec state.Codec[K]
+
+	ctx         Context[K, O]
+	output      runtime.Output
+	eventTimers *state.Timers[K]
+	procTimers  *state.Timers[K]
+	wm          int64
+	out         runtime.Batch[O]
+	inputEnded  bool
+}
+
+func (op *operator[K, O]) timers(d Domain) *state.Timers[K] {
+	if d == ProcessingTime {
+		return op.procTimers
+	}
+	return op.eventTimers
+}
+
+// Open implements runtime.Operator.
+func (op *operator[K, O]) Open(ctx *runtime.Context) error {
+	op.ctx.op = op
+	op.output = ctx.Output
+	op.wm = ctx.Watermark()
+	var err error
+	if op.eventTimers, err = state.NewTimers[K](ctx.State, "event-timers", op.keyCodec); err != nil {
+		return err
+	}
+	if op.procTimers, err = state.NewTimers[K](ctx.State, "processing-timers", op.keyCodec); err != nil {
+		return err
+	}
+	if err := op.open(op, Setup[K]{State: ctx.State, KeyCodec: op.keyCodec, Runtime: ctx}); err != nil {
+		return fmt.Errorf("process function: open: %w", err)
+	}
+	return nil
+}
+
+// flush emits the output collected so far.
+func (op *operator[K, O]) flush() error {
+	if len(op.out) == 0 {
+		return nil
+	}
+	out := op.out
+	op.out = nil
+	return op.output.Emit(out)
+}
+
+// ProcessBatch implements runtime.Operator.
+func (op *operator[K, O]) ProcessBatch(_ int, r runtime.Records) error {
+	if err := op.process(op, r); err != nil {
+		return err
+	}
+	return op.flush()
+}
+
+// ProcessWatermark fires the event-time timers the watermark reached.
+func (op *operator[K, O]) ProcessWatermark(wm int64) error {
+	op.wm = wm
+	err := op.eventTimers.Advance(wm, func(key K, _ int64, ts int64) error {
+		op.ctx.key, op.ctx.time = key, ts
+		return op.fire(op, EventTime)
+	})
+	if err != nil {
+		return err
+	}
+	if wm == runtime.MaxWatermark {
+		op.inputEnded = true
+	}
+	return op.flush()
+}
+
+// NextProcessingTime implements runtime.ProcessingTimer.
+func (op *operator[K, O]) NextProcessingTime() (int64, bool) {
+	if op.inputEnded {
+		return 0, false
+	}
+	return op.procTimers.Next()
+}
+
+// OnProcessingTime fires the processing-time timers due at now.
+func (op *operator[K, O]) OnProcessingTime(now int64) error {
+	err := op.procTimers.Advance(now, func(key K, _ int64, ts int64) error {
+		op.ctx.key, op.ctx.time = key, ts
+		return op.fire(op, ProcessingTime)
+	})
+	if err != nil {
+		return err
+	}
+	return op.flush()
+}
+
+// Snapshot implements runtime.Operator: everything is keyed state.
+func (op *operator[K, O]) Snapshot(int64) (runtime.Snapshot, error) { return runtime.Snapshot{}, nil }
+
+// NotifyComplete implements runtime.Operator.
+func (op *operator[K, O]) NotifyComplete(int64) error { return nil }
+
+// Close implements runtime.Operator.
+func (op *operator[K, O]) Close() error { return nil }

@@ -1,0 +1,230 @@
+package process_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/connector/datagen"
+	"github.com/ingest-engine/ingest/connector/file"
+	"github.com/ingest-engine/ingest/internal/testkit"
+	"github.com/ingest-engine/ingest/operator/process"
+	"github.com/ingest-engine/ingest/runtime"
+	"github.com/ingest-engine/ingest/state"
+	"github.com/ingest-engine/ingest/stream"
+)
+
+// bucketCount is the output of bucketCounter: records of a key in one
+// second of event time.
+type bucketCount struct {
+	Key    int64 `json:"key"`
+	Bucket int64 `json:"bucket"`
+	Count  int64 `json:"count"`
+}
+
+const bucket = int64(time.Second)
+
+// injected counts injected failures.
+var injected, restored atomic.Int64
+
+// bucketCounter counts a key's records per second of event time in keyed
+// state and emits the count from an event-time timer at the second's end.
+// failAt, when set, fails attempt 0 of subtask 0 at that record.
+type bucketCounter struct {
+	counts *state.ValueState[bucketKey, int64]
+	rt     *runtime.Context
+	seen   int64
+	failAt int64
+}
+
+// bucketKey is (key, bucket start); its hash is the key's, so the state lives
+// in the key's key group.
+type bucketKey struct{ Key, Start int64 }
+
+func (k bucketKey) HashKey() uint64 { return state.HashKey(k.Key) }
+
+type bucketKeyCodec struct{}
+
+func (bucketKeyCodec) Name() string { return "test.bucketKey" }
+func (bucketKeyCodec) Append(dst []byte, k bucketKey) []byte {
+	return state.Int64Codec{}.Append(state.Int64Codec{}.Append(dst, k.Key), k.Start)
+}
+func (bucketKeyCodec) Decode(src []byte) (bucketKey, int, error) {
+	k, n, err := state.Int64Codec{}.Decode(src)
+	if err != nil {
+		return bucketKey{}, 0, err
+	}
+	s, m, err := state.Int64Codec{}.Decode(src[n:])
+	return bucketKey{k, s}, n + m, err
+}
+
+func (f *bucketCounter) Open(s process.Setup[int64]) error {
+	f.rt = s.Runtime
+	if f.rt.Attempt > 0 && f.rt.Restored != nil {
+		restored.Add(1)
+	}
+	var err error
+	f.counts, err = state.NewValueState[bucketKey, int64](s.State, "counts", bucketKeyCodec{}, state.Int64Codec{})
+	return err
+}
+
+func (f *bucketCounter) ProcessRecord(c *process.Context[int64, bucketCount], e datagen.Event) error {
+	f.seen++
+	if f.failAt > 0 && f.rt.Attempt == 0 && f.seen == f.failAt {
+		injected.Add(1)
+		return errors.New("injected failure")
+	}
+	start := c.Time() - c.Time()%bucket
+	k := bucketKey{c.Key(), start}
+	n, _ := f.counts.Get(k)
+	f.counts.Update(k, n+1)
+	c.SetTimer(process.EventTime, start+bucket-1)
+	return nil
+}
+
+func (f *bucketCounter) OnTimer(c *process.Context[int64, bucketCount], d process.Domain) error {
+	if d != process.EventTime {
+		return fmt.Errorf("unexpected %v timer", d)
+	}
+	start := c.Time() + 1 - bucket
+	k := bucketKey{c.Key(), start}
+	n, ok := f.counts.Get(k)
+	if !ok {
+		return fmt.Errorf("timer for key %d bucket %d without a count", c.Key(), start)
+	}
+	f.counts.Clear(k)
+	c.Emit(bucketCount{Key: c.Key(), Bucket: start, Count: n})
+	return nil
+}
+
+// runBuckets runs datagen → key by → bucketCounter → file sink and returns
+// the committed lines, sorted.
+func runBuckets(t *testing.T, count int64, failAt int64) []string {
+	t.Helper()
+	src, err := datagen.Events(datagen.Config{Count: count, Rate: 40000, Keys: 7, EventInterval: 3 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	p := stream.New("buckets", stream.DefaultParallelism(2))
+	events := stream.From[datagen.Event](p, "events", src)
+	keyed := stream.KeyBy(events, func(e datagen.Event) int64 { return e.Key })
+	out := process.Keyed(keyed, "buckets", func() process.Function[datagen.Event, int64, bucketCount] {
+		return &bucketCounter{failAt: failAt}
+	}, stream.Parallelism(3))
+	stream.To(out, "sink", file.JSONLines[bucketCount](dir+"/out"))
+	ck := checkpoint.DefaultOptions()
+	ck.Interval = 5 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := p.Run(ctx, stream.RunOptions{CheckpointDir: dir + "/ck", Checkpoint: ck, Restart: runtime.RestartOptions{Delay: time.Millisecond, MaxAttempts: 3}}); err != nil {
+		t.Fatal(err)
+	}
+	lines, err := testkit.ReadCommitted(dir + "/out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range lines {
+		got = append(got, string(l.Text))
+	}
+	slices.Sort(got)
+	return got
+}
+
+// TestEventTimeTimersExactlyOnce: counts per key and second from keyed state
+// and event-time timers equal an independent count, with and without a
+// failure in the middle (state and pending timers restored from a
+// checkpoint).
+func TestEventTimeTimersExactlyOnce(t *testing.T) {
+	const count = 20000
+	want := map[bucketKey]int64{}
+	start := datagen.DefaultStartTime.UnixNano()
+	for id := int64(0); id < count; id++ {
+		ts := start + id*int64(3*time.Millisecond)
+		want[bucketKey{id % 7, ts - ts%bucket}]++
+	}
+	var wantLines []string
+	for k, n := range want {
+		b, _ := json.Marshal(bucketCount{Key: k.Key, Bucket: k.Start, Count: n})
+		wantLines = append(wantLines, string(b))
+	}
+	slices.Sort(wantLines)
+	for _, failAt := range []int64{0, 1500} {
+		injected.Store(0)
+		restored.Store(0)
+		got := runBuckets(t, count, failAt)
+		if failAt > 0 && (injected.Load() == 0 || restored.Load() == 0) {
+			t.Fatalf("%d failures injected, %d subtasks restored from a checkpoint: the test did not exercise recovery", injected.Load(), restored.Load())
+		}
+		if !slices.Equal(got, wantLines) {
+			t.Fatalf("failAt=%d: %d lines, want %d; first got %q", failAt, len(got), len(wantLines), got[:min(3, len(got))])
+		}
+	}
+}
+
+// firstSeen emits, for each key, the number of its records seen by the time
+// a processing-time timer set 5ms after its first record fires.
+type firstSeen struct {
+	n     *state.ValueState[int64, int64]
+	fired *atomic.Int64
+}
+
+func (f *firstSeen) Open(s process.Setup[int64]) error {
+	var err error
+	f.n, err = state.NewValueState[int64, int64](s.State, "n", s.KeyCodec, state.Int64Codec{})
+	return err
+}
+
+func (f *firstSeen) ProcessRecord(c *process.Context[int64, int64], _ datagen.Event) error {
+	n, ok := f.n.Get(c.Key())
+	if !ok {
+		c.SetTimer(process.ProcessingTime, c.Now()+int64(5*time.Millisecond))
+	}
+	f.n.Update(c.Key(), n+1)
+	return nil
+}
+
+func (f *firstSeen) OnTimer(c *process.Context[int64, int64], d process.Domain) error {
+	if d != process.ProcessingTime {
+		return fmt.Errorf("unexpected %v timer", d)
+	}
+	if now := c.Now(); now < c.Time() {
+		return fmt.Errorf("timer for %d fired early at %d", c.Time(), now)
+	}
+	n, _ := f.n.Get(c.Key())
+	f.fired.Add(1)
+	c.Emit(n)
+	return nil
+}
+
+// TestProcessingTimeTimers: processing-time timers fire while records still
+// flow (a rate-limited source), one per key, not before their time.
+func TestProcessingTimeTimers(t *testing.T) {
+	src, err := datagen.Events(datagen.Config{Count: 300, Rate: 1500, Keys: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fired atomic.Int64
+	p := stream.New("pt")
+	events := stream.From[datagen.Event](p, "events", src)
+	keyed := stream.KeyBy(events, func(e datagen.Event) int64 { return e.Key })
+	out := process.Keyed(keyed, "first", func() process.Function[datagen.Event, int64, int64] {
+		return &firstSeen{fired: &fired}
+	})
+	stream.To(out, "sink", stream.Discard[int64]())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.Run(ctx, stream.RunOptions{CheckpointDir: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	if got := fired.Load(); got != 5 {
+		t.Fatalf("%d processing-time timers fired, want one per key (5)", got)
+	}
+}
