@@ -86,8 +86,9 @@ func (c *Context[K, O]) Time() int64 { return c.time }
 // Watermark returns the operator's current event-time watermark.
 func (c *Context[K, O]) Watermark() int64 { return c.op.wm }
 
-// Now returns the current processing time in Unix ns.
-func (c *Context[K, O]) Now() int64 { return time.Now().UnixNano() }
+// Now returns the current processing time in Unix ns, read once per batch
+// or timer firing (so it costs nothing per record).
+func (c *Context[K, O]) Now() int64 { return c.op.now }
 
 // Emit outputs v with the current time (Context.Time) as its event time.
 func (c *Context[K, O]) Emit(v O) { c.EmitAt(v, c.time) }
@@ -147,6 +148,7 @@ type operator[K comparable, O any] struct {
 	eventTimers *state.Timers[K]
 	procTimers  *state.Timers[K]
 	wm          int64
+	now         int64 // processing time of the current batch or firing
 	out         runtime.Batch[O]
 	inputEnded  bool
 }
@@ -188,6 +190,7 @@ func (op *operator[K, O]) flush() error {
 
 // ProcessBatch implements runtime.Operator.
 func (op *operator[K, O]) ProcessBatch(_ int, r runtime.Records) error {
+	op.now = time.Now().UnixNano()
 	if err := op.process(op, r); err != nil {
 		return err
 	}
@@ -197,6 +200,7 @@ func (op *operator[K, O]) ProcessBatch(_ int, r runtime.Records) error {
 // ProcessWatermark fires the event-time timers the watermark reached.
 func (op *operator[K, O]) ProcessWatermark(wm int64) error {
 	op.wm = wm
+	op.now = time.Now().UnixNano()
 	err := op.eventTimers.Advance(wm, func(key K, _ int64, ts int64) error {
 		op.ctx.key, op.ctx.time = key, ts
 		return op.fire(op, EventTime)
@@ -220,6 +224,7 @@ func (op *operator[K, O]) NextProcessingTime() (int64, bool) {
 
 // OnProcessingTime fires the processing-time timers due at now.
 func (op *operator[K, O]) OnProcessingTime(now int64) error {
+	op.now = now
 	err := op.procTimers.Advance(now, func(key K, _ int64, ts int64) error {
 		op.ctx.key, op.ctx.time = key, ts
 		return op.fire(op, ProcessingTime)
