@@ -35,6 +35,10 @@ type Pipeline struct {
 	Restart runtime.RestartOptions
 	// Stream is the built graph.
 	Stream *stream.Pipeline
+	// Warnings are findings that do not stop the pipeline, in file order:
+	// expressions whose results change when records are replayed after a
+	// recovery. `ingest validate` and `ingest run` print them.
+	Warnings []Warning
 }
 
 // Guarantee returns the pipeline's effective delivery guarantee and, when it
@@ -76,6 +80,8 @@ type builder struct {
 	par     int64 // default parallelism
 	maxPar  int64
 	ids     map[string]*yaml.Node
+	// warnings are collected as nodes are built.
+	warnings []Warning
 	// checkpointDir and paths are the directories claimed so far.
 	checkpointDir string
 	paths         map[string]*yaml.Node
@@ -105,6 +111,10 @@ func Parse(path string, data []byte) (*Pipeline, error) {
 		if m := yamlLine.FindStringSubmatch(msg); m != nil {
 			line, _ = strconv.Atoi(m[1])
 			msg = msg[len(m[0]):]
+		}
+		if msg == "mapping values are not allowed in this context" {
+			// The usual cause is an unquoted expression: a ? b : c.
+			msg += ` (a value containing ": " must be quoted, e.g. x: "value > 5 ? 'big' : 'small'")`
 		}
 		return nil, &Error{File: path, Line: line, Msg: msg}
 	}
@@ -157,6 +167,8 @@ func Parse(path string, data []byte) (*Pipeline, error) {
 		return nil, &Error{File: path, Msg: err.Error()}
 	}
 	out.Stream = b.p
+	slices.SortStableFunc(b.warnings, func(a, b Warning) int { return a.Line - b.Line })
+	out.Warnings = b.warnings
 	return out, nil
 }
 
@@ -324,10 +336,14 @@ func (b *builder) transforms(m *mapping) {
 func (b *builder) transform(name string, k *yaml.Node, m *mapping) {
 	b.id(name, k, m)
 	switch typ := m.required("type"); typ {
+	case "filter":
+		b.filter(name, m)
+	case "map":
+		b.mapTransform(name, m)
 	case "window":
 		b.window(name, m)
 	default:
-		m.unknownType("transform", typ, "window")
+		m.unknownType("transform", typ, "filter, map, window")
 	}
 	b.failed(name)
 	m.done()

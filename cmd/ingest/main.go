@@ -78,12 +78,17 @@ func describe(p *config.Pipeline) string {
 	if o.Interval == 0 {
 		interval = "off (final checkpoint only)"
 	}
-	return fmt.Sprintf("pipeline %s\n%s"+
+	s := fmt.Sprintf("pipeline %s\n%s"+
 		"checkpoints: every %s, mode %s, timeout %s, min pause %s, max concurrent %d, tolerable failures %d, retain %d, in %s\n"+
 		"restarts: fixed delay %s, at most %d in a row without a checkpoint\n"+
 		"delivery guarantee: %s\n",
 		p.Name, plan.Describe(), interval, o.Mode, o.Timeout, o.MinPause, o.MaxConcurrent, o.TolerableFailures, o.Retain,
 		p.CheckpointDir, p.Restart.Delay, p.Restart.MaxAttempts, p.GuaranteeText())
+	// Warnings do not fail validation; run prints them at start with the plan.
+	for _, w := range p.Warnings {
+		s += "warning: " + w.String() + "\n"
+	}
+	return s
 }
 
 func validateCmd() *cobra.Command {

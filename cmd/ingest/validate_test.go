@@ -1,0 +1,49 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// validate prints every warning after the plan and still succeeds: a
+// nondeterministic expression does not make a pipeline invalid.
+func TestValidatePrintsWarnings(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "p.yaml")
+	src := `pipeline: p
+sources:
+  events:
+    type: datagen
+    count: 10
+transforms:
+  stamped:
+    type: map
+    input: events
+    select:
+      id: id
+      ts: now()
+sinks:
+  out:
+    type: file
+    input: stamped
+    path: out
+`
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := validateCmd()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{path})
+	if err := cmd.Execute(); err != nil {
+		t.Fatalf("validate: %v", err)
+	}
+	want := "warning: " + path + ":12: transforms.stamped.select.ts: column 1: now() is nondeterministic: " +
+		"its result changes when records are replayed after a recovery, so output is not exactly-once equal; " +
+		"use event_time, the record's event time, instead\n"
+	if !strings.Contains(out.String(), "delivery guarantee: exactly-once\n") || !strings.HasSuffix(out.String(), want) {
+		t.Errorf("validate printed:\n%s\nwant it to end with\n%s", out.String(), want)
+	}
+}
