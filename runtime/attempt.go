@@ -38,6 +38,9 @@ type taskEvent struct {
 	id    int64
 	state checkpoint.SubtaskState
 	err   error
+	// took is a checkpoint's time from trigger to durable metadata
+	// (evMetadataWritten).
+	took time.Duration
 }
 
 // attempt is one run of the job, from recovery to finish or failure.
@@ -281,6 +284,7 @@ func (a *attempt) drive() error {
 					// Only the coordinator decides completion: a write that
 					// finished after a newer checkpoint subsumed it is not one.
 					a.job.completed.Add(1)
+					a.job.checkpointTime.Add(int64(ev.took))
 					a.job.latest.Store(ev.id)
 				}
 			case evCommitted:
@@ -329,7 +333,7 @@ func (a *attempt) act(act checkpoint.Action, finished *bool) error {
 					err = j.storage.WriteMetadata(context.WithoutCancel(a.ctx), m.ID, data)
 				}
 			}
-			a.event(a.ctx, taskEvent{kind: evMetadataWritten, id: m.ID, err: err})
+			a.event(a.ctx, taskEvent{kind: evMetadataWritten, id: m.ID, err: err, took: time.Since(m.TriggeredAt)})
 		})
 	case checkpoint.NotifyComplete:
 		for _, t := range a.tasks {

@@ -61,6 +61,9 @@ type Stats struct {
 	Abandoned int64
 	// Records counts records sent between subtasks.
 	Records int64
+	// CheckpointTime is the summed duration, trigger to durable metadata, of
+	// the completed checkpoints.
+	CheckpointTime time.Duration
 }
 
 // Job runs a plan with checkpoints and restarts.
@@ -76,6 +79,8 @@ type Job struct {
 	stop     chan struct{}
 
 	restarts, completed, failed, latest, restored, abandoned atomic.Int64
+	// checkpointTime sums completed checkpoints' durations in ns.
+	checkpointTime atomic.Int64
 	records                                                  atomic.Int64
 }
 
@@ -105,7 +110,7 @@ func (j *Job) Stats() Stats {
 	return Stats{
 		Restarts: j.restarts.Load(), Completed: j.completed.Load(), Failed: j.failed.Load(),
 		Latest: j.latest.Load(), RestoredFrom: j.restored.Load(), Abandoned: j.abandoned.Load(),
-		Records: j.records.Load(),
+		Records: j.records.Load(), CheckpointTime: time.Duration(j.checkpointTime.Load()),
 	}
 }
 
