@@ -1,0 +1,84 @@
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"testing"
+)
+
+// runNexmark runs "ingest nexmark args..." in-process and returns stdout.
+func runNexmark(t *testing.T, args ...string) ([]byte, error) {
+	t.Helper()
+	cmd := nexmarkCmd()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&bytes.Buffer{})
+	cmd.SetArgs(args)
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	err := cmd.Execute()
+	return out.Bytes(), err
+}
+
+// TestNexmarkGenerateConfigB reproduces the golden file beam-config-b
+// (../shared/nexmark/README.txt) byte for byte with the README's flags.
+func TestNexmarkGenerateConfigB(t *testing.T) {
+	out, err := runNexmark(t, "generate", "--events", "20000", "--num-event-generators", "1", "--first-event-rate", "10000")
+	if err != nil {
+		t.Fatalf("generate: %v", err)
+	}
+	if n := bytes.Count(out, []byte("\n")); n != 20000 {
+		t.Fatalf("%d lines, want 20000", n)
+	}
+	sum := sha256.Sum256(out)
+	if got, want := hex.EncodeToString(sum[:]), "d6fbf11a7b41e40a6bf3df26d32dc1ca12e2c8c1a8ec0e120dbf57749315dfd0"; got != want {
+		t.Errorf("sha256 %s, want %s (beam-config-b.jsonl)", got, want)
+	}
+}
+
+// TestNexmarkGenerateFrom: --from writes a slice of the same stream, and
+// the defaults are config A.
+func TestNexmarkGenerateFrom(t *testing.T) {
+	all, err := runNexmark(t, "generate", "--events", "300")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tail, err := runNexmark(t, "generate", "--from", "100", "--events", "200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.SplitAfter(all, []byte("\n"))
+	if want := bytes.Join(lines[100:], nil); !bytes.Equal(tail, want) {
+		t.Errorf("--from 100 --events 200 differs from lines 100..299 of --events 300")
+	}
+	first := `{"type":"person","event_id":0,"id":1000,"name":"Peter Jones","email_address":"nhd@xcat.com","credit_card":"7241 7320 9143 4888","city":"Portland","state":"WY","date_time":1436918400000,`
+	if !bytes.HasPrefix(all, []byte(first)) {
+		t.Errorf("first line %s, want the prefix %s", lines[0], first)
+	}
+}
+
+func TestNexmarkGenerateErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"generate", "--hot-auction-ratio", "0"}, "hot_auction_ratio 0"},
+		{[]string{"generate", "--rate-unit", "per-hour"}, "rate unit"},
+		{[]string{"generate", "--rate-shape", "zipf"}, "rate shape"},
+		{[]string{"generate", "--events", "-1"}, "--events -1"},
+		{[]string{"generate", "--from", "-1"}, "--from -1"},
+		{[]string{"generate", "--events", "9223372036854775807"}, "beyond"},
+	} {
+		_, err := runNexmark(t, c.args...)
+		var ee *exitError
+		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.As(err, &ee) || ee.code != exitConfig {
+			t.Errorf("%v: %v, want a configuration error containing %q", c.args, err, c.want)
+		}
+	}
+	// Rate units and shapes use Beam's names, in any case.
+	if _, err := runNexmark(t, "generate", "--events", "10", "--rate-unit", "per_minute", "--rate-shape", "square", "--next-event-rate", "5"); err != nil {
+		t.Errorf("Beam's names: %v", err)
+	}
+}
