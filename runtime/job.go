@@ -81,7 +81,7 @@ type Job struct {
 	restarts, completed, failed, latest, restored, abandoned atomic.Int64
 	// checkpointTime sums completed checkpoints' durations in ns.
 	checkpointTime atomic.Int64
-	records                                                  atomic.Int64
+	records        atomic.Int64
 }
 
 // NewJob validates plan and options.
