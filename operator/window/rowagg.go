@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
@@ -16,19 +17,20 @@ import (
 type AggregateSpec struct {
 	// Name is the output field.
 	Name string
-	// Func is count, sum, min, max or avg.
+	// Func is count, count_distinct, sum, min, max or avg.
 	Func string
 	// Field is the input field; empty for count().
 	Field string
 }
 
-var aggPattern = regexp.MustCompile(`^\s*([a-z]+)\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)?\s*\)\s*$`)
+var aggPattern = regexp.MustCompile(`^\s*([a-z_]+)\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)?\s*\)\s*$`)
 
-// ParseAggregate parses "count()", "sum(value)", "min(x)", "max(x)" or "avg(x)".
+// ParseAggregate parses "count()", "count_distinct(x)", "sum(value)",
+// "min(x)", "max(x)" or "avg(x)".
 func ParseAggregate(name, expr string) (AggregateSpec, error) {
 	m := aggPattern.FindStringSubmatch(expr)
 	if m == nil {
-		return AggregateSpec{}, fmt.Errorf("%q is not an aggregate: want count(), sum(field), min(field), max(field) or avg(field)", expr)
+		return AggregateSpec{}, fmt.Errorf("%q is not an aggregate: want count(), count_distinct(field), sum(field), min(field), max(field) or avg(field)", expr)
 	}
 	s := AggregateSpec{Name: name, Func: m[1], Field: m[2]}
 	switch s.Func {
@@ -36,18 +38,20 @@ func ParseAggregate(name, expr string) (AggregateSpec, error) {
 		if s.Field != "" {
 			return s, fmt.Errorf("%q: count() takes no field", expr)
 		}
-	case "sum", "min", "max", "avg":
+	case "count_distinct", "sum", "min", "max", "avg":
 		if s.Field == "" {
 			return s, fmt.Errorf("%q: %s needs a field", expr, s.Func)
 		}
 	default:
-		return s, fmt.Errorf("%q: unknown aggregate %s: want count, sum, min, max or avg", expr, s.Func)
+		return s, fmt.Errorf("%q: unknown aggregate %s: want count, count_distinct, sum, min, max or avg", expr, s.Func)
 	}
 	return s, nil
 }
 
-// RowAcc is the accumulator of a row window: one cell per aggregate. It is
-// treated as immutable: Add returns a new one.
+// RowAcc is the accumulator of a row window: one cell per aggregate. It is a
+// mutable accumulator (see Aggregate.Clone): Add and Merge update their first
+// argument in place, and the window operator clones it before writing one
+// that a checkpoint or an emitted result may reference.
 type RowAcc []aggCell
 
 type aggCell struct {
@@ -55,6 +59,8 @@ type aggCell struct {
 	sumI  int64
 	sumF  float64
 	v     row.Value // min, max
+	// set holds the distinct values of count_distinct; nil for the others.
+	set map[row.Value]struct{}
 }
 
 // compiled is one aggregate with its input position resolved.
@@ -105,10 +111,24 @@ func RowAggregates(in *row.Schema, specs []AggregateSpec) (Aggregate[row.Row, Ro
 	if len(errs) > 0 {
 		return Aggregate[row.Row, RowAcc]{}, nil, nil, errors.Join(errs...)
 	}
+	distinct := make([]bool, len(cs))
+	for i, c := range cs {
+		distinct[i] = c.spec.Func == "count_distinct"
+	}
 	agg := Aggregate[row.Row, RowAcc]{
-		Init:  func() RowAcc { return make(RowAcc, len(cs)) },
+		Init: func() RowAcc {
+			acc := make(RowAcc, len(cs))
+			for i, d := range distinct {
+				if d {
+					acc[i].set = make(map[row.Value]struct{})
+				}
+			}
+			return acc
+		},
 		Add:   func(acc RowAcc, r row.Row) RowAcc { return addRow(cs, acc, r) },
-		Codec: rowAccCodec{signature: signature(specs)},
+		Merge: func(a, b RowAcc) RowAcc { return mergeRows(cs, a, b) },
+		Clone: cloneRow,
+		Codec: rowAccCodec{signature: signature(specs), distinct: distinct},
 	}
 	result := func(acc RowAcc, dst []row.Value) []row.Value {
 		for i, c := range cs {
@@ -116,6 +136,8 @@ func RowAggregates(in *row.Schema, specs []AggregateSpec) (Aggregate[row.Row, Ro
 			switch c.spec.Func {
 			case "count":
 				dst = append(dst, row.IntValue(cell.count))
+			case "count_distinct":
+				dst = append(dst, row.IntValue(int64(len(cell.set))))
 			case "sum":
 				if c.kind == row.Float {
 					dst = append(dst, row.FloatValue(cell.sumF))
@@ -133,12 +155,10 @@ func RowAggregates(in *row.Schema, specs []AggregateSpec) (Aggregate[row.Row, Ro
 	return agg, fields, result, nil
 }
 
-// addRow returns a copy of acc with r added; acc is not modified (it may be
-// part of a snapshot being written).
+// addRow adds r to acc in place and returns it.
 func addRow(cs []compiled, acc RowAcc, r row.Row) RowAcc {
-	next := slices.Clone(acc)
 	for i, c := range cs {
-		cell := &next[i]
+		cell := &acc[i]
 		if c.field < 0 {
 			cell.count++
 			continue
@@ -161,9 +181,59 @@ func addRow(cs []compiled, acc RowAcc, r row.Row) RowAcc {
 			if first || less(cell.v, v) {
 				cell.v = v
 			}
+		case "count_distinct":
+			cell.set[distinctValue(v)] = struct{}{}
 		}
 	}
-	return next
+	return acc
+}
+
+// distinctValue is v as count_distinct compares it: floats by value, so -0
+// and +0 are one value (NaNs compare by their bits).
+func distinctValue(v row.Value) row.Value {
+	if v.Kind() == row.Float && v.Float() == 0 {
+		return row.FloatValue(0)
+	}
+	return v
+}
+
+// mergeRows adds b's cells to a's in place and returns a; b is not modified.
+func mergeRows(cs []compiled, a, b RowAcc) RowAcc {
+	for i, c := range cs {
+		x, y := &a[i], &b[i]
+		if y.count == 0 {
+			continue
+		}
+		switch c.spec.Func {
+		case "min":
+			if x.count == 0 || less(y.v, x.v) {
+				x.v = y.v
+			}
+		case "max":
+			if x.count == 0 || less(x.v, y.v) {
+				x.v = y.v
+			}
+		case "count_distinct":
+			for v := range y.set {
+				x.set[v] = struct{}{}
+			}
+		}
+		x.count += y.count
+		x.sumI += y.sumI
+		x.sumF += y.sumF
+	}
+	return a
+}
+
+// cloneRow returns a copy of acc sharing no memory with it.
+func cloneRow(acc RowAcc) RowAcc {
+	c := slices.Clone(acc)
+	for i := range c {
+		if c[i].set != nil {
+			c[i].set = maps.Clone(c[i].set)
+		}
+	}
+	return c
 }
 
 // less orders two values of the same kind.
@@ -178,10 +248,13 @@ func less(a, b row.Value) bool {
 }
 
 // rowAccCodec encodes a RowAcc: a uvarint cell count, then per cell count,
-// integer sum (varints), float sum (8 bytes) and the min/max value.
+// integer sum (varints), float sum (8 bytes) and the min/max value, and for a
+// count_distinct cell a uvarint number of values followed by the values.
 type rowAccCodec struct {
 	// signature lists the aggregates in order, e.g. "count(),sum(value)".
 	signature string
+	// distinct marks the count_distinct cells.
+	distinct []bool
 }
 
 // Name includes the aggregates: accumulators of another list are other
@@ -198,23 +271,32 @@ func signature(specs []AggregateSpec) string {
 	return strings.Join(parts, ",")
 }
 
-func (rowAccCodec) Append(dst []byte, acc RowAcc) []byte {
+func (rc rowAccCodec) Append(dst []byte, acc RowAcc) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(acc)))
-	for _, c := range acc {
+	for i, c := range acc {
 		dst = binary.AppendVarint(dst, c.count)
 		dst = binary.AppendVarint(dst, c.sumI)
 		dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(c.sumF))
 		dst = row.ValueCodec{}.Append(dst, c.v)
+		if i < len(rc.distinct) && rc.distinct[i] {
+			dst = binary.AppendUvarint(dst, uint64(len(c.set)))
+			for v := range c.set {
+				dst = row.ValueCodec{}.Append(dst, v)
+			}
+		}
 	}
 	return dst
 }
 
 var errAccTruncated = errors.New("window accumulator: truncated input")
 
-func (rowAccCodec) Decode(src []byte) (RowAcc, int, error) {
+func (rc rowAccCodec) Decode(src []byte) (RowAcc, int, error) {
 	l, n := binary.Uvarint(src)
 	if n <= 0 || l > uint64(len(src)) {
 		return nil, 0, errAccTruncated
+	}
+	if rc.distinct != nil && l != uint64(len(rc.distinct)) {
+		return nil, 0, fmt.Errorf("window accumulator: %d cells, want %d", l, len(rc.distinct))
 	}
 	acc := make(RowAcc, l)
 	for i := range acc {
@@ -238,6 +320,33 @@ func (rowAccCodec) Decode(src []byte) (RowAcc, int, error) {
 		}
 		acc[i].v = v
 		n += m
+		if rc.distinct != nil && rc.distinct[i] {
+			if acc[i].set, m, err = decodeValueSet(src[n:]); err != nil {
+				return nil, 0, err
+			}
+			n += m
+		}
 	}
 	return acc, n, nil
+}
+
+// decodeValueSet decodes a uvarint count followed by that many distinct values.
+func decodeValueSet(src []byte) (map[row.Value]struct{}, int, error) {
+	l, n := binary.Uvarint(src)
+	if n <= 0 || l > uint64(len(src)) {
+		return nil, 0, errAccTruncated
+	}
+	set := make(map[row.Value]struct{}, l)
+	for range l {
+		v, m, err := row.ValueCodec{}.Decode(src[n:])
+		if err != nil {
+			return nil, 0, err
+		}
+		set[v] = struct{}{}
+		n += m
+	}
+	if uint64(len(set)) != l {
+		return nil, 0, errors.New("window accumulator: duplicate distinct values")
+	}
+	return set, n, nil
 }

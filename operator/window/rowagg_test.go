@@ -19,6 +19,7 @@ func TestParseAggregateAccepts(t *testing.T) {
 		{"min(x)", "min", "x"},
 		{"max(x)", "max", "x"},
 		{"avg(x)", "avg", "x"},
+		{"count_distinct(x)", "count_distinct", "x"},
 		{"  sum ( value )  ", "sum", "value"},
 		{"count( )", "count", ""},
 		{"avg(_under_score9)", "avg", "_under_score9"},
@@ -43,7 +44,8 @@ func TestParseAggregateRejects(t *testing.T) {
 		{"count(x)", []string{"count() takes no field"}},
 		{"sum()", []string{"sum needs a field"}},
 		{"avg()", []string{"avg needs a field"}},
-		{"median(x)", []string{"unknown aggregate median", "count, sum, min, max or avg"}},
+		{"median(x)", []string{"unknown aggregate median", "count, count_distinct, sum, min, max or avg"}},
+		{"count_distinct()", []string{"count_distinct needs a field"}},
 		{"sum(a, b)", []string{`"sum(a, b)"`, "not an aggregate"}},
 		{"sum(value", []string{"not an aggregate"}},
 		{"sum value", []string{"not an aggregate"}},
@@ -279,36 +281,89 @@ func TestRowAccCodecRejectsGarbage(t *testing.T) {
 	}
 }
 
-// Add returns a new accumulator and never writes into the one it was given:
-// that one may be referenced by a snapshot being encoded.
-func TestRowAddDoesNotMutateInput(t *testing.T) {
+// RowAcc is a mutable accumulator: Add and Merge write their first argument,
+// so the window operator relies on Clone to give it an accumulator sharing
+// nothing with the original (the original may be referenced by a snapshot
+// being encoded or by an emitted result). Clone's copy must not change when
+// the original does, and the other way round.
+func TestRowCloneIsIndependent(t *testing.T) {
 	agg, _, result, err := window.RowAggregates(aggSchema, allSpecs(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	a0 := agg.Init()
-	a1 := agg.Add(a0, aggRow(5, 1.5, "m", 10))
-	enc0 := agg.Codec.Append(nil, a0)
-	enc1 := agg.Codec.Append(nil, a1)
-	res1 := result(a1, nil)
+	if agg.Clone == nil || agg.Merge == nil {
+		t.Fatal("row aggregates have no Clone or Merge")
+	}
+	a1 := agg.Add(agg.Init(), aggRow(5, 1.5, "m", 10))
+	c := agg.Clone(a1)
+	enc := agg.Codec.Append(nil, c)
+	res := result(c, nil)
 
-	a2 := agg.Add(a1, aggRow(100, 99, "a", 1000))
-	_ = agg.Add(a1, aggRow(-100, -99, "z", -1000))
-	_ = agg.Add(a0, aggRow(1, 1, "q", 1))
+	_ = agg.Add(a1, aggRow(100, 99, "a", 1000))
+	_ = agg.Merge(a1, agg.Add(agg.Init(), aggRow(-100, -99, "z", -1000)))
+	if got := agg.Codec.Append(nil, c); string(got) != string(enc) {
+		t.Error("changing the original changed its clone")
+	}
+	if got := result(c, nil); !reflect.DeepEqual(got, res) {
+		t.Errorf("clone results changed from %v to %v", res, got)
+	}
+	if r := result(a1, nil); r[0] != row.IntValue(3) {
+		t.Errorf("original count = %v, want 3", r[0])
+	}
+	_ = agg.Add(c, aggRow(7, 7, "q", 7))
+	if r := result(a1, nil); r[0] != row.IntValue(3) {
+		t.Errorf("changing the clone changed the original: count %v", r[0])
+	}
+	// Merge never writes its second argument.
+	b := agg.Add(agg.Init(), aggRow(1, 1, "b", 1))
+	encB := agg.Codec.Append(nil, b)
+	_ = agg.Merge(agg.Init(), b)
+	if got := agg.Codec.Append(nil, b); string(got) != string(encB) {
+		t.Error("Merge modified its second argument")
+	}
+}
 
-	if got := agg.Codec.Append(nil, a0); string(got) != string(enc0) {
-		t.Error("Add modified the empty accumulator it was given")
+// count_distinct counts distinct non-null values (floats by value: -0 is 0),
+// merges by union, and round-trips through the codec.
+func TestRowCountDistinct(t *testing.T) {
+	agg, fields, result, err := window.RowAggregates(aggSchema, specs(t, "ds", "count_distinct(s)", "di", "count_distinct(i)", "df", "count_distinct(f)", "n", "count()"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got := agg.Codec.Append(nil, a1); string(got) != string(enc1) {
-		t.Error("Add modified the accumulator it was given")
+	if fields[0].Kind != row.Int {
+		t.Errorf("count_distinct field kind %s, want int", fields[0].Kind)
 	}
-	if got := result(a1, nil); !reflect.DeepEqual(got, res1) {
-		t.Errorf("a1 results changed from %v to %v", res1, got)
+	acc := agg.Init()
+	for _, r := range []row.Row{
+		aggRow(1, 0.0, "a", 0), aggRow(1, math.Copysign(0, -1), "b", 0), aggRow(2, 1, "a", 0),
+		{row.StringValue("key"), {}, {}, {}, {}, {}},
+	} {
+		acc = agg.Add(acc, r)
 	}
-	if &a1[0] == &a2[0] {
-		t.Error("Add returned an accumulator sharing memory with its input")
+	other := agg.Add(agg.Add(agg.Init(), aggRow(3, 1, "c", 0)), aggRow(1, 2, "a", 0))
+	want := []row.Value{row.IntValue(2), row.IntValue(2), row.IntValue(2), row.IntValue(4)}
+	if got := result(acc, nil); !reflect.DeepEqual(got, want) {
+		t.Fatalf("before merge: %v, want %v", got, want)
 	}
-	if r := result(a2, nil); r[0] != row.IntValue(2) {
-		t.Errorf("a2 count = %v, want 2", r[0])
+	acc = agg.Merge(acc, other)
+	want = []row.Value{row.IntValue(3), row.IntValue(3), row.IntValue(3), row.IntValue(6)}
+	if got := result(acc, nil); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after merge: %v, want %v", got, want)
+	}
+	enc := agg.Codec.Append(nil, acc)
+	dec, n, err := agg.Codec.Decode(enc)
+	if err != nil || n != len(enc) {
+		t.Fatalf("Decode: %v (%d of %d bytes)", err, n, len(enc))
+	}
+	if got := result(dec, nil); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after round trip: %v, want %v", got, want)
+	}
+	for k := range len(enc) {
+		if _, _, err := agg.Codec.Decode(enc[:k]); err == nil {
+			t.Fatalf("Decode of %d of %d bytes: no error", k, len(enc))
+		}
+	}
+	if !strings.Contains(agg.Codec.Name(), "count_distinct(s)") {
+		t.Errorf("codec name %q does not name the aggregates", agg.Codec.Name())
 	}
 }

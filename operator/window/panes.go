@@ -1,0 +1,397 @@
+package window
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/ingest-engine/ingest/runtime"
+	"github.com/ingest-engine/ingest/state"
+)
+
+// paneOp is one subtask of a sliding window whose aggregate has Merge. It
+// keeps one accumulator per (key, pane), a pane being the gcd of size and
+// slide: every window is the union of size/pane consecutive panes, and a
+// record belongs to exactly one pane, so it costs one state update. A window
+// firing merges its panes.
+//
+// A key's panes live together in one value (paneSet), with the key's firing
+// progress and its one timer, so that firing a window costs one state
+// lookup and one timer, however many panes and windows the key has: windows
+// that hold none of the key's records are skipped without a lookup, and a
+// new pane registers no timer unless it is due before the key's pending one.
+//
+// State: ValueState "windows", key → *paneSet; Timers "window-timers", one
+// per key with panes (namespace 0).
+type paneOp[T any, K comparable, A any, O any] struct {
+	// Immutable after construction.
+	// INVARIANT: pane divides size and slide; agg.Merge != nil.
+	size, slide, pane int64
+	agg               Aggregate[T, A]
+	key               func(T) K
+	keyCodec          state.Codec[K]
+	output            func(K, Window, A) O
+	cfg               settings
+
+	// Set by Open.
+	ctx      *runtime.Context
+	lateness int64
+	sets     *state.ValueState[K, *paneSet[A]]
+	timers   *state.Timers[K]
+	fire     func(key K, ns, ts int64) error // onTimer, bound once
+	epochs
+
+	// wm is the watermark processed.
+	// INVARIANT: every timer at or before wm has fired, so every window
+	// whose MaxTimestamp <= wm has fired and every pane whose cleanup time
+	// <= wm is gone.
+	wm      int64
+	results runtime.Batch[O]
+	late    lateRecords[T]
+}
+
+// pane is one pane's accumulator.
+type pane[A any] struct {
+	start int64
+	acc   A
+}
+
+// paneSet is one key's panes.
+type paneSet[A any] struct {
+	// panes is sorted by start, without duplicates, and never empty.
+	panes []pane[A]
+	// next is the start of the earliest window of the key that may not have
+	// fired: every window starting before it has.
+	// INVARIANT: next <= the first window whose MaxTimestamp is after the
+	// operator's watermark (firstUnfired); it is raised to it whenever a
+	// pane is added, so a window the watermark passed while it had none of
+	// the key's panes is not fired again by the timer.
+	next int64
+	// timer is the time of the key's pending timer.
+	// INVARIANT: exactly one timer (key, 0, timer) is pending for the key,
+	// and timer <= due(set).
+	timer int64
+	// epoch: see slot.epoch; the same invariant covers panes, its backing
+	// array and the accumulators.
+	epoch uint64
+}
+
+// LateRecords implements LateCounter.
+func (w *paneOp[T, K, A, O]) LateRecords() (dropped, sideOutput int64) {
+	return w.late.dropped, w.late.sent
+}
+
+func (w *paneOp[T, K, A, O]) Open(ctx *runtime.Context) error {
+	w.ctx = ctx
+	w.wm = ctx.Watermark()
+	w.cur = 1
+	w.lateness = int64(w.cfg.lateness)
+	vc := paneSetCodec[A]{acc: w.agg.Codec, size: time.Duration(w.size), slide: time.Duration(w.slide), pane: time.Duration(w.pane)}
+	var err error
+	if w.sets, err = state.NewValueState[K, *paneSet[A]](ctx.State, "windows", w.keyCodec, vc); err != nil {
+		return restoreError(err)
+	}
+	if w.timers, err = state.NewTimers[K](ctx.State, "window-timers", w.keyCodec); err != nil {
+		return restoreError(err)
+	}
+	w.fire = w.onTimer
+	w.late.open(ctx, w.cfg.lateOutput)
+	return nil
+}
+
+// maxTs returns the MaxTimestamp of the window starting at s.
+func (w *paneOp[T, K, A, O]) maxTs(s int64) int64 { return satAdd(s, w.size) - 1 }
+
+// cleanupAt returns when the state of the window starting at s goes.
+func (w *paneOp[T, K, A, O]) cleanupAt(s int64) int64 { return satAdd(w.maxTs(s), w.lateness) }
+
+// lastWindow returns the start of the newest window that may hold pane p
+// (it does unless p falls in a gap between windows, size < slide).
+func (w *paneOp[T, K, A, O]) lastWindow(p int64) int64 { return floorDiv(p, w.slide) }
+
+// firstWindow returns the start of the oldest window holding pane p: the
+// least multiple of slide >= p + pane - size.
+func (w *paneOp[T, K, A, O]) firstWindow(p int64) int64 {
+	return ceilDiv(satSub(satAdd(p, w.pane), w.size), w.slide)
+}
+
+// firstUnfired returns the start of the first window whose MaxTimestamp is
+// after wm: the least multiple of slide > wm - size + 1.
+func (w *paneOp[T, K, A, O]) firstUnfired(wm int64) int64 {
+	return ceilDiv(satAdd(satSub(wm, w.size), 2), w.slide)
+}
+
+// nextWindow returns the start of the key's next window to fire: the first
+// window at or after set.next holding one of its panes.
+func (w *paneOp[T, K, A, O]) nextWindow(set *paneSet[A]) (int64, bool) {
+	for _, p := range set.panes {
+		if w.lastWindow(p.start) >= set.next {
+			return max(set.next, w.firstWindow(p.start)), true
+		}
+	}
+	return 0, false
+}
+
+// due returns when the key's timer must fire: at its next window's
+// MaxTimestamp or at its first pane's cleanup time (the cleanup time of the
+// pane's newest window), whichever comes first.
+func (w *paneOp[T, K, A, O]) due(set *paneSet[A]) int64 {
+	d := w.cleanupAt(w.lastWindow(set.panes[0].start))
+	if s, ok := w.nextWindow(set); ok {
+		d = min(d, w.maxTs(s))
+	}
+	return d
+}
+
+// own returns set ready to be written (see sessionOp.own).
+func (w *paneOp[T, K, A, O]) own(key K, set *paneSet[A]) *paneSet[A] {
+	if set.epoch == w.cur {
+		return set
+	}
+	c := &paneSet[A]{panes: make([]pane[A], len(set.panes), len(set.panes)+1), next: set.next, timer: set.timer, epoch: w.cur}
+	copy(c.panes, set.panes)
+	if w.agg.Clone != nil {
+		for i := range c.panes {
+			c.panes[i].acc = w.agg.Clone(c.panes[i].acc)
+		}
+	}
+	w.sets.Update(key, c)
+	return c
+}
+
+func (w *paneOp[T, K, A, O]) ProcessBatch(_ int, r runtime.Records) error {
+	for _, rec := range r.(runtime.Batch[T]) {
+		t := rec.Time
+		last := floorDiv(t, w.slide)
+		if t-last >= w.size {
+			continue // between two windows (size < slide)
+		}
+		if w.cleanupAt(last) <= w.wm {
+			w.late.add(rec)
+			continue
+		}
+		w.add(w.key(rec.Value), floorDiv(t, w.pane), rec.Value)
+	}
+	if err := w.late.flush(); err != nil {
+		return err
+	}
+	return w.flush()
+}
+
+// add adds v to key's pane p, one of whose windows is still kept.
+func (w *paneOp[T, K, A, O]) add(key K, p int64, v T) {
+	set, ok := w.sets.Get(key)
+	if !ok {
+		set = &paneSet[A]{panes: make([]pane[A], 1, 2), next: w.firstUnfired(w.wm), epoch: w.cur}
+		set.panes[0] = pane[A]{start: p, acc: w.agg.Add(w.agg.Init(), v)}
+		w.sets.Update(key, set)
+		set.timer = w.due(set)
+		w.timers.Register(key, 0, set.timer)
+		w.refire(key, set, p)
+		return
+	}
+	set = w.own(key, set)
+	// The pane is usually the newest.
+	i := len(set.panes) - 1
+	if set.panes[i].start != p {
+		var found bool
+		if i, found = slices.BinarySearchFunc(set.panes, p, func(q pane[A], p int64) int { return cmpInt(q.start, p) }); !found {
+			set.panes = slices.Insert(set.panes, i, pane[A]{start: p, acc: w.agg.Init()})
+			set.panes[i].acc = w.agg.Add(set.panes[i].acc, v)
+			set.next = max(set.next, w.firstUnfired(w.wm))
+			if d := w.due(set); d < set.timer {
+				w.timers.Delete(key, 0, set.timer)
+				set.timer = d
+				w.timers.Register(key, 0, d)
+			}
+			w.refire(key, set, p)
+			return
+		}
+	}
+	set.panes[i].acc = w.agg.Add(set.panes[i].acc, v)
+	w.refire(key, set, p)
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// refire fires again, with their updated panes, the windows of pane p that
+// already fired and are kept for the allowed lateness.
+func (w *paneOp[T, K, A, O]) refire(key K, set *paneSet[A], p int64) {
+	s := w.firstWindow(p)
+	if w.maxTs(s) > w.wm {
+		return // the oldest window of the pane has not fired: none has
+	}
+	for last := w.lastWindow(p); s <= last && w.maxTs(s) <= w.wm; s += w.slide {
+		if w.cleanupAt(s) > w.wm {
+			w.emit(key, set, s)
+		}
+	}
+}
+
+// emit appends key's window starting at s, its panes merged, to the
+// results. The merged accumulator is fresh: it references no pane.
+func (w *paneOp[T, K, A, O]) emit(key K, set *paneSet[A], s int64) {
+	end := satAdd(s, w.size)
+	acc, found := w.agg.Init(), false
+	for i := range set.panes {
+		if p := set.panes[i].start; p >= s && p < end {
+			acc, found = w.agg.Merge(acc, set.panes[i].acc), true
+		} else if p >= end {
+			break
+		}
+	}
+	if found {
+		w.results = append(w.results, runtime.Record[O]{Value: w.output(key, Window{Start: s, End: end}, acc), Time: end - 1})
+	}
+}
+
+// onTimer fires key's windows due at ts and drops its panes whose cleanup
+// time came.
+func (w *paneOp[T, K, A, O]) onTimer(key K, _ int64, ts int64) error {
+	set, ok := w.sets.Get(key)
+	if !ok || set.timer != ts {
+		return nil // not the key's timer (the invariant says this does not happen)
+	}
+	set = w.own(key, set)
+	for {
+		s, ok := w.nextWindow(set)
+		if !ok || w.maxTs(s) > ts {
+			break
+		}
+		w.emit(key, set, s)
+		set.next = satAdd(s, w.slide)
+	}
+	n := 0
+	for n < len(set.panes) && w.cleanupAt(w.lastWindow(set.panes[n].start)) <= ts {
+		n++
+	}
+	if n == len(set.panes) {
+		w.sets.Clear(key)
+		return nil
+	}
+	set.panes = slices.Delete(set.panes, 0, n)
+	set.timer = w.due(set)
+	w.timers.Register(key, 0, set.timer)
+	return nil
+}
+
+// flush emits the collected results as one batch.
+func (w *paneOp[T, K, A, O]) flush() error {
+	if len(w.results) == 0 {
+		return nil
+	}
+	b := w.results
+	w.results = nil
+	return w.ctx.Output.Emit(b)
+}
+
+// ProcessWatermark fires every window whose MaxTimestamp the watermark
+// reached and drops the panes whose cleanup time it reached.
+func (w *paneOp[T, K, A, O]) ProcessWatermark(wm int64) error {
+	w.wm = wm
+	if err := w.timers.Advance(wm, w.fire); err != nil {
+		return err
+	}
+	return w.flush()
+}
+
+// Snapshot starts a new copy-on-write epoch (see epochs).
+func (w *paneOp[T, K, A, O]) Snapshot(int64) (runtime.Snapshot, error) {
+	w.advance()
+	return runtime.Snapshot{}, nil
+}
+
+func (w *paneOp[T, K, A, O]) NotifyComplete(int64) error { return nil }
+
+func (w *paneOp[T, K, A, O]) Close() error {
+	w.late.close(w.ctx, w.cfg.lateOutput)
+	return nil
+}
+
+// ceilDiv returns the least multiple of d (d > 0) that is >= t, saturating
+// at math.MaxInt64.
+func ceilDiv(t, d int64) int64 {
+	r := t % d
+	if r < 0 {
+		r += d
+	}
+	if r == 0 {
+		return t
+	}
+	return satAdd(t, d-r)
+}
+
+// paneSetCodec encodes a key's panes: a uvarint count, varint next, the
+// timer as a varint delta from next, then per pane its start as a varint
+// delta from the previous pane's start (the first: from next) and the
+// accumulator. Deltas keep the varints short: checkpoints of millions of
+// keys encode faster and smaller than with absolute times. (Deltas wrap
+// around in int64 arithmetic both ways, so every value round-trips.)
+type paneSetCodec[A any] struct {
+	acc               state.Codec[A]
+	size, slide, pane time.Duration
+}
+
+// Name includes the window's shape and the accumulator codec's name: panes
+// of another window or aggregate are other state.
+func (c paneSetCodec[A]) Name() string {
+	return fmt.Sprintf("window-panes(size=%v,slide=%v,pane=%v)[%s]", c.size, c.slide, c.pane, c.acc.Name())
+}
+
+func (c paneSetCodec[A]) Append(dst []byte, set *paneSet[A]) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(set.panes)))
+	dst = binary.AppendVarint(dst, set.next)
+	dst = binary.AppendVarint(dst, set.timer-set.next)
+	prev := set.next
+	for i := range set.panes {
+		dst = binary.AppendVarint(dst, set.panes[i].start-prev)
+		prev = set.panes[i].start
+		dst = c.acc.Append(dst, set.panes[i].acc)
+	}
+	return dst
+}
+
+func (c paneSetCodec[A]) Decode(src []byte) (*paneSet[A], int, error) {
+	l, n := binary.Uvarint(src)
+	if n <= 0 || l == 0 || l > uint64(len(src)) {
+		return nil, 0, fmt.Errorf("window panes: malformed count")
+	}
+	set := &paneSet[A]{panes: make([]pane[A], l)}
+	var m int
+	if set.next, m = binary.Varint(src[n:]); m <= 0 {
+		return nil, 0, errAccTruncated
+	}
+	n += m
+	d, m := binary.Varint(src[n:])
+	if m <= 0 {
+		return nil, 0, errAccTruncated
+	}
+	set.timer, n = set.next+d, n+m
+	prev := set.next
+	for i := range set.panes {
+		p := &set.panes[i]
+		if d, m = binary.Varint(src[n:]); m <= 0 {
+			return nil, 0, errAccTruncated
+		}
+		p.start, n = prev+d, n+m
+		if i > 0 && p.start <= prev {
+			return nil, 0, fmt.Errorf("window panes: pane %d after %d: out of order", p.start, prev)
+		}
+		prev = p.start
+		acc, k, err := c.acc.Decode(src[n:])
+		if err != nil {
+			return nil, 0, fmt.Errorf("window panes: %w", err)
+		}
+		p.acc, n = acc, n+k
+	}
+	return set, n, nil
+}
