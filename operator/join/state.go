@@ -1,0 +1,151 @@
+package join
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+
+	"github.com/ingest-engine/ingest/runtime"
+	"github.com/ingest-engine/ingest/state"
+)
+
+// bucketKey is the state key of one key's records in one time slot: a bucket
+// of an interval or inner join, a window of a window join.
+type bucketKey[K comparable] struct {
+	key K
+	// slot is the bucket index (interval and inner joins) or the window start
+	// (window joins).
+	slot int64
+	// hash is the hash of key alone, so all of a key's slots live in the key
+	// group the partitioner routed the key to.
+	// INVARIANT: hash == the key type's state.Hasher applied to key.
+	hash uint64
+}
+
+// HashKey returns the key's hash: bucketKey implements state.KeyHasher.
+func (b bucketKey[K]) HashKey() uint64 { return b.hash }
+
+// bucketKeyCodec encodes a bucketKey as the key's encoding and a varint slot;
+// decoding recomputes the hash.
+type bucketKeyCodec[K comparable] struct {
+	key  state.Codec[K]
+	hash func(K) uint64
+	// name describes the join kind and every parameter that gives slots
+	// their meaning, so state of a join with other parameters is refused.
+	name string
+}
+
+// Name returns the schema name given at construction.
+func (c bucketKeyCodec[K]) Name() string { return c.name }
+
+// Append appends the key, then the slot.
+func (c bucketKeyCodec[K]) Append(dst []byte, b bucketKey[K]) []byte {
+	return binary.AppendVarint(c.key.Append(dst, b.key), b.slot)
+}
+
+// Decode decodes a key and a slot and recomputes the key's hash.
+func (c bucketKeyCodec[K]) Decode(src []byte) (bucketKey[K], int, error) {
+	k, n, err := c.key.Decode(src)
+	if err != nil {
+		return bucketKey[K]{}, 0, fmt.Errorf("join state key: %w", err)
+	}
+	slot, m := binary.Varint(src[n:])
+	if m <= 0 {
+		return bucketKey[K]{}, 0, errors.New("join state key: truncated or overflowing slot")
+	}
+	return bucketKey[K]{key: k, slot: slot, hash: c.hash(k)}, n + m, nil
+}
+
+// recordCodec encodes a runtime.Record[T] as a varint event time and the
+// value.
+type recordCodec[T any] struct {
+	value state.Codec[T]
+}
+
+// Name is "record(" + the value codec's name + ")".
+func (c recordCodec[T]) Name() string { return "record(" + c.value.Name() + ")" }
+
+// Append appends the time, then the value.
+func (c recordCodec[T]) Append(dst []byte, r runtime.Record[T]) []byte {
+	return c.value.Append(binary.AppendVarint(dst, r.Time), r.Value)
+}
+
+// Decode decodes a time and a value.
+func (c recordCodec[T]) Decode(src []byte) (runtime.Record[T], int, error) {
+	t, n := binary.Varint(src)
+	if n <= 0 {
+		return runtime.Record[T]{}, 0, errors.New("join record: truncated or overflowing event time")
+	}
+	v, m, err := c.value.Decode(src[n:])
+	if err != nil {
+		return runtime.Record[T]{}, 0, fmt.Errorf("join record: %w", err)
+	}
+	return runtime.Record[T]{Value: v, Time: t}, n + m, nil
+}
+
+// satAdd returns a+b, saturated at the int64 bounds: event time arithmetic
+// near the ends of representable time must not wrap around (a wrapped
+// cleanup time would fire at once and drop state that can still match).
+func satAdd(a, b int64) int64 {
+	c := a + b
+	if (c > a) != (b > 0) {
+		if b > 0 {
+			return math.MaxInt64
+		}
+		return math.MinInt64
+	}
+	return c
+}
+
+// satNeg returns -a, with -MinInt64 saturated to MaxInt64.
+func satNeg(a int64) int64 {
+	if a == math.MinInt64 {
+		return math.MaxInt64
+	}
+	return -a
+}
+
+// floorDiv returns ⌊a/b⌋ for b > 0.
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b < 0 {
+		q--
+	}
+	return q
+}
+
+// floorMod returns a mod b in [0, b) for b > 0.
+func floorMod(a, b int64) int64 {
+	r := a % b
+	if r < 0 {
+		r += b
+	}
+	return r
+}
+
+// lateCount counts the records a join dropped as late, per side, and logs
+// the first and, when the subtask closes, the totals.
+type lateCount struct {
+	n [2]int64
+}
+
+// add counts one late record of side at event time t with watermark wm.
+func (l *lateCount) add(log *slog.Logger, side int, t, wm int64) {
+	if l.n[0]+l.n[1] == 0 && log != nil {
+		log.Warn("join dropped a late record: its event time is below the watermark; later ones are counted and reported when the subtask closes",
+			"input", sideName[side], "time", t, "watermark", wm)
+	}
+	l.n[side]++
+}
+
+// report logs the totals, if any.
+func (l *lateCount) report(log *slog.Logger) {
+	if l.n[0]+l.n[1] > 0 && log != nil {
+		log.Warn("join dropped late records", "left", l.n[0], "right", l.n[1])
+	}
+}
+
+// sideName names input 0 and 1.
+var sideName = [2]string{"left", "right"}

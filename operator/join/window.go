@@ -1,0 +1,250 @@
+package join
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"time"
+
+	"github.com/ingest-engine/ingest/operator/window"
+	"github.com/ingest-engine/ingest/runtime"
+	"github.com/ingest-engine/ingest/state"
+	"github.com/ingest-engine/ingest/stream"
+)
+
+// Window joins left and right in tumbling event-time windows of size,
+// aligned to the Unix epoch: when the watermark reaches a window's last
+// instant (Window.MaxTimestamp), it emits output(key, l, r) for every left
+// record l and right record r of the key in that window (their cross
+// product), each with event time Window.MaxTimestamp. A key with records on
+// one side only emits nothing. This is Flink's window join
+// (a.join(b).where(...).equalTo(...).window(TumblingEventTimeWindows.of(size))).
+//
+// A record whose window has already fired (Window.MaxTimestamp <= watermark)
+// is late: dropped and counted, as Flink's window operator does with no
+// allowed lateness. Records of an open window are kept in keyed state until
+// it fires, then dropped.
+func Window[L, R any, K comparable, O any](left stream.KeyedStream[L, K], right stream.KeyedStream[R, K], id string,
+	size time.Duration, output func(K, L, R) O, opts ...Option) stream.Stream[O] {
+	if output == nil {
+		left.Pipeline().Errorf("window join %s: the output function is nil", id)
+	}
+	apply := func(key K, _ window.Window, ls []L, rs []R, emit func(O)) {
+		for _, l := range ls {
+			for _, r := range rs {
+				emit(output(key, l, r))
+			}
+		}
+	}
+	return newWindowJoin(left, right, id, size, "window join", true, apply, opts)
+}
+
+// WindowCoGroup groups left and right in tumbling event-time windows of size
+// and, when the watermark reaches a window's last instant, calls
+// apply(key, window, lefts, rights, emit) once for every key with records in
+// that window on either side (one of the lists may be empty, so outer joins
+// and semi-joins can be written). Values passed to emit get event time
+// Window.MaxTimestamp. This is Flink's window coGroup.
+//
+// lefts and rights hold the window's records in arrival order (which may
+// differ between runs: only the multiset is deterministic). They are
+// read-only views of the state: apply must not modify their elements; it may
+// keep the slices. emit must be called only during apply.
+//
+// Late records are dropped and counted as for Window.
+func WindowCoGroup[L, R any, K comparable, O any](left stream.KeyedStream[L, K], right stream.KeyedStream[R, K], id string,
+	size time.Duration, apply func(key K, w window.Window, lefts []L, rights []R, emit func(O)), opts ...Option) stream.Stream[O] {
+	if apply == nil {
+		left.Pipeline().Errorf("window cogroup %s: the apply function is nil", id)
+	}
+	return newWindowJoin(left, right, id, size, "window cogroup", false, apply, opts)
+}
+
+// newWindowJoin builds a window join node; inner says whether apply is
+// skipped for keys with records on one side only.
+func newWindowJoin[L, R any, K comparable, O any](left stream.KeyedStream[L, K], right stream.KeyedStream[R, K], id string,
+	size time.Duration, kind string, inner bool, apply func(K, window.Window, []L, []R, func(O)), opts []Option) stream.Stream[O] {
+	s := resolve(kind, id, left, right, opts)
+	if size <= 0 {
+		left.Pipeline().Errorf("%s %s: window size %v must be positive", kind, id, size)
+		size = 1
+	}
+	// The schema leaves the kind out: a join and a cogroup keep the same
+	// state with the same meaning, so a pipeline may switch between them.
+	schema := fmt.Sprintf("window-join(key=%s,size=%v)", s.keyCodec.Name(), size)
+	n := &runtime.Node{ID: id, Describe: fmt.Sprintf("%s, tumbling event-time windows of %v", kind, size), Type: kind}
+	n.NewOperator = func() runtime.Operator {
+		return &windowJoin[L, R, K, O]{kind: kind, size: int64(size), schema: schema, inner: inner, sides: s, apply: apply}
+	}
+	return addNode[L, R, K, O](left, right, n, s)
+}
+
+// windowJoin is one subtask of a window join or cogroup.
+type windowJoin[L, R any, K comparable, O any] struct {
+	kind   string
+	size   int64
+	schema string
+	inner  bool
+	sides[L, R, K]
+	apply func(K, window.Window, []L, []R, func(O))
+
+	task   string
+	out    runtime.Output
+	log    *slog.Logger
+	hash   func(K) uint64
+	left   *state.ListState[bucketKey[K], L]
+	right  *state.ListState[bucketKey[K], R]
+	timers *state.Timers[K]
+	// timers holds one timer per (key, window) with records: namespace the
+	// window start, time the window's last instant.
+	// INVARIANT: a window's lists are non-empty only while its timer is
+	// pending.
+
+	// wm is the watermark processed; windows ending at or before it have
+	// fired. INVARIANT: it never decreases.
+	wm   int64
+	late lateCount
+	// fired collects the output of the windows fired by one watermark, and
+	// firedAt is the event time of the window being fired.
+	fired   runtime.Batch[O]
+	firedAt int64
+	// emit appends to fired; bound once in Open so apply gets no new closure
+	// per window.
+	emit func(O)
+}
+
+// Open registers the window buffers and timers and takes the restored
+// watermark.
+func (j *windowJoin[L, R, K, O]) Open(ctx *runtime.Context) error {
+	j.task = fmt.Sprintf("%s %v", j.kind, ctx.Task)
+	j.out = ctx.Output
+	j.log = ctx.Log
+	j.wm = ctx.Watermark()
+	j.emit = j.collect
+	var err error
+	if j.hash, err = state.Hasher[K](); err != nil {
+		return fmt.Errorf("%s: %w", j.task, err)
+	}
+	kc := bucketKeyCodec[K]{key: j.keyCodec, hash: j.hash, name: j.schema}
+	if j.left, err = state.NewListState(ctx.State, "left", kc, j.codecL); err != nil {
+		return j.restoreError(err)
+	}
+	if j.right, err = state.NewListState(ctx.State, "right", kc, j.codecR); err != nil {
+		return j.restoreError(err)
+	}
+	if j.timers, err = state.NewTimers(ctx.State, "window-timers", j.keyCodec); err != nil {
+		return j.restoreError(err)
+	}
+	return nil
+}
+
+// restoreError explains a state registration failure.
+func (j *windowJoin[L, R, K, O]) restoreError(err error) error {
+	if errors.Is(err, state.ErrStateMismatch) {
+		return fmt.Errorf("%s: the checkpoint holds state of a window join with another window size or other record codecs (this one is %s): %w", j.task, j.schema, err)
+	}
+	return fmt.Errorf("%s: %w", j.task, err)
+}
+
+func (j *windowJoin[L, R, K, O]) collect(v O) {
+	j.fired = append(j.fired, runtime.Record[O]{Value: v, Time: j.firedAt})
+}
+
+// windowOf returns the start and last instant of the window holding t. Near
+// the ends of representable time they are clamped: a window reaching past
+// MaxInt64 ends at MaxInt64 and fires only with the final watermark.
+func windowOf(t, size int64) (start, last int64) {
+	r := floorMod(t, size)
+	start = math.MinInt64
+	if t >= math.MinInt64+r {
+		start = t - r
+	}
+	if t > math.MaxInt64-(size-r) {
+		return start, math.MaxInt64
+	}
+	return start, t + (size - r) - 1
+}
+
+// ProcessBatch adds each record to its key's window.
+func (j *windowJoin[L, R, K, O]) ProcessBatch(input int, r runtime.Records) error {
+	switch input { // not on the type: with L == R both sides deliver the same type
+	case 0:
+		b, ok := r.(runtime.Batch[L])
+		if !ok {
+			return inputError(j.task, input, r, runtime.Batch[L](nil), runtime.Batch[R](nil))
+		}
+		addToWindows(j, 0, b, j.keyL, j.left)
+	case 1:
+		b, ok := r.(runtime.Batch[R])
+		if !ok {
+			return inputError(j.task, input, r, runtime.Batch[L](nil), runtime.Batch[R](nil))
+		}
+		addToWindows(j, 1, b, j.keyR, j.right)
+	default:
+		return inputError(j.task, input, r, runtime.Batch[L](nil), runtime.Batch[R](nil))
+	}
+	return nil
+}
+
+// addToWindows adds records of side s to their windows.
+func addToWindows[L, R any, K comparable, O any, T any](j *windowJoin[L, R, K, O], s int, in runtime.Batch[T], keyOf func(T) K,
+	mine *state.ListState[bucketKey[K], T]) {
+	for _, rec := range in {
+		start, last := windowOf(rec.Time, j.size)
+		if last <= j.wm {
+			j.late.add(j.log, s, rec.Time, j.wm)
+			continue
+		}
+		key := keyOf(rec.Value)
+		bk := bucketKey[K]{key: key, slot: start, hash: j.hash(key)}
+		if len(mine.Get(bk)) == 0 {
+			// This side's first record in the window; the other side may
+			// have registered the timer already (Register is idempotent).
+			j.timers.Register(key, start, last)
+		}
+		mine.Add(bk, rec.Value)
+	}
+}
+
+// ProcessWatermark fires every window whose last instant the watermark
+// reached, in event-time order, and emits their output in one batch.
+func (j *windowJoin[L, R, K, O]) ProcessWatermark(wm int64) error {
+	j.wm = wm
+	err := j.timers.Advance(wm, func(key K, start, last int64) error {
+		bk := bucketKey[K]{key: key, slot: start, hash: j.hash(key)}
+		ls, rs := j.left.Get(bk), j.right.Get(bk)
+		// The views stay valid after Clear: a list is never written in place.
+		j.left.Clear(bk)
+		j.right.Clear(bk)
+		if j.inner && (len(ls) == 0 || len(rs) == 0) {
+			return nil
+		}
+		j.firedAt = last
+		j.apply(key, window.Window{Start: start, End: satAdd(last, 1)}, ls, rs, j.emit)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(j.fired) == 0 {
+		return nil
+	}
+	out := j.fired
+	j.fired = nil // the batch belongs to the receiver now
+	return j.out.Emit(out)
+}
+
+// Snapshot has no non-keyed state: the windows and timers are keyed state.
+func (j *windowJoin[L, R, K, O]) Snapshot(int64) (runtime.Snapshot, error) {
+	return runtime.Snapshot{}, nil
+}
+
+// NotifyComplete does nothing.
+func (j *windowJoin[L, R, K, O]) NotifyComplete(int64) error { return nil }
+
+// Close reports the late records dropped.
+func (j *windowJoin[L, R, K, O]) Close() error {
+	j.late.report(j.log)
+	return nil
+}
