@@ -52,7 +52,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(runCmd(), validateCmd(), checkpointsCmd(), nexmarkCmd())
+	root.AddCommand(runCmd(), validateCmd(), checkpointsCmd(), nexmarkCmd(), benchCmd())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "ingest:", err)
 		var ee *exitError
