@@ -92,6 +92,12 @@ type Operator interface {
 	// A transactional sink stages (prepares) everything written since its
 	// previous barrier here and returns the committables: every one not yet
 	// known committed (see checkpoint.Committable).
+	//
+	// INVARIANT: the runtime captures the subtask's keyed state
+	// (Context.State.Snapshot) right after Snapshot returns, on the same
+	// goroutine, with no record, watermark or timer in between. Operators
+	// that mutate values in place rely on this order to know which values a
+	// checkpoint can still see (operator/window's mutable accumulators).
 	Snapshot(id int64) (Snapshot, error)
 	// NotifyComplete tells the subtask checkpoint id is complete.
 	NotifyComplete(id int64) error
