@@ -269,8 +269,11 @@ type failAfterCheckpoint struct {
 	completed bool
 }
 
-func (o *failAfterCheckpoint) Open(ctx *runtime.Context) error { o.ctx, o.Out = ctx, ctx.Output; return nil }
-func (o *failAfterCheckpoint) NotifyComplete(int64) error    { o.completed = true; return nil }
+func (o *failAfterCheckpoint) Open(ctx *runtime.Context) error {
+	o.ctx, o.Out = ctx, ctx.Output
+	return nil
+}
+func (o *failAfterCheckpoint) NotifyComplete(int64) error { o.completed = true; return nil }
 func (o *failAfterCheckpoint) ProcessBatch(_ int, r runtime.Records) error {
 	if o.ctx.Attempt == 0 && o.completed {
 		injected.Add(1)
