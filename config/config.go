@@ -85,6 +85,27 @@ type builder struct {
 	// checkpointDir and paths are the directories claimed so far.
 	checkpointDir string
 	paths         map[string]*yaml.Node
+	// sides are the side outputs declared so far, in file order; their
+	// streams are in streams under "node.output".
+	sides []sideOutput
+	// used holds every reference (input, left, right) resolved so far.
+	used map[string]bool
+}
+
+// sideOutput is a node's declared side output.
+type sideOutput struct {
+	// node and name make its reference, node.name.
+	node, name string
+	// at and field are where it is declared.
+	at    *yaml.Node
+	field string
+}
+
+// declareSide declares side output name of node, at YAML value at of field;
+// until a stream is built for it, consumers see a node that failed.
+func (b *builder) declareSide(node, name string, at *yaml.Node, field string) {
+	b.sides = append(b.sides, sideOutput{node: node, name: name, at: at, field: field})
+	b.failed(node + "." + name)
 }
 
 // Load reads, validates and builds a pipeline file.
@@ -124,7 +145,7 @@ func Parse(path string, data []byte) (*Pipeline, error) {
 	top := newMapping(e, "", doc.Content[0])
 	out := &Pipeline{File: path}
 	out.Name = top.required("pipeline")
-	b := &builder{e: e, dir: filepath.Dir(abs), streams: map[string]named{}, ids: map[string]*yaml.Node{}, paths: map[string]*yaml.Node{}}
+	b := &builder{e: e, dir: filepath.Dir(abs), streams: map[string]named{}, ids: map[string]*yaml.Node{}, paths: map[string]*yaml.Node{}, used: map[string]bool{}}
 	b.maxPar = top.int("max_parallelism", state.DefaultMaxParallelism)
 	if b.maxPar < 1 || b.maxPar > state.UpperBoundMaxParallelism {
 		e.add(top.get("max_parallelism"), "max_parallelism", "must be between 1 and %d", state.UpperBoundMaxParallelism)
@@ -160,6 +181,7 @@ func Parse(path string, data []byte) (*Pipeline, error) {
 	}
 	sinks.done()
 	top.done()
+	b.unreadSideOutputs()
 	if err := e.err(); err != nil {
 		return nil, err
 	}
@@ -279,27 +301,64 @@ func (b *builder) restart(m *mapping) runtime.RestartOptions {
 }
 
 // input resolves the input field of a transform or sink.
-func (b *builder) input(m *mapping) (named, bool) {
-	in := m.required("input")
+func (b *builder) input(m *mapping) (named, bool) { return b.ref(m, "input") }
+
+// ref resolves the stream that field key of m names: a source or transform,
+// or node.output for a node's side output (a window's late records,
+// late_records: output).
+func (b *builder) ref(m *mapping, key string) (named, bool) {
+	in := m.required(key)
 	if in == "" {
 		return named{}, false
 	}
+	b.used[in] = true
 	s, ok := b.streams[in]
-	if ok && s.schema == nil {
-		return s, false // the input failed to build and reported why
+	if ok {
+		// A stream without schema failed to build and reported why.
+		return s, s.schema != nil
 	}
-	if !ok {
-		known := slices.Sorted(func(yield func(string) bool) {
-			for k := range b.streams {
-				if !yield(k) {
-					return
+	if node, out, dotted := strings.Cut(in, "."); dotted {
+		if _, defined := b.streams[node]; defined {
+			var outs []string
+			for _, so := range b.sides {
+				if so.node == node {
+					outs = append(outs, so.name)
 				}
 			}
-		})
-		b.e.add(m.get("input"), m.field("input"), "%q is not a source or transform defined before it (known: %s)", in, strings.Join(known, ", "))
+			if len(outs) == 0 {
+				b.e.add(m.get(key), m.field(key), "%s has no side outputs, so %q names nothing (a window declares one with late_records: <name>)", node, out)
+			} else {
+				b.e.add(m.get(key), m.field(key), "%s has no side output %q (its side outputs: %s)", node, out, strings.Join(outs, ", "))
+			}
+			return named{}, false
+		}
 	}
-	return s, ok
+	known := slices.Sorted(func(yield func(string) bool) {
+		for k := range b.streams {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	b.e.add(m.get(key), m.field(key), "%q is not a source or transform defined before it (known: %s)", in, strings.Join(known, ", "))
+	return named{}, false
 }
+
+// unreadSideOutputs warns of side outputs that nothing reads: their records
+// are dropped (and counted in the log), which is probably not what declaring
+// them meant.
+func (b *builder) unreadSideOutputs() {
+	for _, so := range b.sides {
+		ref := so.node + "." + so.name
+		if !b.used[ref] {
+			b.warnings = append(b.warnings, Warning{File: b.e.file, Line: so.at.Line, Field: so.field,
+				Msg: fmt.Sprintf("nothing reads side output %s (a transform or sink would with input: %s), so its records are dropped and counted as with late_records: drop", ref, ref)})
+		}
+	}
+}
+
+// refFields are the fields through which a transform names its inputs.
+var refFields = []string{"input", "left", "right"}
 
 // transforms builds the transforms in dependency order: a transform may name
 // one defined later in the file as its input.
@@ -314,11 +373,19 @@ func (b *builder) transforms(m *mapping) {
 		for i := 0; i < len(todo); i++ {
 			name := todo[i]
 			sub := subs[name]
-			in := sub.vals["input"]
-			if in != nil && in.Kind == yaml.ScalarNode {
-				if _, ready := b.streams[in.Value]; !ready && slices.Contains(todo, in.Value) {
+			waiting := false
+			for _, f := range refFields {
+				in := sub.vals[f]
+				if in == nil || in.Kind != yaml.ScalarNode {
 					continue
 				}
+				node, _, _ := strings.Cut(in.Value, ".") // a side output waits for its node
+				if _, ready := b.streams[node]; !ready && slices.Contains(todo, node) {
+					waiting = true
+				}
+			}
+			if waiting {
+				continue
 			}
 			b.transform(name, m.line(name), sub)
 			todo = slices.Delete(todo, i, i+1)
@@ -327,6 +394,9 @@ func (b *builder) transforms(m *mapping) {
 		}
 		if !progress {
 			b.e.add(m.node, m.path, "transforms %s feed each other in a cycle", strings.Join(todo, ", "))
+			for _, name := range todo {
+				b.failed(name) // reported: their consumers need not say they are undefined
+			}
 			break
 		}
 	}
@@ -340,10 +410,12 @@ func (b *builder) transform(name string, k *yaml.Node, m *mapping) {
 		b.filter(name, m)
 	case "map":
 		b.mapTransform(name, m)
+	case "join":
+		b.join(name, m)
 	case "window":
 		b.window(name, m)
 	default:
-		m.unknownType("transform", typ, "filter, map, window")
+		m.unknownType("transform", typ, "filter, join, map, window")
 	}
 	b.failed(name)
 	m.done()

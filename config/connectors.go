@@ -1,6 +1,9 @@
 package config
 
 import (
+	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -9,112 +12,103 @@ import (
 	"github.com/ingest-engine/ingest/connector/datagen"
 	"github.com/ingest-engine/ingest/connector/file"
 	"github.com/ingest-engine/ingest/connector/stdout"
-	"github.com/ingest-engine/ingest/operator/window"
 	"github.com/ingest-engine/ingest/row"
 	"github.com/ingest-engine/ingest/stream"
+	"github.com/ingest-engine/ingest/watermark"
 )
+
+// This file builds the connectors: sources and sinks.
 
 // datagenSchema is the schema of datagen rows.
 var datagenSchema = &row.Schema{Fields: []row.Field{{Name: "id", Kind: row.Int}, {Name: "key", Kind: row.Int}, {Name: "value", Kind: row.Int}}}
 
+// sourceType builds one type of source from its fields in m (type, name and
+// parallelism aside, which the caller reads): it reports every problem on
+// b and returns the source's stream, or ok false.
+type sourceType func(b *builder, name string, m *mapping, par stream.NodeOption) (s named, ok bool)
+
+// sourceTypes are the source types by their YAML name. A source whose
+// records carry event times reads its watermark options with
+// builder.watermarkStrategy.
+var sourceTypes = map[string]sourceType{
+	"datagen": (*builder).datagen,
+}
+
 func (b *builder) source(name string, k *yaml.Node, m *mapping) {
 	b.id(name, k, m)
-	errsBefore := len(b.e.list)
-	switch typ := m.required("type"); typ {
-	case "datagen":
-		cfg := datagen.Config{
-			Count:         m.int("count", 0),
-			Rate:          m.float("rate", 0),
-			Keys:          m.int("keys", 100),
-			StartTime:     m.time("start_time", datagen.DefaultStartTime),
-			EventInterval: m.duration("event_interval", time.Millisecond),
+	typ := m.required("type")
+	build, known := sourceTypes[typ]
+	switch {
+	case known:
+		if s, ok := build(b, name, m, b.parallelism(m)); ok {
+			b.streams[name] = s
 		}
-		m.positive("count", cfg.Count > 0)
-		m.positive("rate", cfg.Rate > 0)
-		if cfg.Rate > datagen.MaxRate {
-			b.e.add(m.get("rate"), m.field("rate"), "%g exceeds %g records per second; omit rate for as fast as possible", cfg.Rate, float64(datagen.MaxRate))
-		}
-		m.positive("keys", cfg.Keys > 0)
-		m.positive("event_interval", cfg.EventInterval > 0)
-		par := b.parallelism(m)
-		src, err := datagen.New(cfg, func(id, key, value int64) row.Row {
-			return row.Row{row.IntValue(id), row.IntValue(key), row.IntValue(value)}
-		})
-		if err != nil {
-			if len(b.e.list) == errsBefore { // not already reported field by field
-				b.e.add(m.node, m.path, "%v", err)
-			}
-			break
-		}
-		b.streams[name] = named{s: stream.From[row.Row](b.p, name, src, par), schema: datagenSchema}
 	default:
-		m.unknownType("source", typ, "datagen")
+		m.unknownType("source", typ, strings.Join(slices.Sorted(maps.Keys(sourceTypes)), ", "))
 	}
 	b.failed(name)
 	m.done()
 }
 
-func (b *builder) window(name string, m *mapping) {
-	in, ok := b.input(m)
-	keyField := m.required("key")
-	size := m.duration("size", 0)
-	if m.vals["size"] == nil {
-		b.e.add(m.node, m.field("size"), "is required")
+// watermarkStrategy reads a source's watermark options, max_delay and
+// idle_timeout (see package watermark), from the source's own fields. Every
+// source type that tracks event times reads them here, so they mean the same
+// on each.
+func (b *builder) watermarkStrategy(m *mapping) watermark.Strategy {
+	s := watermark.Strategy{
+		MaxDelay:    m.duration("max_delay", 0),
+		IdleTimeout: m.duration("idle_timeout", 0),
 	}
-	m.positive("size", size > 0)
-	par := b.parallelism(m)
-	aggs := m.sub("aggregates")
-	if len(aggs.keys) == 0 {
-		b.e.add(m.line("aggregates"), m.field("aggregates"), "name at least one aggregate, e.g. count: count()")
+	m.nonNegative("max_delay", s.MaxDelay >= 0)
+	m.nonNegative("idle_timeout", s.IdleTimeout >= 0)
+	return s
+}
+
+// describeWatermark renders a non-default strategy for the plan, "" for the
+// default.
+func describeWatermark(s watermark.Strategy) string {
+	var parts []string
+	if s.MaxDelay > 0 {
+		parts = append(parts, fmt.Sprintf("max delay %v", s.MaxDelay))
 	}
-	var specs []window.AggregateSpec
-	valid := true
-	for _, k := range aggs.keys {
-		if k == "key" || k == "window_start" || k == "window_end" {
-			b.e.add(aggs.line(k), aggs.field(k), "%q is a field of every window result; name the aggregate otherwise", k)
-			valid = false
-		}
-		expr := aggs.str(k, "")
-		spec, err := window.ParseAggregate(k, expr)
-		if err == nil && ok {
-			_, _, _, err = window.RowAggregates(in.schema, []window.AggregateSpec{spec})
-		}
-		if err != nil {
-			b.e.add(aggs.get(k), aggs.field(k), "%v", err)
-			valid = false
-			continue
-		}
-		specs = append(specs, spec)
+	if s.IdleTimeout > 0 {
+		parts = append(parts, fmt.Sprintf("idle after %v", s.IdleTimeout))
 	}
-	aggs.done()
-	key := -1
-	if ok && keyField != "" {
-		if key = in.schema.Index(keyField); key < 0 {
-			b.e.add(m.get("key"), m.field("key"), "input %s has no field %q (fields: %s)", m.str("input", ""), keyField, strings.Join(in.schema.Names(), ", "))
-		}
+	if len(parts) == 0 {
+		return ""
 	}
-	if !ok || key < 0 || size <= 0 || !valid {
-		return
+	return ", watermark " + strings.Join(parts, ", ")
+}
+
+func (b *builder) datagen(name string, m *mapping, par stream.NodeOption) (named, bool) {
+	errsBefore := len(b.e.list)
+	cfg := datagen.Config{
+		Count:         m.int("count", 0),
+		Rate:          m.float("rate", 0),
+		Keys:          m.int("keys", 100),
+		StartTime:     m.time("start_time", datagen.DefaultStartTime),
+		EventInterval: m.duration("event_interval", time.Millisecond),
+		Watermark:     b.watermarkStrategy(m),
 	}
-	agg, fields, result, err := window.RowAggregates(in.schema, specs)
+	m.positive("count", cfg.Count > 0)
+	m.positive("rate", cfg.Rate > 0)
+	if cfg.Rate > datagen.MaxRate {
+		b.e.add(m.get("rate"), m.field("rate"), "%g exceeds %g records per second; omit rate for as fast as possible", cfg.Rate, float64(datagen.MaxRate))
+	}
+	m.positive("keys", cfg.Keys > 0)
+	m.positive("event_interval", cfg.EventInterval > 0)
+	src, err := datagen.New(cfg, func(id, key, value int64) row.Row {
+		return row.Row{row.IntValue(id), row.IntValue(key), row.IntValue(value)}
+	})
 	if err != nil {
-		b.e.add(aggs.node, aggs.path, "%v", err)
-		return
+		if len(b.e.list) == errsBefore { // not already reported field by field
+			b.e.add(m.node, m.path, "%v", err)
+		}
+		return named{}, false
 	}
-	schema := &row.Schema{Fields: append([]row.Field{
-		{Name: "key", Kind: in.schema.Fields[key].Kind},
-		{Name: "window_start", Kind: row.Time},
-		{Name: "window_end", Kind: row.Time},
-	}, fields...)}
-	width := len(schema.Fields)
-	ks := stream.KeyBy(in.s, func(r row.Row) row.Value { return r[key] })
-	ks.KeyCodec = row.ValueCodec{}
-	out := window.Tumbling(ks, name, size, agg, func(k row.Value, w window.Window, acc window.RowAcc) row.Row {
-		r := make(row.Row, 3, width)
-		r[0], r[1], r[2] = k, row.TimeValue(w.Start), row.TimeValue(w.End)
-		return result(acc, r)
-	}, par)
-	b.streams[name] = named{s: out, schema: schema}
+	s := stream.From[row.Row](b.p, name, src, par)
+	s.Node().Describe += describeWatermark(cfg.Watermark)
+	return named{s: s, schema: datagenSchema}, true
 }
 
 func (b *builder) sink(name string, k *yaml.Node, m *mapping) {

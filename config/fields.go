@@ -203,6 +203,32 @@ func (m *mapping) positive(key string, ok bool) {
 	}
 }
 
+// nonNegative reports a field whose value must be >= 0, unless its value was
+// already reported.
+func (m *mapping) nonNegative(key string, ok bool) {
+	if !ok && m.vals[key] != nil && !m.bad[key] {
+		m.fail(key, m.vals[key], "must not be negative")
+	}
+}
+
+// requiredDuration reads a duration that must be given; it is 0 when absent
+// or invalid, both reported.
+func (m *mapping) requiredDuration(key string) time.Duration {
+	if m.vals[key] == nil {
+		m.read[key] = true
+		m.e.add(m.node, m.field(key), "is required")
+		return 0
+	}
+	return m.duration(key, 0)
+}
+
+// has says whether key is given, and marks it read: a caller that rejects a
+// field for another reason than its name reports it itself.
+func (m *mapping) has(key string) bool {
+	m.read[key] = true
+	return m.vals[key] != nil
+}
+
 // sub returns the mapping under key (empty when absent).
 func (m *mapping) sub(key string) *mapping {
 	return newMapping(m.e, m.field(key), m.get(key))

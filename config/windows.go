@@ -1,0 +1,167 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ingest-engine/ingest/operator/window"
+	"github.com/ingest-engine/ingest/row"
+	"github.com/ingest-engine/ingest/runtime"
+	"github.com/ingest-engine/ingest/stream"
+)
+
+// This file builds the window transform: its kinds (tumbling, sliding,
+// session), aggregates, allowed lateness and late-record side output.
+
+// windowKinds are the values of a window's kind, and the duration fields
+// each one takes.
+var windowKinds = map[string][]string{
+	"tumbling": {"size"},
+	"sliding":  {"size", "slide"},
+	"session":  {"gap"},
+}
+
+// windowShape is the fields a window's kind reads: size, slide, gap.
+var windowShape = []string{"size", "slide", "gap"}
+
+// lateDrop is the value of late_records that drops late records, the
+// default.
+const lateDrop = "drop"
+
+// windowResultFields are the fields every window result starts with; an
+// aggregate must be named otherwise.
+var windowResultFields = []string{"key", "window_start", "window_end"}
+
+func (b *builder) window(name string, m *mapping) {
+	in, ok := b.input(m)
+	keyField := m.required("key")
+	kind := m.str("kind", "tumbling")
+	fields, known := windowKinds[kind]
+	if !known {
+		m.fail("kind", m.get("kind"), "unknown window kind %q (known: session, sliding, tumbling)", kind)
+	}
+	// The durations that make the window's shape: each kind requires its
+	// own and rejects the others'.
+	d := map[string]time.Duration{}
+	shapeOK := known
+	for _, f := range windowShape {
+		switch {
+		case !known:
+			m.has(f) // unknown kind: nothing to check the field against
+		case slices.Contains(fields, f):
+			d[f] = m.requiredDuration(f)
+			m.positive(f, d[f] > 0)
+			shapeOK = shapeOK && d[f] > 0
+		case m.has(f):
+			m.fail(f, m.get(f), "a %s window takes no %s (%s is for %s windows)", kind, f, f, kindsWith(f))
+			shapeOK = false
+		}
+	}
+	if kind == "sliding" && d["slide"] > d["size"] && d["size"] > 0 {
+		b.warnings = append(b.warnings, Warning{File: b.e.file, Line: m.get("slide").Line, Field: m.field("slide"),
+			Msg: fmt.Sprintf("slide %v is longer than size %v: the windows leave gaps, and records in a gap belong to no window and are ignored", d["slide"], d["size"])})
+	}
+	lateness := m.duration("allowed_lateness", 0)
+	m.nonNegative("allowed_lateness", lateness >= 0)
+	late := m.str("late_records", lateDrop)
+	if late != lateDrop {
+		if !runtime.NodeIDPattern.MatchString(late) {
+			m.fail("late_records", m.get("late_records"), "%q is neither drop nor a side output name (letters, digits, '_' and '-'; consumers then read input: %s.<name>)", late, name)
+			late = lateDrop
+		} else {
+			b.declareSide(name, late, m.get("late_records"), m.field("late_records"))
+		}
+	}
+	par := b.parallelism(m)
+	aggs := m.sub("aggregates")
+	if len(aggs.keys) == 0 {
+		b.e.add(m.line("aggregates"), m.field("aggregates"), "name at least one aggregate, e.g. count: count()")
+	}
+	var specs []window.AggregateSpec
+	valid := true
+	for _, k := range aggs.keys {
+		if slices.Contains(windowResultFields, k) {
+			b.e.add(aggs.line(k), aggs.field(k), "%q is a field of every window result; name the aggregate otherwise", k)
+			valid = false
+		}
+		expr := aggs.str(k, "")
+		spec, err := window.ParseAggregate(k, expr)
+		if err == nil && ok {
+			_, _, _, err = window.RowAggregates(in.schema, []window.AggregateSpec{spec})
+		}
+		if err != nil {
+			b.e.add(aggs.get(k), aggs.field(k), "%v", err)
+			valid = false
+			continue
+		}
+		specs = append(specs, spec)
+	}
+	aggs.done()
+	key := -1
+	if ok && keyField != "" {
+		if key = in.schema.Index(keyField); key < 0 {
+			b.e.add(m.get("key"), m.field("key"), "input %s has no field %q (fields: %s)", m.str("input", ""), keyField, strings.Join(in.schema.Names(), ", "))
+		}
+	}
+	if !ok || key < 0 || !shapeOK || !valid || m.bad["allowed_lateness"] {
+		return
+	}
+	agg, aggFields, result, err := window.RowAggregates(in.schema, specs)
+	if err != nil {
+		b.e.add(aggs.node, aggs.path, "%v", err)
+		return
+	}
+	if kind == "session" && agg.Merge == nil {
+		// Merging sessions merges their accumulators.
+		b.e.add(aggs.node, aggs.path, "a session window needs aggregates that merge")
+		return
+	}
+	schema := &row.Schema{Fields: append([]row.Field{
+		{Name: "key", Kind: in.schema.Fields[key].Kind},
+		{Name: "window_start", Kind: row.Time},
+		{Name: "window_end", Kind: row.Time},
+	}, aggFields...)}
+	width := len(schema.Fields)
+	ks := stream.KeyBy(in.s, func(r row.Row) row.Value { return r[key] })
+	ks.KeyCodec = row.ValueCodec{}
+	output := func(k row.Value, w window.Window, acc window.RowAcc) row.Row {
+		r := make(row.Row, 3, width)
+		r[0], r[1], r[2] = k, row.TimeValue(w.Start), row.TimeValue(w.End)
+		return result(acc, r)
+	}
+	opts := []stream.NodeOption{par}
+	if lateness > 0 {
+		opts = append(opts, window.AllowedLateness(lateness))
+	}
+	if late != lateDrop {
+		opts = append(opts, window.LateRecordsTo(late))
+	}
+	var out stream.Stream[row.Row]
+	switch kind {
+	case "tumbling":
+		out = window.Tumbling(ks, name, d["size"], agg, output, opts...)
+	case "sliding":
+		out = window.Sliding(ks, name, d["size"], d["slide"], agg, output, opts...)
+	case "session":
+		out = window.Session(ks, name, d["gap"], agg, output, opts...)
+	}
+	b.streams[name] = named{s: out, schema: schema}
+	if late != lateDrop {
+		// Late records are the window's input records, unchanged.
+		b.streams[name+"."+late] = named{s: stream.SideOutput[row.Row](out, late), schema: in.schema}
+	}
+}
+
+// kindsWith lists the window kinds that take field f, e.g. "tumbling and
+// sliding".
+func kindsWith(f string) string {
+	var kinds []string
+	for _, k := range []string{"tumbling", "sliding", "session"} {
+		if slices.Contains(windowKinds[k], f) {
+			kinds = append(kinds, k)
+		}
+	}
+	return strings.Join(kinds, " and ")
+}
