@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync/atomic"
 )
 
 // Kind is the shape of a registered state. It is stored in snapshots, so
@@ -59,6 +60,10 @@ type Backend struct {
 	// tagged with the current epoch is referenced by no Snapshot and is
 	// written in place.
 	epoch uint64
+
+	// sizeHint is the size of the last encoded snapshot (see Snapshot.Encode,
+	// which may run on another goroutine).
+	sizeHint atomic.Int64
 
 	// states holds the registered states by name.
 	// INVARIANT: a name is registered at most once, whatever its kind.

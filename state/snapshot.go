@@ -6,6 +6,7 @@ import (
 	"hash/crc32"
 	"slices"
 	"strings"
+	"sync/atomic"
 )
 
 // Snapshot file format, version 1. Integers are unsigned varints (uvarint)
@@ -62,6 +63,10 @@ type Snapshot struct {
 	states []frozenState
 	// err is the backend's routing error at snapshot time.
 	err error
+	// sizeHint is the backend's last encoded size, shared by its
+	// snapshots: Encode reserves about that much at once instead of growing
+	// the buffer by doubling.
+	sizeHint *atomic.Int64
 }
 
 // Snapshot captures the backend's state for a checkpoint: the synchronous
@@ -80,6 +85,7 @@ func (b *Backend) Snapshot() *Snapshot {
 		kgRange:        b.kgRange,
 		states:         make([]frozenState, 0, len(b.states)+len(b.restored)),
 		err:            b.err,
+		sizeHint:       &b.sizeHint,
 	}
 	for _, st := range b.states {
 		s.states = append(s.states, st.freeze())
@@ -124,6 +130,16 @@ func (s *Snapshot) Encode() (out []byte, err error) {
 		}
 	}()
 
+	if s.sizeHint != nil {
+		if hint := s.sizeHint.Load(); hint > 0 {
+			out = make([]byte, 0, hint+hint/8)
+		}
+		defer func() {
+			if err == nil {
+				s.sizeHint.Store(int64(len(out)))
+			}
+		}()
+	}
 	out = append(out, formatMagic...)
 	out = appendUvarint(out, formatVersion)
 	out = appendString(out, s.operator)

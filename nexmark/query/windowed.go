@@ -143,6 +143,14 @@ func init() {
 				"q8-person", func(e nexmark.Event) q8Person { return q8Person{ID: e.Person.ID, Name: e.Person.Name} })
 			sellers := stream.Map(stream.Filter(events, "q8-auctions", func(e nexmark.Event) bool { return e.Type == nexmark.AuctionEvent }),
 				"q8-seller", func(e nexmark.Event) int64 { return e.Auction.Seller })
+			// As the SQL's plan: first the distinct sellers per window
+			// (GROUP BY seller, window), so the join keeps one entry per
+			// seller and window instead of one per auction. A window's
+			// sellers are emitted when the watermark reaches its end and
+			// reach the join, in the same window, before that watermark.
+			perWindow := window.Tumbling(stream.KeyBy(sellers, func(s int64) int64 { return s }), "q8-sellers", 10*time.Second,
+				window.CountOf[int64](), func(s int64, _ window.Window, _ int64) int64 { return s })
+			sellers = perWindow
 			rows := join.WindowCoGroup(stream.KeyBy(persons, func(p q8Person) int64 { return p.ID }),
 				stream.KeyBy(sellers, func(s int64) int64 { return s }), "q8", 10*time.Second,
 				func(_ int64, w window.Window, ps []q8Person, ss []int64, emit func(Q8Row)) {
