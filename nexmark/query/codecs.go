@@ -97,3 +97,55 @@ var (
 	_ state.Codec[q3Person]  = q3PersonCodec{}
 	_ state.Codec[q8Person]  = q8PersonCodec{}
 )
+
+// auctionInfoCodec encodes q4's auctionInfo as three varints.
+type auctionInfoCodec struct{}
+
+func (auctionInfoCodec) Name() string { return "nexmark.q4.auction/v1" }
+func (auctionInfoCodec) Append(dst []byte, a auctionInfo) []byte {
+	return binary.AppendVarint(binary.AppendVarint(binary.AppendVarint(dst, a.DateTime), a.Expires), a.Category)
+}
+func (auctionInfoCodec) Decode(src []byte) (auctionInfo, int, error) {
+	var a auctionInfo
+	n, err := decodeVarints(src, &a.DateTime, &a.Expires, &a.Category)
+	return a, n, err
+}
+
+// auctionOrBidCodec encodes q4's early bids (and auctions) as a flag and
+// five varints.
+type auctionOrBidCodec struct{}
+
+func (auctionOrBidCodec) Name() string { return "nexmark.q4.auction-or-bid/v1" }
+func (auctionOrBidCodec) Append(dst []byte, v auctionOrBid) []byte {
+	flag := byte(0)
+	if v.IsAuction {
+		flag = 1
+	}
+	dst = append(dst, flag)
+	for _, x := range []int64{v.Auction, v.DateTime, v.Expires, v.Category, v.Price} {
+		dst = binary.AppendVarint(dst, x)
+	}
+	return dst
+}
+func (auctionOrBidCodec) Decode(src []byte) (auctionOrBid, int, error) {
+	var v auctionOrBid
+	if len(src) == 0 || src[0] > 1 {
+		return v, 0, errTruncated
+	}
+	v.IsAuction = src[0] == 1
+	n, err := decodeVarints(src[1:], &v.Auction, &v.DateTime, &v.Expires, &v.Category, &v.Price)
+	return v, n + 1, err
+}
+
+// avgAccCodec encodes q4's running sum and count.
+type avgAccCodec struct{}
+
+func (avgAccCodec) Name() string { return "nexmark.q4.average/v1" }
+func (avgAccCodec) Append(dst []byte, a avgAcc) []byte {
+	return binary.AppendVarint(binary.AppendVarint(dst, a.Sum), a.Count)
+}
+func (avgAccCodec) Decode(src []byte) (avgAcc, int, error) {
+	var a avgAcc
+	n, err := decodeVarints(src, &a.Sum, &a.Count)
+	return a, n, err
+}

@@ -49,13 +49,13 @@ type q4Winning struct {
 
 func (f *q4Winning) Open(s process.Setup[int64]) error {
 	var err error
-	if f.info, err = state.NewValueState(s.State, "auction", s.KeyCodec, state.JSONCodec[auctionInfo]()); err != nil {
+	if f.info, err = state.NewValueState(s.State, "auction", s.KeyCodec, auctionInfoCodec{}); err != nil {
 		return err
 	}
 	if f.max, err = state.NewValueState(s.State, "max-price", s.KeyCodec, state.Int64Codec{}); err != nil {
 		return err
 	}
-	f.pending, err = state.NewListState(s.State, "early-bids", s.KeyCodec, state.JSONCodec[auctionOrBid]())
+	f.pending, err = state.NewListState(s.State, "early-bids", s.KeyCodec, auctionOrBidCodec{})
 	return err
 }
 
@@ -120,7 +120,7 @@ type q4Average struct {
 
 func (f *q4Average) Open(s process.Setup[int64]) error {
 	var err error
-	f.acc, err = state.NewValueState(s.State, "average", s.KeyCodec, state.JSONCodec[avgAcc]())
+	f.acc, err = state.NewValueState(s.State, "average", s.KeyCodec, avgAccCodec{})
 	return err
 }
 
