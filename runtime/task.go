@@ -37,8 +37,9 @@ type task struct {
 
 	// timed are the links whose operator has processing-time timers.
 	timed []*link
-	// wake fires at the earliest processing-time timer of the chain.
-	wake *time.Timer
+	// wake fires at the earliest processing-time timer of the chain, wakeAt.
+	wake   *time.Timer
+	wakeAt int64
 
 	// Source tasks only.
 	src       Source
@@ -358,11 +359,16 @@ func (t *task) runOperator(ctx context.Context) error {
 		}
 		var wake <-chan time.Time
 		if next != 0 {
-			if t.wake == nil {
-				t.wake = time.NewTimer(time.Until(time.Unix(0, next)))
-			} else {
-				t.wake.Reset(time.Until(time.Unix(0, next)))
+			// Reset only for a new deadline (or one already due), not per
+			// message: a fired, unread timer keeps its tick in the channel.
+			d := time.Until(time.Unix(0, next))
+			switch {
+			case t.wake == nil:
+				t.wake = time.NewTimer(d)
+			case next != t.wakeAt || d <= 0:
+				t.wake.Reset(d)
 			}
+			t.wakeAt = next
 			wake = t.wake.C
 		}
 		m, ch, err := t.gate.read(ctx, blocked, t.mb, wake)
@@ -514,8 +520,20 @@ func (t *task) fireProcessingTimers() (next int64, err error) {
 		pt := l.op.(ProcessingTimer)
 		at, ok := pt.NextProcessingTime()
 		if ok && at <= now {
+			// An idle task's consumers ignore its watermark; what a timer
+			// emits must not make them wait for it. Announce the task active
+			// for the output, then idle again.
+			wasIdle := t.fan.idle
+			if err := t.setIdle(false); err != nil {
+				return 0, err
+			}
 			if err := pt.OnProcessingTime(now); err != nil {
 				return 0, fmt.Errorf("%v: processing-time timers: %w", l.id, err)
+			}
+			if wasIdle {
+				if err := t.setIdle(true); err != nil {
+					return 0, err
+				}
 			}
 			at, ok = pt.NextProcessingTime()
 		}

@@ -216,6 +216,11 @@ func (t *subtask[T]) Read() (runtime.ReadResult, error) {
 			return runtime.ReadResult{}, err
 		}
 	}
+	// Come back by the idle timeout at the latest, so a rate that leaves the
+	// subtask quiet that long is reported idle.
+	if it := cfg.Watermark.IdleTimeout; it > 0 && wait > it {
+		wait = it
+	}
 	res := runtime.ReadResult{Wait: wait}
 	res.Watermark, res.Idle = t.wm.Current(time.Now().UnixNano())
 	if cfg.Count > 0 && t.next >= cfg.Count {

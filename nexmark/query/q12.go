@@ -42,7 +42,7 @@ func (f *q12Counts) Open(s process.Setup[int64]) error {
 }
 
 func (f *q12Counts) emit(c *process.Context[int64, SessionRow], w procWindow) {
-	c.EmitAt(SessionRow{Bidder: c.Key(), BidCount: w.Count, StartTime: ms(w.Start), EndTime: ms(w.Start + q12Window)}, c.Time())
+	c.Emit(SessionRow{Bidder: c.Key(), BidCount: w.Count, StartTime: ms(w.Start), EndTime: ms(w.Start + q12Window)})
 }
 
 func (f *q12Counts) ProcessRecord(c *process.Context[int64, SessionRow], _ nexmark.Bid) error {

@@ -74,6 +74,9 @@ type Context[K comparable, O any] struct {
 	key K
 	// time is the record's event time, or the timer's time.
 	time int64
+	// emitTime is the event time Emit gives output: time, except in a
+	// processing-time firing (see Emit).
+	emitTime int64
 }
 
 // Key returns the key of the current record or timer.
@@ -90,8 +93,12 @@ func (c *Context[K, O]) Watermark() int64 { return c.op.wm }
 // or timer firing (so it costs nothing per record).
 func (c *Context[K, O]) Now() int64 { return c.op.now }
 
-// Emit outputs v with the current time (Context.Time) as its event time.
-func (c *Context[K, O]) Emit(v O) { c.EmitAt(v, c.time) }
+// Emit outputs v with the current record's or event-time timer's time as its
+// event time. Output of a processing-time timer gets the first instant after
+// the operator's watermark instead, so it is on time for event-time
+// operators downstream (a wall-clock time would be far ahead of or behind
+// event time).
+func (c *Context[K, O]) Emit(v O) { c.EmitAt(v, c.emitTime) }
 
 // EmitAt outputs v with event time t.
 func (c *Context[K, O]) EmitAt(v O, t int64) {
@@ -100,8 +107,14 @@ func (c *Context[K, O]) EmitAt(v O, t int64) {
 
 // SetTimer registers a timer for the current key at t in domain d. A timer
 // already set for the key at t does nothing more: each (key, domain, t)
-// fires once.
+// fires once. A processing-time timer set while processing-time timers fire,
+// for a time already due, fires in a later turn of the task loop (so a timer
+// that sets itself again at Now() does not stall checkpoints).
 func (c *Context[K, O]) SetTimer(d Domain, t int64) {
+	if d == ProcessingTime && c.op.firingProc && t <= c.op.now {
+		c.op.deferred = append(c.op.deferred, deferredTimer[K]{key: c.key, at: t})
+		return
+	}
 	c.op.timers(d).Register(c.key, 0, t)
 }
 
@@ -117,7 +130,7 @@ func Keyed[T any, K comparable, O any](ks stream.KeyedStream[T, K], id string, f
 		return &operator[K, O]{process: func(op *operator[K, O], r runtime.Records) error {
 			f := op.fn.(Function[T, K, O])
 			for _, rec := range r.(runtime.Batch[T]) {
-				op.ctx.key, op.ctx.time = ks.Key(rec.Value), rec.Time
+				op.ctx.key, op.ctx.time, op.ctx.emitTime = ks.Key(rec.Value), rec.Time, rec.Time
 				if err := f.ProcessRecord(&op.ctx, rec.Value); err != nil {
 					return err
 				}
@@ -151,6 +164,16 @@ type operator[K comparable, O any] struct {
 	now         int64 // processing time of the current batch or firing
 	out         runtime.Batch[O]
 	inputEnded  bool
+	// firingProc is set while processing-time timers fire; deferred holds
+	// the already-due processing-time timers set meanwhile.
+	firingProc bool
+	deferred   []deferredTimer[K]
+}
+
+// deferredTimer is a processing-time timer to register after a firing.
+type deferredTimer[K comparable] struct {
+	key K
+	at  int64
 }
 
 func (op *operator[K, O]) timers(d Domain) *state.Timers[K] {
@@ -165,6 +188,9 @@ func (op *operator[K, O]) Open(ctx *runtime.Context) error {
 	op.ctx.op = op
 	op.output = ctx.Output
 	op.wm = ctx.Watermark()
+	// A checkpoint taken after the input ended restores an ended input: the
+	// runtime will not deliver the maximum watermark again.
+	op.inputEnded = op.wm == runtime.MaxWatermark
 	var err error
 	if op.eventTimers, err = state.NewTimers[K](ctx.State, "event-timers", op.keyCodec); err != nil {
 		return err
@@ -202,7 +228,7 @@ func (op *operator[K, O]) ProcessWatermark(wm int64) error {
 	op.wm = wm
 	op.now = time.Now().UnixNano()
 	err := op.eventTimers.Advance(wm, func(key K, _ int64, ts int64) error {
-		op.ctx.key, op.ctx.time = key, ts
+		op.ctx.key, op.ctx.time, op.ctx.emitTime = key, ts, ts
 		return op.fire(op, EventTime)
 	})
 	if err != nil {
@@ -225,10 +251,20 @@ func (op *operator[K, O]) NextProcessingTime() (int64, bool) {
 // OnProcessingTime fires the processing-time timers due at now.
 func (op *operator[K, O]) OnProcessingTime(now int64) error {
 	op.now = now
+	emitTime := op.wm + 1
+	if op.wm == runtime.MaxWatermark {
+		emitTime = op.wm
+	}
+	op.firingProc = true
 	err := op.procTimers.Advance(now, func(key K, _ int64, ts int64) error {
-		op.ctx.key, op.ctx.time = key, ts
+		op.ctx.key, op.ctx.time, op.ctx.emitTime = key, ts, emitTime
 		return op.fire(op, ProcessingTime)
 	})
+	op.firingProc = false
+	for _, d := range op.deferred {
+		op.procTimers.Register(d.key, 0, d.at)
+	}
+	op.deferred = op.deferred[:0]
 	if err != nil {
 		return err
 	}
