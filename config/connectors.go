@@ -50,17 +50,19 @@ func (b *builder) source(name string, k *yaml.Node, m *mapping) {
 	m.done()
 }
 
-// watermarkStrategy reads a source's watermark options, max_delay and
-// idle_timeout (see package watermark), from the source's own fields. Every
+// watermarkStrategy reads a source's watermark options from its
+// `watermark: {max_delay, idle_timeout}` block (see package watermark). Every
 // source type that tracks event times reads them here, so they mean the same
 // on each.
 func (b *builder) watermarkStrategy(m *mapping) watermark.Strategy {
+	w := m.sub("watermark")
 	s := watermark.Strategy{
-		MaxDelay:    m.duration("max_delay", 0),
-		IdleTimeout: m.duration("idle_timeout", 0),
+		MaxDelay:    w.duration("max_delay", 0),
+		IdleTimeout: w.duration("idle_timeout", 0),
 	}
-	m.nonNegative("max_delay", s.MaxDelay >= 0)
-	m.nonNegative("idle_timeout", s.IdleTimeout >= 0)
+	w.nonNegative("max_delay", s.MaxDelay >= 0)
+	w.nonNegative("idle_timeout", s.IdleTimeout >= 0)
+	w.done()
 	return s
 }
 

@@ -56,7 +56,7 @@ sources:
     keys: %d
     event_interval: %v
     start_time: %s
-    max_delay: 3ms
+    watermark: {max_delay: 3ms}
 transforms:
   near:
     type: join
@@ -248,12 +248,14 @@ func TestConfigJoinErrors(t *testing.T) {
 			`p.yaml:13: transforms.j.left: "nowhere" is not a source or transform defined before it (known: a, b)`},
 		{"no right input", e(14, ""),
 			"p.yaml:11: transforms.j.right: is required"},
-		{"negative max_delay", e(5, "    max_delay: -1s"),
-			"p.yaml:5: sources.a.max_delay: must not be negative"},
-		{"negative idle_timeout", e(5, "    idle_timeout: -5s"),
-			"p.yaml:5: sources.a.idle_timeout: must not be negative"},
-		{"bad idle_timeout", e(5, "    idle_timeout: soon"),
-			`p.yaml:5: sources.a.idle_timeout: "soon" is not a duration (Go syntax: 250ms, 1s, 5m)`},
+		{"negative max_delay", e(5, "    watermark: {max_delay: -1s}"),
+			"p.yaml:5: sources.a.watermark.max_delay: must not be negative"},
+		{"negative idle_timeout", e(5, "    watermark: {idle_timeout: -5s}"),
+			"p.yaml:5: sources.a.watermark.idle_timeout: must not be negative"},
+		{"bad idle_timeout", e(5, "    watermark: {idle_timeout: soon}"),
+			`p.yaml:5: sources.a.watermark.idle_timeout: "soon" is not a duration (Go syntax: 250ms, 1s, 5m)`},
+		{"unknown watermark option", e(5, "    watermark: {delay: 1s}"),
+			"p.yaml:5: sources.a.watermark.delay: unknown field"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lines := parseErrs(t, tc.src)
@@ -270,7 +272,7 @@ func TestConfigJoinErrors(t *testing.T) {
 func TestConfigJoinErrorReportedOnce(t *testing.T) {
 	for _, tc := range []struct{ src, want string }{
 		{editIn(joinBase, 15, `    on: {left: key, right: "string(key)"}`), "p.yaml:15: transforms.j.on.right: the keys must have the same type"},
-		{editIn(joinBase, 5, "    max_delay: -1s"), "p.yaml:5: sources.a.max_delay: must not be negative"},
+		{editIn(joinBase, 5, "    watermark: {max_delay: -1s}"), "p.yaml:5: sources.a.watermark.max_delay: must not be negative"},
 		{editIn(joinBase, 13, "    left: nowhere"), `p.yaml:13: transforms.j.left: "nowhere" is not a source or transform defined before it`},
 	} {
 		lines := parseErrs(t, tc.src)

@@ -289,7 +289,7 @@ sources:
   events:
     type: datagen
     count: 10
-    max_delay: 2s
+    watermark: {max_delay: 2s}
 sinks:
   out:
     type: file
