@@ -90,6 +90,9 @@ func (s *Source) Type() string { return "nexmark" }
 // Guarantee: the generator replays exactly from any position.
 func (s *Source) Guarantee() runtime.Guarantee { return runtime.ExactlyOnce }
 
+// Capabilities: replayable from one event counter per split.
+func (s *Source) Capabilities() runtime.Capabilities { return runtime.Capabilities{Replayable: true} }
+
 // Describe summarises the configuration.
 func (s *Source) Describe() string {
 	count := "unbounded"

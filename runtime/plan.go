@@ -49,6 +49,9 @@ type Node struct {
 	// Type is the connector or operator type ("datagen", "file", "window"),
 	// for messages.
 	Type string
+	// Capabilities are a connector's declared capabilities (nil for
+	// operators and connectors that declare none); plans print them.
+	Capabilities *Capabilities
 	// SideOutputs names the node's side outputs: further typed outputs
 	// besides the main one (late records of a window, for example), which the
 	// operator writes through Context.SideOutput.
@@ -216,6 +219,9 @@ func (p *Plan) Describe() string {
 			fmt.Fprintf(&b, "%s%s (parallelism %d)", prefix, n.ID, n.Parallelism)
 			if n.Describe != "" {
 				fmt.Fprintf(&b, ": %s", n.Describe)
+			}
+			if n.Capabilities != nil {
+				fmt.Fprintf(&b, " [%s]", n.Capabilities)
 			}
 			for _, e := range n.Inputs {
 				from := e.From.ID

@@ -204,6 +204,8 @@ type KeyedStream[T any, K comparable] struct {
 }
 
 // Source is a typed, replayable source: it makes subtasks that emit Batch[T].
+// A source that also has a `Capabilities() runtime.Capabilities` method
+// declares them; its guarantee is then derived from them.
 type Source[T any] interface {
 	// NewSubtask creates one source subtask.
 	NewSubtask() runtime.Source
@@ -213,7 +215,8 @@ type Source[T any] interface {
 	Describe() string
 }
 
-// Sink is a typed sink: it makes subtasks that consume Batch[T], and the
+// Sink is a typed sink (with optional declared capabilities, as Source): it
+// makes subtasks that consume Batch[T], and the
 // committer that publishes their staged output when it is transactional.
 type Sink[T any] interface {
 	// NewSubtask creates one sink subtask.
@@ -229,6 +232,7 @@ type Sink[T any] interface {
 // From adds a source node.
 func From[T any](p *Pipeline, id string, src Source[T], opts ...NodeOption) Stream[T] {
 	n := &runtime.Node{ID: id, Parallelism: p.parallelism, NewSource: src.NewSubtask, Guarantee: src.Guarantee(), Describe: src.Describe(), Type: typeOf(src)}
+	n.Capabilities, n.Guarantee = capabilitiesOf(src, false, n.Guarantee)
 	for _, o := range opts {
 		o(n)
 	}
@@ -240,7 +244,22 @@ func From[T any](p *Pipeline, id string, src Source[T], opts ...NodeOption) Stre
 func To[T any](s Stream[T], id string, sink Sink[T], opts ...NodeOption) {
 	n := &runtime.Node{ID: id, Parallelism: s.p.parallelism, NewOperator: sink.NewSubtask, Committer: sink.Committer(),
 		Guarantee: sink.Guarantee(), Describe: sink.Describe(), Type: typeOf(sink)}
+	n.Capabilities, n.Guarantee = capabilitiesOf(sink, true, n.Guarantee)
 	Connect(s, n, 0, opts...)
+}
+
+// capabilitiesOf returns a connector's declared capabilities, when it has a
+// Capabilities() method, and the guarantee they imply; else nil and g.
+func capabilitiesOf(c any, sink bool, g runtime.Guarantee) (*runtime.Capabilities, runtime.Guarantee) {
+	d, ok := c.(interface{ Capabilities() runtime.Capabilities })
+	if !ok {
+		return nil, g
+	}
+	caps := d.Capabilities()
+	if sink {
+		return &caps, caps.SinkGuarantee()
+	}
+	return &caps, caps.SourceGuarantee()
 }
 
 // typeOf returns a connector's type name when it has a Type() string method.

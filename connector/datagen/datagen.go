@@ -123,6 +123,11 @@ func (s *Source[T]) Type() string { return "datagen" }
 
 func (s *Source[T]) Guarantee() runtime.Guarantee { return runtime.ExactlyOnce }
 
+// Capabilities: replayable from the next record number.
+func (s *Source[T]) Capabilities() runtime.Capabilities {
+	return runtime.Capabilities{Replayable: true}
+}
+
 // Describe summarises the configuration.
 func (s *Source[T]) Describe() string {
 	count := "unbounded"

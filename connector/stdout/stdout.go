@@ -37,6 +37,9 @@ func (s *Sink[T]) Type() string { return "stdout" }
 
 func (s *Sink[T]) Guarantee() runtime.Guarantee { return runtime.AtLeastOnce }
 
+// Capabilities: it prints at once.
+func (s *Sink[T]) Capabilities() runtime.Capabilities { return runtime.Capabilities{} }
+
 // Describe names the sink.
 func (s *Sink[T]) Describe() string { return "stdout (JSON lines, not transactional)" }
 
