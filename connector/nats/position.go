@@ -1,0 +1,57 @@
+package nats
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/ingest-engine/ingest/runtime"
+)
+
+// ErrPositionLost marks a checkpointed position the stream can no longer
+// serve: messages from it on were removed (retention limits, a purge) or the
+// stream was recreated. Replaying from it would skip messages, so the source
+// refuses; the error also wraps runtime.ErrIncompatible, so the job stops
+// instead of restarting into the same refusal.
+var ErrPositionLost = errors.New("checkpointed stream position no longer available")
+
+// position is the source's replay position as stored in checkpoints
+// (Snapshot.Inline, JSON).
+type position struct {
+	// Stream and Subject identify what the position belongs to: a position
+	// of another stream or filter is refused.
+	Stream  string `json:"stream"`
+	Subject string `json:"subject,omitempty"`
+	// Next is the stream sequence to read next.
+	// INVARIANT: every message with a sequence below Next that matches
+	// Subject was emitted before the barrier the position is stored with;
+	// none at or after Next was.
+	Next uint64 `json:"next"`
+	// End is the last sequence to read when HasEnd (stop_at latest): the
+	// stream's last sequence at the first start, kept across restores.
+	End    uint64 `json:"end,omitempty"`
+	HasEnd bool   `json:"has_end,omitempty"`
+	// MaxTime is the newest event time emitted, to restore the watermark;
+	// nil before the first record.
+	MaxTime *int64 `json:"max_time,omitempty"`
+}
+
+// decodePosition parses a restored position and checks that it belongs to
+// cfg's stream and filter.
+func decodePosition(inline []byte, cfg *SourceConfig) (position, error) {
+	var p position
+	if err := json.Unmarshal(inline, &p); err != nil {
+		return p, fmt.Errorf("restoring position %q: %w", inline, err)
+	}
+	if p.Stream != cfg.Stream || p.Subject != cfg.Subject {
+		return p, fmt.Errorf("%w: the checkpoint's position belongs to stream %q subject %q, the source reads stream %q subject %q",
+			runtime.ErrIncompatible, p.Stream, p.Subject, cfg.Stream, cfg.Subject)
+	}
+	if p.Next == 0 {
+		return p, fmt.Errorf("restoring position %s: next sequence 0 (sequences begin at 1)", inline)
+	}
+	return p, nil
+}
+
+// encode serialises the position.
+func (p position) encode() ([]byte, error) { return json.Marshal(p) }

@@ -1,0 +1,367 @@
+package nats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ingest-engine/ingest/runtime"
+	"github.com/ingest-engine/ingest/watermark"
+)
+
+// reconnectPoll is how often a source whose connection is reconnecting
+// looks again.
+const reconnectPoll = 50 * time.Millisecond
+
+// noAnswer is how long a no-wait pull request may take before the source
+// takes it as unanswered. The server answers one at once (messages, then a
+// status); a request to a consumer that no longer exists (deleted, or lost
+// with a server restart) gets no answer at all, and nats.go ends it after
+// 1s without an error.
+const noAnswer = 750 * time.Millisecond
+
+// reader is the source subtask. Its methods are called from one goroutine;
+// only the connection's handlers run elsewhere, and they only log.
+type reader[T any] struct {
+	src   *Source[T]
+	cfg   *SourceConfig
+	out   runtime.Output
+	log   *slog.Logger
+	where string // "nats source: stream S subject F", the prefix of errors
+
+	nc  *natsgo.Conn
+	js  jetstream.JetStream
+	str jetstream.Stream
+
+	// pos is the replay position; pos.MaxTime is filled in by Position.
+	// INVARIANT: pos.Next is one past the last message emitted (or skipped
+	// as bad), or the resolved start before the first.
+	pos       position
+	maxTime   int64
+	seenTime  bool
+	exhausted bool
+
+	// cons is the current consumer; nil when it must be (re)created.
+	cons jetstream.Consumer
+	// wantCons is the consumer sequence the next message of cons must have.
+	// INVARIANT: cons delivered consumer sequences 1 … wantCons-1 and every
+	// one of those messages was handled (emitted, skipped, or beyond End).
+	wantCons uint64
+	// failures counts consumer failures in a row; retryAt is when the next
+	// recreation may be tried.
+	failures int
+	retryAt  time.Time
+
+	// reconnected is set by the connection's reconnect handler: the pull
+	// requests in flight are lost and after a server restart the consumer
+	// is gone too, so the next Read recreates it at once instead of waiting
+	// for a pull to go unanswered.
+	reconnected atomic.Bool
+
+	wm      *watermark.Tracker
+	skipped int64
+}
+
+func (r *reader[T]) Open(ctx *runtime.Context) error {
+	r.cfg = &r.src.cfg
+	r.out = ctx.Output
+	r.log = ctx.Log
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	r.where = "nats source: stream " + r.cfg.Stream
+	if r.cfg.Subject != "" {
+		r.where += " subject " + r.cfg.Subject
+	}
+	if ctx.Parallelism > 1 {
+		return fmt.Errorf("%s: parallelism %d: %w: %s", r.where, ctx.Parallelism, runtime.ErrIncompatible, parallelismReason)
+	}
+	var restored *position
+	if ctx.Restored != nil && len(ctx.Restored.Inline) > 0 {
+		p, err := decodePosition(ctx.Restored.Inline, r.cfg)
+		if err != nil {
+			return fmt.Errorf("%s: %w", r.where, err)
+		}
+		restored = &p
+	}
+	if err := r.connect(ctx); err != nil {
+		return err
+	}
+	info, err := r.streamInfo()
+	if err != nil {
+		return err
+	}
+	st := info.State
+	r.wm = watermark.NewTracker(r.cfg.Watermark)
+	r.wm.AddSplit(time.Now().UnixNano())
+
+	if restored != nil {
+		r.pos = *restored
+		if err := r.checkReachable(st); err != nil {
+			return err
+		}
+		if t := r.pos.MaxTime; t != nil {
+			r.maxTime, r.seenTime = *t, true
+			r.wm.Observe(0, *t)
+		}
+		switch {
+		case r.cfg.StopAt == StopAtLatest && !r.pos.HasEnd:
+			r.pos.End, r.pos.HasEnd = st.LastSeq, true
+			r.log.Info("nats source: stop_at latest was set after the checkpoint; reading to the stream's current last sequence", "stream", r.cfg.Stream, "end", st.LastSeq)
+		case r.cfg.StopAt != StopAtLatest && r.pos.HasEnd:
+			r.pos.End, r.pos.HasEnd = 0, false
+			r.log.Info("nats source: stop_at latest was unset after the checkpoint; reading without end", "stream", r.cfg.Stream)
+		}
+		if r.pos.HasEnd && r.pos.Next > r.pos.End {
+			r.exhausted = true
+			return nil
+		}
+		return r.createConsumer(startAt(r.pos.Next), true)
+	}
+
+	r.pos = position{Stream: r.cfg.Stream, Subject: r.cfg.Subject}
+	if r.cfg.StopAt == StopAtLatest {
+		r.pos.End, r.pos.HasEnd = st.LastSeq, true
+	}
+	if err := r.createConsumer(r.cfg.Start, false); err != nil {
+		return err
+	}
+	if r.pos.HasEnd && r.pos.Next > r.pos.End {
+		r.exhausted = true
+		r.dropConsumer()
+	}
+	return nil
+}
+
+// connect opens the connection with bounded reconnects; its handlers log.
+func (r *reader[T]) connect(ctx *runtime.Context) error {
+	log := r.log
+	opts := []natsgo.Option{
+		natsgo.Name("ingest " + ctx.Task.String()),
+		natsgo.MaxReconnects(r.cfg.MaxReconnects),
+		natsgo.ReconnectWait(r.cfg.ReconnectWait),
+		natsgo.DisconnectErrHandler(func(_ *natsgo.Conn, err error) {
+			log.Warn("nats source: disconnected; reconnecting", "stream", r.cfg.Stream, "err", err)
+		}),
+		natsgo.ReconnectHandler(func(c *natsgo.Conn) {
+			r.reconnected.Store(true)
+			log.Info("nats source: reconnected", "stream", r.cfg.Stream, "url", c.ConnectedUrl())
+		}),
+		// nats.go's default writes asynchronous errors to stderr.
+		natsgo.ErrorHandler(func(_ *natsgo.Conn, _ *natsgo.Subscription, err error) {
+			log.Warn("nats source: asynchronous connection error", "stream", r.cfg.Stream, "err", err)
+		}),
+	}
+	nc, err := natsgo.Connect(r.cfg.URL, append(opts, r.cfg.Options...)...)
+	if err != nil {
+		return fmt.Errorf("%s: connecting to %s: %w", r.where, r.cfg.URL, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return fmt.Errorf("%s: %w", r.where, err)
+	}
+	r.nc, r.js = nc, js
+	return nil
+}
+
+// streamInfo looks the stream up (and keeps its handle).
+func (r *reader[T]) streamInfo() (*jetstream.StreamInfo, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.RequestTimeout)
+	defer cancel()
+	str, err := r.js.Stream(ctx, r.cfg.Stream)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return nil, fmt.Errorf("%s: the stream does not exist on %s: %w", r.where, r.cfg.URL, err)
+		}
+		return nil, fmt.Errorf("%s: looking up the stream: %w", r.where, err)
+	}
+	r.str = str
+	return str.CachedInfo(), nil
+}
+
+// checkReachable refuses a restored position the stream cannot serve.
+func (r *reader[T]) checkReachable(st jetstream.StreamState) error {
+	next := r.pos.Next
+	if st.LastSeq+1 < next {
+		return fmt.Errorf("%s: %w (%w): the checkpoint continues at sequence %d but the stream's last sequence is %d: was the stream deleted and recreated?",
+			r.where, ErrPositionLost, runtime.ErrIncompatible, next, st.LastSeq)
+	}
+	if st.FirstSeq > next {
+		return fmt.Errorf("%s: %w (%w): the checkpoint continues at sequence %d but the stream now begins at %d: messages %d-%d were removed (limits or purge) before they were read",
+			r.where, ErrPositionLost, runtime.ErrIncompatible, next, st.FirstSeq, next, st.FirstSeq-1)
+	}
+	return nil
+}
+
+func (r *reader[T]) Read() (runtime.ReadResult, error) {
+	now := time.Now()
+	if r.exhausted {
+		return r.result(now, 0), nil
+	}
+	if r.reconnected.Swap(false) && r.cons != nil {
+		r.dropConsumer()
+	}
+	if r.cons == nil {
+		if wait := r.retryAt.Sub(now); wait > 0 {
+			return r.result(now, wait), nil
+		}
+		if r.nc.IsClosed() {
+			return runtime.ReadResult{}, fmt.Errorf("%s: the connection to %s is closed (reconnects exhausted)", r.where, r.cfg.URL)
+		}
+		if !r.nc.IsConnected() {
+			return r.result(now, reconnectPoll), nil
+		}
+		if err := r.createConsumer(startAt(r.pos.Next), true); err != nil {
+			if ferr := r.failed(err); ferr != nil {
+				return runtime.ReadResult{}, ferr
+			}
+			return r.result(now, r.retryAt.Sub(now)), nil
+		}
+	}
+	if !r.nc.IsConnected() {
+		// A pull sent now would wait in the reconnect buffer until its
+		// client-side timeout; wait for the connection instead.
+		if r.nc.IsClosed() {
+			return runtime.ReadResult{}, fmt.Errorf("%s: the connection to %s is closed (reconnects exhausted)", r.where, r.cfg.URL)
+		}
+		return r.result(now, reconnectPoll), nil
+	}
+	n, failure, err := r.fetch()
+	if err != nil {
+		return runtime.ReadResult{}, err
+	}
+	now = time.Now()
+	if failure != nil {
+		r.dropConsumer()
+		if ferr := r.failed(failure); ferr != nil {
+			return runtime.ReadResult{}, ferr
+		}
+	} else if n == 0 && r.pos.HasEnd && !r.exhausted {
+		// Only a successful look-up ends a series of failures: one that
+		// keeps failing must not be forgiven by the empty pulls around it.
+		if err := r.checkEnd(); err != nil {
+			if ferr := r.failed(err); ferr != nil {
+				return runtime.ReadResult{}, ferr
+			}
+		} else {
+			r.failures = 0
+		}
+	} else {
+		r.failures = 0
+	}
+	if n > 0 || r.exhausted {
+		return r.result(now, 0), nil
+	}
+	return r.result(now, r.cfg.PollInterval), nil
+}
+
+// fetch pulls one batch and emits it. It returns how many messages it
+// handled, a consumer failure to recover from (a pull error, a gap), or an
+// error that fails the task (a bad message, an emit error).
+func (r *reader[T]) fetch() (n int, failure, err error) {
+	began := time.Now()
+	res, err := r.cons.FetchNoWait(r.cfg.BatchSize)
+	if err != nil {
+		return 0, fmt.Errorf("pull request: %w", err), nil
+	}
+	var batch runtime.Batch[T]
+	for msg := range res.Messages() {
+		md, err := msg.Metadata()
+		if err != nil {
+			failure = fmt.Errorf("message metadata: %w", err)
+			break
+		}
+		if md.Sequence.Consumer != r.wantCons || md.Sequence.Stream < r.pos.Next {
+			failure = fmt.Errorf("consumer sequence %d (stream sequence %d) where %d (stream sequence >= %d) was due: messages were lost in transit",
+				md.Sequence.Consumer, md.Sequence.Stream, r.wantCons, r.pos.Next)
+			break
+		}
+		r.wantCons++
+		n++
+		if r.pos.HasEnd && md.Sequence.Stream > r.pos.End {
+			r.exhausted = true
+			break
+		}
+		m := Message{Stream: r.cfg.Stream, Subject: msg.Subject(), Sequence: md.Sequence.Stream, Timestamp: md.Timestamp, Header: msg.Headers(), Data: msg.Data()}
+		v, ts, derr := r.src.decode(m)
+		if derr != nil {
+			derr = fmt.Errorf("%s: message at subject %s, sequence %d: %w: %w", r.where, m.Subject, m.Sequence, ErrBadMessage, derr)
+			if !r.cfg.SkipDecodeErrors {
+				return n, nil, derr
+			}
+			r.skipped++
+			if r.skipped <= 10 || r.skipped%1000 == 0 {
+				r.log.Warn("nats source: skipping a message decode rejected", "err", derr, "skipped", r.skipped)
+			}
+		} else {
+			if batch == nil {
+				batch = make(runtime.Batch[T], 0, min(r.cfg.BatchSize, 64))
+			}
+			batch = append(batch, runtime.Record[T]{Value: v, Time: ts})
+			r.wm.Observe(0, ts)
+			if !r.seenTime || ts > r.maxTime {
+				r.maxTime, r.seenTime = ts, true
+			}
+		}
+		r.pos.Next = md.Sequence.Stream + 1
+		if r.pos.HasEnd && r.pos.Next > r.pos.End {
+			r.exhausted = true
+			break
+		}
+	}
+	if failure == nil && !r.exhausted {
+		if perr := res.Error(); perr != nil {
+			failure = fmt.Errorf("pull request: %w", perr)
+		} else if took := time.Since(began); took >= noAnswer && n < r.cfg.BatchSize {
+			failure = fmt.Errorf("pull request unanswered after %v (%d messages): the consumer is gone (deleted, or lost with a server restart)", took.Round(time.Millisecond), n)
+		}
+	}
+	if len(batch) > 0 {
+		if err := r.out.Emit(batch); err != nil {
+			return n, nil, err
+		}
+	}
+	return n, failure, nil
+}
+
+// result reports the watermark and idleness after a read, with wait.
+func (r *reader[T]) result(now time.Time, wait time.Duration) runtime.ReadResult {
+	// Come back by the idle timeout at the latest, so a quiet stream is
+	// reported idle.
+	if it := r.cfg.Watermark.IdleTimeout; it > 0 && wait > it {
+		wait = it
+	}
+	res := runtime.ReadResult{Wait: wait, Exhausted: r.exhausted}
+	res.Watermark, res.Idle = r.wm.Current(now.UnixNano())
+	if r.exhausted {
+		res.Wait = 0
+	}
+	return res
+}
+
+func (r *reader[T]) Position() ([]byte, error) {
+	p := r.pos
+	if r.seenTime {
+		t := r.maxTime
+		p.MaxTime = &t
+	}
+	return p.encode()
+}
+
+func (r *reader[T]) Close() error {
+	r.dropConsumer()
+	if r.nc != nil {
+		r.nc.Close()
+	}
+	if r.skipped > 0 {
+		r.log.Warn("nats source: messages skipped because decode rejected them", "stream", r.cfg.Stream, "skipped", r.skipped)
+	}
+	return nil
+}

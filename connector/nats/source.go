@@ -1,0 +1,80 @@
+package nats
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/ingest-engine/ingest/runtime"
+	"github.com/ingest-engine/ingest/stream"
+)
+
+// ErrBadMessage marks a message the decode function rejected; the error
+// names the stream, subject and sequence.
+var ErrBadMessage = errors.New("bad message")
+
+// Source reads a JetStream stream into records of type T. It implements
+// stream.Source[T].
+type Source[T any] struct {
+	cfg    SourceConfig
+	decode func(Message) (T, int64, error)
+}
+
+// NewSource returns a source reading cfg's stream with decode, which turns a
+// message into a value and its event time in Unix nanoseconds (see JSON,
+// JSONWithTime and Timestamp). An error from decode fails the task (or drops
+// the message with SkipDecodeErrors).
+func NewSource[T any](cfg SourceConfig, decode func(Message) (T, int64, error)) (*Source[T], error) {
+	cfg, err := cfg.withDefaults()
+	if decode == nil {
+		err = errors.Join(err, errors.New("decode function is nil"))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("nats source: %w", err)
+	}
+	return &Source[T]{cfg: cfg, decode: decode}, nil
+}
+
+// Config returns the effective configuration (defaults filled in).
+func (s *Source[T]) Config() SourceConfig { return s.cfg }
+
+// Type is the connector type name.
+func (s *Source[T]) Type() string { return "nats" }
+
+// Guarantee: the source replays exactly from a checkpointed stream sequence
+// (as long as the stream still holds it, see ErrPositionLost).
+func (s *Source[T]) Guarantee() runtime.Guarantee { return runtime.ExactlyOnce }
+
+// Describe summarises the configuration.
+func (s *Source[T]) Describe() string {
+	d := fmt.Sprintf("nats stream %s", s.cfg.Stream)
+	if s.cfg.Subject != "" {
+		d += " subject " + s.cfg.Subject
+	}
+	d += " from " + s.cfg.Start.String()
+	if s.cfg.StopAt == StopAtLatest {
+		d += " until the last message at start"
+	}
+	return d + " (" + s.cfg.URL + ")"
+}
+
+// NewSubtask creates the source subtask. There is one: see From.
+func (s *Source[T]) NewSubtask() runtime.Source { return &reader[T]{src: s} }
+
+// From adds src to p as node id with parallelism 1, the only one a stream
+// supports (one ordered sequence), whatever p's default parallelism. opts
+// setting another parallelism are reported as a builder error.
+func From[T any](p *stream.Pipeline, id string, src *Source[T], opts ...stream.NodeOption) stream.Stream[T] {
+	s := stream.From[T](p, id, src, append([]stream.NodeOption{stream.Parallelism(1)}, opts...)...)
+	if n := s.Node().Parallelism; n != 1 {
+		p.Errorf("nats source %s: parallelism %d: %s", id, n, parallelismReason)
+	}
+	return s
+}
+
+// parallelismReason explains the parallelism limit in errors.
+const parallelismReason = "a JetStream stream is one ordered sequence, read by one subtask; set parallelism 1 (add one source per subject filter to read subjects in parallel)"
+
+// Capabilities: replayable from the stream sequence stored in checkpoints.
+func (s *Source[T]) Capabilities() runtime.Capabilities {
+	return runtime.Capabilities{Replayable: true}
+}
