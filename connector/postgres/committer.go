@@ -1,0 +1,174 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/internal/failpoint"
+	"github.com/ingest-engine/ingest/runtime"
+	"github.com/jackc/pgx/v5"
+)
+
+// committer publishes a sink's staged rows, one transaction per commit. It
+// is stateless: everything it needs is in the commit and in the database.
+type committer struct{ d *destination }
+
+// Commit publishes c: every row its committables name, from every subtask,
+// in one transaction that also records (pipeline, sink, job, checkpoint) in
+// ingest_sink_progress. When that row exists the checkpoint was published
+// and nothing happens. Transient errors are retried (CommitRetries); a
+// failure leaves nothing published, and the job's recovery commits again.
+func (cm committer) Commit(ctx context.Context, jobID string, c checkpoint.Commit) error {
+	d := cm.d
+	if len(c.Committables) == 0 {
+		return nil
+	}
+	var p publication
+	for _, data := range c.Committables {
+		b, err := decodeBatch(data)
+		if err != nil {
+			return d.errorf("committing checkpoint %d of sink %s: %w (%w)", c.Checkpoint, c.Sink, err, runtime.ErrIncompatible)
+		}
+		p.add(b)
+	}
+	release, err := d.use(ctx)
+	if err == nil {
+		defer release()
+		err = retry(ctx, d.cfg.CommitRetries, d.cfg.RetryBackoff, func(ctx context.Context) error {
+			ctx, cancel := context.WithTimeout(ctx, d.cfg.OpTimeout)
+			defer cancel()
+			return d.conns.withConn(ctx, func(conn *pgx.Conn) error { return cm.publish(ctx, conn, jobID, c, &p) })
+		})
+		err = classify(err)
+	}
+	if err != nil {
+		return d.errorf("committing checkpoint %d of sink %s (job %s, %d staged rows): %w", c.Checkpoint, c.Sink, jobID, p.rows, err)
+	}
+	return nil
+}
+
+// publication is a commit's batches as the column arrays the statements take.
+type publication struct {
+	prepared, writer, first, end []int64
+	subtask                      []int32
+	rows                         int64
+}
+
+func (p *publication) add(b batch) {
+	p.prepared = append(p.prepared, b.Prepared)
+	p.subtask = append(p.subtask, b.Subtask)
+	p.writer = append(p.writer, b.Writer)
+	p.first = append(p.first, b.First)
+	p.end = append(p.end, b.End)
+	p.rows += b.rows()
+}
+
+// publish runs the publishing transaction once. The statements go in one
+// round trip (a pipelined batch); their results decide between COMMIT and
+// ROLLBACK:
+//
+//  1. the newest published checkpoint of this sink and job: a commit more
+//     than ProgressHistory ids older was published and its progress row pruned;
+//  2. the progress row, inserted unless it exists (then this checkpoint was
+//     published; a concurrent publisher of the same checkpoint waits here on
+//     the row's index entry and then finds it);
+//  3. the staged rows into the target;
+//  4. the staged rows deleted, as many as the committables name, else some
+//     were lost and nothing is published;
+//  5. progress rows past ProgressHistory pruned.
+func (cm committer) publish(ctx context.Context, conn *pgx.Conn, jobID string, c checkpoint.Commit, p *publication) error {
+	d := cm.d
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
+	b := &pgx.Batch{}
+	b.Queue(d.sql.maxProgress, d.cfg.Pipeline, c.Sink, jobID)
+	b.Queue(d.sql.insertProgress, d.cfg.Pipeline, c.Sink, jobID, c.Checkpoint, d.target.String(), p.rows)
+	b.Queue(d.sql.publish, p.prepared, p.subtask, p.writer, p.first, p.end)
+	b.Queue(d.sql.deleteStaged, p.writer, p.first, p.end)
+	prune := d.cfg.ProgressHistory > 0
+	if prune {
+		b.Queue(d.sql.pruneProgress, d.cfg.Pipeline, c.Sink, jobID, c.Checkpoint-d.cfg.ProgressHistory)
+	}
+	res := tx.SendBatch(ctx, b)
+	var newest int64
+	if err := res.QueryRow().Scan(&newest); err != nil {
+		res.Close()
+		return fmt.Errorf("reading %s: %w", d.sql.progress, err)
+	}
+	inserted, err := res.Exec()
+	if err != nil {
+		res.Close()
+		return fmt.Errorf("recording the checkpoint in %s: %w", d.sql.progress, err)
+	}
+	if _, err := res.Exec(); err != nil {
+		res.Close()
+		return fmt.Errorf("inserting into %s: %w%s", d.sql.target, err, describePg(err))
+	}
+	deleted, err := res.Exec()
+	if err != nil {
+		res.Close()
+		return fmt.Errorf("deleting published rows from %s: %w", d.sql.staging, err)
+	}
+	if prune {
+		if _, err := res.Exec(); err != nil {
+			res.Close()
+			return fmt.Errorf("pruning %s: %w", d.sql.progress, err)
+		}
+	}
+	if err := res.Close(); err != nil {
+		return err
+	}
+	if inserted.RowsAffected() == 0 || (prune && c.Checkpoint < newest-d.cfg.ProgressHistory) {
+		return nil // published before; the deferred rollback undoes this attempt
+	}
+	if n := deleted.RowsAffected(); n != p.rows {
+		return fmt.Errorf("%d of the commit's %d staged rows are in %s: %w (%w)", n, p.rows, d.staging, ErrStagedOutputLost, runtime.ErrIncompatible)
+	}
+	if err := failpoint.Inject("sink/postgres/mid-commit"); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// Abandon deletes staged rows no checkpoint will publish: at recovery, after
+// the recovery point's commits were published (which deleted their staged
+// rows), every row still staged by a writer of job jobID belongs to a
+// checkpoint that never completed. It also deletes the rows of other jobs'
+// writers of this pipeline silent for StaleAfter, and of writers no longer
+// registered (a copy that committed after its job was abandoned). It returns
+// how many staged rows it deleted.
+func (cm committer) Abandon(ctx context.Context, jobID string) (int, error) {
+	d := cm.d
+	release, err := d.use(ctx)
+	if err != nil {
+		return 0, d.errorf("abandoning staged rows of job %s: %w", jobID, err)
+	}
+	defer release()
+	var n int64
+	err = retry(ctx, d.cfg.CommitRetries, d.cfg.RetryBackoff, func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, d.cfg.OpTimeout)
+		defer cancel()
+		return d.conns.withConn(ctx, func(conn *pgx.Conn) error {
+			return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+				stale := d.cfg.StaleAfter > 0
+				if _, err := tx.Exec(ctx, d.sql.abandonWriters, d.cfg.Pipeline, d.staging.String(), jobID, stale, d.cfg.StaleAfter.Microseconds()); err != nil {
+					return fmt.Errorf("unregistering writers in %s: %w", d.sql.writers, err)
+				}
+				tag, err := tx.Exec(ctx, d.sql.abandonRows)
+				if err != nil {
+					return fmt.Errorf("deleting abandoned rows from %s: %w", d.sql.staging, err)
+				}
+				n = tag.RowsAffected()
+				return nil
+			})
+		})
+	})
+	if err != nil {
+		return 0, d.errorf("abandoning staged rows of job %s: %w", jobID, classify(err))
+	}
+	return int(n), nil
+}

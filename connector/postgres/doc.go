@@ -1,0 +1,86 @@
+// Package postgres is the exactly-once PostgreSQL sink: rows written between
+// two checkpoint barriers become visible in the target table together, in
+// one transaction per checkpoint, after that checkpoint is complete.
+//
+// # Protocol
+//
+// Prepare (sink subtasks, at every barrier). Each subtask registers itself at
+// Open as a writer with a random id in ingest_sink_writers (pipeline, sink,
+// job, subtask, staging table). It streams the rows it receives to the
+// staging table (by default "<table>__ingest_staging", same schema), with
+// COPY in chunks of SinkConfig.FlushRows rows on a background goroutine; each
+// staged row carries the writer id and a per-writer sequence number
+// (ingest_writer, ingest_seq, the staging table's primary key). At barrier N
+// the subtask copies the rest and waits until every chunk is committed: the
+// rows are durable before Snapshot returns and the subtask acknowledges.
+// Its committable for N names the sequence range [first, end) of the rows
+// written since the previous barrier, with the writer id, the subtask and N
+// (PreparedAt). Staged rows are invisible to readers of the target table.
+//
+// Commit (the sink's single committer, after checkpoint N is durable). One
+// transaction per checkpoint.Commit: it inserts the progress row
+// (pipeline, sink, job, checkpoint) into ingest_sink_progress — if the row
+// exists the checkpoint was published before and the transaction is rolled
+// back: re-committing publishes nothing twice —, copies every staged row of
+// the commit's committables into the target table (append: INSERT …
+// SELECT; upsert: per key the last row in (checkpoint, subtask, sequence)
+// order, INSERT … ON CONFLICT (key) DO UPDATE), deletes those staged
+// rows and checks that exactly the staged number was deleted, then commits.
+// A reader sees all of a checkpoint's rows or none; a crash anywhere before
+// COMMIT publishes nothing and the recovery re-commits.
+//
+// Abandon (at recovery, after the recovery point's commits were published).
+// Every staged row of this job still in the staging table belongs to a
+// checkpoint that never completed (published rows were deleted by their
+// commit): it is deleted, with the rows of writers no longer registered and,
+// after SinkConfig.StaleAfter, of other jobs of the same pipeline that
+// stopped writing.
+//
+// # Tables
+//
+//	<staging>              ingest_writer bigint, ingest_seq bigint, the columns;
+//	                       PRIMARY KEY (ingest_writer, ingest_seq). Logged: staged
+//	                       rows survive a server crash.
+//	ingest_sink_progress   pipeline, sink, job, checkpoint (the primary key),
+//	                       target, rows (staged rows published), committed_at.
+//	ingest_sink_writers    writer (the primary key), pipeline, sink, job,
+//	                       subtask, staging, opened_at, active_at.
+//
+// A reader that wants to know how far a pipeline got reads
+// ingest_sink_progress and the target in one REPEATABLE READ transaction
+// (or one statement): the two are always consistent.
+//
+// # Connections
+//
+// Each sink subtask holds one connection (its copies run one at a time) and
+// the committer one more, kept while the sink is in use and closed when the
+// job ends. Transient errors (connection lost, server restarting,
+// serialization failure, deadlock) are retried SinkConfig.CommitRetries
+// times with backoff; a permanent one (a value the column refuses, a
+// constraint violation, a missing column or privilege) wraps
+// runtime.ErrIncompatible, so the job stops instead of restarting into it.
+//
+// # Failpoints
+//
+//	sink/postgres/prepare     at a barrier, after the subtask's rows are durable
+//	                          in the staging table, before the committable is made
+//	sink/postgres/mid-commit  inside the publishing transaction, after every
+//	                          statement, before COMMIT
+//
+// # What exactly-once relies on
+//
+//   - PostgreSQL's transactions: COPY is atomic, and the publishing
+//     transaction (progress row, insert, staged-row delete) commits or not.
+//   - The staging table, ingest_sink_progress and ingest_sink_writers are
+//     written only by this sink; nobody deletes staged rows or progress rows
+//     of a running pipeline (a missing staged row fails the commit with
+//     ErrStagedOutputLost rather than publish part of a checkpoint).
+//   - A job id runs in one process at a time (the runtime's checkpoint lock).
+//   - The runtime publishes a sink's commits in checkpoint order. Progress
+//     rows more than SinkConfig.ProgressHistory checkpoint ids behind the
+//     newest are pruned, and a commit that old is taken as published: in
+//     checkpoint order it was.
+//
+// Atomicity is per sink: two sinks of one pipeline commit in two
+// transactions.
+package postgres
