@@ -1,0 +1,557 @@
+package row
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+	"unicode/utf8"
+	"unsafe"
+)
+
+// JSONOptions configures reading rows from JSON objects.
+type JSONOptions struct {
+	// TimeFields names the fields that hold instants: InferSchema types them
+	// Time (an RFC 3339 string or a number of epoch milliseconds, see
+	// NewJSONDecoder) and fails when a sample holds anything else there or
+	// when no sample has the field. Without it every string infers String and
+	// every number Int or Float, since neither says it is a time. A source's
+	// event_time field belongs here. The default is none.
+	//
+	// NewJSONDecoder does not read it: the schema's kinds decide.
+	TimeFields []string
+}
+
+// JSONDecoder reads flat JSON objects (a Kafka message value, a line of JSON
+// Lines) into rows of one schema. It is immutable, so one decoder may serve
+// every subtask at once.
+type JSONDecoder struct {
+	names []string
+	kinds []Kind
+	// index maps a field name to its position. Looking it up with
+	// index[string(key)] does not allocate.
+	index map[string]int
+}
+
+// NewJSONDecoder returns a decoder of objects into rows of schema, which it
+// copies. Members are matched to fields by exact name; a member the schema
+// does not name is validated and ignored, and when a name repeats the last
+// one counts (as in encoding/json). A missing member or a JSON null gives
+// the null Value. Otherwise each field kind accepts:
+//
+//   - Int: an integer in int64 range; a number with a fraction or exponent
+//     only when its value is exactly integral (3.0 and 1e3, not 3.5).
+//   - Float: any number in float64 range.
+//   - String: a string, with escapes resolved and invalid UTF-8 replaced by
+//     U+FFFD as encoding/json does; an object or array as its raw JSON text.
+//   - Bool: true or false.
+//   - Time: an RFC 3339 string as time.Parse(time.RFC3339Nano) reads it
+//     ("2026-01-02T15:04:05.123+01:00"), or a number of milliseconds since the
+//     Unix epoch, integral or with up to six exact decimals. Instants outside
+//     what int64 nanoseconds hold (years 1678 to 2262) are errors.
+//   - Null: only null.
+//
+// A value of any other JSON type is a *JSONTypeError. Schema field names
+// should be distinct: a repeated one receives the value at its first
+// position only.
+func NewJSONDecoder(schema *Schema, opts JSONOptions) *JSONDecoder {
+	_ = opts // the schema's kinds decide; see JSONOptions.TimeFields
+	d := &JSONDecoder{
+		names: make([]string, len(schema.Fields)),
+		kinds: make([]Kind, len(schema.Fields)),
+		index: make(map[string]int, len(schema.Fields)),
+	}
+	for i, f := range schema.Fields {
+		d.names[i], d.kinds[i] = f.Name, f.Kind
+		if _, dup := d.index[f.Name]; !dup {
+			d.index[f.Name] = i
+		}
+	}
+	return d
+}
+
+// JSONTypeError reports a member whose JSON value its field's kind does not
+// accept. The record is valid JSON of the wrong shape: a source should treat
+// it as a poison record, as a syntax error.
+type JSONTypeError struct {
+	// Field is the schema field's name.
+	Field string
+	// Want is the field's kind.
+	Want Kind
+	// Got is the JSON type of the value: string, number, bool, object or array.
+	Got string
+	// Value is the value as written, shortened, or "" for objects and arrays.
+	Value string
+	// Reason says why a value of an accepted JSON type was refused
+	// ("not an integer"), or is "".
+	Reason string
+	// Offset is the position of the value in the input, counted from 0.
+	Offset int
+}
+
+func (e *JSONTypeError) Error() string {
+	msg := fmt.Sprintf("field %q: want %s, got %s", e.Field, e.Want, e.Got)
+	if e.Value != "" {
+		msg += " " + e.Value
+	}
+	if e.Reason != "" {
+		msg += " (" + e.Reason + ")"
+	}
+	return msg
+}
+
+// maxErrorValue bounds how much of a refused value an error message quotes.
+const maxErrorValue = 64
+
+func (d *JSONDecoder) typeError(fi int, got string, value []byte, reason string, off int) error {
+	v := string(value)
+	if got == "string" {
+		v = string(appendUnquoted(nil, value))
+	}
+	if len(v) > maxErrorValue {
+		n := maxErrorValue
+		for n > 0 && !utf8.RuneStart(v[n]) {
+			n-- // do not cut a character in two
+		}
+		v = v[:n] + "…"
+	}
+	if got == "string" {
+		v = strconv.Quote(v)
+	}
+	return &JSONTypeError{Field: d.names[fi], Want: d.kinds[fi], Got: got, Value: v, Reason: reason, Offset: off}
+}
+
+// Decode reads one JSON object, optionally surrounded by space, into a new
+// Row. It allocates the Row and the text of each String value, nothing else
+// (bar errors and rare inputs: invalid UTF-8, a time string time.Parse must
+// judge), and keeps no reference to data, which the caller may reuse.
+//
+// It returns a *JSONSyntaxError for invalid JSON, ErrNotJSONObject (wrapped)
+// for a top-level value that is not an object, and a *JSONTypeError for the
+// first member its field refuses, but only once the whole input is known to
+// be valid JSON, so a truncated record is never blamed on a field.
+func (d *JSONDecoder) Decode(data []byte) (Row, error) {
+	i, done, err := openObject(data)
+	if err != nil {
+		return nil, err
+	}
+	r := make(Row, len(d.kinds))
+	var typeErr error
+	next := 0 // the field the next member likely fills: producers keep an order
+	var keyBuf [64]byte
+	for !done {
+		key, flags, val, err := memberKey(data, i)
+		if err != nil {
+			return nil, err
+		}
+		fi := -1
+		if name := unquoteKey(keyBuf[:0], key, flags); next < len(d.names) && string(name) == d.names[next] {
+			fi = next
+		} else if f, ok := d.index[string(name)]; ok {
+			fi = f
+		}
+		if fi < 0 {
+			i, err = skipValue(data, val, 1)
+		} else {
+			next = fi + 1
+			r[fi], i, err = d.value(data, val, fi)
+		}
+		if err != nil {
+			if _, ok := err.(*JSONTypeError); !ok {
+				return nil, err
+			}
+			if typeErr == nil {
+				typeErr = err
+			}
+			// value has skipped the refused value and set i past it.
+		}
+		if i, done, err = nextMember(data, i); err != nil {
+			return nil, err
+		}
+	}
+	if err := closeObject(data, i); err != nil {
+		return nil, err
+	}
+	if typeErr != nil {
+		return nil, typeErr
+	}
+	return r, nil
+}
+
+// value reads the value at data[i] for field fi and returns the offset after
+// it. On a *JSONTypeError the offset is still valid: the value was skipped.
+func (d *JSONDecoder) value(data []byte, i, fi int) (Value, int, error) {
+	if i >= len(data) {
+		return Value{}, 0, unexpected(data, i, "")
+	}
+	kind := d.kinds[fi]
+	switch c := data[i]; c {
+	case '"':
+		end, flags, err := scanString(data, i)
+		if err != nil {
+			return Value{}, 0, err
+		}
+		body := data[i+1 : end-1]
+		switch kind {
+		case String:
+			return StringValue(stringOf(body, flags)), end, nil
+		case Time:
+			ns, reason := parseTimeString(body, flags)
+			if reason != "" {
+				return Value{}, end, d.typeError(fi, "string", body, reason, i)
+			}
+			return TimeValue(ns), end, nil
+		}
+		return Value{}, end, d.typeError(fi, "string", body, "", i)
+	case '{', '[':
+		end, err := skipNested(data, i, 2)
+		if err != nil {
+			return Value{}, 0, err
+		}
+		if kind == String {
+			return StringValue(rawString(data[i:end])), end, nil
+		}
+		got := "object"
+		if c == '[' {
+			got = "array"
+		}
+		return Value{}, end, d.typeError(fi, got, nil, "", i)
+	case 'n':
+		end, err := scanLiteral(data, i, "null")
+		return Value{}, end, err
+	case 't', 'f':
+		lit := "true"
+		if c == 'f' {
+			lit = "false"
+		}
+		end, err := scanLiteral(data, i, lit)
+		if err != nil {
+			return Value{}, 0, err
+		}
+		if kind == Bool {
+			return BoolValue(c == 't'), end, nil
+		}
+		return Value{}, end, d.typeError(fi, "bool", data[i:end], "", i)
+	}
+	if c := data[i]; c != '-' && (c < '0' || c > '9') {
+		return Value{}, 0, unexpected(data, i, "looking for beginning of value")
+	}
+	end, flags, err := scanNumber(data, i)
+	if err != nil {
+		return Value{}, 0, err
+	}
+	lex := data[i:end]
+	var reason string
+	switch kind {
+	case Int:
+		if flags == 0 && len(lex) <= 18 { // at most 18 digits: cannot overflow
+			return IntValue(smallInt(lex)), end, nil
+		}
+		n, st := decimalInt(lex, 0)
+		if st == decimalOK {
+			return IntValue(n), end, nil
+		}
+		reason = "out of int64 range"
+		if st == decimalFraction {
+			reason = "not an integer"
+		}
+	case Float:
+		// A []byte converted in the call does not allocate: ParseFloat's
+		// error copies the string it keeps.
+		f, err := strconv.ParseFloat(string(lex), 64)
+		if err == nil {
+			return FloatValue(f), end, nil
+		}
+		reason = "out of float64 range"
+	case Time:
+		ns, st := decimalInt(lex, 6)
+		if st == decimalOK {
+			return TimeValue(ns), end, nil
+		}
+		reason = "epoch milliseconds " + timeRangeReason
+		if st == decimalFraction {
+			reason = "epoch milliseconds finer than a nanosecond"
+		}
+	}
+	return Value{}, end, d.typeError(fi, "number", lex, reason, i)
+}
+
+// stringOf returns the text of a string literal's body with the flags
+// scanString gave it, in one allocation.
+func stringOf(body []byte, flags uint8) string {
+	if flags&strEscaped == 0 && (flags&strNonASCII == 0 || utf8.Valid(body)) {
+		return string(body)
+	}
+	b := appendUnquoted(make([]byte, 0, len(body)), body)
+	return unsafe.String(unsafe.SliceData(b), len(b)) // b is never written again
+}
+
+// rawString returns a nested value's JSON text as a valid UTF-8 string.
+func rawString(raw []byte) string {
+	for _, c := range raw {
+		if c >= 0x80 {
+			b := appendValidUTF8(make([]byte, 0, len(raw)), raw)
+			return unsafe.String(unsafe.SliceData(b), len(b)) // b is never written again
+		}
+	}
+	return string(raw)
+}
+
+// smallInt parses an integer lexeme of at most 18 digits.
+func smallInt(lex []byte) int64 {
+	neg := lex[0] == '-'
+	if neg {
+		lex = lex[1:]
+	}
+	var n int64
+	for _, c := range lex {
+		n = n*10 + int64(c-'0')
+	}
+	if neg {
+		return -n
+	}
+	return n
+}
+
+type decimalStatus uint8
+
+const (
+	decimalOK       decimalStatus = iota
+	decimalFraction               // the value is not an integer
+	decimalRange                  // the value is outside int64
+)
+
+// decimalInt returns the value of the number lexeme lex times 10^scale
+// exactly, when that is an integer in int64 range. It reads the decimal
+// digits, never a float64, so 9007199254740993.0 stays exact.
+func decimalInt(lex []byte, scale int) (int64, decimalStatus) {
+	neg := lex[0] == '-'
+	i := 0
+	if neg {
+		i = 1
+	}
+	var (
+		mant   uint64 // the significant digits up to the last nonzero one
+		digits int    // how many digits mant holds, from the first nonzero one
+		zeros  int    // zeros after the last nonzero digit, not in mant
+		exp    = scale
+		frac   bool
+	)
+	for ; i < len(lex); i++ {
+		c := lex[i]
+		if c == '.' {
+			frac = true
+			continue
+		}
+		if c == 'e' || c == 'E' {
+			break
+		}
+		if frac {
+			exp--
+		}
+		if c == '0' {
+			if digits > 0 {
+				zeros++
+			}
+			continue
+		}
+		if digits+zeros < 19 {
+			for range zeros {
+				mant *= 10
+			}
+			mant = mant*10 + uint64(c-'0')
+		}
+		digits += zeros + 1
+		zeros = 0
+	}
+	if i < len(lex) { // the exponent
+		i++
+		eneg := lex[i] == '-'
+		if lex[i] == '+' || eneg {
+			i++
+		}
+		e := 0
+		for ; i < len(lex); i++ {
+			if e < 1e8 { // beyond that only the sign matters
+				e = e*10 + int(lex[i]-'0')
+			}
+		}
+		if eneg {
+			e = -e
+		}
+		exp += e
+	}
+	if digits == 0 {
+		return 0, decimalOK
+	}
+	exp += zeros
+	if exp < 0 {
+		return 0, decimalFraction
+	}
+	if digits+exp > 19 { // at least 10^19 > 2^63
+		return 0, decimalRange
+	}
+	for range exp { // digits+exp ≤ 19: no uint64 overflow
+		mant *= 10
+	}
+	if neg {
+		if mant > 1<<63 {
+			return 0, decimalRange
+		}
+		return int64(-mant), decimalOK
+	}
+	if mant > math.MaxInt64 {
+		return 0, decimalRange
+	}
+	return int64(mant), decimalOK
+}
+
+const timeRangeReason = "outside the years 1678 to 2262"
+
+// The instants Unix nanoseconds in an int64 hold.
+var (
+	minTime = time.Unix(0, math.MinInt64)
+	maxTime = time.Unix(0, math.MaxInt64)
+)
+
+// parseTimeString reads the body of a string literal as an RFC 3339 time in
+// Unix nanoseconds, or returns why it cannot.
+func parseTimeString(body []byte, flags uint8) (int64, string) {
+	var buf [40]byte
+	s := unquoteKey(buf[:0], body, flags)
+	if ns, ok := parseRFC3339(s); ok {
+		return ns, ""
+	}
+	// time.Parse also takes what its own fast path (mirrored by parseRFC3339)
+	// does not, such as a one-digit hour; keep its verdict on those.
+	t, err := time.Parse(time.RFC3339Nano, string(s))
+	if err != nil {
+		return 0, "not RFC 3339"
+	}
+	if t.Before(minTime) || t.After(maxTime) {
+		return 0, timeRangeReason
+	}
+	return t.UnixNano(), ""
+}
+
+// parseRFC3339 is time.Parse's fast path for time.RFC3339Nano without the
+// time.Location: it reads 2006-01-02T15:04:05[.fraction](Z|±07:00) exactly as
+// time does (a fraction past nanoseconds is truncated) and returns Unix
+// nanoseconds. ok is false for anything else, including instants out of
+// int64 range, which time.Parse then judges.
+func parseRFC3339(s []byte) (ns int64, ok bool) {
+	if len(s) < len("2006-01-02T15:04:05") {
+		return 0, false
+	}
+	year, ok1 := digits(s[0:4], 0, 9999)
+	month, ok2 := digits(s[5:7], 1, 12)
+	day, ok3 := digits(s[8:10], 1, daysIn(month, year))
+	hour, ok4 := digits(s[11:13], 0, 23)
+	minute, ok5 := digits(s[14:16], 0, 59)
+	sec, ok6 := digits(s[17:19], 0, 59)
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' {
+		return 0, false
+	}
+	s = s[19:]
+	nsec := 0
+	if len(s) >= 2 && s[0] == '.' && isDigit(s, 1) {
+		n := 1
+		for ; n < len(s) && isDigit(s, n); n++ {
+			if n <= 9 {
+				nsec = nsec*10 + int(s[n]-'0')
+			}
+		}
+		for range 10 - min(n, 10) {
+			nsec *= 10
+		}
+		s = s[n:]
+	}
+	offset := 0
+	if len(s) != 1 || s[0] != 'Z' {
+		if len(s) != len("-07:00") {
+			return 0, false
+		}
+		hh, ok1 := digits(s[1:3], 0, 23)
+		mm, ok2 := digits(s[4:6], 0, 59)
+		if !ok1 || !ok2 || (s[0] != '-' && s[0] != '+') || s[3] != ':' {
+			return 0, false
+		}
+		offset = (hh*60 + mm) * 60
+		if s[0] == '-' {
+			offset = -offset
+		}
+	}
+	unix := daysSinceEpoch(year, month, day)*86400 + int64(hour*3600+minute*60+sec-offset)
+	// int64 nanoseconds end in 1677 and 2262; leave the edge seconds to time.
+	const lo, hi = math.MinInt64/1_000_000_000 + 1, math.MaxInt64/1_000_000_000 - 1
+	if unix < lo || unix > hi {
+		return 0, false
+	}
+	return unix*1e9 + int64(nsec), true
+}
+
+// digits reads b, all decimal digits, as a number from lo to hi.
+func digits(b []byte, lo, hi int) (int, bool) {
+	x := 0
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		x = x*10 + int(c-'0')
+	}
+	return x, lo <= x && x <= hi
+}
+
+func daysIn(month, year int) int {
+	switch month {
+	case 2:
+		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	}
+	return 31
+}
+
+// daysSinceEpoch counts days from 1970-01-01 to a proleptic Gregorian date
+// (Howard Hinnant's days_from_civil).
+func daysSinceEpoch(y, m, d int) int64 {
+	if m <= 2 {
+		y--
+	}
+	era := y / 400
+	if y < 0 && y%400 != 0 {
+		era = (y - 399) / 400
+	}
+	yoe := y - era*400
+	mp := (m + 9) % 12
+	doy := (153*mp+2)/5 + d - 1
+	doe := yoe*365 + yoe/4 - yoe/100 + doy
+	return int64(era)*146097 + int64(doe) - 719468
+}
+
+// EventTime returns field fi of r, a row this decoder made, as an event time
+// in Unix nanoseconds: a Time value as it is, an Int value as epoch
+// milliseconds. It is for sources' event_time: {field: …}. A null (missing)
+// value or one of another kind is an error, which should fail the record.
+func (d *JSONDecoder) EventTime(r Row, fi int) (int64, error) {
+	if fi < 0 || fi >= len(d.names) || fi >= len(r) {
+		return 0, fmt.Errorf("event time: no field %d in a row of %d", fi, len(r))
+	}
+	v := r[fi]
+	switch v.Kind() {
+	case Time:
+		return v.Int(), nil
+	case Int:
+		const maxMillis = math.MaxInt64 / int64(time.Millisecond)
+		if ms := v.Int(); ms >= -maxMillis && ms <= maxMillis {
+			return ms * int64(time.Millisecond), nil
+		}
+		return 0, fmt.Errorf("event time field %q: %d ms is %s", d.names[fi], v.Int(), timeRangeReason)
+	case Null:
+		return 0, fmt.Errorf("event time field %q is missing or null", d.names[fi])
+	}
+	return 0, fmt.Errorf("event time field %q is a %s; want a time or an int of epoch milliseconds", d.names[fi], v.Kind())
+}
