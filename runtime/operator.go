@@ -155,6 +155,20 @@ type Source interface {
 	Close() error
 }
 
+// PositionedAt is implemented by sources that want to know which checkpoint
+// a position belongs to; the runtime then calls PositionAt(id) at barrier id
+// instead of Position.
+type PositionedAt interface {
+	PositionAt(id int64) ([]byte, error)
+}
+
+// CompletionNotified is implemented by sources that act when a checkpoint
+// completes (commit offsets to a broker for monitoring, for example);
+// NotifyComplete is called on the source's goroutine as for operators.
+type CompletionNotified interface {
+	NotifyComplete(id int64) error
+}
+
 // Committer publishes a transactional sink's staged output. There is one per
 // sink node; the job calls it from one goroutine, after the checkpoint whose
 // commit it publishes is durable.

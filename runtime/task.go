@@ -223,6 +223,11 @@ func (t *task) handleControl(ctx context.Context) (end bool, err error) {
 				return false, err
 			}
 		case ctlComplete:
+			if n, ok := t.src.(CompletionNotified); ok {
+				if err := n.NotifyComplete(c.id); err != nil {
+					return false, fmt.Errorf("%v: checkpoint %d complete: %w", t.links[0].id, c.id, err)
+				}
+			}
 			for _, l := range t.links {
 				if l.op != nil {
 					if err := l.op.NotifyComplete(c.id); err != nil {
@@ -564,6 +569,8 @@ func (t *task) checkpoint(ctx context.Context, b Barrier, alignment time.Duratio
 		var err error
 		if l.op != nil {
 			s, err = l.op.Snapshot(b.ID)
+		} else if pa, ok := t.src.(PositionedAt); ok {
+			s.Inline, err = pa.PositionAt(b.ID)
 		} else {
 			s.Inline, err = t.src.Position()
 		}
