@@ -133,8 +133,10 @@ func (b *builder) sink(name string, k *yaml.Node, m *mapping) {
 		if ok {
 			stream.To(in.s, name, stdout.New(in.schema.AppendJSON), par)
 		}
+	case "postgres":
+		b.postgresSink(name, m, in, ok, par)
 	default:
-		m.unknownType("sink", typ, "file, stdout")
+		m.unknownType("sink", typ, "file, postgres, stdout")
 	}
 	m.done()
 }

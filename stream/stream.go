@@ -62,6 +62,9 @@ func New(name string, opts ...Option) *Pipeline {
 	return p
 }
 
+// Name returns the pipeline's name.
+func (p *Pipeline) Name() string { return p.plan.Name }
+
 // Errorf records a builder error; Plan and Run report it.
 func (p *Pipeline) Errorf(format string, args ...any) {
 	p.errs = append(p.errs, fmt.Errorf(format, args...))

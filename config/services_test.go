@@ -1,0 +1,125 @@
+package config_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// needService skips (or, with INGEST_REQUIRE_SERVICES=1, fails) when addr
+// cannot be used.
+func needService(t *testing.T, what string, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	msg := fmt.Sprintf("%s is not reachable (%v); start it on 127.0.0.1 to run this test", what, err)
+	if os.Getenv("INGEST_REQUIRE_SERVICES") == "1" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}
+
+// TestConfigNATSWindowPostgres runs the YAML contract pipeline NATS →
+// window → PostgreSQL on the real services: JSON messages with an event-time
+// field and no declared fields (inferred from the first message), bounded by
+// stop_at: latest, one row per (key, window) with exact counts and sums.
+func TestConfigNATSWindowPostgres(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	nc, err := natsgo.Connect("nats://127.0.0.1:4222")
+	needService(t, "NATS JetStream", err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := fmt.Sprintf("CFG_%d", time.Now().UnixNano())
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}}); err != nil {
+		needService(t, "NATS JetStream", err)
+	}
+	defer js.DeleteStream(context.Background(), name)
+	pg, err := pgx.Connect(ctx, "postgres://postgres@127.0.0.1:5432/test")
+	needService(t, "PostgreSQL", err)
+	defer pg.Close(context.Background())
+	table := "cfg_" + fmt.Sprint(time.Now().UnixNano())
+	defer pg.Exec(context.Background(), "DROP TABLE IF EXISTS "+table+", "+table+"__ingest_staging")
+
+	const n, keys = 3000, 5
+	type agg struct{ count, sum int64 }
+	want := map[[2]int64]agg{}
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := int64(0); i < n; i++ {
+		ts := base.Add(time.Duration(i) * 7 * time.Millisecond)
+		key := i % keys
+		msg := fmt.Sprintf(`{"key":%d,"value":%d,"ts":%q}`, key, i%100, ts.Format(time.RFC3339Nano))
+		if _, err := js.Publish(ctx, name+".e", []byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+		w := ts.Truncate(time.Second).UnixMilli()
+		a := want[[2]int64{key, w}]
+		a.count++
+		a.sum += i % 100
+		want[[2]int64{key, w}] = a
+	}
+	runYAML(t, fmt.Sprintf(`pipeline: nats-pg
+checkpoint: {interval: 50ms, dir: ckpts}
+sources:
+  js:
+    type: nats
+    url: nats://127.0.0.1:4222
+    stream: %s
+    subject: %s.>
+    stop_at: latest
+    event_time: {field: ts}
+transforms:
+  w:
+    type: window
+    input: js
+    key: key
+    size: 1s
+    parallelism: 2
+    aggregates: {count: count(), sum: sum(value)}
+sinks:
+  pg:
+    type: postgres
+    input: w
+    dsn: postgres://postgres@127.0.0.1:5432/test
+    table: %s
+    create_table: true
+`, name, name, table))
+	rows, err := pg.Query(ctx, "SELECT key, window_start, count, sum FROM "+table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[[2]int64]agg{}
+	for rows.Next() {
+		var key, count, sum int64
+		var start time.Time
+		if err := rows.Scan(&key, &start, &count, &sum); err != nil {
+			t.Fatal(err)
+		}
+		k := [2]int64{key, start.UnixMilli()}
+		if _, dup := got[k]; dup {
+			t.Fatalf("window %v twice", k)
+		}
+		got[k] = agg{count, sum}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d windows in PostgreSQL, want %d", len(got), len(want))
+	}
+	for k, a := range want {
+		if got[k] != a {
+			t.Fatalf("window %v: %+v, want %+v", k, got[k], a)
+		}
+	}
+}
