@@ -76,7 +76,7 @@ func (l *Local) Location() string { return l.dir }
 
 // chkDir returns the directory of checkpoint id.
 func (l *Local) chkDir(id int64) string {
-	return filepath.Join(l.dir, fmt.Sprintf("%s%010d", dirPrefix, id))
+	return filepath.Join(l.dir, CheckpointDirName(id))
 }
 
 // parseDirName returns the id a checkpoint directory name stands for. Only the exact name chkDir

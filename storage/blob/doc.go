@@ -1,0 +1,57 @@
+// Package blob keeps checkpoints in object storage (S3 and S3-compatible stores, GCS, Azure Blob
+// Storage, a local directory or memory) through gocloud.dev/blob, with the semantics of
+// storage.Local: the same layout (chk-%010d/<state file>, chk-%010d/_metadata), the same checksum
+// trailer on every object, and a checkpoint that is complete only once its metadata object exists.
+//
+// # Use
+//
+// checkpoint.dir takes a local path or a URL; OpenStorage tells them apart:
+//
+//	st, err := blob.OpenStorage(ctx, "s3://my-bucket/ingest/clicks?region=eu-west-1")
+//	st, err := blob.OpenStorage(ctx, "s3://KEY:SECRET@ck/jobs/a?endpoint=http://127.0.0.1:9000&region=us-east-1&use_path_style=true")
+//	st, err := blob.OpenStorage(ctx, "/var/lib/ingest/checkpoints") // storage.Local
+//
+// See Open for the URL forms and parameters. The drivers linked in are s3 (s3blob), file (fileblob)
+// and mem (memblob). gs:// and azblob:// work once the program imports gocloud.dev/blob/gcsblob or
+// gocloud.dev/blob/azureblob; this package does not, as they bring about 35 more modules (the
+// Google Cloud and Azure SDKs) into every build.
+//
+// # Guarantees
+//
+//   - Atomic completion: a PUT is atomic, so an object is seen whole or not at all; the metadata is
+//     written last with a conditional create (IfNotExist), so it is never replaced, and Latest can
+//     only find whole metadata. Metadata that was damaged at rest fails its checksum and is skipped
+//     by storage.Latest like Local's; state files are verified against their handles.
+//   - A metadata write whose outcome is unknown (lost answer, SDK retry answered "already exists")
+//     is settled by reading the object back: the same bytes mean success. If it cannot be read
+//     back, the object is deleted and the write fails, so a checkpoint reported as failed does not
+//     become a recovery point (as Local removes _metadata when the directory fsync fails).
+//   - Listing uses the delimiter "/" under the prefix; S3, GCS and Azure list with read-after-write
+//     consistency, so a checkpoint whose metadata write returned is listed complete.
+//   - Discard deletes the metadata first, then every object under the checkpoint's prefix.
+//   - No message or Location shows credentials given in the URL, nor the value of a parameter whose
+//     name suggests a secret.
+//   - Retries are the AWS SDK's (3 attempts with jittered backoff); every call except state-file
+//     transfers is bounded by Options.Timeout, so a hung request fails instead of stalling.
+//
+// # Locking
+//
+// Object stores have no flock. Storage implements storage.Locker with a lease: a lock object
+// <prefix>.lease created with IfNotExist and renewed every Lease/3; a holder that lost it or could
+// not renew it for 3/4 of Lease refuses every later call, and another process takes over a lock
+// only after watching it unchanged for a whole Lease, or at once if it names a dead process of the
+// same PID namespace (a crash on the same machine). The protocol and its limits are described in
+// lock.go; in short, it assumes requests are not delayed by more than Lease/4, and the metadata's
+// conditional create remains a second line of defence.
+//
+// # Limits
+//
+//   - file:// goes through fileblob: it writes a temporary file and renames it, but never fsyncs,
+//     and its IfNotExist is checked under a lock of this process only. It is for tests and for
+//     sharing a directory with tools that speak gocloud URLs; for durable local checkpoints use a
+//     plain path (storage.Local).
+//   - mem:// buckets live in this process only (a named one survives a reopen of its URL).
+//   - One PUT per state file: objects above the S3 upload manager's part size (5 MiB by default) are
+//     uploaded in parts and are still atomic, but a state file must fit in memory, as the Storage
+//     interface already requires.
+package blob

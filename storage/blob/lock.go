@@ -1,0 +1,359 @@
+package blob
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"gocloud.dev/gcerrors"
+
+	"github.com/ingest-engine/ingest/storage"
+)
+
+// An object store has no flock, and a process that dies holds nothing the store could release.
+// The lock here is a lease (as in Chubby, or Kubernetes leader election, which Flink's HA uses):
+//
+//   - Acquire: create <prefix>.lease (LeaseName) with IfNotExist, holding a random owner token.
+//     Only one of several concurrent creators succeeds.
+//   - Hold: rewrite the object every Lease/3 with an increasing sequence number, after checking it
+//     still names this owner. A holder that finds another owner, or has not renewed for 3/4 of
+//     Lease, has lost the lock for good: every later call fails with storage.ErrLocked, so it can
+//     complete no checkpoint and delete nothing, and a restart of its job stops at its first List,
+//     before the recovery abandons staged sink output (the job fails once its restarts are used
+//     up).
+//   - Take over: a lock object is stale when it stays unchanged for a whole Lease, watched by the
+//     process that wants it (no clocks are compared, so clock skew between machines does not
+//     matter), or at once when it names a process of the same PID namespace on the same boot that
+//     no longer exists (a crash or kill -9 on this machine), or this process under an owner token
+//     it no longer holds (a release whose delete failed). The taker deletes it and creates its own.
+//   - Release: stop renewing and delete the object if it still names this owner.
+//
+// Limits, as for any lease without fencing tokens checked by the store itself: mutual exclusion
+// assumes that a request is not delayed in the network by more than Lease/4 and that the clocks of
+// both machines run at about the same rate. Within them, two writers never both hold a valid lock.
+// Beyond them, the metadata's conditional create still keeps two writers from both completing the
+// same checkpoint id, and the handle checks of ReadFile detect a state file one of them replaced.
+
+// LeaseName is the lock object under the prefix. It differs from storage.LockName, the flock file
+// of a Local directory, which is left behind empty when its process ends: a file:// URL on a
+// directory Local used before must not find it and wait out a lease before taking it over.
+const LeaseName = ".lease"
+
+// liveOwners holds the owner tokens of the locks this process holds and has not lost, so that a
+// lock object naming this process can be told apart from one it left behind.
+var liveOwners sync.Map // owner token → struct{}
+
+// lockRecord is the content of the lock object, JSON with the checksum trailer. Host, PID and the
+// times are for people looking at the object and for the same-machine shortcut; liveness is judged
+// by change, not by comparing these times with a local clock.
+type lockRecord struct {
+	// Owner is a random token naming one acquisition.
+	Owner string `json:"owner"`
+	Host  string `json:"host"`
+	PID   int    `json:"pid"`
+	// Namespace identifies the PID namespace and boot of the holder (Linux); PIDs can be compared
+	// only within one. Empty when unknown.
+	Namespace string    `json:"namespace,omitempty"`
+	Acquired  time.Time `json:"acquired"`
+	Renewed   time.Time `json:"renewed"`
+	// Lease is the holder's lease, for the taker's information.
+	Lease string `json:"lease"`
+	// Seq counts renewals, so that every renewal changes the object.
+	Seq int64 `json:"seq"`
+}
+
+// lease is a lock held by this process.
+type lease struct {
+	s     *Storage   // immutable
+	key   string     // immutable
+	owner string     // immutable; rec.Owner
+	rec   lockRecord // owned by the renewing goroutine once it runs
+	stop  chan struct{}
+	done  chan struct{}
+
+	mu sync.Mutex
+	// renewed is when the last successful write of the lock object started (monotonic clock).
+	renewed time.Time // guarded by mu
+	// lost is non-nil once the lock is lost; it never becomes nil again.
+	lost error // guarded by mu
+}
+
+// lockAttempts bounds the create attempts of one Lock: each failed one means the object was
+// deleted or found stale between two requests, which repeats only under contention.
+const lockAttempts = 5
+
+// Lock claims the storage for this process until release is called (see the lease protocol
+// above). It fails with an error wrapping storage.ErrLocked when another live process holds it.
+//
+// Lock does not return at once when the lock object exists: it watches the object for up to one
+// Lease to tell a live holder (the object changes within Lease/3) from a dead one (it does not).
+// A holder in the same PID namespace is judged at once.
+func (s *Storage) Lock() (func() error, error) {
+	s.mu.Lock()
+	busy := s.held != nil
+	s.mu.Unlock()
+	if busy {
+		return nil, fmt.Errorf("%w: %s is already locked by this process", storage.ErrLocked, s.loc.base)
+	}
+	host, _ := os.Hostname()
+	t := time.Now()
+	rec := lockRecord{Owner: rand.Text(), Host: host, PID: os.Getpid(), Namespace: processNamespace(),
+		Acquired: t.UTC(), Renewed: t.UTC(), Lease: s.opts.Lease.String()}
+	key := s.loc.prefix + LeaseName
+
+	for range lockAttempts {
+		start := time.Now()
+		err := s.putLock(key, rec, true)
+		if err == nil {
+			return s.hold(key, rec, start), nil
+		}
+		cur, raw, rerr := s.readLock(key)
+		if rerr == nil && cur.Owner == rec.Owner {
+			return s.hold(key, rec, start), nil // the create landed; its answer was lost
+		}
+		if gcerrors.Code(err) != gcerrors.FailedPrecondition {
+			return nil, s.fail(err, "lock %s", s.where(key))
+		}
+		switch {
+		case errors.Is(rerr, storage.ErrNotFound):
+			continue // released meanwhile
+		case rerr != nil && !storage.IsCorrupt(rerr):
+			return nil, fmt.Errorf("storage/blob: lock %s: %w", s.where(key), rerr)
+		}
+		if err := s.judge(key, cur, raw, rerr); err != nil {
+			return nil, err
+		}
+		// Stale and deleted: try again.
+	}
+	return nil, fmt.Errorf("%w: %s: the lock object changed hands %d times while acquiring it", storage.ErrLocked, s.where(key), lockAttempts)
+}
+
+// judge decides about a lock object held by someone else: it returns nil after deleting a stale
+// one, an error wrapping storage.ErrLocked for a live holder, or another error. readErr is the
+// corruption error when the object does not decode (then cur is zero and only watching helps).
+func (s *Storage) judge(key string, cur lockRecord, raw []byte, readErr error) error {
+	held := func(why string) error {
+		if readErr != nil {
+			return fmt.Errorf("%w: %s exists and %s (it does not decode: %v); delete it if no job uses %s",
+				storage.ErrLocked, s.where(key), why, readErr, s.loc.base)
+		}
+		return fmt.Errorf("%w: %s is locked by host %s pid %d since %s (%s): another process runs a pipeline on these checkpoints",
+			storage.ErrLocked, s.loc.base, cur.Host, cur.PID, cur.Acquired.Format(time.RFC3339), why)
+	}
+	if readErr == nil && cur.Namespace != "" && cur.Namespace == processNamespace() {
+		if cur.PID == os.Getpid() {
+			if _, live := liveOwners.Load(cur.Owner); live {
+				return held("this process holds it")
+			}
+			return s.deleteIfUnchanged(key, raw) // left behind by a lock of this process that ended
+		}
+		if !processAlive(cur.PID) {
+			return s.deleteIfUnchanged(key, raw)
+		}
+	}
+	// Watch the object for one lease: a live holder rewrites it every Lease/3.
+	poll := max(s.opts.Lease/6, time.Millisecond)
+	deadline := time.Now().Add(s.opts.Lease)
+	for time.Now().Before(deadline) {
+		time.Sleep(poll)
+		now, err := s.readRaw(key)
+		switch {
+		case gcerrors.Code(err) == gcerrors.NotFound:
+			return nil // released
+		case err != nil:
+			return s.fail(err, "lock %s", s.where(key))
+		case !bytes.Equal(now, raw):
+			return held("it was renewed just now")
+		}
+	}
+	return s.deleteIfUnchanged(key, raw)
+}
+
+// deleteIfUnchanged deletes a stale lock object unless it changed since it was judged stale. The
+// read and the delete are two requests (gocloud.dev has no conditional delete); see the limits in
+// the protocol comment.
+func (s *Storage) deleteIfUnchanged(key string, raw []byte) error {
+	ctx, cancel := s.timeout(context.Background())
+	defer cancel()
+	now, err := s.bucket.ReadAll(ctx, key)
+	switch {
+	case gcerrors.Code(err) == gcerrors.NotFound:
+		return nil
+	case err != nil:
+		return s.fail(err, "lock %s: take over a stale lock", s.where(key))
+	case !bytes.Equal(now, raw):
+		return fmt.Errorf("%w: %s changed while being taken over: its holder is alive", storage.ErrLocked, s.where(key))
+	}
+	if err := s.bucket.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+		return s.fail(err, "lock %s: delete a stale lock", s.where(key))
+	}
+	return nil
+}
+
+// hold records the acquired lock, starts renewing it and returns its release function.
+func (s *Storage) hold(key string, rec lockRecord, acquired time.Time) func() error {
+	l := &lease{s: s, key: key, owner: rec.Owner, rec: rec, renewed: acquired, stop: make(chan struct{}), done: make(chan struct{})}
+	liveOwners.Store(rec.Owner, struct{}{})
+	s.mu.Lock()
+	s.held = l
+	s.mu.Unlock()
+	go l.run()
+	var once sync.Once
+	var err error
+	return func() error {
+		once.Do(func() { err = l.release() })
+		return err
+	}
+}
+
+// valid returns nil while the lock is held and fresh, else an error wrapping storage.ErrLocked.
+func (l *lease) valid() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lost == nil {
+		if age := time.Since(l.renewed); age >= l.s.opts.Lease*3/4 {
+			l.loseLocked(fmt.Errorf("%w: the lock on %s was not renewed for %v (lease %v): another process may have taken over",
+				storage.ErrLocked, l.s.loc.base, age.Round(time.Millisecond), l.s.opts.Lease))
+		}
+	}
+	return l.lost
+}
+
+// loseLocked records that the lock is lost, for good. l.mu must be held.
+func (l *lease) loseLocked(err error) {
+	if l.lost == nil {
+		l.lost = err
+		liveOwners.Delete(l.owner)
+	}
+}
+
+// run renews the lock every Lease/3 until release or until it is lost.
+func (l *lease) run() {
+	defer close(l.done)
+	t := time.NewTicker(l.s.opts.Lease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+		}
+		if l.valid() != nil {
+			return
+		}
+		start := time.Now()
+		err := l.renew()
+		if errors.Is(err, storage.ErrLocked) {
+			l.mu.Lock()
+			l.loseLocked(err)
+			l.mu.Unlock()
+			return
+		}
+		if err == nil {
+			l.mu.Lock()
+			l.renewed = start
+			l.mu.Unlock()
+		}
+		// Any other error is transient: the next tick retries, and valid fences once the lease
+		// runs out.
+	}
+}
+
+// renew rewrites the lock object after checking it still names this owner.
+func (l *lease) renew() error {
+	cur, _, err := l.s.readLock(l.key)
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return fmt.Errorf("%w: the lock object %s was deleted by another process", storage.ErrLocked, l.s.where(l.key))
+	case storage.IsCorrupt(err):
+		return fmt.Errorf("%w: the lock object %s was overwritten: %v", storage.ErrLocked, l.s.where(l.key), err)
+	case err != nil:
+		return err
+	case cur.Owner != l.owner:
+		return fmt.Errorf("%w: the lock on %s was taken over by host %s pid %d", storage.ErrLocked, l.s.loc.base, cur.Host, cur.PID)
+	}
+	l.rec.Seq++
+	l.rec.Renewed = time.Now().UTC()
+	return l.s.putLock(l.key, l.rec, false)
+}
+
+// release stops renewing and deletes the lock object if it still names this owner.
+func (l *lease) release() error {
+	close(l.stop)
+	<-l.done
+	l.mu.Lock()
+	l.loseLocked(fmt.Errorf("%w: the lock on %s was released", storage.ErrLocked, l.s.loc.base))
+	l.mu.Unlock()
+	s := l.s
+	s.mu.Lock()
+	if s.held == l {
+		s.held = nil
+	}
+	s.mu.Unlock()
+	cur, _, err := s.readLock(l.key)
+	switch {
+	case errors.Is(err, storage.ErrNotFound), storage.IsCorrupt(err):
+		return nil
+	case err != nil:
+		return err
+	case cur.Owner != l.owner:
+		return nil // taken over: not ours to delete
+	}
+	ctx, cancel := s.timeout(context.Background())
+	defer cancel()
+	if err := s.bucket.Delete(ctx, l.key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+		return s.fail(err, "unlock %s", s.where(l.key))
+	}
+	return nil
+}
+
+// lockTimeout bounds one request of the lock: Options.Timeout, but no more than Lease/3, the
+// renewal period.
+func (s *Storage) lockTimeout() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), min(s.opts.Timeout, s.opts.Lease/3))
+}
+
+// putLock writes rec to the lock object.
+func (s *Storage) putLock(key string, rec lockRecord, ifNotExist bool) error {
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.lockTimeout()
+	defer cancel()
+	return s.put(ctx, key, data, ifNotExist)
+}
+
+// readRaw returns the stored bytes of key.
+func (s *Storage) readRaw(key string) ([]byte, error) {
+	ctx, cancel := s.lockTimeout()
+	defer cancel()
+	return s.bucket.ReadAll(ctx, key)
+}
+
+// readLock reads and decodes the lock object, returning its stored bytes too. A missing object
+// wraps storage.ErrNotFound; one that does not decode is corrupt.
+func (s *Storage) readLock(key string) (lockRecord, []byte, error) {
+	raw, err := s.readRaw(key)
+	if gcerrors.Code(err) == gcerrors.NotFound {
+		return lockRecord{}, nil, s.notFound(key)
+	}
+	if err != nil {
+		return lockRecord{}, nil, s.fail(err, "read %s", s.where(key))
+	}
+	payload, err := storage.Decode(s.where(key), raw)
+	if err != nil {
+		return lockRecord{}, raw, err
+	}
+	var rec lockRecord
+	if err := json.Unmarshal(payload, &rec); err != nil || rec.Owner == "" {
+		return lockRecord{}, raw, &storage.CorruptError{Path: s.where(key), Reason: fmt.Sprintf("not a lock record: %v", err)}
+	}
+	return rec, raw, nil
+}
