@@ -39,6 +39,8 @@ type Pipeline struct {
 	plan        runtime.Plan
 	parallelism int
 	errs        []error
+	// checks are the sinks' checks of the checkpoint options, run by NewJob.
+	checks []func(checkpoint.Options) error
 }
 
 // Option configures a Pipeline.
@@ -141,6 +143,15 @@ func (p *Pipeline) NewJob(o RunOptions) (*runtime.Job, error) {
 	}
 	if o.Restart == (runtime.RestartOptions{}) {
 		o.Restart = runtime.DefaultRestartOptions()
+	}
+	// Sinks whose correctness depends on the checkpoint timing (a Kafka
+	// transaction must outlive a checkpoint) check it before anything runs.
+	var errs []error
+	for _, check := range p.checks {
+		errs = append(errs, check(o.Checkpoint))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	st := o.Storage
 	if st == nil {
@@ -248,6 +259,16 @@ func To[T any](s Stream[T], id string, sink Sink[T], opts ...NodeOption) {
 	n := &runtime.Node{ID: id, Parallelism: s.p.parallelism, NewOperator: sink.NewSubtask, Committer: sink.Committer(),
 		Guarantee: sink.Guarantee(), Describe: sink.Describe(), Type: typeOf(sink)}
 	n.Capabilities, n.Guarantee = capabilitiesOf(sink, true, n.Guarantee)
+	if c, ok := sink.(interface {
+		ConfigureCheckpointing(checkpoint.Options) error
+	}); ok {
+		s.p.checks = append(s.p.checks, func(o checkpoint.Options) error {
+			if err := c.ConfigureCheckpointing(o); err != nil {
+				return fmt.Errorf("sink %s: %w", id, err)
+			}
+			return nil
+		})
+	}
 	Connect(s, n, 0, opts...)
 }
 

@@ -7,3 +7,8 @@ import "github.com/ingest-engine/ingest/runtime"
 func (s *Sink[T]) Capabilities() runtime.Capabilities {
 	return runtime.Capabilities{Transactional: true, CommitScope: runtime.ScopeDestination}
 }
+
+// Capabilities: the source replays from a byte offset per file.
+func (s *Source[T]) Capabilities() runtime.Capabilities {
+	return runtime.Capabilities{Replayable: true}
+}

@@ -1,15 +1,3 @@
-// Package file is the two-phase-commit file sink.
-//
-// Each sink subtask appends records, one JSON line each, to a staging file
-// under <path>/_staging/pending/, invisible to readers (committed output is
-// every file under <path> whose path components do not begin with '_' or
-// '.'). At a checkpoint barrier the subtask flushes, fsyncs and closes the
-// file (prepare) and reports it as a committable. When the checkpoint is
-// complete, one committer moves all of that checkpoint's files, from every
-// subtask, into <path>/_staging/commit-<job>-<N>/ and publishes them with one
-// directory rename to <path>/ckpt-<N>-<job>/: readers see all of the
-// checkpoint's output or none of it. Committing again finds the directory
-// and does nothing, so re-commits after a crash publish nothing twice.
 package file
 
 import (
@@ -24,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"time"
 
 	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/internal/failpoint"
@@ -40,19 +27,22 @@ var ErrStagedOutputLost = errors.New("staged output lost")
 // error fails the sink subtask: a record is never replaced or dropped.
 type Encoder[T any] func(dst []byte, v T) ([]byte, error)
 
-// Sink writes records of type T as JSON lines under a directory, committed
-// with checkpoints.
+// Sink writes records of type T under a directory, committed with
+// checkpoints, one staging file per subtask per checkpoint in its format
+// (JSON Lines or Parquet).
 type Sink[T any] struct {
 	dir    string
-	encode Encoder[T]
+	format format[T]
 }
 
-// New returns a sink writing under dir with encode.
+// New returns a sink writing JSON Lines under dir, each record encoded with
+// encode.
 func New[T any](dir string, encode Encoder[T]) *Sink[T] {
-	return &Sink[T]{dir: dir, encode: encode}
+	return &Sink[T]{dir: dir, format: jsonLines[T]{encode: encode}}
 }
 
-// JSONLines returns a sink that encodes records with encoding/json.
+// JSONLines returns a sink that encodes records with encoding/json, one per
+// line.
 func JSONLines[T any](dir string) *Sink[T] {
 	return New(dir, func(dst []byte, v T) ([]byte, error) {
 		b, err := json.Marshal(v)
@@ -60,22 +50,24 @@ func JSONLines[T any](dir string) *Sink[T] {
 	})
 }
 
-// Guarantee: output is published atomically per checkpoint.
 // Type is the connector type name.
 func (s *Sink[T]) Type() string { return "file" }
 
+// Guarantee: output is published atomically per checkpoint.
 func (s *Sink[T]) Guarantee() runtime.Guarantee { return runtime.ExactlyOnce }
 
-// Describe names the directory.
+// Describe names the directory and the format.
 func (s *Sink[T]) Describe() string {
-	return "file " + s.dir + " (JSON lines, committed per checkpoint)"
+	return "file " + s.dir + " (" + s.format.describe() + ", committed per checkpoint)"
 }
 
 // Committer returns the sink's committer.
 func (s *Sink[T]) Committer() runtime.Committer { return committer{dir: s.dir} }
 
 // NewSubtask creates one writer subtask.
-func (s *Sink[T]) NewSubtask() runtime.Operator { return &writer[T]{sink: s} }
+func (s *Sink[T]) NewSubtask() runtime.Operator {
+	return &writer[T]{sink: s, enc: s.format.newEncoder(s.dir)}
+}
 
 func pendingDir(dir string) string { return filepath.Join(dir, "_staging", "pending") }
 
@@ -86,14 +78,13 @@ func CommittedDir(dir, jobID string, id int64) string {
 
 // writer is one sink subtask.
 type writer[T any] struct {
-	sink  *Sink[T]
-	name  string // prefix of this subtask's staging files
-	seq   int
-	f     *os.File
-	w     *bufio.Writer
-	file  string // current staging file name, "" when none is open
-	buf   []byte
-	wrote bool
+	sink *Sink[T]
+	enc  encoder[T]
+	name string // prefix of this subtask's staging files
+	seq  int
+	f    *os.File
+	w    *bufio.Writer
+	file string // current staging file name, "" when none is open
 	// pending are the files prepared and not yet known committed.
 	// INVARIANT: reported in every Snapshot until NotifyComplete(id >= PreparedAt).
 	pending []checkpoint.Committable
@@ -111,7 +102,7 @@ func (w *writer[T]) Open(ctx *runtime.Context) error {
 
 func (w *writer[T]) ProcessBatch(_ int, r runtime.Records) error {
 	if w.f == nil {
-		w.file = fmt.Sprintf("%s-%06d.jsonl", w.name, w.seq)
+		w.file = fmt.Sprintf("%s-%06d%s", w.name, w.seq, w.sink.format.ext())
 		w.seq++
 		f, err := os.OpenFile(filepath.Join(pendingDir(w.sink.dir), w.file), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 		if err != nil {
@@ -123,24 +114,18 @@ func (w *writer[T]) ProcessBatch(_ int, r runtime.Records) error {
 		} else {
 			w.w.Reset(f)
 		}
+		w.enc.reset(w.w)
 	}
-	for _, rec := range r.(runtime.Batch[T]) {
-		var err error
-		if w.buf, err = w.sink.encode(w.buf[:0], rec.Value); err != nil {
-			return fmt.Errorf("file sink %s: encoding record with event time %s: %w", w.sink.dir, time.Unix(0, rec.Time).UTC().Format(time.RFC3339Nano), err)
-		}
-		w.buf = append(w.buf, '\n')
-		if _, err := w.w.Write(w.buf); err != nil {
-			return fmt.Errorf("file sink: writing %s: %w", w.file, err)
-		}
+	if err := w.enc.write(r.(runtime.Batch[T])); err != nil {
+		return fmt.Errorf("file sink: writing %s: %w", w.file, err)
 	}
 	return nil
 }
 
 func (w *writer[T]) ProcessWatermark(int64) error { return nil }
 
-// Snapshot prepares: the open staging file is flushed, fsynced and closed,
-// and becomes a committable of checkpoint id.
+// Snapshot prepares: the open staging file is finished, flushed, fsynced
+// and closed, and becomes a committable of checkpoint id.
 func (w *writer[T]) Snapshot(id int64) (runtime.Snapshot, error) {
 	if w.f != nil {
 		if err := w.closeFile(); err != nil {
@@ -156,7 +141,10 @@ func (w *writer[T]) Snapshot(id int64) (runtime.Snapshot, error) {
 }
 
 func (w *writer[T]) closeFile() error {
-	err := w.w.Flush()
+	err := w.enc.finish()
+	if err == nil {
+		err = w.w.Flush()
+	}
 	if err == nil {
 		err = w.f.Sync()
 	}

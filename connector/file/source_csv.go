@@ -1,0 +1,110 @@
+package file
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+)
+
+// errIncomplete says the buffered bytes end inside a record: the record is
+// consumed once the rest of it has been written.
+var errIncomplete = errors.New("incomplete record")
+
+// csvRecord is the parse of one CSV record: the fields' unescaped bytes
+// back to back and where each ends. It is reused from record to record.
+type csvRecord struct {
+	text []byte
+	ends []int
+	// fields are the strings handed to decoders; reused, see Line.Fields.
+	fields []string
+}
+
+// parse parses the record at the start of data (RFC 4180: fields separated
+// by comma, optionally in double quotes with "" for a quote; a quoted field
+// may hold commas and line breaks; records end at \n or \r\n). With final,
+// the end of data ends the record; otherwise a record that reaches the end
+// of data returns errIncomplete. It returns the bytes the record spans with
+// its terminator and the line breaks it spans (its terminator included).
+func (r *csvRecord) parse(data []byte, comma byte, final bool) (n, lines int, err error) {
+	r.text, r.ends = r.text[:0], r.ends[:0]
+	i := 0
+	for field := 1; ; field++ {
+		if i < len(data) && data[i] == '"' {
+			i++
+			for {
+				j := bytes.IndexByte(data[i:], '"')
+				if j < 0 {
+					if final {
+						return 0, 0, fmt.Errorf("field %d: quoted field is not closed at the end of the file", field)
+					}
+					return 0, 0, errIncomplete
+				}
+				r.text = append(r.text, data[i:i+j]...)
+				lines += bytes.Count(data[i:i+j], []byte{'\n'})
+				i += j + 1
+				if i < len(data) && data[i] == '"' {
+					r.text = append(r.text, '"')
+					i++
+					continue
+				}
+				if i == len(data) && !final {
+					return 0, 0, errIncomplete // the next byte may be a second quote
+				}
+				break
+			}
+			r.ends = append(r.ends, len(r.text))
+			switch {
+			case i == len(data):
+				return i, lines, nil
+			case data[i] == comma:
+				i++
+				continue
+			case data[i] == '\n':
+				return i + 1, lines + 1, nil
+			case data[i] == '\r' && i+1 < len(data) && data[i+1] == '\n':
+				return i + 2, lines + 1, nil
+			case data[i] == '\r' && i+1 == len(data):
+				if !final {
+					return 0, 0, errIncomplete
+				}
+				return i + 1, lines, nil
+			}
+			return 0, 0, fmt.Errorf("field %d: unexpected %q after a closing quote", field, data[i])
+		}
+		j := i
+		for j < len(data) && data[j] != comma && data[j] != '\n' {
+			j++
+		}
+		if j == len(data) && !final {
+			return 0, 0, errIncomplete
+		}
+		end := j
+		if (j == len(data) || data[j] == '\n') && end > i && data[end-1] == '\r' {
+			end--
+		}
+		if q := bytes.IndexByte(data[i:end], '"'); q >= 0 {
+			return 0, 0, fmt.Errorf("field %d: bare \" in a field not in quotes", field)
+		}
+		r.text = append(r.text, data[i:end]...)
+		r.ends = append(r.ends, len(r.text))
+		switch {
+		case j == len(data):
+			return j, lines, nil
+		case data[j] == '\n':
+			return j + 1, lines + 1, nil
+		}
+		i = j + 1
+	}
+}
+
+// strings returns the fields as strings sharing one allocation.
+func (r *csvRecord) strings() []string {
+	s := string(r.text)
+	r.fields = r.fields[:0]
+	start := 0
+	for _, e := range r.ends {
+		r.fields = append(r.fields, s[start:e])
+		start = e
+	}
+	return r.fields
+}

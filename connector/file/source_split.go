@@ -1,0 +1,149 @@
+package file
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+)
+
+// readChunk is the size of one read from a file.
+const readChunk = 128 << 10
+
+// utf8BOM is skipped at the start of a file.
+var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
+
+// split is one file a source subtask reads: a watermark split, and the unit
+// of the replay position.
+type split struct {
+	path string
+	// idx is the file's split in the subtask's watermark.Tracker.
+	idx int
+	// off is the byte offset after the last record consumed: the replay
+	// position. line counts the line breaks before off.
+	off, line int64
+	// end is the size to read to with stop_at latest; -1 when following.
+	end int64
+	// maxTime is the newest event time read; valid when timed.
+	maxTime int64
+	timed   bool
+	// done: read to end (stop_at latest only); the split is finished.
+	done bool
+	// pending: the file may hold bytes not yet read. Following, it is
+	// cleared when a read reaches the end of the file and set by a poll
+	// that finds the file grown.
+	pending bool
+	// header is a CSV file's header, nil until read; headerEnd is the
+	// offset after it, 0 until read.
+	header    *Header
+	headerEnd int64
+	// f is open while the file is read; nil otherwise.
+	f *os.File
+	// buf[pos:] are the bytes from off on that were read and not consumed.
+	// INVARIANT: readOff() == off + len(buf) - pos is where the next read
+	// from the file starts.
+	buf []byte
+	pos int
+}
+
+// readOff is the file offset the next read starts at.
+func (s *split) readOff() int64 { return s.off + int64(len(s.buf)-s.pos) }
+
+// final reports whether no more bytes will be read: stop_at latest and the
+// end is buffered.
+func (s *split) final() bool { return s.end >= 0 && s.readOff() >= s.end }
+
+// consume moves past n buffered bytes spanning lines line breaks.
+func (s *split) consume(n, lines int) {
+	s.pos += n
+	s.off += int64(n)
+	s.line += int64(lines)
+}
+
+// where locates the next unconsumed record for error messages.
+func (s *split) where() string {
+	return fmt.Sprintf("%s:%d (byte offset %d)", s.path, s.line+1, s.off)
+}
+
+// fill reads more of the file into buf. It returns false when nothing more
+// is there now (or, with stop_at latest, up to end).
+func (s *split) fill(maxLine int) (bool, error) {
+	if s.final() {
+		return false, nil
+	}
+	if s.f == nil {
+		f, err := os.Open(s.path)
+		if err != nil {
+			return false, fmt.Errorf("file source: opening %s: %w", s.path, err)
+		}
+		s.f = f
+	}
+	if s.pos > 0 {
+		n := copy(s.buf, s.buf[s.pos:])
+		s.buf, s.pos = s.buf[:n], 0
+	}
+	if cap(s.buf)-len(s.buf) < readChunk/2 {
+		s.buf = slices.Grow(s.buf, max(readChunk, min(2*len(s.buf), maxLine+readChunk)))
+	}
+	at := s.readOff()
+	want := s.buf[len(s.buf):cap(s.buf)]
+	if s.end >= 0 && s.end-at < int64(len(want)) {
+		want = want[:s.end-at]
+	}
+	n, err := s.f.ReadAt(want, at)
+	s.buf = s.buf[:len(s.buf)+n]
+	if n > 0 {
+		return true, nil
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		return false, fmt.Errorf("file source: reading %s at byte %d: %w", s.path, at, err)
+	}
+	fi, err := s.f.Stat()
+	if err != nil {
+		return false, fmt.Errorf("file source: %w", err)
+	}
+	if fi.Size() < at || (s.end >= 0 && fi.Size() < s.end) {
+		return false, s.truncated(fi.Size())
+	}
+	return false, nil
+}
+
+// truncated is the error of a file that shrank below what was read.
+func (s *split) truncated(size int64) error {
+	read := s.readOff()
+	if s.end > read {
+		read = s.end
+	}
+	return fmt.Errorf("file source: %s is %d bytes, shorter than the %d bytes already read or promised by stop_at latest: it was truncated or replaced, and files must only be appended to", s.path, size, read)
+}
+
+// release closes the file and keeps at most the unconsumed tail (a partial
+// last line) of the buffer.
+func (s *split) release() {
+	if s.f != nil {
+		_ = s.f.Close()
+		s.f = nil
+	}
+	switch tail := s.buf[s.pos:]; {
+	case len(tail) == 0:
+		s.buf, s.pos = nil, 0
+	case cap(s.buf) > 2*len(tail)+4096:
+		s.buf, s.pos = bytes.Clone(tail), 0
+	}
+}
+
+// skipBOM consumes a UTF-8 byte order mark at the start of the file. It
+// returns false when too few bytes are buffered to tell.
+func (s *split) skipBOM() bool {
+	if s.off != 0 {
+		return true
+	}
+	data := s.buf[s.pos:]
+	if bytes.HasPrefix(data, utf8BOM) {
+		s.consume(len(utf8BOM), 0)
+		return true
+	}
+	return len(data) >= len(utf8BOM) || !bytes.HasPrefix(utf8BOM, data) || s.final()
+}

@@ -1,0 +1,525 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/connector/datagen"
+	"github.com/ingest-engine/ingest/internal/failpoint"
+	"github.com/ingest-engine/ingest/operator/process"
+	"github.com/ingest-engine/ingest/runtime"
+	"github.com/ingest-engine/ingest/state"
+	"github.com/ingest-engine/ingest/stream"
+)
+
+// sinkCount is one output of the keyed running count: the n-th record of key.
+type sinkCount struct {
+	Key int64
+	N   int64
+}
+
+// sinkCountValue is how a count is written to Kafka: "key:n". The expected
+// output is every "k:n" for n in 1..(records of key k), exactly once,
+// whatever the interleaving of the sources and however often the job
+// restarts.
+func sinkCountValue(c sinkCount) string {
+	return strconv.FormatInt(c.Key, 10) + ":" + strconv.FormatInt(c.N, 10)
+}
+
+// sinkCounter is the keyed running count: keyed state, restored at recovery.
+type sinkCounter struct {
+	n *state.ValueState[int64, int64]
+}
+
+func (f *sinkCounter) Open(s process.Setup[int64]) error {
+	var err error
+	f.n, err = state.NewValueState[int64, int64](s.State, "n", s.KeyCodec, state.Int64Codec{})
+	return err
+}
+
+func (f *sinkCounter) ProcessRecord(c *process.Context[int64, sinkCount], _ datagen.Event) error {
+	n, _ := f.n.Get(c.Key())
+	n++
+	f.n.Update(c.Key(), n)
+	c.Emit(sinkCount{Key: c.Key(), N: n})
+	return nil
+}
+
+func (f *sinkCounter) OnTimer(*process.Context[int64, sinkCount], process.Domain) error { return nil }
+
+// sinkFailAfterCheckpoint fails attempt 0 at its first batch after it was
+// told a checkpoint completed: records are then written to the open
+// transaction and not yet prepared.
+type sinkFailAfterCheckpoint struct {
+	stream.Stateless
+	ctx       *runtime.Context
+	completed bool
+	failed    *atomic.Int64
+}
+
+func (o *sinkFailAfterCheckpoint) Open(ctx *runtime.Context) error {
+	o.ctx, o.Out = ctx, ctx.Output
+	return nil
+}
+func (o *sinkFailAfterCheckpoint) NotifyComplete(int64) error { o.completed = true; return nil }
+func (o *sinkFailAfterCheckpoint) ProcessBatch(_ int, r runtime.Records) error {
+	if o.ctx.Attempt == 0 && o.completed {
+		o.failed.Add(1)
+		return errors.New("injected failure after a checkpoint completed")
+	}
+	return o.Out.Emit(r)
+}
+
+// sinkPipeline is datagen → (optional failing map) → key by → keyed running
+// count → Kafka sink, with checkpoints every 15ms.
+type sinkPipeline struct {
+	k        *sinkTestCluster
+	dir      string
+	prefix   string
+	count    int64
+	keys     int64
+	rate     float64
+	sinkPar  int
+	failMap  bool
+	failed   atomic.Int64
+	interval time.Duration
+	// sampler, when set, gets each new job before it runs.
+	sampler *sinkSampler
+}
+
+func newSinkPipeline(t *testing.T, sinkPar int) *sinkPipeline {
+	return &sinkPipeline{k: newSinkCluster(t, 3), dir: t.TempDir(), prefix: "pipe", count: 6000, keys: 7, rate: 20000, sinkPar: sinkPar, interval: 15 * time.Millisecond}
+}
+
+// job builds the pipeline anew, with a new Sink as a new process would.
+func (sp *sinkPipeline) job(t *testing.T) *runtime.Job {
+	t.Helper()
+	src, err := datagen.Events(datagen.Config{Count: sp.count, Rate: sp.rate, Keys: sp.keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := sp.k.config(sp.prefix)
+	cfg.CommitTimeout = 10 * time.Second
+	cfg.TransactionTimeout = 0 // the default, 15m, fits the default 10m checkpoint timeout
+	sink, err := NewSink(cfg, func(c sinkCount) ([]byte, []byte, error) {
+		return strconv.AppendInt(nil, c.Key, 10), []byte(sinkCountValue(c)), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck := checkpoint.DefaultOptions()
+	ck.Interval = sp.interval
+	ck.TolerableFailures = 3
+	if err := sink.ConfigureCheckpointing(ck); err != nil {
+		t.Fatal(err)
+	}
+	p := stream.New("kafka-sink-" + sp.prefix)
+	events := stream.From[datagen.Event](p, "events", src, stream.Parallelism(2))
+	if sp.failMap {
+		events = stream.Add[datagen.Event, datagen.Event](events, &runtime.Node{ID: "fail", NewOperator: func() runtime.Operator {
+			return &sinkFailAfterCheckpoint{failed: &sp.failed}
+		}})
+	}
+	keyed := stream.KeyBy(events, func(e datagen.Event) int64 { return e.Key })
+	counts := process.Keyed(keyed, "count", func() process.Function[datagen.Event, int64, sinkCount] { return &sinkCounter{} }, stream.Parallelism(2))
+	stream.To(counts, "out", stream.Sink[sinkCount](sink), stream.Parallelism(sp.sinkPar))
+	opts := stream.RunOptions{CheckpointDir: sp.dir, Checkpoint: ck, Restart: runtime.RestartOptions{Delay: 5 * time.Millisecond, MaxAttempts: 20}}
+	if testing.Verbose() {
+		opts.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	job, err := p.NewJob(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sp.sampler != nil {
+		sp.sampler.watch(job)
+	}
+	return job
+}
+
+// run runs a new job until it ends or ctx is cancelled.
+func (sp *sinkPipeline) run(t *testing.T, ctx context.Context) (runtime.Stats, error) {
+	t.Helper()
+	job := sp.job(t)
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	err := job.Run(ctx)
+	return job.Stats(), err
+}
+
+// expected is the exact output: "k:n" for every key k and n in 1..records of k.
+func (sp *sinkPipeline) expected() []string {
+	var want []string
+	for k := range sp.keys {
+		n := sp.count / sp.keys
+		if k < sp.count%sp.keys {
+			n++
+		}
+		for i := int64(1); i <= n; i++ {
+			want = append(want, sinkCountValue(sinkCount{Key: k, N: i}))
+		}
+	}
+	slices.Sort(want)
+	return want
+}
+
+// checkExact reads the topic as a read-committed consumer and compares it
+// with the expected output: nothing missing, nothing twice, nothing else; and
+// no open transaction is left to hold consumers back.
+func (sp *sinkPipeline) checkExact(t *testing.T) {
+	t.Helper()
+	got := sinkValues(sp.k.readTopic(t, sp.k.topic, true))
+	want := sp.expected()
+	seen := map[string]int{}
+	for _, v := range got {
+		seen[v]++
+	}
+	var missing, dup, extra int
+	for _, v := range want {
+		switch seen[v] {
+		case 0:
+			missing++
+		case 1:
+		default:
+			dup += seen[v] - 1
+		}
+		delete(seen, v)
+	}
+	extra = len(seen)
+	if missing+dup+extra > 0 || len(got) != len(want) {
+		t.Fatalf("read-committed output: %d records, want %d: %d missing, %d duplicated, %d unexpected", len(got), len(want), missing, dup, extra)
+	}
+	if sp.k.stuck(t, sp.k.topic) {
+		t.Fatal("an open transaction still holds back read-committed consumers after the job finished")
+	}
+}
+
+// sinkFailOn makes failpoint name fail on the calls numbered in at (from 1).
+func sinkFailOn(name string, at ...int64) (calls *atomic.Int64, disable func()) {
+	calls = &atomic.Int64{}
+	disable = failpoint.Enable(name, func() error {
+		if slices.Contains(at, calls.Add(1)) {
+			return fmt.Errorf("failpoint %s: %w", name, failpoint.ErrInjected)
+		}
+		return nil
+	})
+	return calls, disable
+}
+
+// TestSinkExactlyOnceUnderFailures runs the pipeline with failures injected
+// at every step of the sink's two-phase commit, lets the job restart from the
+// last complete checkpoint, and checks that a read-committed consumer reads
+// exactly the expected output; a sampler checks during the run that nothing
+// of an incomplete checkpoint is ever visible. (checkpointing.txt: "A restart
+// must not lose accepted data, repeat already-visible output, or combine
+// state from different points in the stream.")
+func TestSinkExactlyOnceUnderFailures(t *testing.T) {
+	cases := []struct {
+		name  string
+		point string
+		at    []int64
+		// failMap inserts an operator failing after a checkpoint completed.
+		failMap bool
+	}{
+		{name: "no failure"},
+		// Records are in the open transaction, not yet prepared.
+		{name: "before prepare: operator fails after a checkpoint", failMap: true},
+		{name: "before prepare: random batches", point: "task/process-batch", at: []int64{60, 450}},
+		// The sink flushed; the committable is not returned.
+		{name: "at prepare", point: "sink/kafka/prepare", at: []int64{5, 17}},
+		// Prepared, before the acknowledgement reaches the coordinator.
+		{name: "after prepare before ack", point: "task/after-snapshot-before-ack", at: []int64{12, 45}},
+		// The checkpoint is complete, nothing is committed: the recovery
+		// commits the prepared transactions.
+		{name: "after metadata before commit", point: "job/after-metadata-before-commit", at: []int64{3, 8}},
+		// One subtask's transaction committed, the other's not.
+		{name: "mid commit", point: "sink/kafka/mid-commit", at: []int64{2, 5}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			sp := newSinkPipeline(t, 2)
+			sp.failMap = c.failMap
+			sp.sampler = newSinkSampler(t, sp.k, sp.k.topic, sp.k.config(sp.prefix), false)
+			var calls *atomic.Int64
+			if c.point != "" {
+				var disable func()
+				calls, disable = sinkFailOn(c.point, c.at...)
+				defer disable()
+			}
+			stats, err := sp.run(t, context.Background())
+			sp.sampler.stop()
+			if err != nil {
+				t.Fatalf("run: %v", err)
+			}
+			t.Logf("stats %+v", stats)
+			switch {
+			case c.point != "":
+				t.Logf("failpoint %s reached %d times, failed at %v", c.point, calls.Load(), c.at)
+				if calls.Load() < slices.Min(c.at) {
+					t.Fatalf("failpoint %s was reached %d times, never at %v: nothing was injected", c.point, calls.Load(), c.at)
+				}
+				if stats.Restarts == 0 {
+					t.Fatalf("the failure at %s did not restart the job", c.point)
+				}
+			case c.failMap:
+				if sp.failed.Load() == 0 || stats.Restarts == 0 {
+					t.Fatalf("the failing operator failed %d times, %d restarts", sp.failed.Load(), stats.Restarts)
+				}
+			}
+			sp.checkExact(t)
+			sp.sampler.verify(t)
+		})
+	}
+}
+
+// TestSinkEachCheckpointVisibleAtOnce: with one sink subtask, a checkpoint's
+// output is one transaction, so a read-committed consumer sampling
+// throughout the run (restarts included) sees each checkpoint's records all
+// at once or not at all, and never a checkpoint that is not complete.
+func TestSinkEachCheckpointVisibleAtOnce(t *testing.T) {
+	sp := newSinkPipeline(t, 1)
+	sp.sampler = newSinkSampler(t, sp.k, sp.k.topic, sp.k.config(sp.prefix), true)
+	_, disable := sinkFailOn("job/after-metadata-before-commit", 4)
+	defer disable()
+	_, disable2 := sinkFailOn("task/process-batch", 300)
+	defer disable2()
+	if _, err := sp.run(t, context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	sp.sampler.stop()
+	sp.checkExact(t)
+	sp.sampler.verify(t)
+}
+
+// TestSinkKillAndRestart cancels the job's context hard at random moments
+// (the process dies: no final checkpoint), and each time starts a new job —
+// with new sink objects, as a new process — on the same checkpoint
+// directory. The last run finishes; the output is exact.
+func TestSinkKillAndRestart(t *testing.T) {
+	sp := newSinkPipeline(t, 2)
+	sp.sampler = newSinkSampler(t, sp.k, sp.k.topic, sp.k.config(sp.prefix), false)
+	kills := 0
+	for run := 0; ; run++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		if run < 3 {
+			time.AfterFunc(time.Duration(60+40*run)*time.Millisecond, cancel)
+		}
+		stats, err := sp.run(t, ctx)
+		cancel()
+		t.Logf("run %d: err %v, stats %+v", run, err, stats)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("run %d: %v", run, err)
+		}
+		kills++
+	}
+	sp.sampler.stop()
+	if kills == 0 {
+		t.Fatal("no run was killed")
+	}
+	sp.checkExact(t)
+	sp.sampler.verify(t)
+}
+
+// TestSinkRecoveryCommitsInNewProcess: the process dies after a checkpoint's
+// metadata is durable and before its transactions are committed (failpoint
+// job/after-metadata-before-commit cancels the job). The prepared
+// transactions stay open — their records invisible, read-committed consumers
+// held back. A second job on the same checkpoint directory, with new sink
+// objects (a new process), commits them from the restored checkpoint by
+// transactional id, producer id and epoch, aborts the rest, and finishes with
+// exact output.
+func TestSinkRecoveryCommitsInNewProcess(t *testing.T) {
+	sp := newSinkPipeline(t, 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var at atomic.Int64
+	var completed int64
+	disable := failpoint.Enable("job/after-metadata-before-commit", func() error {
+		if at.Add(1) == 3 {
+			cancel()
+			return fmt.Errorf("killed before the commit: %w", failpoint.ErrInjected)
+		}
+		return nil
+	})
+	stats, err := sp.run(t, ctx)
+	disable()
+	if err == nil || ctx.Err() == nil {
+		t.Fatalf("first run = %v, want it killed", err)
+	}
+	completed = stats.Latest
+	t.Logf("first run: stats %+v", stats)
+	before := len(sp.k.readTopic(t, sp.k.topic, true))
+	if !sp.k.stuck(t, sp.k.topic) {
+		t.Errorf("after the kill no prepared transaction holds back read-committed consumers: checkpoint %d's output was committed early", completed)
+	}
+	job := sp.job(t)
+	rctx, rcancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer rcancel()
+	if err := job.Run(rctx); err != nil {
+		t.Fatalf("second run: %v", err)
+	}
+	st := job.Stats()
+	t.Logf("second run: stats %+v; %d records were visible before it", st, before)
+	if st.RestoredFrom != completed {
+		t.Errorf("the second run restored checkpoint %d, want %d", st.RestoredFrom, completed)
+	}
+	sp.checkExact(t)
+}
+
+// sinkSampler is a read-committed consumer that samples the topic while jobs
+// run. Each sample is an atomic snapshot of the last stable offsets of every
+// partition (one broker answers one request), the records below them (by
+// transaction: producer id and epoch), and the newest complete checkpoint
+// known when the snapshot was taken. verify checks the samples against the
+// markers once every transaction is decided.
+type sinkSampler struct {
+	k      *sinkTestCluster
+	topic  string
+	marker string
+	// whole: every visible transaction must be visible whole (one sink
+	// subtask: a checkpoint's output is one transaction).
+	whole bool
+
+	mu      sync.Mutex
+	job     *runtime.Job
+	latest  int64
+	samples []sinkSample
+	pos     map[int32]int64
+	counts  map[txnRef]int64
+	done    chan struct{}
+	stopped chan struct{}
+	once    sync.Once
+	failed  error
+}
+
+// sinkSample is what one sample saw.
+type sinkSample struct {
+	latest int64
+	counts map[txnRef]int64
+}
+
+func newSinkSampler(t *testing.T, k *sinkTestCluster, topic string, cfg SinkConfig, whole bool) *sinkSampler {
+	cfg, _ = cfg.withDefaults()
+	s := &sinkSampler{k: k, topic: topic, marker: cfg.MarkerTopic, whole: whole, pos: map[int32]int64{}, counts: map[txnRef]int64{},
+		done: make(chan struct{}), stopped: make(chan struct{})}
+	go s.loop()
+	t.Cleanup(s.stop)
+	return s
+}
+
+// watch makes the sampler read the newest complete checkpoint from job.
+func (s *sinkSampler) watch(job *runtime.Job) {
+	s.mu.Lock()
+	s.job = job
+	s.mu.Unlock()
+}
+
+// known is the newest complete checkpoint of any job watched so far.
+func (s *sinkSampler) known() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.job != nil {
+		s.latest = max(s.latest, s.job.Stats().Latest)
+	}
+	return s.latest
+}
+
+func (s *sinkSampler) loop() {
+	defer close(s.stopped)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-tick.C:
+		}
+		if err := s.sample(); err != nil {
+			s.failed = err
+			return
+		}
+	}
+}
+
+// sample takes one snapshot (on the sampler's goroutine: no t.Fatal).
+func (s *sinkSampler) sample() error {
+	ends, err := s.k.endOffsetsE(true, s.topic)
+	if err != nil {
+		return err
+	}
+	latest := s.known() // read after the snapshot: commits follow completion
+	for p, end := range ends[s.topic] {
+		rs, err := s.k.fetchE(s.topic, p, s.pos[p], end, true)
+		if err != nil {
+			return err
+		}
+		for _, r := range rs {
+			s.counts[txnRef{r.PID, r.Epoch}]++
+		}
+		s.pos[p] = max(s.pos[p], end)
+	}
+	counts := make(map[txnRef]int64, len(s.counts))
+	for r, n := range s.counts {
+		counts[r] = n
+	}
+	s.samples = append(s.samples, sinkSample{latest: latest, counts: counts})
+	return nil
+}
+
+func (s *sinkSampler) stop() {
+	s.once.Do(func() { close(s.done) })
+	<-s.stopped
+}
+
+// verify checks every sample against the committed markers: each visible
+// transaction is committed (its marker is), belongs to a checkpoint that was
+// complete when the sample was taken, and (whole) was visible entirely.
+func (s *sinkSampler) verify(t *testing.T) {
+	t.Helper()
+	if s.failed != nil {
+		t.Fatalf("sampler: %v", s.failed)
+	}
+	markers := s.k.markers(t, s.marker)
+	partial, nonEmpty := 0, 0
+	for i, smp := range s.samples {
+		if len(smp.counts) > 0 {
+			nonEmpty++
+		}
+		for ref, n := range smp.counts {
+			m, ok := markers[ref]
+			if !ok {
+				t.Fatalf("sample %d: %d records of producer %d epoch %d are visible but the transaction has no committed marker", i, n, ref.pid, ref.epoch)
+			}
+			if m.Checkpoint > smp.latest {
+				t.Fatalf("sample %d: transaction %s of checkpoint %d is visible while the newest complete checkpoint was %d", i, m.TxnID, m.Checkpoint, smp.latest)
+			}
+			if n > m.Records {
+				t.Fatalf("sample %d: %d records of transaction %s visible, it holds %d", i, n, m.TxnID, m.Records)
+			}
+			if n < m.Records {
+				if s.whole {
+					t.Fatalf("sample %d: %d of the %d records of checkpoint %d (transaction %s) are visible: not all at once", i, n, m.Records, m.Checkpoint, m.TxnID)
+				}
+				partial++
+			}
+		}
+	}
+	t.Logf("sampler: %d samples (%d saw output), %d transactions committed; %d times a transaction was partly visible (records behind another subtask's open transaction in a partition)",
+		len(s.samples), nonEmpty, len(markers), partial)
+	if nonEmpty < 3 {
+		t.Fatalf("only %d samples saw output: the sampler did not watch the run", nonEmpty)
+	}
+}

@@ -1,0 +1,182 @@
+package kafka
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Message is one Kafka record as the source hands it to the decode function.
+// Key, Value and Headers belong to the message: the decode function may keep
+// them.
+type Message struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Key       []byte
+	Value     []byte
+	// Timestamp is the record's timestamp (set by the producer, or by the
+	// broker with log-append time), millisecond precision.
+	Timestamp time.Time
+	Headers   []MessageHeader
+}
+
+// MessageHeader is a record header: a key and a value.
+type MessageHeader = kgo.RecordHeader
+
+// Decoder turns a message into a record value and its event time in Unix
+// nanoseconds. An error fails the task with a *DecodeError naming the record.
+// It is called from the source subtask's goroutine, one message at a time.
+type Decoder[T any] func(Message) (value T, eventTime int64, err error)
+
+// DecodeError is a record the decode function rejected. The source fails the
+// task with it (the job restarts from its last checkpoint and meets the same
+// record again, so a bad record stops the job until it is dealt with);
+// callers tell it from other failures with errors.As.
+type DecodeError struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	// Err is the decode function's error.
+	Err error
+}
+
+// Error names the record and the cause.
+func (e *DecodeError) Error() string {
+	return fmt.Sprintf("kafka source: cannot decode the record at topic %s partition %d offset %d: %v", e.Topic, e.Partition, e.Offset, e.Err)
+}
+
+// Unwrap returns the decode function's error.
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+// EventTime extracts a message's event time in Unix nanoseconds.
+type EventTime func(Message) (int64, error)
+
+// RecordTimestamp is the EventTime that uses the Kafka record timestamp.
+func RecordTimestamp(m Message) (int64, error) { return m.Timestamp.UnixNano(), nil }
+
+// JSONEventTime returns the EventTime read from field of the message's JSON
+// object value: an RFC 3339 string ("2026-01-02T15:04:05.123Z") or a number
+// of milliseconds since the Unix epoch (fractions allowed). A dotted field
+// ("meta.ts") reads a nested object. A missing, null or malformed field is an
+// error, which fails the record.
+func JSONEventTime(field string) EventTime {
+	path := strings.Split(field, ".")
+	return func(m Message) (int64, error) {
+		raw, err := jsonField(m.Value, path)
+		if err != nil {
+			return 0, fmt.Errorf("event time field %q: %w", field, err)
+		}
+		t, err := parseEventTime(raw)
+		if err != nil {
+			return 0, fmt.Errorf("event time field %q: %w", field, err)
+		}
+		return t, nil
+	}
+}
+
+// DecodeJSON returns a decoder that unmarshals the message value (JSON) into
+// T and takes the event time from eventTime; nil means RecordTimestamp.
+func DecodeJSON[T any](eventTime EventTime) Decoder[T] {
+	if eventTime == nil {
+		eventTime = RecordTimestamp
+	}
+	return func(m Message) (T, int64, error) {
+		var v T
+		if err := json.Unmarshal(m.Value, &v); err != nil {
+			return v, 0, fmt.Errorf("value is not the expected JSON: %w", err)
+		}
+		t, err := eventTime(m)
+		return v, t, err
+	}
+}
+
+// jsonField returns the raw JSON of the value at path in the object data.
+func jsonField(data []byte, path []string) ([]byte, error) {
+	raw := data
+	for i, name := range path {
+		v, found, err := srcJSONField(raw, name)
+		if err != nil {
+			if i == 0 {
+				return nil, fmt.Errorf("value: %w", err)
+			}
+			return nil, fmt.Errorf("%q: %w", strings.Join(path[:i], "."), err)
+		}
+		if !found {
+			return nil, errors.New("missing")
+		}
+		raw = v
+	}
+	return raw, nil
+}
+
+// parseEventTime reads an RFC 3339 string or epoch milliseconds.
+func parseEventTime(raw []byte) (int64, error) {
+	raw = bytes.TrimSpace(raw)
+	switch {
+	case len(raw) == 0 || bytes.Equal(raw, []byte("null")):
+		return 0, errors.New("is null")
+	case raw[0] == '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return 0, err
+		}
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			return 0, fmt.Errorf("not an RFC 3339 time: %w", err)
+		}
+		// UnixNano is undefined outside about 1678–2262.
+		if t.Before(time.Unix(0, math.MinInt64)) || t.After(time.Unix(0, math.MaxInt64)) {
+			return 0, fmt.Errorf("%s is outside the event times this engine represents", s)
+		}
+		return t.UnixNano(), nil
+	}
+	// Bounded so that adding a fraction cannot overflow.
+	const maxMillis = math.MaxInt64/int64(time.Millisecond) - 1
+	str := string(raw)
+	whole, frac, hasFrac := strings.Cut(str, ".")
+	if ms, err := strconv.ParseInt(whole, 10, 64); err == nil && (!hasFrac || srcDigits(frac)) {
+		if ms > maxMillis || ms < -maxMillis {
+			return 0, fmt.Errorf("%s ms is outside the event times this engine represents", raw)
+		}
+		ns := ms * int64(time.Millisecond)
+		if hasFrac {
+			// Exact to the nanosecond: only six digits of a fraction of a
+			// millisecond count.
+			f, _ := strconv.ParseInt((frac + "000000")[:6], 10, 64)
+			if strings.HasPrefix(whole, "-") {
+				f = -f
+			}
+			ns += f
+		}
+		return ns, nil
+	}
+	f, err := strconv.ParseFloat(str, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s is neither an RFC 3339 string nor epoch milliseconds", raw)
+	}
+	if math.IsNaN(f) || f > float64(maxMillis) || f < -float64(maxMillis) {
+		return 0, fmt.Errorf("%s ms is outside the event times this engine represents", raw)
+	}
+	return int64(f * float64(time.Millisecond)), nil
+}
+
+// srcDigits reports whether s is one or more decimal digits.
+func srcDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
