@@ -9,6 +9,10 @@
 //	job/after-metadata-before-commit the checkpoint is complete, before its output is committed
 //	sink/file/prepare                when the file sink stages its file at a barrier (after fsync)
 //	sink/file/mid-commit             between moving two staged files of one commit
+//	sink/kafka/prepare               a Kafka sink subtask flushed its transaction at a barrier, before it returns the committable
+//	sink/kafka/mid-commit            between committing two subtasks' transactions of one commit
+//	sink/postgres/prepare            a PostgreSQL sink subtask's staged rows are durable, before it acknowledges
+//	sink/postgres/mid-commit         inside the publishing transaction, before COMMIT
 //
 // In a process, tests call Enable. The ingest binary also reads the
 // INGEST_FAILPOINTS environment variable (see FromEnv), so out-of-process
