@@ -135,8 +135,10 @@ func (b *builder) sink(name string, k *yaml.Node, m *mapping) {
 		}
 	case "postgres":
 		b.postgresSink(name, m, in, ok, par)
+	case "kafka":
+		b.kafkaSink(name, m, in, ok, par)
 	default:
-		m.unknownType("sink", typ, "file, postgres, stdout")
+		m.unknownType("sink", typ, "file, kafka, postgres, stdout")
 	}
 	m.done()
 }

@@ -1,0 +1,160 @@
+package config
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/ingest-engine/ingest/connector/file"
+	"github.com/ingest-engine/ingest/connector/kafka"
+	"github.com/ingest-engine/ingest/row"
+	"github.com/ingest-engine/ingest/stream"
+)
+
+// This file builds the Kafka source and sink and the file source.
+
+func init() {
+	sourceTypes["kafka"] = (*builder).kafkaSource
+	sourceTypes["file"] = (*builder).fileSource
+}
+
+// kafkaSource builds `type: kafka` (brokers, topic, group, start, stop_at,
+// watermark, event_time, fields). Without event_time the Kafka record
+// timestamp is the event time.
+func (b *builder) kafkaSource(name string, m *mapping, par stream.NodeOption) (named, bool) {
+	cfg := kafka.SourceConfig{
+		Brokers:   m.strList("brokers"),
+		Topic:     m.required("topic"),
+		Group:     m.str("group", ""),
+		Start:     kafka.StartPosition(m.str("start", string(kafka.StartEarliest))),
+		Watermark: b.watermarkStrategy(m),
+	}
+	if len(cfg.Brokers) == 0 {
+		b.e.add(m.node, m.field("brokers"), "is required (a list of host:port)")
+	}
+	switch s := m.str("stop_at", ""); s {
+	case "":
+	case "latest":
+		cfg.StopAt = kafka.StopAtLatest
+	default:
+		b.e.add(m.get("stop_at"), m.field("stop_at"), "unknown value %q (known: latest)", s)
+		return named{}, false
+	}
+	if cfg.Topic == "" || len(cfg.Brokers) == 0 {
+		return named{}, false
+	}
+	sample := func() ([]byte, error) {
+		raw, err := kafka.NewSource(cfg, func(msg kafka.Message) ([]byte, int64, error) { return msg.Value, msg.Timestamp.UnixNano(), nil })
+		if err != nil {
+			return nil, err
+		}
+		return sampleSource[[]byte](raw, sampleTimeout)
+	}
+	schema, ti, ok := b.jsonSchema(m, sample)
+	if !ok {
+		return named{}, false
+	}
+	decode := rowDecoder(schema, ti)
+	src, err := kafka.NewSource(cfg, func(msg kafka.Message) (row.Row, int64, error) {
+		return decode(msg.Value, msg.Timestamp.UnixNano())
+	})
+	if err != nil {
+		b.e.add(m.node, m.path, "%v", err)
+		return named{}, false
+	}
+	s := stream.From[row.Row](b.p, name, src, par)
+	s.Node().Describe += describeWatermark(cfg.Watermark)
+	return named{s: s, schema: schema}, true
+}
+
+// fileSource builds `type: file` for JSON Lines (path glob relative to the
+// pipeline file, stop_at, watermark, event_time, fields).
+func (b *builder) fileSource(name string, m *mapping, par stream.NodeOption) (named, bool) {
+	cfg := file.SourceConfig{
+		Path:      b.path(m.required("path")),
+		Format:    file.FormatJSONLines,
+		Watermark: b.watermarkStrategy(m),
+	}
+	if f := m.str("format", "jsonl"); f != "jsonl" {
+		b.e.add(m.get("format"), m.field("format"), "unknown format %q (known: jsonl)", f)
+		return named{}, false
+	}
+	switch s := m.str("stop_at", ""); s {
+	case "":
+	case "latest":
+		cfg.StopAt = file.StopAtLatest
+	default:
+		b.e.add(m.get("stop_at"), m.field("stop_at"), "unknown value %q (known: latest)", s)
+		return named{}, false
+	}
+	if cfg.Path == "" {
+		return named{}, false
+	}
+	sample := func() ([]byte, error) {
+		raw, err := file.NewSource(cfg, func(l file.Line) ([]byte, int64, error) { return slices.Clone(l.JSON), 0, nil })
+		if err != nil {
+			return nil, err
+		}
+		return sampleSource[[]byte](raw, sampleTimeout)
+	}
+	schema, ti, ok := b.jsonSchema(m, sample)
+	if !ok {
+		return named{}, false
+	}
+	if ti < 0 {
+		b.e.add(m.node, m.field("event_time"), "is required for a file source: name the field with the event time, e.g. event_time: {field: ts}")
+		return named{}, false
+	}
+	decode := rowDecoder(schema, ti)
+	src, err := file.NewSource(cfg, func(l file.Line) (row.Row, int64, error) { return decode(l.JSON, 0) })
+	if err != nil {
+		b.e.add(m.node, m.path, "%v", err)
+		return named{}, false
+	}
+	s := stream.From[row.Row](b.p, name, src, par)
+	s.Node().Describe += describeWatermark(cfg.Watermark)
+	return named{s: s, schema: schema}, true
+}
+
+// kafkaSink builds `type: kafka` (brokers, topic, transactional_id_prefix,
+// transaction_timeout, key): records are JSON objects of the row's fields,
+// keyed by the key fields' JSON values joined by '|' when key is given.
+func (b *builder) kafkaSink(name string, m *mapping, in named, ok bool, par stream.NodeOption) {
+	cfg := kafka.SinkConfig{
+		Brokers:               m.strList("brokers"),
+		Topic:                 m.required("topic"),
+		TransactionalIDPrefix: m.required("transactional_id_prefix"),
+		TransactionTimeout:    m.duration("transaction_timeout", 0),
+	}
+	keys := m.strList("key")
+	if len(cfg.Brokers) == 0 {
+		b.e.add(m.node, m.field("brokers"), "is required (a list of host:port)")
+	}
+	if !ok || cfg.Topic == "" || cfg.TransactionalIDPrefix == "" || len(cfg.Brokers) == 0 {
+		return
+	}
+	schema := in.schema
+	var keyIdx []int
+	for _, k := range keys {
+		i := schema.Index(k)
+		if i < 0 {
+			b.e.add(m.get("key"), m.field("key"), "no field %q in the input (fields: %s)", k, strings.Join(schema.Names(), ", "))
+			return
+		}
+		keyIdx = append(keyIdx, i)
+	}
+	sink, err := kafka.NewSink(cfg, func(r row.Row) ([]byte, []byte, error) {
+		var key []byte
+		for j, i := range keyIdx {
+			if j > 0 {
+				key = append(key, '|')
+			}
+			key = r[i].AppendJSON(key)
+		}
+		return key, schema.AppendJSON(nil, r), nil
+	})
+	if err != nil {
+		b.e.add(m.node, m.path, "%v", err)
+		return
+	}
+	stream.To(in.s, name, stream.Sink[row.Row](sink), par)
+}
