@@ -4,6 +4,7 @@
 package config
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,6 +19,8 @@ import (
 	"github.com/ingest-engine/ingest/row"
 	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/state"
+	"github.com/ingest-engine/ingest/storage"
+	"github.com/ingest-engine/ingest/storage/blob"
 	"github.com/ingest-engine/ingest/stream"
 )
 
@@ -29,8 +32,11 @@ type Pipeline struct {
 	Name string
 	// Checkpoint are the effective checkpoint options.
 	Checkpoint checkpoint.Options
-	// CheckpointDir is the absolute checkpoint directory.
+	// CheckpointDir is the absolute checkpoint directory, or an object
+	// storage URL (s3://, file://, mem://; see storage/blob).
 	CheckpointDir string
+	// storage is the opened object storage when CheckpointDir is a URL.
+	storage storage.Storage
 	// Restart is the effective restart strategy.
 	Restart runtime.RestartOptions
 	// Stream is the built graph.
@@ -59,7 +65,7 @@ func (p *Pipeline) GuaranteeText() string {
 
 // RunOptions returns the options to run the pipeline with.
 func (p *Pipeline) RunOptions() stream.RunOptions {
-	return stream.RunOptions{Checkpoint: p.Checkpoint, CheckpointDir: p.CheckpointDir, Restart: p.Restart}
+	return stream.RunOptions{Checkpoint: p.Checkpoint, CheckpointDir: p.CheckpointDir, Storage: p.storage, Restart: p.Restart}
 }
 
 // yamlLine matches the "line N: " prefix of YAML syntax errors.
@@ -73,6 +79,8 @@ type named struct {
 
 // builder holds what Load is building.
 type builder struct {
+	// storage is the object storage of a checkpoint.dir URL.
+	storage storage.Storage
 	e       *errs
 	dir     string // directory of the pipeline file
 	p       *stream.Pipeline
@@ -160,6 +168,7 @@ func Parse(path string, data []byte) (*Pipeline, error) {
 	b.p = stream.New(out.Name, stream.DefaultParallelism(int(b.par)), stream.MaxParallelism(int(b.maxPar)))
 
 	out.Checkpoint, out.CheckpointDir = b.checkpoint(top.sub("checkpoint"))
+	out.storage = b.storage
 	b.checkpointDir = out.CheckpointDir
 	out.Restart = b.restart(top.sub("restart"))
 
@@ -281,7 +290,16 @@ func (b *builder) checkpoint(m *mapping) (checkpoint.Options, string) {
 			b.e.add(m.get("mode"), m.field("mode"), "%v", err)
 		}
 	}
-	dir := b.path(m.str("dir", "data/checkpoints"))
+	dir := m.str("dir", "data/checkpoints")
+	if blob.IsURL(dir) {
+		st, err := blob.OpenStorage(context.Background(), dir)
+		if err != nil {
+			b.e.add(m.get("dir"), m.field("dir"), "%v", err)
+		}
+		b.storage = st
+	} else {
+		dir = b.path(dir)
+	}
 	m.done()
 	return o, dir
 }
