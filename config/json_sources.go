@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/ingest-engine/ingest/row"
 	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/stream"
+	"github.com/ingest-engine/ingest/watermark"
 )
 
 // This file holds what the sources of JSON records share: the record
@@ -110,6 +112,71 @@ func rowDecoder(schema *row.Schema, ti int) func(data []byte, recordTime int64) 
 			return nil, 0, fmt.Errorf("event time: %w", err)
 		}
 		return r, t, nil
+	}
+}
+
+// jsonSource is one JSON source type for buildJSONSource: how to get the
+// JSON payload and the record's own time (Unix ns) of a message M, and how
+// to build the connector's source over a decode function, raw for sampling
+// or into rows.
+type jsonSource[M any] struct {
+	payload func(M) ([]byte, int64)
+	raw     func(decode func(M) ([]byte, int64, error)) (stream.Source[[]byte], error)
+	rows    func(decode func(M) (row.Row, int64, error)) (stream.Source[row.Row], error)
+	// add adds the row source to the pipeline; nil means stream.From.
+	add func(src stream.Source[row.Row]) stream.Stream[row.Row]
+}
+
+// buildJSONSource reads the record schema (declared, or inferred from a
+// sampled first record), builds the row source and adds it as node name.
+// requireTime refuses a source without event_time (records without a time
+// of their own).
+func buildJSONSource[M any](b *builder, name string, m *mapping, par stream.NodeOption, wm watermark.Strategy, requireTime bool, j jsonSource[M]) (named, bool) {
+	sample := func() ([]byte, error) {
+		raw, err := j.raw(func(msg M) ([]byte, int64, error) {
+			data, t := j.payload(msg)
+			return slices.Clone(data), t, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		return sampleSource[[]byte](raw, sampleTimeout)
+	}
+	schema, ti, ok := b.jsonSchema(m, sample)
+	if !ok {
+		return named{}, false
+	}
+	if ti < 0 && requireTime {
+		b.e.add(m.node, m.field("event_time"), "is required for this source: name the field with the event time, e.g. event_time: {field: ts}")
+		return named{}, false
+	}
+	decode := rowDecoder(schema, ti)
+	src, err := j.rows(func(msg M) (row.Row, int64, error) { return decode(j.payload(msg)) })
+	if err != nil {
+		b.e.add(m.node, m.path, "%v", err)
+		return named{}, false
+	}
+	var s stream.Stream[row.Row]
+	if j.add != nil {
+		s = j.add(src)
+	} else {
+		s = stream.From[row.Row](b.p, name, src, par)
+	}
+	s.Node().Describe += describeWatermark(wm)
+	return named{s: s, schema: schema}, true
+}
+
+// stopAtLatest reads `stop_at` ("latest" or absent); ok is false after an
+// error.
+func (m *mapping) stopAtLatest() (latest, ok bool) {
+	switch s := m.str("stop_at", ""); s {
+	case "":
+		return false, true
+	case "latest":
+		return true, true
+	default:
+		m.e.add(m.get("stop_at"), m.field("stop_at"), "unknown value %q (known: latest)", s)
+		return false, false
 	}
 }
 

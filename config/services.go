@@ -32,39 +32,33 @@ func (b *builder) natsSource(name string, m *mapping, par stream.NodeOption) (na
 		}
 		cfg.Start = start
 	}
-	switch s := m.str("stop_at", ""); s {
-	case "":
-	case "latest":
+	latest, ok := m.stopAtLatest()
+	if !ok || cfg.Stream == "" {
+		return named{}, false
+	}
+	if latest {
 		cfg.StopAt = nats.StopAtLatest
-	default:
-		b.e.add(m.get("stop_at"), m.field("stop_at"), "unknown value %q (known: latest)", s)
-		return named{}, false
 	}
-	if cfg.Stream == "" {
-		return named{}, false
-	}
-	sample := func() ([]byte, error) {
-		raw, err := nats.NewSource(cfg, func(msg nats.Message) ([]byte, int64, error) { return msg.Data, msg.Timestamp.UnixNano(), nil })
-		if err != nil {
-			return nil, err
-		}
-		return sampleSource[[]byte](raw, sampleTimeout)
-	}
-	schema, ti, ok := b.jsonSchema(m, sample)
-	if !ok {
-		return named{}, false
-	}
-	decode := rowDecoder(schema, ti)
-	src, err := nats.NewSource(cfg, func(msg nats.Message) (row.Row, int64, error) {
-		return decode(msg.Data, msg.Timestamp.UnixNano())
+	return buildJSONSource(b, name, m, par, cfg.Watermark, false, jsonSource[nats.Message]{
+		payload: func(msg nats.Message) ([]byte, int64) { return msg.Data, msg.Timestamp.UnixNano() },
+		raw: func(d func(nats.Message) ([]byte, int64, error)) (stream.Source[[]byte], error) {
+			src, err := nats.NewSource(cfg, d)
+			if err != nil {
+				return nil, err
+			}
+			return src, nil
+		},
+		rows: func(d func(nats.Message) (row.Row, int64, error)) (stream.Source[row.Row], error) {
+			src, err := nats.NewSource(cfg, d)
+			if err != nil {
+				return nil, err
+			}
+			return src, nil
+		},
+		add: func(src stream.Source[row.Row]) stream.Stream[row.Row] {
+			return nats.From(b.p, name, src.(*nats.Source[row.Row]), par)
+		},
 	})
-	if err != nil {
-		b.e.add(m.node, m.path, "%v", err)
-		return named{}, false
-	}
-	s := nats.From[row.Row](b.p, name, src, par)
-	s.Node().Describe += describeWatermark(cfg.Watermark)
-	return named{s: s, schema: schema}, true
 }
 
 // postgresSink builds `type: postgres` (dsn, table, mode, key,

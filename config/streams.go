@@ -1,7 +1,6 @@
 package config
 
 import (
-	"slices"
 	"strings"
 
 	"github.com/ingest-engine/ingest/connector/file"
@@ -31,39 +30,30 @@ func (b *builder) kafkaSource(name string, m *mapping, par stream.NodeOption) (n
 	if len(cfg.Brokers) == 0 {
 		b.e.add(m.node, m.field("brokers"), "is required (a list of host:port)")
 	}
-	switch s := m.str("stop_at", ""); s {
-	case "":
-	case "latest":
+	latest, ok := m.stopAtLatest()
+	if !ok || cfg.Topic == "" || len(cfg.Brokers) == 0 {
+		return named{}, false
+	}
+	if latest {
 		cfg.StopAt = kafka.StopAtLatest
-	default:
-		b.e.add(m.get("stop_at"), m.field("stop_at"), "unknown value %q (known: latest)", s)
-		return named{}, false
 	}
-	if cfg.Topic == "" || len(cfg.Brokers) == 0 {
-		return named{}, false
-	}
-	sample := func() ([]byte, error) {
-		raw, err := kafka.NewSource(cfg, func(msg kafka.Message) ([]byte, int64, error) { return msg.Value, msg.Timestamp.UnixNano(), nil })
-		if err != nil {
-			return nil, err
-		}
-		return sampleSource[[]byte](raw, sampleTimeout)
-	}
-	schema, ti, ok := b.jsonSchema(m, sample)
-	if !ok {
-		return named{}, false
-	}
-	decode := rowDecoder(schema, ti)
-	src, err := kafka.NewSource(cfg, func(msg kafka.Message) (row.Row, int64, error) {
-		return decode(msg.Value, msg.Timestamp.UnixNano())
+	return buildJSONSource(b, name, m, par, cfg.Watermark, false, jsonSource[kafka.Message]{
+		payload: func(msg kafka.Message) ([]byte, int64) { return msg.Value, msg.Timestamp.UnixNano() },
+		raw: func(d func(kafka.Message) ([]byte, int64, error)) (stream.Source[[]byte], error) {
+			src, err := kafka.NewSource(cfg, d)
+			if err != nil {
+				return nil, err
+			}
+			return src, nil
+		},
+		rows: func(d func(kafka.Message) (row.Row, int64, error)) (stream.Source[row.Row], error) {
+			src, err := kafka.NewSource(cfg, d)
+			if err != nil {
+				return nil, err
+			}
+			return src, nil
+		},
 	})
-	if err != nil {
-		b.e.add(m.node, m.path, "%v", err)
-		return named{}, false
-	}
-	s := stream.From[row.Row](b.p, name, src, par)
-	s.Node().Describe += describeWatermark(cfg.Watermark)
-	return named{s: s, schema: schema}, true
 }
 
 // fileSource builds `type: file` for JSON Lines (path glob relative to the
@@ -78,41 +68,30 @@ func (b *builder) fileSource(name string, m *mapping, par stream.NodeOption) (na
 		b.e.add(m.get("format"), m.field("format"), "unknown format %q (known: jsonl)", f)
 		return named{}, false
 	}
-	switch s := m.str("stop_at", ""); s {
-	case "":
-	case "latest":
+	latest, ok := m.stopAtLatest()
+	if !ok || cfg.Path == "" {
+		return named{}, false
+	}
+	if latest {
 		cfg.StopAt = file.StopAtLatest
-	default:
-		b.e.add(m.get("stop_at"), m.field("stop_at"), "unknown value %q (known: latest)", s)
-		return named{}, false
 	}
-	if cfg.Path == "" {
-		return named{}, false
-	}
-	sample := func() ([]byte, error) {
-		raw, err := file.NewSource(cfg, func(l file.Line) ([]byte, int64, error) { return slices.Clone(l.JSON), 0, nil })
-		if err != nil {
-			return nil, err
-		}
-		return sampleSource[[]byte](raw, sampleTimeout)
-	}
-	schema, ti, ok := b.jsonSchema(m, sample)
-	if !ok {
-		return named{}, false
-	}
-	if ti < 0 {
-		b.e.add(m.node, m.field("event_time"), "is required for a file source: name the field with the event time, e.g. event_time: {field: ts}")
-		return named{}, false
-	}
-	decode := rowDecoder(schema, ti)
-	src, err := file.NewSource(cfg, func(l file.Line) (row.Row, int64, error) { return decode(l.JSON, 0) })
-	if err != nil {
-		b.e.add(m.node, m.path, "%v", err)
-		return named{}, false
-	}
-	s := stream.From[row.Row](b.p, name, src, par)
-	s.Node().Describe += describeWatermark(cfg.Watermark)
-	return named{s: s, schema: schema}, true
+	return buildJSONSource(b, name, m, par, cfg.Watermark, true, jsonSource[file.Line]{
+		payload: func(l file.Line) ([]byte, int64) { return l.JSON, 0 },
+		raw: func(d func(file.Line) ([]byte, int64, error)) (stream.Source[[]byte], error) {
+			src, err := file.NewSource(cfg, d)
+			if err != nil {
+				return nil, err
+			}
+			return src, nil
+		},
+		rows: func(d func(file.Line) (row.Row, int64, error)) (stream.Source[row.Row], error) {
+			src, err := file.NewSource(cfg, d)
+			if err != nil {
+				return nil, err
+			}
+			return src, nil
+		},
+	})
 }
 
 // kafkaSink builds `type: kafka` (brokers, topic, transactional_id_prefix,
