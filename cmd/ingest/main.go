@@ -21,7 +21,7 @@ import (
 	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/config"
 	"github.com/ingest-engine/ingest/internal/failpoint"
-	"github.com/ingest-engine/ingest/storage"
+	"github.com/ingest-engine/ingest/storage/blob"
 	"github.com/ingest-engine/ingest/stream"
 )
 
@@ -174,11 +174,11 @@ func listCheckpoints(ctx context.Context, cmd *cobra.Command, p *config.Pipeline
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if _, err := os.Stat(p.CheckpointDir); errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(p.CheckpointDir); !blob.IsURL(p.CheckpointDir) && errors.Is(err, os.ErrNotExist) {
 		fmt.Fprintf(cmd.OutOrStdout(), "no checkpoints: %s does not exist\n", p.CheckpointDir)
 		return nil
 	}
-	st, err := storage.NewLocal(p.CheckpointDir)
+	st, err := blob.OpenStorage(ctx, p.CheckpointDir)
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
