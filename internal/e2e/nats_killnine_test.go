@@ -1,0 +1,348 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ingest-engine/ingest/internal/testkit"
+	"github.com/ingest-engine/ingest/storage"
+)
+
+var natsKillSeed = flag.Uint64("natskillseed", 0, "replay TestNATSKillNine with this seed (0: random)")
+
+const (
+	nkMessages   = 400_000
+	nkKeys       = 20
+	nkStep       = time.Millisecond // event time between consecutive messages
+	nkKills      = 12               // at least this many SIGKILLs
+	nkCommitKill = 2                // of them, at least this many paused in sink/file/mid-commit
+	nkFailpoint  = "sink/file/mid-commit"
+	nkPause      = 300 * time.Millisecond
+	nkMaxRuns    = 40
+	nkBudget     = 30 * time.Second // the kill phase stops drawing new runs after this
+
+	// nkThrottle slows the runs that are killed: the source has no rate
+	// option and consumes the whole stream in well under a second, less
+	// than the kills cut short together. Each batch a window or sink subtask
+	// processes sleeps. The final run is not throttled.
+	nkThrottle = "task/process-batch=sleep(10ms)"
+)
+
+func nkYAML(stream string) string {
+	return fmt.Sprintf(`pipeline: nats-killnine
+checkpoint: {interval: 50ms, dir: ckpts}
+sources:
+  js:
+    type: nats
+    url: nats://127.0.0.1:4222
+    stream: %s
+    subject: %s.>
+    stop_at: latest
+    fields: {key: int, value: int, ts: time}
+    event_time: {field: ts}
+transforms:
+  w:
+    type: window
+    input: js
+    key: key
+    size: 1s
+    parallelism: 2
+    aggregates: {count: count(), sum: sum(value)}
+sinks:
+  out:
+    type: file
+    input: w
+    parallelism: 2
+    path: out
+`, stream, stream)
+}
+
+// nkPublish publishes the messages to a new stream and returns the stream's
+// name and the windows they imply.
+func nkPublish(t *testing.T) (string, map[testkit.WindowKey]testkit.WindowAgg) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	nc, err := natsgo.Connect("nats://127.0.0.1:4222")
+	nkNeedService(t, "NATS JetStream", err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(8192))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := fmt.Sprintf("KILLNINE_%d", time.Now().UnixNano())
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}}); err != nil {
+		nkNeedService(t, "NATS JetStream", err)
+	}
+	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), name) })
+
+	want := map[testkit.WindowKey]testkit.WindowAgg{}
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	const chunk = 4096
+	for i := int64(0); i < nkMessages; i++ {
+		ts := base.Add(time.Duration(i) * nkStep)
+		key, value := i%nkKeys, i%1000
+		msg := fmt.Sprintf(`{"key":%d,"value":%d,"ts":%q}`, key, value, ts.Format(time.RFC3339Nano))
+		if _, err := js.PublishAsync(name+".e", []byte(msg)); err != nil {
+			t.Fatalf("publishing message %d: %v", i, err)
+		}
+		if (i+1)%chunk == 0 || i == nkMessages-1 {
+			select {
+			case <-js.PublishAsyncComplete():
+			case <-ctx.Done():
+				t.Fatalf("publishing: %v", ctx.Err())
+			}
+		}
+		k := testkit.WindowKey{Key: key, Start: ts.Truncate(time.Second)}
+		a := want[k]
+		a.Count++
+		a.Sum += value
+		want[k] = a
+	}
+	info, err := js.Stream(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := info.CachedInfo().State.Msgs; n != nkMessages {
+		t.Fatalf("stream %s holds %d messages, want %d", name, n, nkMessages)
+	}
+	return name, want
+}
+
+// nkLatest returns the latest complete checkpoint's id (0: none) and whether it is final.
+func nkLatest(dir string) (int64, error) {
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	st, err := storage.NewLocal(dir)
+	if err != nil {
+		return 0, err
+	}
+	id, _, _, err := storage.Latest(context.Background(), st)
+	if errors.Is(err, storage.ErrNotFound) {
+		return 0, nil
+	}
+	return id, err
+}
+
+// TestNATSKillNine runs the YAML pipeline NATS JetStream → tumbling window →
+// file sink as a separate process on the real NATS server, kills it with
+// SIGKILL at random moments early in each run and while a commit is paused
+// between moving two staged files, restarts it until it exits 0, and checks
+// that the committed output is exactly the windows the published messages
+// imply, while a reader checks that committed output appears atomically.
+func TestNATSKillNine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kill -9 test; not in -short")
+	}
+	began := time.Now()
+	stream, want := nkPublish(t)
+	t.Logf("published %d messages to %s in %v: %d windows expected", nkMessages, stream, time.Since(began).Round(time.Millisecond), len(want))
+
+	seed := *natsKillSeed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	t.Logf("seed %d (replay with -natskillseed=%d)", seed, seed)
+	rng := rand.New(rand.NewPCG(seed, 0x6e617473))
+
+	work := t.TempDir()
+	bin := knBuild(t, work)
+	yaml := filepath.Join(work, "pipeline.yaml")
+	if err := os.WriteFile(yaml, []byte(nkYAML(stream)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ckpts, out := filepath.Join(work, "ckpts"), filepath.Join(work, "out")
+	w := knWatch(out, seed)
+	failed := true
+	defer func() {
+		if failed {
+			nkDumpDirs(t, work)
+		}
+	}()
+
+	// The schedule: nkKills runs, nkCommitKill of them (at random places)
+	// aimed at the mid-commit pause; more commit-aimed runs follow when a
+	// marker was not seen.
+	commitRuns := map[int]bool{}
+	for len(commitRuns) < nkCommitKill {
+		commitRuns[rng.IntN(nkKills)] = true
+	}
+	var (
+		log                []string
+		kills, commitKills int
+		finished           bool
+		killPhase          = time.Now()
+	)
+	for run := 0; run < nkMaxRuns && (kills < nkKills || commitKills < nkCommitKill); run++ {
+		if time.Since(killPhase) > nkBudget {
+			break
+		}
+		aimCommit := commitRuns[run] || (run >= nkKills && commitKills < nkCommitKill)
+		delay := time.Duration(50+rng.IntN(251)) * time.Millisecond
+		extra := time.Duration(rng.IntN(int(nkPause*2/3/time.Millisecond))) * time.Millisecond
+		latest, err := nkLatest(ckpts)
+		if err != nil {
+			t.Fatalf("run %d: reading checkpoints: %v", run, err)
+		}
+		fp, plan := nkThrottle, fmt.Sprintf("random kill after %v", delay)
+		if aimCommit {
+			fp, plan = nkThrottle+";"+nkFailpoint+"=pause("+nkPause.String()+")", fmt.Sprintf("kill %v into the %s pause", extra, nkFailpoint)
+		}
+		p := knStart(t, bin, yaml, fp, latest > 0)
+		var timer <-chan time.Time
+		if aimCommit {
+			timer = time.After(10 * time.Second) // no marker: kill anyway
+		} else {
+			timer = time.After(delay)
+		}
+		killed, marker := false, ""
+	wait:
+		for {
+			select {
+			case <-p.done:
+				break wait
+			case m := <-p.markers:
+				if m.name != nkFailpoint || marker != "" {
+					continue
+				}
+				marker = fmt.Sprintf("marker at %v", m.at.Round(time.Millisecond))
+				if m.inRecovery {
+					marker += " (during recovery)"
+				}
+				timer = time.After(extra)
+				aimCommit = false // the next timer fires the kill
+			case <-timer:
+				if aimCommit {
+					marker = "marker NOT seen"
+				}
+				at, ok := p.kill()
+				if ok {
+					killed = true
+					plan += fmt.Sprintf("; SIGKILL at %v", at.Round(time.Millisecond))
+				}
+				timer = nil
+			}
+		}
+		desc, zero, byKill := p.status()
+		restored := p.restored
+		if restored == "" {
+			restored = "not restored"
+		}
+		line := fmt.Sprintf("run %d (latest checkpoint %d, %s): %s", run, latest, restored, plan)
+		if marker != "" {
+			line += "; " + marker
+		}
+		line += "; " + desc
+		log = append(log, line)
+		switch {
+		case killed && byKill:
+			kills++
+			if strings.HasPrefix(marker, "marker at") {
+				commitKills++
+			}
+		case zero:
+			finished = true
+		default:
+			t.Fatalf("%s\nrun %d ended unexpectedly: %s\n%s", strings.Join(log, "\n"), run, desc, p.tailText())
+		}
+		if finished {
+			break
+		}
+	}
+	t.Logf("kill phase %v:\n  %s", time.Since(killPhase).Round(time.Millisecond), strings.Join(log, "\n  "))
+	if finished {
+		t.Errorf("a run reached the end of the stream after %d kills (%d mid-commit): the stream is too short for the schedule (seed %d)", kills, commitKills, seed)
+	}
+	if kills < nkKills || commitKills < nkCommitKill {
+		t.Errorf("only %d kills (%d paused mid-commit), want at least %d (%d): seed %d", kills, commitKills, nkKills, nkCommitKill, seed)
+	}
+
+	// The final run, uninterrupted.
+	if !finished {
+		latest, err := nkLatest(ckpts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := knStart(t, bin, yaml, "", latest > 0)
+		select {
+		case <-p.done:
+		case <-time.After(30 * time.Second):
+			p.kill()
+			<-p.done
+			t.Fatalf("the final run did not finish in 30 s (seed %d):\n%s", seed, p.tailText())
+		}
+		desc, zero, _ := p.status()
+		t.Logf("final run (latest checkpoint %d, %s): %s after %v", latest, p.restored, desc, time.Since(p.start).Round(time.Millisecond))
+		if !zero {
+			t.Fatalf("the final run failed: %s (seed %d)\n%s", desc, seed, p.tailText())
+		}
+	}
+
+	w.finish()
+	violations, entries, lines, passes := w.report()
+	t.Logf("reader: %d passes, %d committed entries, %d lines", passes, entries, lines)
+	for _, v := range violations {
+		t.Errorf("reader (seed %d): %s", seed, v)
+	}
+	got, err := testkit.ReadCommitted(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := testkit.CheckWindows(got, want, time.Second); !r.OK() {
+		t.Errorf("committed output is not exactly the expected windows (seed %d): %s", seed, r)
+	} else {
+		t.Logf("committed output: %d windows, exactly the expected", r.Seen)
+	}
+	t.Logf("total %v", time.Since(began).Round(time.Millisecond))
+	failed = t.Failed()
+}
+
+// nkDumpDirs logs the checkpoint and output directories of work.
+func nkDumpDirs(t *testing.T, work string) {
+	t.Helper()
+	var b strings.Builder
+	for _, sub := range []string{"ckpts", "out"} {
+		root := filepath.Join(work, sub)
+		fmt.Fprintf(&b, "find %s:\n", root)
+		n := 0
+		_ = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+			if err != nil {
+				fmt.Fprintf(&b, "  %v\n", err)
+				return nil
+			}
+			if n++; n > 200 {
+				return filepath.SkipAll
+			}
+			rel, _ := filepath.Rel(root, path)
+			fmt.Fprintf(&b, "  %s\n", rel)
+			return nil
+		})
+	}
+	t.Log(b.String())
+}
+
+// nkNeedService skips (or, with INGEST_REQUIRE_SERVICES=1, fails) when a
+// service cannot be used.
+func nkNeedService(t *testing.T, what string, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	msg := fmt.Sprintf("%s is not reachable (%v); start it on 127.0.0.1 to run this test", what, err)
+	if os.Getenv("INGEST_REQUIRE_SERVICES") == "1" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}
