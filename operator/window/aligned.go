@@ -23,37 +23,18 @@ import (
 // when the allowed lateness is positive, one at MaxTimestamp+lateness (the
 // cleanup time), when its state goes.
 type alignedOp[T any, K comparable, A any, O any] struct {
+	opBase[T, K, O]
+
 	// Immutable after construction.
 	size, slide int64
 	agg         Aggregate[T, A]
 	key         func(T) K
 	keyCodec    state.Codec[K]
 	output      func(K, Window, A) O
-	// cfg holds the window options.
-	cfg settings
 
 	// Set by Open.
-	ctx      *runtime.Context
-	lateness int64
-	hash     func(K) uint64
-	accs     *state.ValueState[windowKey[K], *slot[A]]
-	timers   *state.Timers[K]
-	fire     func(key K, start, ts int64) error // onTimer, bound once
-	epochs
-
-	// wm is the watermark processed.
-	// INVARIANT: every timer at or before wm has fired, so a window whose
-	// MaxTimestamp <= wm has fired and one whose cleanup time <= wm is gone.
-	wm int64
-	// results collects the output of the call in progress; it is emitted
-	// (and replaced) before the call returns.
-	results runtime.Batch[O]
-	late    lateRecords[T]
-}
-
-// LateRecords implements LateCounter.
-func (w *alignedOp[T, K, A, O]) LateRecords() (dropped, sideOutput int64) {
-	return w.late.dropped, w.late.sent
+	hash func(K) uint64
+	accs *state.ValueState[windowKey[K], *slot[A]]
 }
 
 func (w *alignedOp[T, K, A, O]) Open(ctx *runtime.Context) error {
@@ -199,38 +180,4 @@ func (w *alignedOp[T, K, A, O]) emit(key K, s int64, sl *slot[A]) {
 	if sl.epoch == w.cur {
 		sl.epoch = 0
 	}
-}
-
-// flush emits the collected results as one batch.
-func (w *alignedOp[T, K, A, O]) flush() error {
-	if len(w.results) == 0 {
-		return nil
-	}
-	b := w.results
-	w.results = nil
-	return w.ctx.Output.Emit(b)
-}
-
-// ProcessWatermark fires every window whose MaxTimestamp the watermark
-// reached and drops the state of those whose cleanup time it reached.
-func (w *alignedOp[T, K, A, O]) ProcessWatermark(wm int64) error {
-	w.wm = wm
-	if err := w.timers.Advance(wm, w.fire); err != nil {
-		return err
-	}
-	return w.flush()
-}
-
-// Snapshot starts a new copy-on-write epoch: the backend snapshot the
-// runtime takes next references the slots written so far.
-func (w *alignedOp[T, K, A, O]) Snapshot(int64) (runtime.Snapshot, error) {
-	w.advance()
-	return runtime.Snapshot{}, nil
-}
-
-func (w *alignedOp[T, K, A, O]) NotifyComplete(int64) error { return nil }
-
-func (w *alignedOp[T, K, A, O]) Close() error {
-	w.late.close(w.ctx, w.cfg.lateOutput)
-	return nil
 }

@@ -25,6 +25,8 @@ import (
 // State: ValueState "windows", key → *paneSet; Timers "window-timers", one
 // per key with panes (namespace 0).
 type paneOp[T any, K comparable, A any, O any] struct {
+	opBase[T, K, O]
+
 	// Immutable after construction.
 	// INVARIANT: pane divides size and slide; agg.Merge != nil.
 	size, slide, pane int64
@@ -32,23 +34,9 @@ type paneOp[T any, K comparable, A any, O any] struct {
 	key               func(T) K
 	keyCodec          state.Codec[K]
 	output            func(K, Window, A) O
-	cfg               settings
 
-	// Set by Open.
-	ctx      *runtime.Context
-	lateness int64
-	sets     *state.ValueState[K, *paneSet[A]]
-	timers   *state.Timers[K]
-	fire     func(key K, ns, ts int64) error // onTimer, bound once
-	epochs
-
-	// wm is the watermark processed.
-	// INVARIANT: every timer at or before wm has fired, so every window
-	// whose MaxTimestamp <= wm has fired and every pane whose cleanup time
-	// <= wm is gone.
-	wm      int64
-	results runtime.Batch[O]
-	late    lateRecords[T]
+	// sets is set by Open.
+	sets *state.ValueState[K, *paneSet[A]]
 }
 
 // pane is one pane's accumulator.
@@ -75,11 +63,6 @@ type paneSet[A any] struct {
 	// epoch: see slot.epoch; the same invariant covers panes, its backing
 	// array and the accumulators.
 	epoch uint64
-}
-
-// LateRecords implements LateCounter.
-func (w *paneOp[T, K, A, O]) LateRecords() (dropped, sideOutput int64) {
-	return w.late.dropped, w.late.sent
 }
 
 func (w *paneOp[T, K, A, O]) Open(ctx *runtime.Context) error {
@@ -281,39 +264,6 @@ func (w *paneOp[T, K, A, O]) onTimer(key K, _ int64, ts int64) error {
 	set.panes = slices.Delete(set.panes, 0, n)
 	set.timer = w.due(set)
 	w.timers.Register(key, 0, set.timer)
-	return nil
-}
-
-// flush emits the collected results as one batch.
-func (w *paneOp[T, K, A, O]) flush() error {
-	if len(w.results) == 0 {
-		return nil
-	}
-	b := w.results
-	w.results = nil
-	return w.ctx.Output.Emit(b)
-}
-
-// ProcessWatermark fires every window whose MaxTimestamp the watermark
-// reached and drops the panes whose cleanup time it reached.
-func (w *paneOp[T, K, A, O]) ProcessWatermark(wm int64) error {
-	w.wm = wm
-	if err := w.timers.Advance(wm, w.fire); err != nil {
-		return err
-	}
-	return w.flush()
-}
-
-// Snapshot starts a new copy-on-write epoch (see epochs).
-func (w *paneOp[T, K, A, O]) Snapshot(int64) (runtime.Snapshot, error) {
-	w.advance()
-	return runtime.Snapshot{}, nil
-}
-
-func (w *paneOp[T, K, A, O]) NotifyComplete(int64) error { return nil }
-
-func (w *paneOp[T, K, A, O]) Close() error {
-	w.late.close(w.ctx, w.cfg.lateOutput)
 	return nil
 }
 

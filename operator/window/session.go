@@ -36,7 +36,7 @@ func Session[T any, K comparable, A any, O any](ks stream.KeyedStream[T, K], id 
 	n := &runtime.Node{ID: id, Describe: fmt.Sprintf("session event-time window gap %v", gap)}
 	cfg := new(settings)
 	n.NewOperator = func() runtime.Operator {
-		return &sessionOp[T, K, A, O]{gap: int64(gap), agg: agg, key: ks.Key, keyCodec: ks.KeyCodec, output: output, cfg: *cfg}
+		return &sessionOp[T, K, A, O]{gap: int64(gap), agg: agg, key: ks.Key, keyCodec: ks.KeyCodec, output: output, opBase: opBase[T, K, O]{cfg: *cfg}}
 	}
 	return addNode[T, O](ks.Stream, n, cfg, opts)
 }
@@ -76,32 +76,17 @@ type sessionSet[A any] struct {
 // State: ValueState "sessions", key → *sessionSet; Timers "session-timers",
 // one per session (see session.timer).
 type sessionOp[T any, K comparable, A any, O any] struct {
+	opBase[T, K, O]
+
 	// Immutable after construction.
 	gap      int64
 	agg      Aggregate[T, A]
 	key      func(T) K
 	keyCodec state.Codec[K]
 	output   func(K, Window, A) O
-	cfg      settings
 
-	// Set by Open.
-	ctx      *runtime.Context
-	lateness int64
+	// sessions is set by Open.
 	sessions *state.ValueState[K, *sessionSet[A]]
-	timers   *state.Timers[K]
-	fire     func(key K, start, ts int64) error // onTimer, bound once
-	epochs
-
-	// wm is the watermark processed.
-	// INVARIANT: every timer at or before wm has fired.
-	wm      int64
-	results runtime.Batch[O]
-	late    lateRecords[T]
-}
-
-// LateRecords implements LateCounter.
-func (w *sessionOp[T, K, A, O]) LateRecords() (dropped, sideOutput int64) {
-	return w.late.dropped, w.late.sent
 }
 
 func (w *sessionOp[T, K, A, O]) Open(ctx *runtime.Context) error {
@@ -280,39 +265,6 @@ func (w *sessionOp[T, K, A, O]) remove(key K, set *sessionSet[A], i int) {
 		return
 	}
 	set.s = slices.Delete(set.s, i, i+1)
-}
-
-// flush emits the collected results as one batch.
-func (w *sessionOp[T, K, A, O]) flush() error {
-	if len(w.results) == 0 {
-		return nil
-	}
-	b := w.results
-	w.results = nil
-	return w.ctx.Output.Emit(b)
-}
-
-// ProcessWatermark fires every session whose end-1 the watermark reached and
-// drops those whose cleanup time it reached.
-func (w *sessionOp[T, K, A, O]) ProcessWatermark(wm int64) error {
-	w.wm = wm
-	if err := w.timers.Advance(wm, w.fire); err != nil {
-		return err
-	}
-	return w.flush()
-}
-
-// Snapshot starts a new copy-on-write epoch (see epochs).
-func (w *sessionOp[T, K, A, O]) Snapshot(int64) (runtime.Snapshot, error) {
-	w.advance()
-	return runtime.Snapshot{}, nil
-}
-
-func (w *sessionOp[T, K, A, O]) NotifyComplete(int64) error { return nil }
-
-func (w *sessionOp[T, K, A, O]) Close() error {
-	w.late.close(w.ctx, w.cfg.lateOutput)
-	return nil
 }
 
 // sessionsCodec encodes a key's sessions: a uvarint count, then per session

@@ -44,9 +44,9 @@ func aligned[T any, K comparable, A any, O any](ks stream.KeyedStream[T, K], id,
 	cfg := new(settings)
 	n.NewOperator = func() runtime.Operator {
 		if pane > 0 {
-			return &paneOp[T, K, A, O]{size: int64(size), slide: int64(slide), pane: pane, agg: agg, key: ks.Key, keyCodec: ks.KeyCodec, output: output, cfg: *cfg}
+			return &paneOp[T, K, A, O]{size: int64(size), slide: int64(slide), pane: pane, agg: agg, key: ks.Key, keyCodec: ks.KeyCodec, output: output, opBase: opBase[T, K, O]{cfg: *cfg}}
 		}
-		return &alignedOp[T, K, A, O]{size: int64(size), slide: int64(slide), agg: agg, key: ks.Key, keyCodec: ks.KeyCodec, output: output, cfg: *cfg}
+		return &alignedOp[T, K, A, O]{size: int64(size), slide: int64(slide), agg: agg, key: ks.Key, keyCodec: ks.KeyCodec, output: output, opBase: opBase[T, K, O]{cfg: *cfg}}
 	}
 	return addNode[T, O](ks.Stream, n, cfg, opts)
 }

@@ -45,6 +45,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/state"
 )
 
@@ -199,4 +200,71 @@ func gcd(a, b int64) int64 {
 		a, b = b, a%b
 	}
 	return a
+}
+
+// opBase is what the window operators (aligned, pane and session windows)
+// share: their options, their timers and the watermark they fire on, the
+// results of the call in progress, late-record handling and copy-on-write
+// epochs, with the Operator methods that only use those.
+type opBase[T any, K comparable, O any] struct {
+	// cfg holds the window options; immutable after construction.
+	cfg settings
+
+	// Set by Open.
+	ctx      *runtime.Context
+	lateness int64
+	timers   *state.Timers[K]
+	fire     func(key K, ns, ts int64) error // the operator's onTimer, bound once
+	epochs
+
+	// wm is the watermark processed.
+	// INVARIANT: every timer at or before wm has fired, so every window (or
+	// session) whose MaxTimestamp <= wm has fired and every one whose cleanup
+	// time <= wm is gone.
+	wm int64
+	// results collects the output of the call in progress; it is emitted
+	// (and replaced) before the call returns.
+	results runtime.Batch[O]
+	late    lateRecords[T]
+}
+
+// LateRecords implements LateCounter.
+func (w *opBase[T, K, O]) LateRecords() (dropped, sideOutput int64) {
+	return w.late.dropped, w.late.sent
+}
+
+// flush emits the collected results as one batch.
+func (w *opBase[T, K, O]) flush() error {
+	if len(w.results) == 0 {
+		return nil
+	}
+	b := w.results
+	w.results = nil
+	return w.ctx.Output.Emit(b)
+}
+
+// ProcessWatermark fires every window whose MaxTimestamp the watermark
+// reached and drops the state of those whose cleanup time it reached.
+func (w *opBase[T, K, O]) ProcessWatermark(wm int64) error {
+	w.wm = wm
+	if err := w.timers.Advance(wm, w.fire); err != nil {
+		return err
+	}
+	return w.flush()
+}
+
+// Snapshot starts a new copy-on-write epoch (see epochs): the backend
+// snapshot the runtime takes next references the state written so far.
+func (w *opBase[T, K, O]) Snapshot(int64) (runtime.Snapshot, error) {
+	w.advance()
+	return runtime.Snapshot{}, nil
+}
+
+// NotifyComplete does nothing: window output is not transactional.
+func (w *opBase[T, K, O]) NotifyComplete(int64) error { return nil }
+
+// Close logs the late-record counts.
+func (w *opBase[T, K, O]) Close() error {
+	w.late.close(w.ctx, w.cfg.lateOutput)
+	return nil
 }
