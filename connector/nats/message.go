@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ingest-engine/ingest/internal/jsonscan"
 	"math"
 	"strconv"
 	"time"
@@ -75,99 +76,21 @@ func fieldTime(data []byte, field string, valid bool) (int64, error) {
 	return ts, nil
 }
 
-// topLevelField returns the raw value of field in the JSON object data. It
-// scans the top level only, without allocating, after json.Valid unless
-// valid says data was checked already.
+// topLevelField returns the raw value of field in the JSON object data (the
+// last one when it repeats, as encoding/json), scanning without decoding,
+// after json.Valid unless valid says data was checked already.
 func topLevelField(data []byte, field string, valid bool) ([]byte, error) {
 	if !valid && !json.Valid(data) {
 		return nil, fmt.Errorf("looking for field %q: the payload is not valid JSON", field)
 	}
-	i := skipSpace(data, 0)
-	if i >= len(data) || data[i] != '{' {
-		return nil, fmt.Errorf("looking for field %q: the payload is not a JSON object", field)
+	raw, found, err := jsonscan.Member(data, field)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("looking for field %q: the payload is %w", field, err)
+	case !found:
+		return nil, fmt.Errorf("field %q is missing", field)
 	}
-	i++
-	for {
-		i = skipSpace(data, i)
-		if data[i] == '}' {
-			break
-		}
-		if data[i] == ',' {
-			i = skipSpace(data, i+1)
-		}
-		keyEnd := skipString(data, i)
-		key := data[i+1 : keyEnd-1]
-		i = skipSpace(data, keyEnd)
-		i = skipSpace(data, i+1) // ':'
-		valEnd := skipValue(data, i)
-		if keyMatches(key, field) {
-			return data[i:valEnd], nil
-		}
-		i = valEnd
-	}
-	return nil, fmt.Errorf("field %q is missing", field)
-}
-
-// keyMatches compares a raw (still escaped) JSON key with field.
-func keyMatches(raw []byte, field string) bool {
-	if bytes.IndexByte(raw, '\\') < 0 {
-		return string(raw) == field
-	}
-	var k string
-	quoted := make([]byte, 0, len(raw)+2)
-	quoted = append(append(append(quoted, '"'), raw...), '"')
-	return json.Unmarshal(quoted, &k) == nil && k == field
-}
-
-// The scanners below assume valid JSON (topLevelField checks it first) and
-// return the index just past what they skipped.
-
-func skipSpace(data []byte, i int) int {
-	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipString skips the string starting at data[i] == '"'.
-func skipString(data []byte, i int) int {
-	for i++; i < len(data); i++ {
-		switch data[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
-	}
-	return i
-}
-
-// skipValue skips the value starting at data[i].
-func skipValue(data []byte, i int) int {
-	switch data[i] {
-	case '"':
-		return skipString(data, i)
-	case '{', '[':
-		depth := 0
-		for ; i < len(data); i++ {
-			switch data[i] {
-			case '"':
-				i = skipString(data, i) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-		}
-		return i
-	}
-	for i < len(data) && data[i] != ',' && data[i] != '}' && data[i] != ']' && data[i] != ' ' && data[i] != '\t' && data[i] != '\n' && data[i] != '\r' {
-		i++
-	}
-	return i
+	return raw, nil
 }
 
 // ParseTime parses a JSON value as an event time in Unix nanoseconds: a
