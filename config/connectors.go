@@ -122,12 +122,19 @@ func (b *builder) sink(name string, k *yaml.Node, m *mapping) {
 	case "file":
 		path := b.path(m.required("path"))
 		b.claimPath(path, m)
-		if format := m.str("format", "jsonl"); format != "jsonl" {
-			b.e.add(m.get("format"), m.field("format"), "unknown format %q (known: jsonl)", format)
-		}
-		if ok && path != "" {
-			schema := in.schema
-			stream.To(in.s, name, file.New(path, func(dst []byte, r row.Row) ([]byte, error) { return schema.AppendJSON(dst, r), nil }), par)
+		switch format := m.str("format", "jsonl"); format {
+		case "jsonl":
+			b.onlyParquet(m)
+			if ok && path != "" {
+				schema := in.schema
+				stream.To(in.s, name, file.New(path, func(dst []byte, r row.Row) ([]byte, error) { return schema.AppendJSON(dst, r), nil }), par)
+			}
+		case "parquet":
+			b.parquetSink(name, m, path, in, ok, par)
+		default:
+			b.e.add(m.get("format"), m.field("format"), "unknown format %q (known: jsonl, parquet)", format)
+			m.has("compression")
+			m.has("row_group_rows")
 		}
 	case "stdout":
 		if ok {

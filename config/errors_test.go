@@ -118,7 +118,7 @@ func TestErrorsNameFileLineAndField(t *testing.T) {
 		{"unknown sink input", edit(17, "    input: nowhere"), `p.yaml:17: sinks.out.input: "nowhere" is not a source or transform defined before it (known: events, w)`},
 		{"unknown sink field", edit(18, "    paht: out"), "p.yaml:18: sinks.out.paht: unknown field"},
 		{"unknown top-level field", edit(1, "pipline: p"), "p.yaml:1: pipline: unknown field"},
-		{"sink format", edit(18, "    path: out\n    format: csv"), `p.yaml:19: sinks.out.format: unknown format "csv" (known: jsonl)`},
+		{"sink format", edit(18, "    path: out\n    format: csv"), `p.yaml:19: sinks.out.format: unknown format "csv" (known: jsonl, parquet)`},
 		{"field given twice", edit(5, "    rate: 1\n    rate: 2"), "p.yaml:6: sources.events.rate: is given twice"},
 		{"not a mapping", edit(13, "      c: [count()]"), "p.yaml:13: transforms.w.aggregates.c: must be a single value"},
 		{"sources not a mapping", "pipeline: p\nsources: [a]\nsinks:\n  out:\n    type: stdout\n    input: a\n", "p.yaml:2: sources: must be a mapping"},

@@ -56,16 +56,21 @@ func (b *builder) kafkaSource(name string, m *mapping, par stream.NodeOption) (n
 	})
 }
 
-// fileSource builds `type: file` for JSON Lines (path glob relative to the
-// pipeline file, stop_at, watermark, event_time, fields).
+// fileSource builds `type: file` (path glob relative to the pipeline file,
+// format, stop_at, watermark, event_time, fields): JSON Lines by default,
+// or CSV with a header line (see csvFileSource).
 func (b *builder) fileSource(name string, m *mapping, par stream.NodeOption) (named, bool) {
 	cfg := file.SourceConfig{
 		Path:      b.path(m.required("path")),
 		Format:    file.FormatJSONLines,
 		Watermark: b.watermarkStrategy(m),
 	}
-	if f := m.str("format", "jsonl"); f != "jsonl" {
-		b.e.add(m.get("format"), m.field("format"), "unknown format %q (known: jsonl)", f)
+	format := m.str("format", "jsonl")
+	if format != "jsonl" && format != "csv" {
+		b.e.add(m.get("format"), m.field("format"), "unknown format %q (known: csv, jsonl)", format)
+		for _, k := range m.keys {
+			m.has(k) // the other fields cannot be checked against an unknown format
+		}
 		return named{}, false
 	}
 	latest, ok := m.stopAtLatest()
@@ -74,6 +79,9 @@ func (b *builder) fileSource(name string, m *mapping, par stream.NodeOption) (na
 	}
 	if latest {
 		cfg.StopAt = file.StopAtLatest
+	}
+	if format == "csv" {
+		return b.csvFileSource(name, m, par, cfg)
 	}
 	return buildJSONSource(b, name, m, par, cfg.Watermark, true, jsonSource[file.Line]{
 		payload: func(l file.Line) ([]byte, int64) { return l.JSON, 0 },
