@@ -10,13 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/internal/testkit/kafkatest"
 	"github.com/ingest-engine/ingest/runtime"
 )
 
@@ -152,28 +150,7 @@ func (k *sinkTestCluster) endOffsets(t testing.TB, committed bool, topics ...str
 }
 
 func (k *sinkTestCluster) endOffsetsE(committed bool, topics ...string) (map[string]map[int32]int64, error) {
-	adm := kadm.NewClient(k.cl)
-	var lo kadm.ListedOffsets
-	var err error
-	if committed {
-		lo, err = adm.ListCommittedOffsets(context.Background(), topics...)
-	} else {
-		lo, err = adm.ListEndOffsets(context.Background(), topics...)
-	}
-	if err == nil {
-		err = lo.Error()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("listing offsets: %w", err)
-	}
-	out := map[string]map[int32]int64{}
-	lo.Each(func(o kadm.ListedOffset) {
-		if out[o.Topic] == nil {
-			out[o.Topic] = map[int32]int64{}
-		}
-		out[o.Topic][o.Partition] = o.Offset
-	})
-	return out, nil
+	return kafkatest.EndOffsets(context.Background(), k.cl, committed, topics...)
 }
 
 // fetch reads topic/partition from offset from up to offset to (exclusive),
@@ -188,47 +165,13 @@ func (k *sinkTestCluster) fetch(t testing.TB, topic string, partition int32, fro
 }
 
 func (k *sinkTestCluster) fetchE(topic string, partition int32, from, to int64, committed bool) ([]sinkRecord, error) {
-	ctx := context.Background()
-	leader, topicID, err := txnPartitionLeader(ctx, k.cl, topic, partition)
+	rs, err := kafkatest.Fetch(context.Background(), k.cl, topic, partition, from, to, committed)
 	if err != nil {
 		return nil, err
 	}
-	var out []sinkRecord
-	for off := from; off < to; {
-		req := kmsg.NewPtrFetchRequest()
-		req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 0, 1, 8<<20
-		iso := kgo.ReadUncommitted()
-		if committed {
-			req.IsolationLevel = 1
-			iso = kgo.ReadCommitted()
-		}
-		rt := kmsg.NewFetchRequestTopic()
-		rt.Topic, rt.TopicID = topic, topicID
-		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = partition, off, 8<<20
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		kresp, err := k.cl.Broker(int(leader)).RetriableRequest(ctx, req)
-		if err != nil {
-			return nil, err
-		}
-		part := &kresp.(*kmsg.FetchResponse).Topics[0].Partitions[0]
-		if err := kerr.ErrorForCode(part.ErrorCode); err != nil {
-			return nil, fmt.Errorf("fetching %s/%d at %d: %w", topic, partition, off, err)
-		}
-		fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{Offset: off, IsolationLevel: iso, Topic: topic, Partition: partition}, part, kgo.DefaultDecompressor(), nil)
-		if fp.Err != nil {
-			return nil, fp.Err
-		}
-		for _, r := range fp.Records {
-			if r.Offset < to {
-				out = append(out, sinkRecord{Partition: partition, Offset: r.Offset, Value: string(r.Value), PID: r.ProducerID, Epoch: r.ProducerEpoch})
-			}
-		}
-		if next <= off {
-			return nil, fmt.Errorf("fetching %s/%d at %d made no progress (high watermark %d, last stable %d)", topic, partition, off, part.HighWatermark, part.LastStableOffset)
-		}
-		off = next
+	out := make([]sinkRecord, len(rs))
+	for i, r := range rs {
+		out[i] = sinkRecord{Partition: r.Partition, Offset: r.Offset, Value: string(r.Value), PID: r.ProducerID, Epoch: r.Epoch}
 	}
 	return out, nil
 }

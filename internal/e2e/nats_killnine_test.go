@@ -155,7 +155,6 @@ func TestNATSKillNine(t *testing.T) {
 		seed = rand.Uint64()
 	}
 	t.Logf("seed %d (replay with -natskillseed=%d)", seed, seed)
-	rng := rand.New(rand.NewPCG(seed, 0x6e617473))
 
 	work := t.TempDir()
 	bin := knBuild(t, work)
@@ -172,123 +171,11 @@ func TestNATSKillNine(t *testing.T) {
 		}
 	}()
 
-	// The schedule: nkKills runs, nkCommitKill of them (at random places)
-	// aimed at the mid-commit pause; more commit-aimed runs follow when a
-	// marker was not seen.
-	commitRuns := map[int]bool{}
-	for len(commitRuns) < nkCommitKill {
-		commitRuns[rng.IntN(nkKills)] = true
-	}
-	var (
-		log                []string
-		kills, commitKills int
-		finished           bool
-		killPhase          = time.Now()
-	)
-	for run := 0; run < nkMaxRuns && (kills < nkKills || commitKills < nkCommitKill); run++ {
-		if time.Since(killPhase) > nkBudget {
-			break
-		}
-		aimCommit := commitRuns[run] || (run >= nkKills && commitKills < nkCommitKill)
-		delay := time.Duration(50+rng.IntN(251)) * time.Millisecond
-		extra := time.Duration(rng.IntN(int(nkPause*2/3/time.Millisecond))) * time.Millisecond
-		latest, err := nkLatest(ckpts)
-		if err != nil {
-			t.Fatalf("run %d: reading checkpoints: %v", run, err)
-		}
-		fp, plan := nkThrottle, fmt.Sprintf("random kill after %v", delay)
-		if aimCommit {
-			fp, plan = nkThrottle+";"+nkFailpoint+"=pause("+nkPause.String()+")", fmt.Sprintf("kill %v into the %s pause", extra, nkFailpoint)
-		}
-		p := knStart(t, bin, yaml, fp, latest > 0)
-		var timer <-chan time.Time
-		if aimCommit {
-			timer = time.After(10 * time.Second) // no marker: kill anyway
-		} else {
-			timer = time.After(delay)
-		}
-		killed, marker := false, ""
-	wait:
-		for {
-			select {
-			case <-p.done:
-				break wait
-			case m := <-p.markers:
-				if m.name != nkFailpoint || marker != "" {
-					continue
-				}
-				marker = fmt.Sprintf("marker at %v", m.at.Round(time.Millisecond))
-				if m.inRecovery {
-					marker += " (during recovery)"
-				}
-				timer = time.After(extra)
-				aimCommit = false // the next timer fires the kill
-			case <-timer:
-				if aimCommit {
-					marker = "marker NOT seen"
-				}
-				at, ok := p.kill()
-				if ok {
-					killed = true
-					plan += fmt.Sprintf("; SIGKILL at %v", at.Round(time.Millisecond))
-				}
-				timer = nil
-			}
-		}
-		desc, zero, byKill := p.status()
-		restored := p.restored
-		if restored == "" {
-			restored = "not restored"
-		}
-		line := fmt.Sprintf("run %d (latest checkpoint %d, %s): %s", run, latest, restored, plan)
-		if marker != "" {
-			line += "; " + marker
-		}
-		line += "; " + desc
-		log = append(log, line)
-		switch {
-		case killed && byKill:
-			kills++
-			if strings.HasPrefix(marker, "marker at") {
-				commitKills++
-			}
-		case zero:
-			finished = true
-		default:
-			t.Fatalf("%s\nrun %d ended unexpectedly: %s\n%s", strings.Join(log, "\n"), run, desc, p.tailText())
-		}
-		if finished {
-			break
-		}
-	}
-	t.Logf("kill phase %v:\n  %s", time.Since(killPhase).Round(time.Millisecond), strings.Join(log, "\n  "))
-	if finished {
-		t.Errorf("a run reached the end of the stream after %d kills (%d mid-commit): the stream is too short for the schedule (seed %d)", kills, commitKills, seed)
-	}
-	if kills < nkKills || commitKills < nkCommitKill {
-		t.Errorf("only %d kills (%d paused mid-commit), want at least %d (%d): seed %d", kills, commitKills, nkKills, nkCommitKill, seed)
-	}
-
-	// The final run, uninterrupted.
-	if !finished {
-		latest, err := nkLatest(ckpts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := knStart(t, bin, yaml, "", latest > 0)
-		select {
-		case <-p.done:
-		case <-time.After(30 * time.Second):
-			p.kill()
-			<-p.done
-			t.Fatalf("the final run did not finish in 30 s (seed %d):\n%s", seed, p.tailText())
-		}
-		desc, zero, _ := p.status()
-		t.Logf("final run (latest checkpoint %d, %s): %s after %v", latest, p.restored, desc, time.Since(p.start).Round(time.Millisecond))
-		if !zero {
-			t.Fatalf("the final run failed: %s (seed %d)\n%s", desc, seed, p.tailText())
-		}
-	}
+	killSchedule{
+		Bin: bin, YAML: yaml, Ckpts: ckpts, Seed: seed,
+		Kills: nkKills, AimedKills: nkCommitKill, Aim: nkFailpoint, Pause: nkPause,
+		Throttle: nkThrottle, Budget: nkBudget, MaxRuns: nkMaxRuns, FinalWait: 30 * time.Second,
+	}.run(t)
 
 	w.finish()
 	violations, entries, lines, passes := w.report()

@@ -1,0 +1,360 @@
+package e2e
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/ingest-engine/ingest/internal/testkit"
+	"github.com/ingest-engine/ingest/internal/testkit/kafkatest"
+)
+
+var kafkaKillSeed = flag.Uint64("kafkakillseed", 0, "replay TestKafkaKillNine and TestKafkaPostgresKillNine with this seed (0: random)")
+
+// The input of the Kafka kill tests: kkMessages JSON records on kkPartitions
+// partitions, one every kkStep of event time, keyed by key so each key's
+// records are in order on one partition.
+const (
+	kkMessages   = 1_200_000
+	kkPartitions = 4
+	kkKeys       = 20
+	kkStep       = time.Millisecond
+	kkKills      = 12
+	kkAimedKills = 3
+	kkPause      = 300 * time.Millisecond
+	kkBudget     = 40 * time.Second
+	kkThrottle   = "task/process-batch=sleep(20ms)"
+	// A run takes about 250 ms to connect, sample its first record and
+	// restore, and under the throttle a checkpoint takes 300 to 700 ms (its
+	// barrier waits behind the batches queued before it): the kills land
+	// later than in the file-source tests, after one to four checkpoints.
+	kkMinDelay = 600 * time.Millisecond
+	kkMaxDelay = 2000 * time.Millisecond
+)
+
+// kkCluster is an in-process kfake cluster the `ingest run` processes reach
+// over TCP on 127.0.0.1: it outlives every SIGKILL of the pipeline.
+type kkCluster struct {
+	broker string
+	cl     *kgo.Client
+}
+
+// kkStart starts the cluster with the input topic "events" filled, and
+// returns the windows the input implies.
+func kkStart(t *testing.T) (*kkCluster, map[testkit.WindowKey]testkit.WindowAgg) {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(kkPartitions, "events"), kfake.SeedTopics(2, "totals"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	broker := c.ListenAddrs()[0]
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.DefaultProduceTopic("events"), kgo.DisableClientMetrics(),
+		kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(1<<16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	want := map[testkit.WindowKey]testkit.WindowAgg{}
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var (
+		mu       sync.Mutex
+		firstErr error
+	)
+	for i := int64(0); i < kkMessages; i++ {
+		ts := base.Add(time.Duration(i) * kkStep)
+		key, value := i%kkKeys, i%1000
+		rec := &kgo.Record{Key: strconv.AppendInt(nil, key, 10), Value: fmt.Appendf(nil, `{"key":%d,"value":%d,"ts":%d}`, key, value, ts.UnixMilli())}
+		cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
+			if err != nil {
+				mu.Lock()
+				firstErr = cmpErr(firstErr, err)
+				mu.Unlock()
+			}
+		})
+		k := testkit.WindowKey{Key: key, Start: ts.Truncate(time.Second)}
+		a := want[k]
+		a.Count++
+		a.Sum += value
+		want[k] = a
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if firstErr != nil {
+		t.Fatalf("producing the input: %v", firstErr)
+	}
+	ends, err := kafkatest.EndOffsets(ctx, cl, true, "events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, e := range ends["events"] {
+		n += e
+	}
+	t.Logf("partition ends: %v", ends["events"])
+	if n != kkMessages {
+		t.Fatalf("topic events holds %d records, want %d", n, kkMessages)
+	}
+	return &kkCluster{broker: broker, cl: cl}, want
+}
+
+func cmpErr(first, err error) error {
+	if first != nil {
+		return first
+	}
+	return err
+}
+
+// kkSourceYAML is the pipeline's Kafka source and window; the sink follows.
+// The source has one subtask per partition: a subtask reading several
+// partitions of kfake reads one far ahead of the other (kfake answers a
+// fetch with as much of the first partition as fits), which holds the
+// watermark back until the end of a throttled run.
+func kkSourceYAML(name, broker string) string {
+	return fmt.Sprintf(`pipeline: %s
+checkpoint: {interval: 50ms, dir: ckpts}
+sources:
+  in:
+    type: kafka
+    brokers: [%s]
+    topic: events
+    event_time: {field: ts}
+    watermark: {max_delay: 0s, idle_timeout: 5s}
+    parallelism: %d
+    stop_at: latest
+transforms:
+  w:
+    type: window
+    input: in
+    key: key
+    size: 1s
+    parallelism: 2
+    aggregates: {count: count(), sum: sum(value)}
+sinks:
+`, name, broker, kkPartitions)
+}
+
+// kkSeed returns the seed of this test run and logs how to replay it.
+func kkSeed(t *testing.T) uint64 {
+	seed := *kafkaKillSeed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	t.Logf("seed %d (replay with -kafkakillseed=%d)", seed, seed)
+	return seed
+}
+
+// TestKafkaKillNine runs the YAML pipeline Kafka → tumbling window → Kafka
+// (transactional sink) as a separate process against an in-process kfake
+// cluster, kills it with SIGKILL at random moments and while it is paused
+// between a checkpoint's completion and the commit of its prepared
+// transaction, restarts it until it exits 0, and checks that a
+// read-committed consumer sees exactly the windows the input implies. During
+// the runs a sampler takes atomic snapshots of what a read-committed
+// consumer can see and checks that every visible transaction carries a
+// committed marker of a complete checkpoint and is visible whole.
+func TestKafkaKillNine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kill -9 test; not in -short")
+	}
+	began := time.Now()
+	k, want := kkStart(t)
+	t.Logf("produced %d records in %v: %d windows expected", kkMessages, time.Since(began).Round(time.Millisecond), len(want))
+	seed := kkSeed(t)
+
+	work := t.TempDir()
+	bin := knBuild(t, work)
+	yaml := filepath.Join(work, "pipeline.yaml")
+	// One sink subtask: each checkpoint's output is one transaction, which
+	// must appear all at once.
+	doc := kkSourceYAML("kafka-killnine", k.broker) + fmt.Sprintf(`  out:
+    type: kafka
+    input: w
+    brokers: [%s]
+    topic: totals
+    transactional_id_prefix: killnine-totals
+    key: [key]
+`, k.broker)
+	if err := os.WriteFile(yaml, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ckpts := filepath.Join(work, "ckpts")
+	smp := newKKSampler(k.cl, "totals", ckpts)
+	failed := true
+	defer func() {
+		if failed {
+			nkDumpDirs(t, work)
+		}
+	}()
+
+	killSchedule{
+		Bin: bin, YAML: yaml, Ckpts: ckpts, Seed: seed,
+		Kills: kkKills, AimedKills: kkAimedKills, Aim: "job/after-metadata-before-commit", Pause: kkPause,
+		Throttle: kkThrottle, MinDelay: kkMinDelay, MaxDelay: kkMaxDelay, Budget: kkBudget, FinalWait: 60 * time.Second,
+	}.run(t)
+
+	smp.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	smp.verify(t, ctx, "totals.ingest-txn-markers")
+	rs, err := kafkatest.ReadTopic(ctx, k.cl, "totals", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := make([]testkit.Line, len(rs))
+	for i, r := range rs {
+		lines[i] = testkit.Line{File: fmt.Sprintf("totals/%d", r.Partition), Number: int(r.Offset), Text: r.Value}
+	}
+	if r := testkit.CheckWindows(lines, want, time.Second); !r.OK() {
+		t.Errorf("read-committed output is not exactly the expected windows (seed %d): %s", seed, r)
+	} else {
+		t.Logf("read-committed output: %d windows, exactly the expected", r.Seen)
+	}
+	t.Logf("total %v", time.Since(began).Round(time.Millisecond))
+	failed = t.Failed()
+}
+
+// kkSampler is a read-committed reader of a Kafka sink's topic that samples
+// it while the pipeline runs and dies. Each sample is an atomic snapshot of
+// the last stable offsets of every partition (kfake answers one request on
+// one goroutine), the records below them by transaction, and the newest
+// complete checkpoint on disk read after the snapshot (a commit follows its
+// checkpoint's completion, so a visible transaction's checkpoint is complete
+// by then).
+type kkSampler struct {
+	cl    *kgo.Client
+	topic string
+	ckpts string
+
+	pos     map[int32]int64
+	counts  map[kafkatest.Txn]int64
+	samples []kkSample
+	err     error
+	done    chan struct{}
+	stopped chan struct{}
+	once    sync.Once
+}
+
+// kkSample is what one sample saw: records visible per transaction.
+type kkSample struct {
+	latest int64
+	counts map[kafkatest.Txn]int64
+}
+
+func newKKSampler(cl *kgo.Client, topic, ckpts string) *kkSampler {
+	s := &kkSampler{cl: cl, topic: topic, ckpts: ckpts, pos: map[int32]int64{}, counts: map[kafkatest.Txn]int64{},
+		done: make(chan struct{}), stopped: make(chan struct{})}
+	go s.loop()
+	return s
+}
+
+func (s *kkSampler) loop() {
+	defer close(s.stopped)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-tick.C:
+		}
+		if err := s.sample(); err != nil {
+			s.err = err
+			return
+		}
+	}
+}
+
+// sample takes one snapshot. Only new samples are stored: the counts change
+// only when a transaction becomes visible.
+func (s *kkSampler) sample() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ends, err := kafkatest.EndOffsets(ctx, s.cl, true, s.topic)
+	if err != nil {
+		return err
+	}
+	latest, err := nkLatest(s.ckpts)
+	if err != nil {
+		return err
+	}
+	changed := false
+	for p, end := range ends[s.topic] {
+		if end <= s.pos[p] {
+			continue
+		}
+		rs, err := kafkatest.Fetch(ctx, s.cl, s.topic, p, s.pos[p], end, true)
+		if err != nil {
+			return err
+		}
+		for _, r := range rs {
+			s.counts[r.Txn()]++
+		}
+		s.pos[p], changed = end, true
+	}
+	if changed {
+		counts := make(map[kafkatest.Txn]int64, len(s.counts))
+		for r, n := range s.counts {
+			counts[r] = n
+		}
+		s.samples = append(s.samples, kkSample{latest: latest, counts: counts})
+	}
+	return nil
+}
+
+func (s *kkSampler) stop() {
+	s.once.Do(func() { close(s.done) })
+	<-s.stopped
+}
+
+// verify checks every sample against the committed markers: each visible
+// transaction is committed with its marker, belongs to a checkpoint that was
+// complete when the sample was taken, and was visible whole.
+func (s *kkSampler) verify(t *testing.T, ctx context.Context, markerTopic string) {
+	t.Helper()
+	if s.err != nil {
+		t.Fatalf("sampler: %v", s.err)
+	}
+	markers, err := kafkatest.Markers(ctx, s.cl, markerTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, smp := range s.samples {
+		for ref, n := range smp.counts {
+			m, ok := markers[ref]
+			switch {
+			case !ok:
+				t.Fatalf("sample %d: %d records of producer %d epoch %d are visible but the transaction has no committed marker", i, n, ref.ProducerID, ref.Epoch)
+			case m.Checkpoint > smp.latest:
+				t.Fatalf("sample %d: transaction %s of checkpoint %d is visible while the newest complete checkpoint was %d", i, m.TxnID, m.Checkpoint, smp.latest)
+			case n != m.Records:
+				t.Fatalf("sample %d: %d of the %d records of checkpoint %d (transaction %s) are visible: not all at once", i, n, m.Records, m.Checkpoint, m.TxnID)
+			}
+		}
+	}
+	var per []string
+	for _, m := range markers {
+		per = append(per, fmt.Sprintf("%d:%d", m.Checkpoint, m.Records))
+	}
+	slices.Sort(per)
+	t.Logf("transactions (checkpoint:records): %s", strings.Join(per, " "))
+	t.Logf("sampler: %d changes seen, %d transactions committed, each visible whole and only once its checkpoint was complete", len(s.samples), len(markers))
+	if len(s.samples) < 5 {
+		t.Errorf("the sampler saw the output change only %d times: it did not watch the runs", len(s.samples))
+	}
+}
