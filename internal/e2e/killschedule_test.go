@@ -40,11 +40,12 @@ type killSchedule struct {
 	FinalWait time.Duration
 }
 
-// run executes the schedule; it fails t when a run ends other than by the
-// kill (or, for the final run, by exit 0), when a killed run reached the end
-// of the input (the input is too short for the schedule), or when too few
-// kills landed.
-func (s killSchedule) run(t *testing.T) {
+// run executes the schedule and returns how many SIGKILLs landed and how
+// many of them at the Aim failpoint. It fails t when a run ends other than by
+// the kill (or, for the final run, by exit 0), when a killed run reached the
+// end of the input (the input is too short for the schedule), or when too
+// few kills landed.
+func (s killSchedule) run(t *testing.T) (kills, aimedKills int) {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(s.Seed, 0x6b696c6c))
 	aimed := map[int]bool{}
@@ -52,11 +53,10 @@ func (s killSchedule) run(t *testing.T) {
 		aimed[rng.IntN(s.Kills)] = true
 	}
 	var (
-		log               []string
-		kills, aimedKills int
-		finished          bool
-		phase             = time.Now()
-		maxRuns           = s.MaxRuns
+		log      []string
+		finished bool
+		phase    = time.Now()
+		maxRuns  = s.MaxRuns
 	)
 	if maxRuns == 0 {
 		maxRuns = 3 * s.Kills
@@ -144,7 +144,7 @@ func (s killSchedule) run(t *testing.T) {
 		t.Errorf("only %d kills (%d paused at %s), want at least %d (%d): seed %d", kills, aimedKills, s.Aim, s.Kills, s.AimedKills, s.Seed)
 	}
 	if finished {
-		return
+		return kills, aimedKills
 	}
 	latest, err := nkLatest(s.Ckpts)
 	if err != nil {
@@ -163,4 +163,5 @@ func (s killSchedule) run(t *testing.T) {
 	if !zero {
 		t.Fatalf("the final run failed: %s (seed %d)\n%s", desc, s.Seed, p.tailText())
 	}
+	return kills, aimedKills
 }
