@@ -336,12 +336,18 @@ func (a *attempt) act(act checkpoint.Action, finished *bool) error {
 			a.event(a.ctx, taskEvent{kind: evMetadataWritten, id: m.ID, err: err, took: time.Since(m.TriggeredAt)})
 		})
 	case checkpoint.NotifyComplete:
+		if err := failpoint.Inject("job/after-metadata-before-notify"); err != nil {
+			return err
+		}
 		for _, t := range a.tasks {
 			t.mb.put(control{kind: ctlComplete, id: x.ID})
 		}
 	case checkpoint.CommitOutput:
 		a.commit.do(func() {
 			err := a.publish(x)
+			if err == nil {
+				err = failpoint.Inject("job/after-commit-before-cleanup")
+			}
 			a.event(a.ctx, taskEvent{kind: evCommitted, id: x.ID, err: err})
 		})
 	case checkpoint.Abort:

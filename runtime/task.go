@@ -562,6 +562,9 @@ type capture struct {
 // every link in chain order, then the barrier goes downstream, then the
 // captures are encoded, written and acknowledged off the task goroutine.
 func (t *task) checkpoint(ctx context.Context, b Barrier, alignment time.Duration) error {
+	if err := failpoint.Inject("task/before-snapshot"); err != nil {
+		return err
+	}
 	caps := make([]capture, 0, len(t.links))
 	for _, l := range t.links {
 		start := time.Now()
@@ -587,6 +590,9 @@ func (t *task) checkpoint(ctx context.Context, b Barrier, alignment time.Duratio
 		}
 		caps = append(caps, capture{link: l, keyed: keyed, snap: s, wm: l.wm, sync: time.Since(start)})
 	}
+	if err := failpoint.Inject("task/after-sync-snapshot"); err != nil {
+		return err
+	}
 	if err := t.fan.control(&message{kind: kindBarrier, barrier: b}); err != nil {
 		return err
 	}
@@ -595,7 +601,14 @@ func (t *task) checkpoint(ctx context.Context, b Barrier, alignment time.Duratio
 	go func() {
 		defer t.att.async.Done()
 		for _, c := range caps {
-			t.att.event(ctx, t.write(ctx, b.ID, c, alignment))
+			ev := t.write(ctx, b.ID, c, alignment)
+			t.att.event(ctx, ev)
+			if ev.kind != evAck {
+				continue
+			}
+			if err := failpoint.Inject("task/after-ack"); err != nil {
+				t.att.event(ctx, taskEvent{kind: evFailed, task: c.link.id, err: err})
+			}
 		}
 	}()
 	return nil
@@ -615,6 +628,9 @@ func (t *task) write(ctx context.Context, id int64, c capture, alignment time.Du
 	}
 	if c.keyed != nil {
 		data, err := c.keyed.Encode()
+		if err == nil {
+			err = failpoint.Inject("task/during-async-write")
+		}
 		if err == nil {
 			var h storage.Handle
 			h, err = t.att.job.storage.WriteFile(ctx, id, stateFileName(c.link.id), data)

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/ingest-engine/ingest/internal/failpoint"
 )
 
 // Layout of a Local directory:
@@ -333,6 +335,11 @@ func (l *Local) Discard(ctx context.Context, id int64) error {
 		err = l.fs.SyncDir(dir)
 	}
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("storage: discard checkpoint %d: %w", id, err)
+	}
+	// The checkpoint is no longer complete; a crash here leaves its files,
+	// which the next recovery deletes as those of an incomplete checkpoint.
+	if err := failpoint.Inject("storage/discard-mid-delete"); err != nil {
 		return fmt.Errorf("storage: discard checkpoint %d: %w", id, err)
 	}
 	if err := l.fs.RemoveAll(dir); err != nil {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -32,12 +33,12 @@ var (
 )
 
 // The pipeline TestKillNine kills: the contract pipeline, bounded and
-// rate limited. Uninterrupted it runs knCount/knRate = 12 s, more than the
+// rate limited. Uninterrupted it runs knCount/knRate = 16 s, more than the
 // runs the kills cut short consume together (about 0.4 s of stream each), so
 // no intermediate run reaches the end of the stream; the test also caps each
 // kill at half of what the latest checkpoint says is left, whatever the timing.
 const (
-	knCount    = 240000
+	knCount    = 320000
 	knRate     = 20000
 	knKeys     = 50
 	knInterval = 150 * time.Millisecond
@@ -96,6 +97,20 @@ func (p knPlan) String() string {
 var (
 	knCheckpointPoints = []string{"job/before-metadata-write", "task/after-snapshot-before-ack"}
 	knCommitPoints     = []string{"sink/file/mid-commit", "job/after-metadata-before-commit"}
+	// knOncePoints get one kill each per run of the test (the points above
+	// three): the rest of the protocol's steps (docs/reliability.md,
+	// "Failpoints").
+	knOncePoints = map[string]knKind{
+		"task/before-snapshot":             knCheckpoint,
+		"task/after-sync-snapshot":         knCheckpoint,
+		"task/during-async-write":          knCheckpoint,
+		"task/after-ack":                   knCheckpoint,
+		"sink/file/prepare":                knCheckpoint,
+		"job/after-metadata-before-notify": knCommit,
+		"job/after-commit-before-cleanup":  knCommit,
+		"storage/discard-mid-delete":       knCommit,
+		"sink/file/mid-abandon":            knCommit,
+	}
 )
 
 // knDraw draws a plan of kind; a failpoint kind aims at failpoint, or at a
@@ -122,8 +137,11 @@ func knDraw(rng *rand.Rand, kind knKind, failpoint string) knPlan {
 		}
 	}
 	p.nth = 1 + rng.IntN(3)
-	if p.failpoint == "task/after-snapshot-before-ack" {
+	switch p.failpoint {
+	case "task/after-snapshot-before-ack", "task/before-snapshot", "task/after-sync-snapshot", "task/after-ack":
 		p.nth = 1 + rng.IntN(8) // every subtask (5 of them) announces it per checkpoint
+	case "sink/file/mid-abandon":
+		p.nth = 1 // only at recovery, once per staged file after the first
 	}
 	if rng.IntN(3) > 0 {
 		p.extra = time.Duration(rng.IntN(int(knPause*2/3/time.Millisecond))) * time.Millisecond
@@ -655,10 +673,23 @@ func TestKillNine(t *testing.T) {
 			schedule = append(schedule, knDraw(rng, knCommit, fp))
 		}
 	}
+	once := slices.Sorted(maps.Keys(knOncePoints)) // map order must not change the schedule of a seed
+	for _, fp := range once {
+		schedule = append(schedule, knDraw(rng, knOncePoints[fp], fp))
+	}
 	rng.Shuffle(len(schedule), func(i, j int) { schedule[i], schedule[j] = schedule[j], schedule[i] })
 	// After a kill in a commit, the next start re-commits the recovery point's
 	// output; half the time, kill that run at its first mid-commit marker,
 	// which then often comes during the recovery's re-commit.
+	// The abandon of staged output runs at a recovery, when a kill left
+	// staged files: aim at it right after a random kill, past the first
+	// checkpoints.
+	if k := slices.IndexFunc(schedule, func(p knPlan) bool { return p.failpoint == "sink/file/mid-abandon" }); k >= 0 {
+		p := schedule[k]
+		schedule = slices.Delete(schedule, k, k+1)
+		r := slices.IndexFunc(schedule[2:], func(p knPlan) bool { return p.kind == knRandom })
+		schedule = slices.Insert(schedule, 2+r+1, p)
+	}
 	for k := 0; k < len(schedule); k++ {
 		if schedule[k].kind == knCommit && rng.IntN(2) == 0 {
 			f := knDraw(rng, knCommit, "sink/file/mid-commit")
@@ -728,6 +759,9 @@ func TestKillNine(t *testing.T) {
 			// A marker that does not come must not let the run reach the
 			// end of the stream.
 			deadline := time.After(max(300*time.Millisecond, min(knMarkerWait, remaining()/2)))
+			if plan.failpoint == "sink/file/mid-abandon" {
+				deadline = time.After(2 * time.Second) // it comes during the recovery or not at all
+			}
 			if plan.kind == knFinal {
 				deadline = time.After(remaining() + knFinalWait)
 			}
@@ -819,7 +853,7 @@ func TestKillNine(t *testing.T) {
 		checkWatcher(fmt.Sprintf("after run %d", i))
 	}
 
-	i := 0
+	i, abandonRetries := 0, 0
 	for len(schedule) > 0 || kills < knMinKills || perKind[knCheckpoint] < knMinPerKind || perKind[knCommit] < knMinPerKind {
 		if i >= 60 {
 			t.Fatalf("after %d runs: %d kills, %d while a checkpoint was written, %d while output was committed: the failpoint markers do not come",
@@ -844,8 +878,19 @@ func TestKillNine(t *testing.T) {
 		} else if left < 3*time.Second {
 			plan.nth = 1
 		}
-		record(i, run(i, plan))
+		res := run(i, plan)
+		record(i, res)
 		i++
+		// The abandon runs only when the previous kill left staged files;
+		// aim again after the next random kill when it did not come.
+		if plan.failpoint == "sink/file/mid-abandon" && res.markerAt == 0 && abandonRetries < 3 {
+			abandonRetries++
+			if r := slices.IndexFunc(schedule, func(p knPlan) bool { return p.kind == knRandom }); r >= 0 {
+				schedule = slices.Insert(schedule, r+1, plan)
+			} else {
+				schedule = append(schedule, knDraw(rng, knRandom, ""), plan)
+			}
+		}
 	}
 
 	// Endgame: let the run reach the end of the stream and kill it once the

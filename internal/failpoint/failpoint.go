@@ -1,18 +1,30 @@
 // Package failpoint lets tests fail or stall the engine at named points of the
 // checkpoint protocol. A disabled failpoint costs one atomic load.
 //
-// Points used by the engine:
+// Points used by the engine, in protocol order (docs/reliability.md,
+// "Failpoints", names the test that crashes at each):
 //
-//	task/process-batch               before a subtask reading channels processes a batch
-//	task/after-snapshot-before-ack   a subtask wrote its snapshot, before it acknowledges
-//	job/before-metadata-write        every subtask acknowledged, before the metadata is written
-//	job/after-metadata-before-commit the checkpoint is complete, before its output is committed
-//	sink/file/prepare                when the file sink stages its file at a barrier (after fsync)
-//	sink/file/mid-commit             between moving two staged files of one commit
-//	sink/kafka/prepare               a Kafka sink subtask flushed its transaction at a barrier, before it returns the committable
-//	sink/kafka/mid-commit            between committing two subtasks' transactions of one commit
-//	sink/postgres/prepare            a PostgreSQL sink subtask's staged rows are durable, before it acknowledges
-//	sink/postgres/mid-commit         inside the publishing transaction, before COMMIT
+//	task/process-batch                 before a subtask reading channels processes a batch
+//	task/before-snapshot               a subtask has the barrier (aligned), before its synchronous snapshot
+//	task/after-sync-snapshot           the synchronous snapshot is taken, before the barrier goes downstream
+//	task/during-async-write            the keyed state is encoded, before it is written to storage
+//	task/after-snapshot-before-ack     a subtask wrote its snapshot, before it acknowledges
+//	task/after-ack                     a subtask acknowledged the checkpoint
+//	job/before-metadata-write          every subtask acknowledged, before the metadata is written
+//	job/after-metadata-before-notify   the checkpoint is complete, before the subtasks are notified
+//	job/after-metadata-before-commit   the checkpoint is complete, before its output is committed
+//	job/after-commit-before-cleanup    the output is committed, before older checkpoints are deleted
+//	storage/discard-mid-delete         a discarded checkpoint's metadata is deleted, its files not yet
+//	sink/file/prepare                  when the file sink stages its file at a barrier (after fsync)
+//	sink/file/mid-commit               between moving two staged files of one commit
+//	sink/file/mid-abandon              between deleting two abandoned staged files at a recovery
+//	sink/kafka/prepare                 a Kafka sink subtask flushed its transaction at a barrier, before it returns the committable
+//	sink/kafka/mid-commit              between committing two subtasks' transactions of one commit
+//	sink/postgres/prepare              a PostgreSQL sink subtask's staged rows are durable, before it acknowledges
+//	sink/postgres/mid-commit           inside the publishing transaction, before COMMIT
+//
+// Production binaries carry them inert: until INGEST_FAILPOINTS or Enable
+// sets one, Inject is one atomic load and returns nil.
 //
 // In a process, tests call Enable. The ingest binary also reads the
 // INGEST_FAILPOINTS environment variable (see FromEnv), so out-of-process
