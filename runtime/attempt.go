@@ -319,6 +319,7 @@ func (a *attempt) act(act checkpoint.Action, finished *bool) error {
 	j := a.job
 	switch x := act.(type) {
 	case checkpoint.Trigger:
+		j.triggered.Store(max(j.triggered.Load(), x.ID))
 		b := Barrier{ID: x.ID, Timestamp: x.Timestamp.UnixNano(), Final: x.Final}
 		for _, t := range a.sources {
 			t.mb.put(control{kind: ctlTrigger, barrier: b})

@@ -86,8 +86,8 @@ func runWatched(t *testing.T, job *runtime.Job) ([]int64, error) {
 }
 
 // checkRecoveryPoints asserts DESIGN.md §3 invariant 1 on the sampled
-// recovery points: never going back and, unless fc is nil (after a restart
-// the ids of failed checkpoints are free again), never a failed checkpoint.
+// recovery points: never going back and, unless fc is nil, never a failed
+// checkpoint (ids are never reused, also across restarts).
 func checkRecoveryPoints(t *testing.T, seen []int64, fc *failingCalls) {
 	t.Helper()
 	for i, l := range seen {

@@ -79,6 +79,8 @@ type Job struct {
 	stop     chan struct{}
 
 	restarts, completed, failed, latest, restored, abandoned atomic.Int64
+	// triggered is the highest checkpoint id any attempt triggered.
+	triggered atomic.Int64
 	// checkpointTime sums completed checkpoints' durations in ns.
 	checkpointTime atomic.Int64
 	records        atomic.Int64
@@ -125,7 +127,7 @@ func (j *Job) Stop() { j.stopOnce.Do(func() { close(j.stop) }) }
 // Each attempt first recovers from the latest complete checkpoint.
 func (j *Job) Run(ctx context.Context) error {
 	if l, ok := j.storage.(storage.Locker); ok {
-		release, err := l.Lock()
+		release, err := l.Lock(ctx)
 		if err != nil {
 			return err
 		}
@@ -138,7 +140,10 @@ func (j *Job) Run(ctx context.Context) error {
 		if err == nil {
 			return nil
 		}
-		if ctx.Err() != nil || errors.Is(err, ErrIncompatible) {
+		// A lost or foreign lock (storage.ErrLocked) is not cured by a
+		// restart either: another process owns the checkpoints now, and a
+		// recovery would abandon its staged sink output.
+		if ctx.Err() != nil || errors.Is(err, ErrIncompatible) || errors.Is(err, storage.ErrLocked) {
 			return err
 		}
 		if j.completed.Load() > before {

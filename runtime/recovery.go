@@ -111,7 +111,10 @@ func (j *Job) cleanStorage(ctx context.Context, rec *recovery) error {
 	if err != nil {
 		return fmt.Errorf("listing checkpoints in %s: %w", j.storage.Location(), err)
 	}
-	rec.nextID = latest + 1
+	// Ids keep increasing across in-process restarts: a checkpoint that
+	// failed before the restart was discarded and left nothing in storage,
+	// but its id was used (logs, metrics, sinks' staging).
+	rec.nextID = max(latest, j.triggered.Load()) + 1
 	for _, e := range entries {
 		rec.nextID = max(rec.nextID, e.ID+1)
 		if e.ID > latest && !e.Complete {

@@ -40,7 +40,8 @@ func (o Op) String() string {
 
 // Faulty wraps a Storage and fails chosen calls, for tests of the code that uses storage. A failed
 // call returns the injected error unchanged and does not reach the wrapped Storage. It is safe for
-// concurrent use.
+// concurrent use. To fail the filesystem calls inside a Local's methods instead (a write, an fsync,
+// the metadata's rename, running out of space, slow writes, a crash), put the Local on a FaultFS.
 type Faulty struct {
 	inner Storage // immutable
 

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -12,7 +13,9 @@ import (
 // pipeline holds an exclusive lock on.
 const LockName = ".lock"
 
-// ErrLocked marks a checkpoint directory another process is using.
+// ErrLocked marks a checkpoint directory another process is using, or storage whose lock this
+// process lost while running (see storage/blob): every later call fails with it. A restart cannot
+// cure it, so a job stops at once on an error wrapping it.
 var ErrLocked = errors.New("storage: checkpoint directory is in use")
 
 // Locker is implemented by storage that can be claimed by one job at a time.
@@ -20,8 +23,10 @@ var ErrLocked = errors.New("storage: checkpoint directory is in use")
 // staged output and interleave checkpoints.
 type Locker interface {
 	// Lock claims the storage until release is called, or fails with an error
-	// wrapping ErrLocked when another process holds it.
-	Lock() (release func() error, err error)
+	// wrapping ErrLocked when another process holds it. A Lock that has to wait
+	// (to tell a live holder from a dead one) returns ctx.Err(), wrapped, once
+	// ctx is done; release is independent of ctx.
+	Lock(ctx context.Context) (release func() error, err error)
 }
 
 var _ Locker = (*Local)(nil)
@@ -29,8 +34,11 @@ var _ Locker = (*Local)(nil)
 // Lock takes an exclusive, non-blocking flock on <dir>/.lock. The kernel
 // drops it when the process dies, so a crash never leaves the directory
 // locked. It applies to the real filesystem only; on a test filesystem it
-// does nothing.
-func (l *Local) Lock() (func() error, error) {
+// does nothing. It never waits; a done ctx fails it before it locks.
+func (l *Local) Lock(ctx context.Context) (func() error, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("storage: locking %s: %w", l.dir, err)
+	}
 	if _, ok := l.fs.(osFS); !ok {
 		return func() error { return nil }, nil
 	}

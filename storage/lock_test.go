@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"errors"
 	"testing"
 )
@@ -14,7 +15,7 @@ func TestLockIsExclusive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	release, err := a.Lock()
+	release, err := a.Lock(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,13 +23,13 @@ func TestLockIsExclusive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Lock(); !errors.Is(err, ErrLocked) {
+	if _, err := b.Lock(t.Context()); !errors.Is(err, ErrLocked) {
 		t.Fatalf("second Lock = %v, want ErrLocked", err)
 	}
 	if err := release(); err != nil {
 		t.Fatal(err)
 	}
-	release2, err := b.Lock()
+	release2, err := b.Lock(t.Context())
 	if err != nil {
 		t.Fatalf("Lock after release = %v", err)
 	}
@@ -37,4 +38,23 @@ func TestLockIsExclusive(t *testing.T) {
 	if err != nil || len(entries) != 0 {
 		t.Fatalf("List = %v, %v: the lock file must not look like a checkpoint", entries, err)
 	}
+}
+
+// A cancelled context fails Lock before it locks: the directory stays free.
+func TestLockCancelled(t *testing.T) {
+	dir := t.TempDir()
+	a, err := NewLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := a.Lock(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Lock with a cancelled context = %v, want context.Canceled", err)
+	}
+	release, err := a.Lock(t.Context())
+	if err != nil {
+		t.Fatalf("Lock after a cancelled Lock = %v", err)
+	}
+	release()
 }

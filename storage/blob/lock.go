@@ -93,8 +93,13 @@ const lockAttempts = 5
 //
 // Lock does not return at once when the lock object exists: it watches the object for up to one
 // Lease to tell a live holder (the object changes within Lease/3) from a dead one (it does not).
-// A holder in the same PID namespace is judged at once.
-func (s *Storage) Lock() (func() error, error) {
+// A holder in the same PID namespace is judged at once. Once ctx is done Lock returns promptly with
+// an error wrapping ctx.Err(), holding nothing; the release function it returns on success does not
+// depend on ctx, and neither does the renewal of the lock.
+func (s *Storage) Lock(ctx context.Context) (func() error, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("storage/blob: lock %s: %w", s.loc.base, err)
+	}
 	s.mu.Lock()
 	busy := s.held != nil
 	s.mu.Unlock()
@@ -109,13 +114,19 @@ func (s *Storage) Lock() (func() error, error) {
 
 	for range lockAttempts {
 		start := time.Now()
-		err := s.putLock(key, rec, true)
+		err := s.putLock(ctx, key, rec, true)
 		if err == nil {
 			return s.hold(key, rec, start), nil
 		}
-		cur, raw, rerr := s.readLock(key)
+		if ctx.Err() != nil {
+			return nil, s.cancelled(ctx, key, rec.Owner)
+		}
+		cur, raw, rerr := s.readLock(ctx, key)
 		if rerr == nil && cur.Owner == rec.Owner {
 			return s.hold(key, rec, start), nil // the create landed; its answer was lost
+		}
+		if ctx.Err() != nil {
+			return nil, s.cancelled(ctx, key, rec.Owner)
 		}
 		if gcerrors.Code(err) != gcerrors.FailedPrecondition {
 			return nil, s.fail(err, "lock %s", s.where(key))
@@ -126,7 +137,10 @@ func (s *Storage) Lock() (func() error, error) {
 		case rerr != nil && !storage.IsCorrupt(rerr):
 			return nil, fmt.Errorf("storage/blob: lock %s: %w", s.where(key), rerr)
 		}
-		if err := s.judge(key, cur, raw, rerr); err != nil {
+		if err := s.judge(ctx, key, cur, raw, rerr); err != nil {
+			if ctx.Err() != nil {
+				return nil, s.cancelled(ctx, key, rec.Owner)
+			}
 			return nil, err
 		}
 		// Stale and deleted: try again.
@@ -137,7 +151,8 @@ func (s *Storage) Lock() (func() error, error) {
 // judge decides about a lock object held by someone else: it returns nil after deleting a stale
 // one, an error wrapping storage.ErrLocked for a live holder, or another error. readErr is the
 // corruption error when the object does not decode (then cur is zero and only watching helps).
-func (s *Storage) judge(key string, cur lockRecord, raw []byte, readErr error) error {
+// Watching stops when ctx is done.
+func (s *Storage) judge(ctx context.Context, key string, cur lockRecord, raw []byte, readErr error) error {
 	held := func(why string) error {
 		if readErr != nil {
 			return fmt.Errorf("%w: %s exists and %s (it does not decode: %v); delete it if no job uses %s",
@@ -151,18 +166,23 @@ func (s *Storage) judge(key string, cur lockRecord, raw []byte, readErr error) e
 			if _, live := liveOwners.Load(cur.Owner); live {
 				return held("this process holds it")
 			}
-			return s.deleteIfUnchanged(key, raw) // left behind by a lock of this process that ended
+			return s.deleteIfUnchanged(ctx, key, raw) // left behind by a lock of this process that ended
 		}
 		if !processAlive(cur.PID) {
-			return s.deleteIfUnchanged(key, raw)
+			return s.deleteIfUnchanged(ctx, key, raw)
 		}
 	}
 	// Watch the object for one lease: a live holder rewrites it every Lease/3.
-	poll := max(s.opts.Lease/6, time.Millisecond)
+	poll := time.NewTicker(max(s.opts.Lease/6, time.Millisecond))
+	defer poll.Stop()
 	deadline := time.Now().Add(s.opts.Lease)
 	for time.Now().Before(deadline) {
-		time.Sleep(poll)
-		now, err := s.readRaw(key)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("storage/blob: lock %s: watching whether its holder is alive: %w", s.where(key), ctx.Err())
+		case <-poll.C:
+		}
+		now, err := s.readRaw(ctx, key)
 		switch {
 		case gcerrors.Code(err) == gcerrors.NotFound:
 			return nil // released
@@ -172,14 +192,14 @@ func (s *Storage) judge(key string, cur lockRecord, raw []byte, readErr error) e
 			return held("it was renewed just now")
 		}
 	}
-	return s.deleteIfUnchanged(key, raw)
+	return s.deleteIfUnchanged(ctx, key, raw)
 }
 
 // deleteIfUnchanged deletes a stale lock object unless it changed since it was judged stale. The
 // read and the delete are two requests (gocloud.dev has no conditional delete); see the limits in
 // the protocol comment.
-func (s *Storage) deleteIfUnchanged(key string, raw []byte) error {
-	ctx, cancel := s.timeout(context.Background())
+func (s *Storage) deleteIfUnchanged(ctx context.Context, key string, raw []byte) error {
+	ctx, cancel := s.timeout(ctx)
 	defer cancel()
 	now, err := s.bucket.ReadAll(ctx, key)
 	switch {
@@ -265,9 +285,11 @@ func (l *lease) run() {
 	}
 }
 
-// renew rewrites the lock object after checking it still names this owner.
+// renew rewrites the lock object after checking it still names this owner. It does not depend on
+// the context of the Lock that acquired it: the lock lives until released.
 func (l *lease) renew() error {
-	cur, _, err := l.s.readLock(l.key)
+	ctx := context.Background()
+	cur, _, err := l.s.readLock(ctx, l.key)
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
 		return fmt.Errorf("%w: the lock object %s was deleted by another process", storage.ErrLocked, l.s.where(l.key))
@@ -280,7 +302,7 @@ func (l *lease) renew() error {
 	}
 	l.rec.Seq++
 	l.rec.Renewed = time.Now().UTC()
-	return l.s.putLock(l.key, l.rec, false)
+	return l.s.putLock(ctx, l.key, l.rec, false)
 }
 
 // release stops renewing and deletes the lock object if it still names this owner.
@@ -296,51 +318,70 @@ func (l *lease) release() error {
 		s.held = nil
 	}
 	s.mu.Unlock()
-	cur, _, err := s.readLock(l.key)
+	return s.deleteOwn(l.key, l.owner)
+}
+
+// deleteOwn deletes the lock object if it names owner; it is not an error when it does not exist
+// or names another owner (taken over: not ours to delete).
+func (s *Storage) deleteOwn(key, owner string) error {
+	ctx := context.Background()
+	cur, _, err := s.readLock(ctx, key)
 	switch {
 	case errors.Is(err, storage.ErrNotFound), storage.IsCorrupt(err):
 		return nil
 	case err != nil:
 		return err
-	case cur.Owner != l.owner:
-		return nil // taken over: not ours to delete
+	case cur.Owner != owner:
+		return nil
 	}
-	ctx, cancel := s.timeout(context.Background())
+	ctx, cancel := s.timeout(ctx)
 	defer cancel()
-	if err := s.bucket.Delete(ctx, l.key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
-		return s.fail(err, "unlock %s", s.where(l.key))
+	if err := s.bucket.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+		return s.fail(err, "unlock %s", s.where(key))
 	}
 	return nil
 }
 
-// lockTimeout bounds one request of the lock: Options.Timeout, but no more than Lease/3, the
+// cancelled is Lock's error once ctx is done. A create of the lock object whose answer was lost
+// (ctx interrupted it, or the network) may still have landed: the object is deleted if it names
+// owner, Lock's token, so that a Lock that failed does not leave the location locked (others would
+// wait out a lease). That is one more request, bounded like every request of the lock.
+func (s *Storage) cancelled(ctx context.Context, key, owner string) error {
+	err := fmt.Errorf("storage/blob: lock %s: %w", s.where(key), ctx.Err())
+	if derr := s.deleteOwn(key, owner); derr != nil {
+		return fmt.Errorf("%w (and removing a lock object it may have created failed: %v)", err, derr)
+	}
+	return err
+}
+
+// lockTimeout bounds one request of the lock: ctx, Options.Timeout, but no more than Lease/3, the
 // renewal period.
-func (s *Storage) lockTimeout() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), min(s.opts.Timeout, s.opts.Lease/3))
+func (s *Storage) lockTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, min(s.opts.Timeout, s.opts.Lease/3))
 }
 
 // putLock writes rec to the lock object.
-func (s *Storage) putLock(key string, rec lockRecord, ifNotExist bool) error {
+func (s *Storage) putLock(ctx context.Context, key string, rec lockRecord, ifNotExist bool) error {
 	data, err := json.Marshal(rec)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := s.lockTimeout()
+	ctx, cancel := s.lockTimeout(ctx)
 	defer cancel()
 	return s.put(ctx, key, data, ifNotExist)
 }
 
 // readRaw returns the stored bytes of key.
-func (s *Storage) readRaw(key string) ([]byte, error) {
-	ctx, cancel := s.lockTimeout()
+func (s *Storage) readRaw(ctx context.Context, key string) ([]byte, error) {
+	ctx, cancel := s.lockTimeout(ctx)
 	defer cancel()
 	return s.bucket.ReadAll(ctx, key)
 }
 
 // readLock reads and decodes the lock object, returning its stored bytes too. A missing object
 // wraps storage.ErrNotFound; one that does not decode is corrupt.
-func (s *Storage) readLock(key string) (lockRecord, []byte, error) {
-	raw, err := s.readRaw(key)
+func (s *Storage) readLock(ctx context.Context, key string) (lockRecord, []byte, error) {
+	raw, err := s.readRaw(ctx, key)
 	if gcerrors.Code(err) == gcerrors.NotFound {
 		return lockRecord{}, nil, s.notFound(key)
 	}

@@ -62,7 +62,7 @@ func TestLockIsExclusive(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			a, b := openWith(t, raw, nil), openWith(t, raw, nil)
-			release, err := a.Lock()
+			release, err := a.Lock(t.Context())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -70,7 +70,7 @@ func TestLockIsExclusive(t *testing.T) {
 				t.Fatal("no lock object while locked")
 			}
 			start := time.Now()
-			if _, err := b.Lock(); !errors.Is(err, storage.ErrLocked) {
+			if _, err := b.Lock(t.Context()); !errors.Is(err, storage.ErrLocked) {
 				t.Fatalf("second Lock = %v, want ErrLocked", err)
 			} else if !strings.Contains(err.Error(), a.Location()) {
 				t.Errorf("ErrLocked does not name the location: %v", err)
@@ -78,7 +78,7 @@ func TestLockIsExclusive(t *testing.T) {
 			if d := time.Since(start); d > time.Second {
 				t.Errorf("refusing a holder in this process took %v; it is known to be alive", d)
 			}
-			if _, err := a.Lock(); !errors.Is(err, storage.ErrLocked) {
+			if _, err := a.Lock(t.Context()); !errors.Is(err, storage.ErrLocked) {
 				t.Fatalf("Lock twice on one Storage = %v, want ErrLocked", err)
 			}
 			if err := release(); err != nil {
@@ -90,7 +90,7 @@ func TestLockIsExclusive(t *testing.T) {
 			if lockExists(t, a) {
 				t.Fatal("lock object left after release")
 			}
-			releaseB, err := b.Lock()
+			releaseB, err := b.Lock(t.Context())
 			if err != nil {
 				t.Fatalf("Lock after release: %v", err)
 			}
@@ -117,7 +117,7 @@ func TestLockTakeoverDeadProcess(t *testing.T) {
 			s := openWith(t, raw, &Options{Lease: time.Hour})
 			writeLockRecord(t, s, lockRecord{Owner: "crashed", Host: "here", PID: dead, Namespace: processNamespace(), Lease: "1h"})
 			start := time.Now()
-			release, err := s.Lock()
+			release, err := s.Lock(t.Context())
 			if err != nil {
 				t.Fatalf("Lock over a dead process's lock: %v", err)
 			}
@@ -141,7 +141,7 @@ func TestLockTakeoverOwnLeftover(t *testing.T) {
 			s := openWith(t, raw, &Options{Lease: time.Hour})
 			writeLockRecord(t, s, lockRecord{Owner: "released-long-ago", Host: "here", PID: os.Getpid(), Namespace: processNamespace(), Lease: "1h"})
 			start := time.Now()
-			release, err := s.Lock()
+			release, err := s.Lock(t.Context())
 			if err != nil {
 				t.Fatalf("Lock over this process's leftover lock: %v", err)
 			}
@@ -163,7 +163,7 @@ func TestLockTakeoverStale(t *testing.T) {
 			s := openWith(t, raw, &Options{Lease: lease})
 			writeLockRecord(t, s, lockRecord{Owner: "gone", Host: "elsewhere", PID: 1, Namespace: "other-machine", Lease: "300ms"})
 			start := time.Now()
-			release, err := s.Lock()
+			release, err := s.Lock(t.Context())
 			if err != nil {
 				t.Fatalf("Lock over a stale lock: %v", err)
 			}
@@ -177,7 +177,7 @@ func TestLockTakeoverStale(t *testing.T) {
 			if err := s.bucket.WriteAll(context.Background(), s.loc.prefix+LeaseName, []byte("garbage"), nil); err != nil {
 				t.Fatal(err)
 			}
-			release, err = s.Lock()
+			release, err = s.Lock(t.Context())
 			if err != nil {
 				t.Fatalf("Lock over a corrupt lock object: %v", err)
 			}
@@ -216,7 +216,7 @@ func TestLockLiveHolderRefused(t *testing.T) {
 			}()
 			defer func() { close(stop); wg.Wait() }()
 			start := time.Now()
-			_, err := s.Lock()
+			_, err := s.Lock(t.Context())
 			if !errors.Is(err, storage.ErrLocked) || !strings.Contains(err.Error(), "other-host") || !strings.Contains(err.Error(), "4242") {
 				t.Fatalf("Lock = %v, want ErrLocked naming the holder", err)
 			}
@@ -238,14 +238,14 @@ func TestLockLostFencesWrites(t *testing.T) {
 			// room for a loaded machine under -race.
 			const lease = 3 * time.Second
 			s := openWith(t, raw, &Options{Lease: lease})
-			release, err := s.Lock()
+			release, err := s.Lock(t.Context())
 			if err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(lease / 2) // past the first renewal
 			mustWrite(t, s, 1, "kg-0", []byte("x"))
 			mustMeta(t, s, 1, "m")
-			rec, _, err := s.readLock(s.loc.prefix + LeaseName)
+			rec, _, err := s.readLock(context.Background(), s.loc.prefix+LeaseName)
 			if err != nil || rec.Seq < 1 {
 				t.Fatalf("lock record %+v, %v: want a renewal", rec, err)
 			}
@@ -275,7 +275,7 @@ func TestLockLostFencesWrites(t *testing.T) {
 			if err := release(); err != nil {
 				t.Fatal(err)
 			}
-			if rec, _, err := s.readLock(s.loc.prefix + LeaseName); err != nil || rec.Owner != "usurper" {
+			if rec, _, err := s.readLock(context.Background(), s.loc.prefix+LeaseName); err != nil || rec.Owner != "usurper" {
 				t.Fatalf("release touched the new holder's lock: %+v, %v", rec, err)
 			}
 		})
@@ -288,7 +288,7 @@ func TestLockRenewalFailureFences(t *testing.T) {
 	f := newFakeS3(t)
 	const lease = 600 * time.Millisecond
 	s := openWith(t, f.url("p/"+uniqueName(t)), &Options{Lease: lease})
-	release, err := s.Lock()
+	release, err := s.Lock(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,5 +298,53 @@ func TestLockRenewalFailureFences(t *testing.T) {
 	f.setFaults(nil)
 	if _, err := s.WriteFile(context.Background(), 1, "kg-0", []byte("x")); !errors.Is(err, storage.ErrLocked) || !strings.Contains(err.Error(), "not renewed") {
 		t.Fatalf("WriteFile after failed renewals = %v, want ErrLocked saying the lock was not renewed", err)
+	}
+}
+
+// Lock watches a foreign lock object for up to one lease (here a minute) to tell a live holder from
+// a dead one; a cancelled context ends the watch promptly with the context's error, not
+// ErrLocked, and leaves the object and this Storage as they were. A context done before Lock
+// creates nothing.
+func TestLockCancelledWhileWatching(t *testing.T) {
+	for name, raw := range lockURLs(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := openWith(t, raw, &Options{Lease: time.Minute})
+
+			done, cancel := context.WithCancel(t.Context())
+			cancel()
+			if _, err := s.Lock(done); !errors.Is(err, context.Canceled) {
+				t.Fatalf("Lock with a cancelled context = %v, want context.Canceled", err)
+			}
+			if lockExists(t, s) {
+				t.Fatal("a Lock whose context was done created the lock object")
+			}
+
+			writeLockRecord(t, s, lockRecord{Owner: "elsewhere", Host: "other-host", PID: 4242, Namespace: "other-machine", Lease: "1m"})
+			ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			_, err := s.Lock(ctx)
+			if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, storage.ErrLocked) {
+				t.Fatalf("Lock = %v, want context.DeadlineExceeded", err)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Fatalf("Lock returned %v after its context was done", d)
+			}
+			if rec, _, err := s.readLock(context.Background(), s.loc.prefix+LeaseName); err != nil || rec.Owner != "elsewhere" {
+				t.Fatalf("the holder's lock object was touched: %+v, %v", rec, err)
+			}
+			// The cancelled Lock holds nothing: once the holder is gone, Lock succeeds.
+			if err := s.bucket.Delete(context.Background(), s.loc.prefix+LeaseName); err != nil {
+				t.Fatal(err)
+			}
+			release, err := s.Lock(t.Context())
+			if err != nil {
+				t.Fatalf("Lock after a cancelled Lock: %v", err)
+			}
+			if err := release(); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

@@ -297,9 +297,10 @@ func TestPipelineOnS3SkipsCorruptMetadata(t *testing.T) {
 	}
 }
 
-// A job whose lock is taken over by another process stops: its checkpoints fail, and its restarts
-// fail at their first List, so they never reach the recovery step that abandons staged sink output
-// (which would be the new holder's). The job ends with an error wrapping storage.ErrLocked.
+// A job whose lock is taken over by another process stops: its checkpoints fail with
+// storage.ErrLocked, and the job ends with an error wrapping it, without restarting (a restart
+// would fail at its first List anyway, never reaching the recovery step that abandons staged sink
+// output, which would be the new holder's).
 func TestPipelineStopsWhenLockIsLost(t *testing.T) {
 	f := newFakeS3(t)
 	st := openURL(t, f.url("jobs/"+uniqueName(t), "lease=900ms"))
@@ -332,10 +333,13 @@ func TestPipelineStopsWhenLockIsLost(t *testing.T) {
 		t.Fatalf("the job still runs 30 s after losing its lock (stats %+v)", job.Stats())
 	}
 	after := job.Stats()
+	if after.Restarts != 0 {
+		t.Errorf("the job restarted %d times after losing its lock, want 0: a restart cannot get it back", after.Restarts)
+	}
 	if after.Abandoned != before.Abandoned {
 		t.Errorf("the job abandoned staged output after losing its lock: %+v -> %+v", before, after)
 	}
-	if rec, _, err := st.readLock(st.loc.prefix + LeaseName); err != nil || rec.Owner != "usurper" {
+	if rec, _, err := st.readLock(context.Background(), st.loc.prefix+LeaseName); err != nil || rec.Owner != "usurper" {
 		t.Errorf("the new holder's lock was touched: %+v, %v", rec, err)
 	}
 }
