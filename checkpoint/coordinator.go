@@ -287,6 +287,16 @@ func (c *Coordinator) metadataWritten(now time.Time, e MetadataWritten, out []Ac
 		return out
 	}
 	if e.Err != nil {
+		// The write may have landed although it reported failure (storage
+		// undoes such a write, but the undo can fail too): p may be complete
+		// on storage, and a recovery would restore it. An older checkpoint
+		// must not complete and publish after it, as after p's completion:
+		// abandon them too (TestCommitSimulation, -commitseed=369542).
+		for _, id := range c.Pending() {
+			if q := c.pending[id]; id < p.id && !q.writing {
+				out = c.abandon(q, fmt.Errorf("the metadata write of newer checkpoint %d failed and may have landed: %w", p.id, e.Err), out)
+			}
+		}
 		return c.startWrite(now, c.fail(p, fmt.Errorf("writing metadata: %w", e.Err), out))
 	}
 	// The metadata is durable: p is complete and the new recovery point.
