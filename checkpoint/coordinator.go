@@ -69,6 +69,9 @@ type Coordinator struct {
 	// jobFailed is set once FailJob was emitted.
 	// INVARIANT: once set, Step returns no actions.
 	jobFailed bool
+
+	// triggerRequested is set by TriggerNow until the next trigger.
+	triggerRequested bool
 }
 
 // pendingCheckpoint is a triggered checkpoint collecting acknowledgements, or
@@ -161,6 +164,8 @@ func (c *Coordinator) Step(now time.Time, ev Event) []Action {
 	case Tick:
 	case RequestFinal:
 		c.finalRequested = true
+	case TriggerNow:
+		c.triggerRequested = true
 	case Acked:
 		out = c.acked(now, e, out)
 	case Declined:
@@ -397,7 +402,7 @@ func (c *Coordinator) maybeTrigger(now time.Time, out []Action) []Action {
 	}
 	o := c.cfg.Options
 	final := c.finalRequested
-	if !final {
+	if !final && !c.triggerRequested {
 		if o.Interval == 0 || now.Before(c.lastTrigger.Add(o.Interval)) {
 			return out
 		}
@@ -407,10 +412,19 @@ func (c *Coordinator) maybeTrigger(now time.Time, out []Action) []Action {
 	}
 	id := c.nextID
 	c.nextID++
-	c.lastTrigger = now
+	c.lastTrigger, c.triggerRequested = now, false
 	c.pending[id] = &pendingCheckpoint{id: id, triggeredAt: now, final: final, acks: map[TaskID]SubtaskState{}}
 	if final {
 		c.finalID = id
 	}
 	return append(out, Trigger{ID: id, Timestamp: now, Final: final})
 }
+
+// TriggerNow asks for a checkpoint as soon as the max concurrent checkpoints
+// allow one, ignoring the interval and the min pause (an operator's manual
+// checkpoint: Flink's triggerCheckpoint). The next trigger of any kind
+// satisfies the request; none follows once the final checkpoint is
+// requested or the job is failing.
+type TriggerNow struct{}
+
+func (TriggerNow) isEvent() {}

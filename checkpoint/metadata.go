@@ -92,6 +92,48 @@ type Metadata struct {
 	CompletedAt time.Time      `json:"completed_at"`
 	Tasks       []SubtaskState `json:"tasks"`
 	Commits     []Commit       `json:"commits,omitempty"`
+	// Topology is the shape of the pipeline that wrote the checkpoint, so a
+	// restore can tell what changed before it uses any state. It is nil in
+	// checkpoints written before it was recorded; a restore then skips the
+	// checks that need it.
+	Topology *Topology `json:"topology,omitempty"`
+}
+
+// Topology is what a restore compares with the pipeline it restores into:
+// the nodes that may own state and what decides how their keyed state is
+// partitioned. The schema of each state (its name, kind and codec names,
+// which carry the operator's parameters) is stored with the state itself, in
+// every state file (package state), and checked when the operator registers
+// it.
+type Topology struct {
+	// MaxParallelism is the number of key groups keyed state is split into.
+	// Keyed state cannot be redistributed over another number.
+	MaxParallelism int `json:"max_parallelism"`
+	// Nodes are the pipeline's nodes, sorted by id.
+	Nodes []NodeTopology `json:"nodes"`
+}
+
+// NodeTopology describes one node of a Topology.
+type NodeTopology struct {
+	// ID is the node's stable id: the key of its state.
+	ID string `json:"id"`
+	// Type is the connector or operator type ("window", "file"), for messages.
+	Type string `json:"type,omitempty"`
+	// Parallelism is the node's number of subtasks.
+	Parallelism int `json:"parallelism"`
+	// Key describes what a keyed node's state is keyed by (the key field or
+	// expression of the pipeline's spec); empty when the node is not keyed or
+	// its builder did not describe its key.
+	Key string `json:"key,omitempty"`
+}
+
+// Node returns the node with id, if the topology has it.
+func (t *Topology) Node(id string) (NodeTopology, bool) {
+	i, ok := slices.BinarySearchFunc(t.Nodes, id, func(n NodeTopology, id string) int { return cmp.Compare(n.ID, id) })
+	if !ok {
+		return NodeTopology{}, false
+	}
+	return t.Nodes[i], true
 }
 
 // Task returns the state acknowledged by task t, if present.
@@ -134,5 +176,8 @@ func DecodeMetadata(b []byte) (*Metadata, error) {
 		return nil, fmt.Errorf("checkpoint metadata %d has format version %d; this build reads version %d", m.ID, m.Version, MetadataVersion)
 	}
 	slices.SortFunc(m.Tasks, func(a, b SubtaskState) int { return a.Task.Compare(b.Task) })
+	if m.Topology != nil {
+		slices.SortFunc(m.Topology.Nodes, func(a, b NodeTopology) int { return cmp.Compare(a.ID, b.ID) })
+	}
 	return &m, nil
 }

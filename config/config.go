@@ -5,6 +5,7 @@ package config
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/internal/redact"
 	"github.com/ingest-engine/ingest/row"
 	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/state"
@@ -45,22 +47,18 @@ type Pipeline struct {
 	// expressions whose results change when records are replayed after a
 	// recovery. `ingest validate` and `ingest run` print them.
 	Warnings []Warning
-}
-
-// Guarantee returns the pipeline's effective delivery guarantee and, when it
-// is below exactly-once, why.
-func (p *Pipeline) Guarantee() (runtime.Guarantee, string) {
-	return p.Stream.Guarantee(p.Checkpoint.Mode)
-}
-
-// GuaranteeText renders the guarantee as `ingest validate` prints it, e.g.
-// "exactly-once" or "at-least-once: sink stdout is not transactional".
-func (p *Pipeline) GuaranteeText() string {
-	g, why := p.Guarantee()
-	if why == "" {
-		return g.String()
-	}
-	return g.String() + ": " + why
+	// Require is the weakest delivery guarantee checkpoint.require allows;
+	// runtime.DeliveryNone, which every pipeline satisfies, when it is not
+	// set. Load refuses a pipeline whose guarantee (see Delivery) is weaker.
+	Require runtime.DeliveryLevel
+	// HTTPToken is http.token: the bearer token the HTTP API's POST
+	// endpoints require ("" refuses them; INGEST_HTTP_TOKEN overrides it,
+	// see httpapi.Token).
+	HTTPToken string
+	// caveats qualify the guarantee without weakening it (Delivery).
+	caveats []caveat
+	// secrets masks the secrets of the file's connection strings (Redact).
+	secrets redact.Scrubber
 }
 
 // RunOptions returns the options to run the pipeline with.
@@ -98,6 +96,10 @@ type builder struct {
 	sides []sideOutput
 	// used holds every reference (input, left, right) resolved so far.
 	used map[string]bool
+	// caveats are the nondeterministic expressions found so far, and
+	// requireAt is the value of checkpoint.require (nil when unset).
+	caveats   []caveat
+	requireAt *yaml.Node
 }
 
 // sideOutput is a node's declared side output.
@@ -145,13 +147,13 @@ func Parse(path string, data []byte) (*Pipeline, error) {
 			// The usual cause is an unquoted expression: a ? b : c.
 			msg += ` (a value containing ": " must be quoted, e.g. x: "value > 5 ? 'big' : 'small'")`
 		}
-		return nil, &Error{File: path, Line: line, Msg: msg}
+		return nil, &Error{File: path, Line: line, Msg: redact.Text(msg)}
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
 		return nil, &Error{File: path, Msg: "the file is empty"}
 	}
 	top := newMapping(e, "", doc.Content[0])
-	out := &Pipeline{File: path}
+	out := &Pipeline{File: path, secrets: fileSecrets(&doc)}
 	out.Name = top.required("pipeline")
 	b := &builder{e: e, dir: filepath.Dir(abs), streams: map[string]named{}, ids: map[string]*yaml.Node{}, paths: map[string]*yaml.Node{}, used: map[string]bool{}}
 	b.maxPar = top.int("max_parallelism", state.DefaultMaxParallelism)
@@ -167,10 +169,11 @@ func Parse(path string, data []byte) (*Pipeline, error) {
 	b.par = min(max(b.par, 1), b.maxPar)
 	b.p = stream.New(out.Name, stream.DefaultParallelism(int(b.par)), stream.MaxParallelism(int(b.maxPar)))
 
-	out.Checkpoint, out.CheckpointDir = b.checkpoint(top.sub("checkpoint"))
+	out.Checkpoint, out.CheckpointDir, out.Require = b.checkpoint(top.sub("checkpoint"))
 	out.storage = b.storage
 	b.checkpointDir = out.CheckpointDir
 	out.Restart = b.restart(top.sub("restart"))
+	out.HTTPToken = b.http(top.sub("http"))
 
 	sources := top.sub("sources")
 	if len(sources.keys) == 0 {
@@ -191,15 +194,20 @@ func Parse(path string, data []byte) (*Pipeline, error) {
 	sinks.done()
 	top.done()
 	b.unreadSideOutputs()
-	if err := e.err(); err != nil {
-		return nil, err
+	if len(e.list) > 0 {
+		return nil, errors.Join(scrubErrors(out.secrets, e.list)...)
 	}
 	if _, err := b.p.Plan(); err != nil {
-		return nil, &Error{File: path, Msg: err.Error()}
+		return nil, &Error{File: path, Msg: out.secrets.String(err.Error())}
 	}
 	out.Stream = b.p
 	slices.SortStableFunc(b.warnings, func(a, b Warning) int { return a.Line - b.Line })
 	out.Warnings = b.warnings
+	slices.SortStableFunc(b.caveats, func(a, b caveat) int { return a.line - b.line })
+	out.caveats = b.caveats
+	if err := out.checkRequire(b.requireAt); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 
@@ -264,7 +272,7 @@ func (b *builder) parallelism(m *mapping) stream.NodeOption {
 	return stream.Parallelism(int(min(max(p, 1), b.maxPar)))
 }
 
-func (b *builder) checkpoint(m *mapping) (checkpoint.Options, string) {
+func (b *builder) checkpoint(m *mapping) (checkpoint.Options, string, runtime.DeliveryLevel) {
 	o := checkpoint.DefaultOptions()
 	o.Interval = m.duration("interval", o.Interval)
 	if o.Interval < 0 {
@@ -290,6 +298,7 @@ func (b *builder) checkpoint(m *mapping) (checkpoint.Options, string) {
 			b.e.add(m.get("mode"), m.field("mode"), "%v", err)
 		}
 	}
+	require := b.requireDelivery(m)
 	dir := m.str("dir", "data/checkpoints")
 	if blob.IsURL(dir) {
 		st, err := blob.OpenStorage(context.Background(), dir)
@@ -301,7 +310,7 @@ func (b *builder) checkpoint(m *mapping) (checkpoint.Options, string) {
 		dir = b.path(dir)
 	}
 	m.done()
-	return o, dir
+	return o, dir, require
 }
 
 func (b *builder) restart(m *mapping) runtime.RestartOptions {
@@ -316,6 +325,14 @@ func (b *builder) restart(m *mapping) runtime.RestartOptions {
 	}
 	m.done()
 	return o
+}
+
+// http reads the http block, the settings of ingest run's HTTP server, and
+// returns its token.
+func (b *builder) http(m *mapping) string {
+	token := m.str("token", "")
+	m.done()
+	return token
 }
 
 // input resolves the input field of a transform or sink.

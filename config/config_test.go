@@ -123,8 +123,8 @@ func TestContractPipelineLoads(t *testing.T) {
 	if !strings.Contains(out.Describe, filepath.Join(dir, "data", "out")) {
 		t.Errorf("out describes itself as %q; want the resolved path %s", out.Describe, filepath.Join(dir, "data", "out"))
 	}
-	if got := p.GuaranteeText(); got != "exactly-once" {
-		t.Errorf("GuaranteeText = %q, want exactly-once", got)
+	if d := p.Delivery(); d.Level != runtime.DeliveryExactlyOnce || len(d.Reasons) != 0 {
+		t.Errorf("Delivery = %+v, want exactly-once without reasons", d)
 	}
 	ro := p.RunOptions()
 	if ro.CheckpointDir != p.CheckpointDir || ro.Checkpoint != p.Checkpoint || ro.Restart != p.Restart {
@@ -319,58 +319,6 @@ sinks:
 	}
 	if entries, _ := os.ReadDir(elsewhere); len(entries) != 0 {
 		t.Errorf("loading wrote into the working directory: %v", entries)
-	}
-}
-
-func TestGuaranteeText(t *testing.T) {
-	for _, tc := range []struct {
-		name, yaml, want string
-	}{
-		{"datagen to file", minimalYAML, "exactly-once"},
-		{"stdout sink", `pipeline: p
-sources:
-  events:
-    type: datagen
-sinks:
-  log:
-    type: stdout
-    input: events
-`, "at-least-once: sink stdout is not transactional"},
-		{"stdout sink named stdout", `pipeline: p
-sources:
-  events:
-    type: datagen
-sinks:
-  stdout:
-    type: stdout
-    input: events
-`, "at-least-once: sink stdout is not transactional"},
-		{"file and stdout sinks", `pipeline: p
-sources:
-  events:
-    type: datagen
-sinks:
-  out:
-    type: file
-    input: events
-    path: out
-  log:
-    type: stdout
-    input: events
-`, "at-least-once: sink stdout is not transactional"},
-	} {
-		p, _ := load(t, tc.yaml)
-		if got := p.GuaranteeText(); got != tc.want {
-			t.Errorf("%s: GuaranteeText = %q, want %q", tc.name, got, tc.want)
-		}
-	}
-
-	p, _ := load(t, strings.Replace(minimalYAML, "sources:", "checkpoint:\n  mode: at-least-once\nsources:", 1))
-	if got := p.GuaranteeText(); !strings.HasPrefix(got, "at-least-once") {
-		t.Errorf("mode at-least-once: GuaranteeText = %q, want at-least-once", got)
-	}
-	if g, why := p.Guarantee(); g != runtime.AtLeastOnce || why == "" {
-		t.Errorf("mode at-least-once: Guarantee = %v, %q", g, why)
 	}
 }
 

@@ -32,12 +32,13 @@ import (
 // same inference, so both formats infer alike.
 func (b *builder) csvFileSource(name string, m *mapping, par stream.NodeOption, cfg file.SourceConfig) (named, bool) {
 	cfg.Format = file.FormatCSV
+	policy, policyOK := b.badRecords(name, m)
 	sample := func() ([]byte, error) {
 		raw, err := file.NewSource(cfg, func(l file.Line) ([]byte, int64, error) { return csvSampleJSON(l), 0, nil })
 		if err != nil {
 			return nil, err
 		}
-		return sampleSource[[]byte](raw, sampleTimeout)
+		return sampleSource[[]byte](raw, sampleTimeout, samplingPolicy(policy))
 	}
 	schema, ti, ok := b.jsonSchema(m, sample)
 	if !ok {
@@ -47,7 +48,7 @@ func (b *builder) csvFileSource(name string, m *mapping, par stream.NodeOption, 
 		b.e.add(m.node, m.field("event_time"), "is required for this source: name the column with the event time, e.g. event_time: {field: ts}")
 		return named{}, false
 	}
-	if m.vals["fields"] != nil && !b.checkCSVHeaders(m, cfg, schema) {
+	if m.vals["fields"] != nil && !b.checkCSVHeaders(m, cfg, schema) || !policyOK {
 		return named{}, false
 	}
 	src, err := file.NewSource(cfg, csvDecoder(schema, ti))
@@ -57,6 +58,7 @@ func (b *builder) csvFileSource(name string, m *mapping, par stream.NodeOption, 
 	}
 	s := stream.From[row.Row](b.p, name, src, par)
 	s.Node().Describe += describeWatermark(cfg.Watermark)
+	s = b.applyBadRecords(name, s, policy)
 	return named{s: s, schema: schema}, true
 }
 

@@ -117,6 +117,7 @@ func (b *builder) expression(n *yaml.Node, field string, schema *row.Schema, wan
 	for _, nd := range p.Nondeterminism() {
 		line, msg := locate(n, nd.Line, nd.Column, nd.Msg)
 		b.warnings = append(b.warnings, Warning{File: b.e.file, Line: line, Field: field, Msg: msg})
+		b.nondeterministic(field, line, nd)
 	}
 	return &compiled{prog: p, file: b.e.file, node: n, field: field}
 }

@@ -40,6 +40,22 @@ func (e *Error) Error() string {
 type errs struct {
 	file string
 	list []error
+	// checks run once the whole file is built (whether anything reads a
+	// source's dead-letter output): when the top-level mapping is done, or
+	// else first thing in err.
+	checks []func()
+}
+
+// atEnd adds a check to run once the whole file is built.
+func (e *errs) atEnd(check func()) { e.checks = append(e.checks, check) }
+
+// runChecks runs the checks added by atEnd, once.
+func (e *errs) runChecks() {
+	checks := e.checks
+	e.checks = nil
+	for _, c := range checks {
+		c()
+	}
 }
 
 func (e *errs) add(n *yaml.Node, field, format string, args ...any) {
@@ -50,7 +66,10 @@ func (e *errs) add(n *yaml.Node, field, format string, args ...any) {
 	e.list = append(e.list, &Error{File: e.file, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)})
 }
 
-func (e *errs) err() error { return errors.Join(e.list...) }
+func (e *errs) err() error {
+	e.runChecks()
+	return errors.Join(e.list...)
+}
 
 // mapping is a YAML mapping being read field by field; fields not read are
 // reported as unknown by done.
@@ -245,8 +264,12 @@ func (m *mapping) unknownType(what, typ, known string) {
 	}
 }
 
-// done reports every key that was not read.
+// done reports every key that was not read. The top-level mapping is done
+// last, once the whole file is built: then the end-of-file checks run.
 func (m *mapping) done() {
+	if m.path == "" {
+		defer m.e.runChecks()
+	}
 	for _, k := range m.keys {
 		if !m.read[k] {
 			known := slices.Sorted(func(yield func(string) bool) {

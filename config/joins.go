@@ -116,7 +116,8 @@ func (b *builder) join(name string, m *mapping) {
 		}
 		return out
 	}
-	opts := []join.Option{join.LeftCodec[row.Row](keys[0].codec), join.RightCodec[row.Row](keys[1].codec), join.NodeOptions(par)}
+	opts := []join.Option{join.LeftCodec[row.Row](keys[0].codec), join.RightCodec[row.Row](keys[1].codec),
+		join.NodeOptions(par, keyDesc("left "+keys[0].what+", right "+keys[1].what))}
 	var out stream.Stream[row.Row]
 	switch kind {
 	case "interval":

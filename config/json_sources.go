@@ -132,15 +132,20 @@ type jsonSource[M any] struct {
 // requireTime refuses a source without event_time (records without a time
 // of their own).
 func buildJSONSource[M any](b *builder, name string, m *mapping, par stream.NodeOption, wm watermark.Strategy, requireTime bool, j jsonSource[M]) (named, bool) {
+	policy, policyOK := b.badRecords(name, m)
+	sampling := samplingPolicy(policy)
 	sample := func() ([]byte, error) {
 		raw, err := j.raw(func(msg M) ([]byte, int64, error) {
 			data, t := j.payload(msg)
+			if err := validJSONForSampling(sampling, data); err != nil {
+				return nil, 0, err
+			}
 			return slices.Clone(data), t, nil
 		})
 		if err != nil {
 			return nil, err
 		}
-		return sampleSource[[]byte](raw, sampleTimeout)
+		return sampleSource[[]byte](raw, sampleTimeout, sampling)
 	}
 	schema, ti, ok := b.jsonSchema(m, sample)
 	if !ok {
@@ -148,6 +153,9 @@ func buildJSONSource[M any](b *builder, name string, m *mapping, par stream.Node
 	}
 	if ti < 0 && requireTime {
 		b.e.add(m.node, m.field("event_time"), "is required for this source: name the field with the event time, e.g. event_time: {field: ts}")
+		return named{}, false
+	}
+	if !policyOK {
 		return named{}, false
 	}
 	decode := rowDecoder(schema, ti)
@@ -163,6 +171,7 @@ func buildJSONSource[M any](b *builder, name string, m *mapping, par stream.Node
 		s = stream.From[row.Row](b.p, name, src, par)
 	}
 	s.Node().Describe += describeWatermark(wm)
+	s = b.applyBadRecords(name, s, policy)
 	return named{s: s, schema: schema}, true
 }
 
@@ -181,11 +190,15 @@ func (m *mapping) stopAtLatest() (latest, ok bool) {
 }
 
 // sampleSource opens subtask 0 of 1 of src outside any job and reads until
-// it emits a first record or timeout passes: the first record's value.
-func sampleSource[T any](src stream.Source[T], timeout time.Duration) (T, error) {
+// it emits a first record or timeout passes: the first record's value. The
+// subtask applies policy to bad records (when it has bad-record policies).
+func sampleSource[T any](src stream.Source[T], timeout time.Duration, policy stream.BadRecordPolicy) (T, error) {
 	var zero T
 	out := &firstRecord[T]{}
 	sub := src.NewSubtask()
+	if br, ok := sub.(stream.BadRecordReader); ok {
+		br.SetBadRecords(stream.BadRecordSetup{Policy: policy})
+	}
 	ctx := &runtime.Context{Task: checkpoint.TaskID{Operator: "sample"}, Parallelism: 1, MaxParallelism: 1, Output: out}
 	if err := sub.Open(ctx); err != nil {
 		return zero, fmt.Errorf("opening the source to sample it: %w", err)

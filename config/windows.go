@@ -131,7 +131,9 @@ func (b *builder) window(name string, m *mapping) {
 		r[0], r[1], r[2] = k, row.TimeValue(w.Start), row.TimeValue(w.End)
 		return result(acc, r)
 	}
-	opts := []stream.NodeOption{par}
+	// The key description goes into checkpoints: restoring the window's state
+	// under another key field is refused (runtime.Node.KeyDesc).
+	opts := []stream.NodeOption{par, keyDesc("field " + in.schema.Fields[key].Name)}
 	if lateness > 0 {
 		opts = append(opts, window.AllowedLateness(lateness))
 	}
@@ -152,6 +154,11 @@ func (b *builder) window(name string, m *mapping) {
 		// Late records are the window's input records, unchanged.
 		b.streams[name+"."+late] = named{s: stream.SideOutput[row.Row](out, late), schema: in.schema}
 	}
+}
+
+// keyDesc sets a keyed node's key description (runtime.Node.KeyDesc).
+func keyDesc(desc string) stream.NodeOption {
+	return func(n *runtime.Node) { n.KeyDesc = desc }
 }
 
 // kindsWith lists the window kinds that take field f, e.g. "tumbling and

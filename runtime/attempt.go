@@ -131,6 +131,7 @@ func (j *Job) build(ctx context.Context, n int, rec *recovery) (*attempt, error)
 				}
 				prev = l
 				t.links = append(t.links, l)
+				l.obs = j.obs.subtask(t, l) // counters for Job.Observe (observe_hooks.go)
 				taskIDs = append(taskIDs, id)
 			}
 			// A restored task announces its watermark again: the consumers'
@@ -140,7 +141,7 @@ func (j *Job) build(ctx context.Context, n int, rec *recovery) (*attempt, error)
 			var sides map[string]*sideOutput
 			for _, oe := range p.outputs(last) {
 				prod := chans[oe.to][oe.index][sub]
-				chs := &channels{ctx: actx, maxParallelism: maxP, sent: &j.records}
+				chs := &channels{ctx: actx, maxParallelism: maxP, sent: &j.records, blocked: &t.links[0].obs.blocked}
 				for _, c := range prod {
 					if c != nil {
 						chs.out = append(chs.out, c)
@@ -221,6 +222,7 @@ func (a *attempt) event(ctx context.Context, ev taskEvent) {
 // drive starts the tasks and runs the coordinator loop until the job finishes
 // (nil) or fails (the error).
 func (a *attempt) drive() error {
+	a.job.obs.started(a) // before any task runs (observe_hooks.go)
 	var wg sync.WaitGroup
 	for _, t := range a.tasks {
 		wg.Add(1)
@@ -253,9 +255,12 @@ func (a *attempt) drive() error {
 			}
 		case <-a.ctx.Done():
 			failure = context.Cause(a.ctx)
+		case <-a.job.obs.requests():
+			acts = a.requestCheckpoint() // Job.TriggerCheckpoint (observe_hooks.go)
 		case ev := <-a.events:
 			switch ev.kind {
 			case evAck:
+				a.job.obs.acked(ev.id, ev.state)
 				acts = a.coord.Step(time.Now(), checkpoint.Acked{ID: ev.id, State: ev.state})
 			case evDecline:
 				a.job.log.Warn("checkpoint declined", "checkpoint", ev.id, "task", ev.task.String(), "err", ev.err)
@@ -286,8 +291,10 @@ func (a *attempt) drive() error {
 					a.job.completed.Add(1)
 					a.job.checkpointTime.Add(int64(ev.took))
 					a.job.latest.Store(ev.id)
+					a.job.obs.completed(ev.id, ev.took)
 				}
 			case evCommitted:
+				a.job.obs.committed(ev.id, ev.err)
 				acts = a.coord.Step(time.Now(), checkpoint.Committed{ID: ev.id, Err: ev.err})
 			}
 		}
@@ -321,17 +328,22 @@ func (a *attempt) act(act checkpoint.Action, finished *bool) error {
 	case checkpoint.Trigger:
 		j.triggered.Store(max(j.triggered.Load(), x.ID))
 		b := Barrier{ID: x.ID, Timestamp: x.Timestamp.UnixNano(), Final: x.Final}
+		j.obs.triggered(x)
 		for _, t := range a.sources {
 			t.mb.put(control{kind: ctlTrigger, barrier: b})
 		}
 	case checkpoint.WriteMetadata:
 		m := x.Metadata
+		m.Topology = a.rec.topology // what the next restore checks the pipeline against (topology.go)
+		j.obs.writing(m)
 		a.store.do(func() {
 			err := failpoint.Inject("job/before-metadata-write")
 			if err == nil {
 				var data []byte
 				if data, err = m.Encode(); err == nil {
+					start := time.Now()
 					err = j.storage.WriteMetadata(context.WithoutCancel(a.ctx), m.ID, data)
+					j.obs.metadataWritten(m.ID, time.Since(start))
 				}
 			}
 			a.event(a.ctx, taskEvent{kind: evMetadataWritten, id: m.ID, err: err, took: time.Since(m.TriggeredAt)})
@@ -352,6 +364,7 @@ func (a *attempt) act(act checkpoint.Action, finished *bool) error {
 			a.event(a.ctx, taskEvent{kind: evCommitted, id: x.ID, err: err})
 		})
 	case checkpoint.Abort:
+		j.obs.aborted(x.ID, x.Reason)
 		j.failed.Add(1)
 		j.log.Warn("checkpoint failed", "checkpoint", x.ID, "err", x.Reason)
 		for _, t := range a.tasks {
@@ -364,6 +377,7 @@ func (a *attempt) act(act checkpoint.Action, finished *bool) error {
 			}
 		})
 	case checkpoint.FailJob:
+		j.obs.failing()
 		return x.Err
 	case checkpoint.Finished:
 		*finished = true
@@ -391,9 +405,11 @@ func (a *attempt) publish(x checkpoint.CommitOutput) error {
 		if cm == nil {
 			return fmt.Errorf("no committer for sink %s", c.Sink)
 		}
+		start := time.Now()
 		if err := cm.Commit(ctx, a.rec.jobID, c); err != nil {
 			return fmt.Errorf("sink %s: %w", c.Sink, err)
 		}
+		a.job.obs.sinkCommitted(c.Sink, time.Since(start))
 	}
 	return nil
 }

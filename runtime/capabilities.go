@@ -21,7 +21,7 @@ const (
 
 // Capabilities is what a connector declares toward delivery guarantees; the
 // pipeline's effective guarantee is derived from its connectors' (see
-// Guarantee).
+// Plan.Delivery).
 type Capabilities struct {
 	// Replayable: a source re-reads exactly from a position stored in a
 	// checkpoint.

@@ -43,6 +43,19 @@ type Options struct {
 	Restart RestartOptions
 	// Log receives the job's log; nil discards it.
 	Log *slog.Logger
+	// AllowDuplicates lets recovery fall back from a damaged newest
+	// checkpoint to an older one even though a sink already published output
+	// of a checkpoint after the older one (or cannot tell): that output is
+	// then published again, at-least-once for this recovery. Without it such
+	// a recovery is refused with an error that explains the choice.
+	// The default value is false. CLI: ingest run --allow-duplicates.
+	AllowDuplicates bool
+	// AllowNonRestoredState lets a job restore a checkpoint that holds state
+	// of operators the pipeline no longer has: that state (and the unpublished
+	// output of removed sinks) is dropped, each operator logged. Without it
+	// such a restore is refused. Flink: --allowNonRestoredState.
+	// The default value is false. CLI: ingest run --allow-non-restored-state.
+	AllowNonRestoredState bool
 }
 
 // Stats are counters of a job, safe to read while it runs.
@@ -84,6 +97,9 @@ type Job struct {
 	// checkpointTime sums completed checkpoints' durations in ns.
 	checkpointTime atomic.Int64
 	records        atomic.Int64
+
+	// obs collects what Observe reports (observe.go).
+	obs observer
 }
 
 // NewJob validates plan and options.
@@ -181,7 +197,9 @@ func newJobID() string {
 
 // runAttempt recovers, starts every task and drives the coordinator until the
 // job finishes or fails.
-func (j *Job) runAttempt(ctx context.Context, n int) error {
+func (j *Job) runAttempt(ctx context.Context, n int) (err error) {
+	j.obs.recovering(j, n)
+	defer j.obs.endAttempt(&err) // observe_hooks.go
 	rec, err := j.recover(ctx)
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -181,6 +182,27 @@ type Committer interface {
 	// any subtask runs, and returns how many staged items it deleted.
 	Abandon(ctx context.Context, jobID string) (int, error)
 }
+
+// CommitTracker is implemented by committers that can tell how far their
+// sink's published output goes. Recovery asks it before it falls back from a
+// damaged checkpoint N to an older complete checkpoint M: the fallback
+// replays the records after M, so it is exactly-once only if no sink
+// published output of a checkpoint after M (it would publish it again).
+type CommitTracker interface {
+	// LastCommitted returns the newest checkpoint whose output the sink
+	// (node id sink) published for job jobID, 0 if none. A sink that knows
+	// the checkpoint its published output was prepared at may return that
+	// instead of the one that published it: a committable prepared at P is
+	// published by the first complete checkpoint Q >= P, so P > M exactly
+	// when Q > M. It returns an error wrapping ErrCommitUnknown when it
+	// cannot tell (recovery then treats the sink as having published), and
+	// other errors for failures a retry may cure.
+	LastCommitted(ctx context.Context, jobID, sink string) (int64, error)
+}
+
+// ErrCommitUnknown marks a CommitTracker that cannot tell which checkpoint
+// its sink published last.
+var ErrCommitUnknown = errors.New("the last published checkpoint cannot be told")
 
 // Guarantee is the delivery guarantee a connector offers on its own.
 type Guarantee int

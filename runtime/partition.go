@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"sync/atomic"
+	"time"
 
 	"github.com/ingest-engine/ingest/state"
 )
@@ -68,11 +69,17 @@ type channels struct {
 	out            []chan<- *message
 	maxParallelism int
 	sent           *atomic.Int64 // records sent, for metrics and tests
+	// blocked sums the ns sends waited on a full channel (backpressure, for
+	// Job.Observe); nil to not measure.
+	blocked *atomic.Int64
 }
 
 // send puts m on channel i, waiting while it is full (backpressure) unless
 // the job is cancelled.
 func (c *channels) send(i int, m *message) error {
+	if c.blocked != nil && len(c.out[i]) == cap(c.out[i]) {
+		defer c.blockedSince(time.Now()) // observe_hooks.go
+	}
 	select {
 	case c.out[i] <- m:
 		if m.records != nil {

@@ -56,6 +56,13 @@ type Node struct {
 	// besides the main one (late records of a window, for example), which the
 	// operator writes through Context.SideOutput.
 	SideOutputs []string
+	// KeyDesc describes what a keyed node's state is keyed by, in words that
+	// stay the same while the key does (the key field or expression of a
+	// YAML spec, e.g. "field user"). Checkpoints record it, and restoring
+	// keyed state into a node whose KeyDesc changed is refused: the state is
+	// partitioned and looked up by the old key. Empty means undescribed (Go
+	// API nodes unless a NodeOption sets it); the check is then skipped.
+	KeyDesc string
 }
 
 // Edge connects the output of From to one logical input of a node.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/state"
@@ -19,38 +18,53 @@ type recovery struct {
 	meta     *checkpoint.Metadata
 	nextID   int64
 	retained []int64
+	// topology is the pipeline's, recorded in every checkpoint the attempt
+	// writes.
+	topology *checkpoint.Topology
+	// files are the recovery point's state files as the verification pass
+	// read them, until restoreState takes them.
+	files map[storage.Handle]*verifiedFile
+	// dropped are the operators whose state the recovery point holds and the
+	// pipeline no longer has, dropped with Options.AllowNonRestoredState.
+	dropped map[string]bool
+	// checked is set once the recovery point was checked against the plan.
+	checked bool
 }
 
-// recover finds the latest complete checkpoint, publishes its commits
-// (idempotently: output already published is recognised), abandons staged
-// output no checkpoint will publish and deletes checkpoints that never
-// completed. It runs before any subtask starts.
+// recover finds the latest complete checkpoint whose every file verifies,
+// decides whether skipping damaged newer ones is safe (checkFallback), checks
+// that it fits the pipeline, publishes its commits (idempotently: output
+// already published is recognised), abandons staged output no checkpoint
+// will publish and deletes checkpoints that never completed. It runs before
+// any subtask starts; nothing of a checkpoint is used before all of it was
+// verified and checked.
 func (j *Job) recover(ctx context.Context) (*recovery, error) {
-	rec := &recovery{}
-	id, data, skipped, err := storage.Latest(ctx, j.storage)
-	for _, s := range skipped {
-		j.log.Error("skipping a checkpoint that cannot be read; recovering from an older one", "err", s)
+	rec := &recovery{topology: j.plan.topology()}
+	c, err := j.chooseRecoveryPoint(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(c.damaged) > 0 {
+		if err := j.checkFallback(ctx, c); err != nil {
+			return nil, err
+		}
 	}
 	switch {
-	case errors.Is(err, storage.ErrNotFound):
-		if j.jobID == "" {
-			j.jobID = newJobID()
-		}
-	case err != nil:
-		return nil, fmt.Errorf("finding the latest checkpoint in %s: %w", j.storage.Location(), err)
-	default:
-		m, err := checkpoint.DecodeMetadata(data)
-		if err != nil {
-			return nil, fmt.Errorf("checkpoint %d in %s: %w", id, j.storage.Location(), err)
-		}
-		if m.Pipeline != j.plan.Name {
-			return nil, incompatible(fmt.Errorf("checkpoint %d in %s belongs to pipeline %q, not %q: use another checkpoint directory", id, j.storage.Location(), m.Pipeline, j.plan.Name))
-		}
-		rec.meta = m
-		j.jobID = m.JobID
-		j.latest.Store(m.ID)
+	case c.meta != nil:
+		rec.meta, rec.files = c.meta, c.files
+		j.jobID = c.meta.JobID
+		j.latest.Store(c.meta.ID)
+	case c.jobID != "":
+		// Every checkpoint is damaged and nothing of them is restored: the job
+		// keeps its id, so its sinks' output stays attributed to it.
+		j.jobID = c.jobID
+	case j.jobID == "":
+		j.jobID = newJobID()
 	}
 	rec.jobID = j.jobID
+	if err := j.checkPlanMatches(rec); err != nil {
+		return nil, err
+	}
 	if err := j.publishRecoveryPoint(ctx, rec); err != nil {
 		return nil, err
 	}
@@ -76,6 +90,9 @@ func (j *Job) publishRecoveryPoint(ctx context.Context, rec *recovery) error {
 	if rec.meta != nil {
 		for _, c := range rec.meta.Commits {
 			cm := committers[c.Sink]
+			if cm == nil && rec.dropped[c.Sink] {
+				continue // a removed sink's output, dropped (AllowNonRestoredState)
+			}
 			if cm == nil {
 				return incompatible(fmt.Errorf("checkpoint %d holds output of sink %q that the pipeline no longer has as a transactional sink", rec.meta.ID, c.Sink))
 			}
@@ -171,7 +188,7 @@ func (j *Job) restoreState(ctx context.Context, rec *recovery, n *Node, t checkp
 		if s.State == nil || (!rescaled && s.Task != t) {
 			continue
 		}
-		data, err := j.storage.ReadFile(ctx, *s.State)
+		data, err := j.readState(ctx, rec, *s.State)
 		if err != nil {
 			return nil, fmt.Errorf("reading state of %v from checkpoint %d: %w", s.Task, rec.meta.ID, err)
 		}
@@ -200,24 +217,16 @@ func (j *Job) restoreState(ctx context.Context, rec *recovery, n *Node, t checkp
 	return &own, nil
 }
 
-// checkPlanMatches fails when the recovery point holds state of nodes the plan
-// no longer has.
+// checkPlanMatches fails when the recovery point does not fit the plan (see
+// checkTopology). recover runs it before anything of the checkpoint is used;
+// build asks again and gets the same answer.
 func (j *Job) checkPlanMatches(rec *recovery) error {
-	if rec.meta == nil {
+	if rec.meta == nil || rec.checked {
 		return nil
 	}
-	ids := map[string]bool{}
-	for _, n := range j.plan.Nodes {
-		ids[n.ID] = true
+	if err := j.checkTopology(rec); err != nil {
+		return err
 	}
-	var missing []string
-	for _, s := range rec.meta.Tasks {
-		if !ids[s.Task.Operator] && !slices.Contains(missing, s.Task.Operator) && (s.State != nil || len(s.Inline) > 0) {
-			missing = append(missing, s.Task.Operator)
-		}
-	}
-	if len(missing) > 0 {
-		return incompatible(fmt.Errorf("checkpoint %d holds state of %q, which the pipeline no longer has: restore it with a pipeline that has them, or start from an empty checkpoint directory", rec.meta.ID, missing))
-	}
+	rec.checked = true
 	return nil
 }

@@ -58,6 +58,8 @@ type link struct {
 	// wm is the watermark this link has processed and forwarded.
 	// INVARIANT: wm never decreases.
 	wm int64
+	// obs are the link's counters for Job.Observe (observe_hooks.go).
+	obs *subtaskObs
 }
 
 // Emit implements Output for the link's operator or source.
@@ -65,6 +67,7 @@ func (l *link) Emit(r Records) error {
 	if r.Len() == 0 {
 		return nil
 	}
+	l.obs.out.Add(int64(r.Len()))
 	if l.next != nil {
 		return l.next.op.ProcessBatch(l.next.node.Inputs[0].Input, r)
 	}
@@ -78,6 +81,7 @@ func (l *link) advance(wm int64) error {
 			return nil
 		}
 		l.wm = wm
+		l.obs.wm.Store(wm)
 		if l.op != nil {
 			if err := l.op.ProcessWatermark(wm); err != nil {
 				return fmt.Errorf("%v: processing watermark: %w", l.id, err)
@@ -399,6 +403,7 @@ func (t *task) runOperator(ctx context.Context) error {
 			if err := failpoint.Inject("task/process-batch"); err != nil {
 				return fmt.Errorf("%v: %w", head.id, err)
 			}
+			head.obs.in.Add(int64(m.records.Len()))
 			if err := head.op.ProcessBatch(t.chanInput[ch], m.records); err != nil {
 				return fmt.Errorf("%v: %w", head.id, err)
 			}
@@ -565,6 +570,7 @@ func (t *task) checkpoint(ctx context.Context, b Barrier, alignment time.Duratio
 	if err := failpoint.Inject("task/before-snapshot"); err != nil {
 		return err
 	}
+	t.att.job.obs.barrier(t, b.ID) // a source's position, for replay accounting (observe_hooks.go)
 	caps := make([]capture, 0, len(t.links))
 	for _, l := range t.links {
 		start := time.Now()
@@ -633,7 +639,9 @@ func (t *task) write(ctx context.Context, id int64, c capture, alignment time.Du
 		}
 		if err == nil {
 			var h storage.Handle
+			start := time.Now()
 			h, err = t.att.job.storage.WriteFile(ctx, id, stateFileName(c.link.id), data)
+			t.att.job.obs.stateWritten(id, c.link.id, time.Since(start))
 			st.State = &h
 		}
 		if err != nil {

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 
 	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/runtime"
@@ -41,6 +42,9 @@ type Pipeline struct {
 	errs        []error
 	// checks are the sinks' checks of the checkpoint options, run by NewJob.
 	checks []func(checkpoint.Options) error
+	// badRecords are the bad-record counts of the sources with a policy, by
+	// node id (OnBadRecords).
+	badRecords map[string]*BadRecordCounts
 }
 
 // Option configures a Pipeline.
@@ -80,39 +84,37 @@ func (p *Pipeline) Plan() (*runtime.Plan, error) {
 	if err := p.plan.Validate(); err != nil {
 		return nil, err
 	}
+	if err := p.checkDeadLetters(); err != nil {
+		return nil, err
+	}
 	return &p.plan, nil
 }
 
-// Guarantee returns the effective delivery guarantee of the pipeline under
-// mode: the weakest of its connectors and the checkpoint mode, with the reason
-// when it is below exactly-once.
+// Delivery returns the effective delivery guarantee of the pipeline under
+// checkpoint mode, with the reasons that weaken it (see runtime.Plan.Delivery).
+func (p *Pipeline) Delivery(mode checkpoint.Mode) runtime.Delivery {
+	return p.plan.Delivery(mode)
+}
+
+// Guarantee is Delivery in the terms of runtime.Guarantee, for callers that
+// print one line: an at-most-once pipeline is NoGuarantee, and why joins the
+// reasons that weaken it ("" at exactly-once).
 func (p *Pipeline) Guarantee(mode checkpoint.Mode) (runtime.Guarantee, string) {
-	g, why := runtime.ExactlyOnce, ""
-	for _, n := range p.plan.Nodes {
-		if n.Guarantee > g {
-			g = n.Guarantee
-			kind := "sink"
-			if n.NewSource != nil {
-				kind = "source"
-			}
-			// Name the connector type ("sink stdout is not transactional");
-			// the plan printed with it names the nodes.
-			name := n.ID
-			if n.Type != "" {
-				name = n.Type
-			}
-			switch n.Guarantee {
-			case runtime.AtLeastOnce:
-				why = fmt.Sprintf("%s %s is not transactional", kind, name)
-			case runtime.NoGuarantee:
-				why = fmt.Sprintf("%s %s cannot replay its input", kind, name)
-			}
+	d := p.Delivery(mode)
+	g := runtime.NoGuarantee
+	switch d.Level {
+	case runtime.DeliveryExactlyOnce:
+		g = runtime.ExactlyOnce
+	case runtime.DeliveryAtLeastOnce:
+		g = runtime.AtLeastOnce
+	}
+	var why []string
+	for _, r := range d.Reasons {
+		if !r.Caveat {
+			why = append(why, r.Msg)
 		}
 	}
-	if mode == checkpoint.AtLeastOnce && g == runtime.ExactlyOnce {
-		g, why = runtime.AtLeastOnce, "checkpoint mode is at-least-once (barriers are not aligned)"
-	}
-	return g, why
+	return g, strings.Join(why, "; ")
 }
 
 // RunOptions configures Run.
@@ -130,6 +132,10 @@ type RunOptions struct {
 	Restart runtime.RestartOptions
 	// Log receives the job's log; nil discards it.
 	Log *slog.Logger
+	// AllowDuplicates and AllowNonRestoredState are the recovery permissions
+	// of runtime.Options (ingest run --allow-duplicates,
+	// --allow-non-restored-state).
+	AllowDuplicates, AllowNonRestoredState bool
 }
 
 // NewJob plans the pipeline and returns a job ready to Run.
@@ -162,7 +168,8 @@ func (p *Pipeline) NewJob(o RunOptions) (*runtime.Job, error) {
 			return nil, err
 		}
 	}
-	return runtime.NewJob(plan, runtime.Options{Checkpoint: o.Checkpoint, Storage: st, Restart: o.Restart, Log: o.Log})
+	return runtime.NewJob(plan, runtime.Options{Checkpoint: o.Checkpoint, Storage: st, Restart: o.Restart, Log: o.Log,
+		AllowDuplicates: o.AllowDuplicates, AllowNonRestoredState: o.AllowNonRestoredState})
 }
 
 // Run plans and runs the pipeline until it finishes, ctx is cancelled or

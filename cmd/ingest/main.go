@@ -21,6 +21,8 @@ import (
 	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/config"
 	"github.com/ingest-engine/ingest/internal/failpoint"
+	"github.com/ingest-engine/ingest/internal/redact"
+	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/storage/blob"
 	"github.com/ingest-engine/ingest/stream"
 )
@@ -54,7 +56,9 @@ func main() {
 	}
 	root.AddCommand(runCmd(), validateCmd(), checkpointsCmd(), nexmarkCmd(), benchCmd())
 	if err := root.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "ingest:", err)
+		// Errors are scrubbed where they are made; this is the last guard
+		// for a connection string's password (see internal/redact).
+		fmt.Fprintln(os.Stderr, "ingest:", redact.Text(err.Error()))
 		var ee *exitError
 		if errors.As(err, &ee) {
 			os.Exit(ee.code)
@@ -71,6 +75,10 @@ func load(path string) (*config.Pipeline, error) {
 	return p, nil
 }
 
+// describe renders the plan, the checkpoint and restart settings, the
+// delivery guarantee (its level, then one line a reason) and the warnings,
+// as validate prints them and run prints them at start, with every secret
+// of the pipeline's connection strings masked.
 func describe(p *config.Pipeline) string {
 	plan, _ := p.Stream.Plan()
 	o := p.Checkpoint
@@ -80,15 +88,23 @@ func describe(p *config.Pipeline) string {
 	}
 	s := fmt.Sprintf("pipeline %s\n%s"+
 		"checkpoints: every %s, mode %s, timeout %s, min pause %s, max concurrent %d, tolerable failures %d, retain %d, in %s\n"+
-		"restarts: fixed delay %s, at most %d in a row without a checkpoint\n"+
-		"delivery guarantee: %s\n",
+		"restarts: fixed delay %s, at most %d in a row without a checkpoint\n",
 		p.Name, plan.Describe(), interval, o.Mode, o.Timeout, o.MinPause, o.MaxConcurrent, o.TolerableFailures, o.Retain,
-		p.CheckpointDir, p.Restart.Delay, p.Restart.MaxAttempts, p.GuaranteeText())
+		p.CheckpointDir, p.Restart.Delay, p.Restart.MaxAttempts)
+	lines := p.Delivery().Lines()
+	s += "delivery guarantee: " + lines[0]
+	if p.Require != runtime.DeliveryNone {
+		s += fmt.Sprintf(" (checkpoint.require: %s)", p.Require)
+	}
+	s += "\n"
+	for _, reason := range lines[1:] {
+		s += "  " + reason + "\n"
+	}
 	// Warnings do not fail validation; run prints them at start with the plan.
 	for _, w := range p.Warnings {
 		s += "warning: " + w.String() + "\n"
 	}
-	return s
+	return p.Redact(s)
 }
 
 func validateCmd() *cobra.Command {
@@ -108,25 +124,42 @@ func validateCmd() *cobra.Command {
 }
 
 func runCmd() *cobra.Command {
-	return &cobra.Command{
+	var allowDuplicates, allowNonRestored bool
+	var srv serving // serve.go: --http, --log-format, progress
+	cmd := &cobra.Command{
 		Use:   "run FILE",
 		Short: "Run a pipeline; it resumes from its latest complete checkpoint",
 		Long: `Run a pipeline. On start it recovers from the latest complete checkpoint in
 the checkpoint directory. SIGINT or SIGTERM stops the sources, takes a final
 checkpoint, commits and exits 0; a second signal exits at once (the next start
-recovers).`,
+recovers).
+
+Every file of the checkpoint is verified before any state is used. A damaged
+newest checkpoint is skipped in favour of the previous complete one only when
+no sink has published output of the damaged one; otherwise the run is refused
+with an explanation, and --allow-duplicates falls back anyway (that output is
+published again). State of operators the pipeline no longer has is refused
+unless --allow-non-restored-state drops it.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := load(args[0])
 			if err != nil {
 				return err
 			}
-			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-			fmt.Fprint(os.Stderr, describe(p))
-			job, err := p.Stream.NewJob(withLog(p, log))
+			stderr := srv.output(cmd.ErrOrStderr())
+			log := slog.New(srv.logHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo, ReplaceAttr: redactAttr(p)}))
+			fmt.Fprint(stderr, describe(p))
+			opts := withLog(p, log)
+			opts.AllowDuplicates, opts.AllowNonRestoredState = allowDuplicates, allowNonRestored
+			job, err := p.Stream.NewJob(opts)
+			if err != nil {
+				return &exitError{code: exitConfig, err: p.RedactError(err)}
+			}
+			stopServing, err := srv.start(job, p, log)
 			if err != nil {
 				return &exitError{code: exitConfig, err: err}
 			}
+			defer stopServing()
 			signals := make(chan os.Signal, 2)
 			signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
 			go func() {
@@ -138,12 +171,37 @@ recovers).`,
 				os.Exit(exitInterrupted)
 			}()
 			if err := job.Run(context.Background()); err != nil {
-				return &exitError{code: exitFailed, err: err}
+				return &exitError{code: exitFailed, err: p.RedactError(err)}
 			}
 			st := job.Stats()
 			log.Info("pipeline finished", "checkpoint", st.Latest, "restarts", st.Restarts)
 			return nil
 		},
+	}
+	cmd.Flags().BoolVar(&allowDuplicates, "allow-duplicates", false,
+		"fall back past a damaged newest checkpoint even if a sink already published its output, which is then published again (at-least-once for this recovery)")
+	cmd.Flags().BoolVar(&allowNonRestored, "allow-non-restored-state", false,
+		"drop the checkpointed state of operators the pipeline no longer has instead of refusing to start")
+	srv.flags(cmd.Flags())
+	return cmd
+}
+
+// redactAttr masks the secrets of p's connection strings in every message,
+// string and error the job logs.
+func redactAttr(p *config.Pipeline) func([]string, slog.Attr) slog.Attr {
+	return func(_ []string, a slog.Attr) slog.Attr {
+		switch a.Value.Kind() {
+		case slog.KindString:
+			a.Value = slog.StringValue(p.Redact(a.Value.String()))
+		case slog.KindAny:
+			switch v := a.Value.Any().(type) {
+			case error:
+				a.Value = slog.StringValue(p.Redact(v.Error()))
+			case fmt.Stringer:
+				a.Value = slog.StringValue(p.Redact(v.String()))
+			}
+		}
+		return a
 	}
 }
 
@@ -175,19 +233,19 @@ func listCheckpoints(ctx context.Context, cmd *cobra.Command, p *config.Pipeline
 		ctx = context.Background()
 	}
 	if _, err := os.Stat(p.CheckpointDir); !blob.IsURL(p.CheckpointDir) && errors.Is(err, os.ErrNotExist) {
-		fmt.Fprintf(cmd.OutOrStdout(), "no checkpoints: %s does not exist\n", p.CheckpointDir)
+		fmt.Fprintf(cmd.OutOrStdout(), "no checkpoints: %s does not exist\n", p.Redact(p.CheckpointDir))
 		return nil
 	}
 	st, err := blob.OpenStorage(ctx, p.CheckpointDir)
 	if err != nil {
-		return &exitError{code: exitFailed, err: err}
+		return &exitError{code: exitFailed, err: p.RedactError(err)}
 	}
 	entries, err := st.List(ctx)
 	if err != nil {
-		return &exitError{code: exitFailed, err: err}
+		return &exitError{code: exitFailed, err: p.RedactError(err)}
 	}
 	if len(entries) == 0 {
-		fmt.Fprintf(cmd.OutOrStdout(), "no checkpoints in %s\n", p.CheckpointDir)
+		fmt.Fprintf(cmd.OutOrStdout(), "no checkpoints in %s\n", p.Redact(p.CheckpointDir))
 		return nil
 	}
 	w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
@@ -199,12 +257,12 @@ func listCheckpoints(ctx context.Context, cmd *cobra.Command, p *config.Pipeline
 		}
 		data, err := st.ReadMetadata(ctx, e.ID)
 		if err != nil {
-			fmt.Fprintf(w, "%d\tunreadable: %v\t-\t-\t-\t-\t-\n", e.ID, err)
+			fmt.Fprintf(w, "%d\tunreadable: %v\t-\t-\t-\t-\t-\n", e.ID, p.RedactError(err))
 			continue
 		}
 		m, err := checkpoint.DecodeMetadata(data)
 		if err != nil {
-			fmt.Fprintf(w, "%d\tunreadable: %v\t-\t-\t-\t-\t-\n", e.ID, err)
+			fmt.Fprintf(w, "%d\tunreadable: %v\t-\t-\t-\t-\t-\n", e.ID, p.RedactError(err))
 			continue
 		}
 		status := "complete"

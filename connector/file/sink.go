@@ -12,6 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/internal/failpoint"
@@ -74,6 +76,44 @@ func pendingDir(dir string) string { return filepath.Join(dir, "_staging", "pend
 // CommittedDir is where checkpoint id's output of job is published.
 func CommittedDir(dir, jobID string, id int64) string {
 	return filepath.Join(dir, fmt.Sprintf("ckpt-%010d-%s", id, jobID))
+}
+
+// LastCommitted returns the newest checkpoint whose output of job jobID is
+// published under the sink's directory (its CommittedDir exists), 0 if none
+// (runtime.CommitTracker). Empty checkpoints publish no directory, which
+// does not matter: there is nothing of theirs to publish twice.
+func (c committer) LastCommitted(_ context.Context, jobID, _ string) (int64, error) {
+	des, err := os.ReadDir(c.dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("file sink: listing published checkpoints in %s: %w", c.dir, err)
+	}
+	var last int64
+	for _, de := range des {
+		if id, ok := parseCommittedDir(de.Name(), jobID); ok && de.IsDir() {
+			last = max(last, id)
+		}
+	}
+	return last, nil
+}
+
+// parseCommittedDir returns the checkpoint id of a CommittedDir name of job
+// jobID.
+func parseCommittedDir(name, jobID string) (int64, bool) {
+	digits, ok := strings.CutPrefix(name, "ckpt-")
+	if !ok {
+		return 0, false
+	}
+	if digits, ok = strings.CutSuffix(digits, "-"+jobID); !ok || len(digits) < 10 {
+		return 0, false
+	}
+	id, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || id < 0 || digits[0] == '+' {
+		return 0, false
+	}
+	return id, true
 }
 
 // writer is one sink subtask.

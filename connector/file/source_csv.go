@@ -24,7 +24,10 @@ type csvRecord struct {
 // may hold commas and line breaks; records end at \n or \r\n). With final,
 // the end of data ends the record; otherwise a record that reaches the end
 // of data returns errIncomplete. It returns the bytes the record spans with
-// its terminator and the line breaks it spans (its terminator included).
+// its terminator and the line breaks it spans (its terminator included). On
+// a syntax error n is where in data the error was found, outside any quoted
+// field (len(data) for a quoted field still open at the end of the file):
+// the record is taken to end at the first line break from there.
 func (r *csvRecord) parse(data []byte, comma byte, final bool) (n, lines int, err error) {
 	r.text, r.ends = r.text[:0], r.ends[:0]
 	i := 0
@@ -35,7 +38,7 @@ func (r *csvRecord) parse(data []byte, comma byte, final bool) (n, lines int, er
 				j := bytes.IndexByte(data[i:], '"')
 				if j < 0 {
 					if final {
-						return 0, 0, fmt.Errorf("field %d: quoted field is not closed at the end of the file", field)
+						return len(data), 0, fmt.Errorf("field %d: quoted field is not closed at the end of the file", field)
 					}
 					return 0, 0, errIncomplete
 				}
@@ -69,7 +72,7 @@ func (r *csvRecord) parse(data []byte, comma byte, final bool) (n, lines int, er
 				}
 				return i + 1, lines, nil
 			}
-			return 0, 0, fmt.Errorf("field %d: unexpected %q after a closing quote", field, data[i])
+			return i, 0, fmt.Errorf("field %d: unexpected %q after a closing quote", field, data[i])
 		}
 		j := i
 		for j < len(data) && data[j] != comma && data[j] != '\n' {
@@ -83,7 +86,7 @@ func (r *csvRecord) parse(data []byte, comma byte, final bool) (n, lines int, er
 			end--
 		}
 		if q := bytes.IndexByte(data[i:end], '"'); q >= 0 {
-			return 0, 0, fmt.Errorf("field %d: bare \" in a field not in quotes", field)
+			return i + q, 0, fmt.Errorf("field %d: bare \" in a field not in quotes", field)
 		}
 		r.text = append(r.text, data[i:end]...)
 		r.ends = append(r.ends, len(r.text))

@@ -33,6 +33,9 @@ type Line struct {
 	// Header is the CSV file's header (CSV only), shared by every record of
 	// the file. Do not modify it.
 	Header *Header
+	// raw is the record's bytes without its line terminator, aliasing the
+	// read buffer (the dead-letter output copies them).
+	raw []byte
 }
 
 // String locates the line as path:number.
@@ -95,8 +98,10 @@ func (h *Header) Index(name string) int {
 }
 
 // Decoder turns a Line into a record and its event time in Unix
-// nanoseconds. An error fails the source subtask; the source adds the
-// file, line number and byte offset to it.
+// nanoseconds. An error makes the line a bad record: it fails the source
+// subtask (the source adds the file, line number and byte offset to the
+// error) unless the source's bad-record policy skips it or sends it to the
+// dead-letter output (see stream.OnBadRecords).
 type Decoder[T any] func(Line) (T, int64, error)
 
 // TimeFormat says how an event-time field is written.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/ingest-engine/ingest/stream"
 )
 
 // positionVersion is the format version of a file source subtask's
@@ -19,6 +21,9 @@ type position struct {
 	// Files, fixed (with their ends) at the job's first start.
 	Listed bool           `json:"listed,omitempty"`
 	Files  []filePosition `json:"files"`
+	// Bad counts the subtask's bad records skipped or dead-lettered before
+	// the position (nil: none), so the counts resume with it.
+	Bad *stream.BadRecordTally `json:"bad,omitempty"`
 }
 
 // filePosition is where one file is read up to.
@@ -42,9 +47,13 @@ type filePosition struct {
 	Done bool `json:"done,omitempty"`
 }
 
-// encodePosition serialises the splits' progress, sorted by path.
-func encodePosition(listed bool, splits []*split) ([]byte, error) {
+// encodePosition serialises the splits' progress, sorted by path, and the
+// bad-record tally.
+func encodePosition(listed bool, splits []*split, bad stream.BadRecordTally) ([]byte, error) {
 	p := position{Version: positionVersion, Listed: listed, Files: make([]filePosition, 0, len(splits))}
+	if bad != (stream.BadRecordTally{}) {
+		p.Bad = &bad
+	}
 	for _, s := range splits {
 		fp := filePosition{Path: s.path, Offset: s.off, Line: s.line, HeaderEnd: s.headerEnd, Done: s.done}
 		if s.end >= 0 {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/state"
+	"github.com/ingest-engine/ingest/stream"
 	"github.com/ingest-engine/ingest/watermark"
 )
 
@@ -45,6 +46,44 @@ type reader[T any] struct {
 	csv      csvRecord
 	// patternParts are the glob's path components (see hidden).
 	patternParts []string
+
+	// setup is the bad-record policy (SetBadRecords); bad applies it.
+	setup stream.BadRecordSetup
+	bad   *stream.BadRecords
+	// maxLine is the size limit of a record, named limitName in errors:
+	// the policy's MaxRecordBytes when set, else MaxLineBytes.
+	maxLine   int
+	limitName string
+}
+
+// SetBadRecords sets the subtask's bad-record policy (see
+// stream.OnBadRecords); without it a bad record fails the task. The
+// policy's MaxRecordBytes, when set, replaces SourceConfig.MaxLineBytes.
+func (r *reader[T]) SetBadRecords(s stream.BadRecordSetup) { r.setup = s }
+
+// badLine is a record nextLine consumed that is bad: malformed CSV, the
+// wrong number of fields, or longer than the size limit. The bad-record
+// policy decides what becomes of it.
+type badLine struct {
+	rec stream.BadRecord
+	// err names the file, line, byte offset and cause.
+	err error
+}
+
+func (e *badLine) Error() string { return e.err.Error() }
+
+// badLine returns the bad record of s starting at byte start on line
+// number, with its bytes raw and cause.
+func (r *reader[T]) badLine(s *split, start, number int64, raw []byte, cause error) *badLine {
+	return &badLine{
+		rec: stream.BadRecord{Partition: s.path, Offset: start, Line: number, Raw: raw, Err: cause},
+		err: fmt.Errorf("file source: %s:%d (byte offset %d): %w", s.path, number, start, cause),
+	}
+}
+
+// tooLong is the cause of an oversized record.
+func (r *reader[T]) tooLong() error {
+	return fmt.Errorf("the record is longer than %s %d", r.limitName, r.maxLine)
 }
 
 func (r *reader[T]) stopAtLatest() bool { return r.cfg.StopAt == StopAtLatest }
@@ -76,6 +115,21 @@ func (r *reader[T]) Open(ctx *runtime.Context) error {
 			return fmt.Errorf("file source %s: %w", r.cfg.Path, err)
 		}
 	}
+	setup := r.setup
+	r.maxLine, r.limitName = r.cfg.MaxLineBytes, "max_line_bytes"
+	if setup.Policy.MaxRecordBytes > 0 {
+		r.maxLine, r.limitName = setup.Policy.MaxRecordBytes, "max_record_bytes"
+	}
+	setup.Policy.MaxRecordBytes = r.maxLine
+	var tally stream.BadRecordTally
+	if pos.Bad != nil {
+		tally = *pos.Bad
+	}
+	bad, err := setup.Open(ctx, tally)
+	if err != nil {
+		return fmt.Errorf("file source %s: %w", r.cfg.Path, err)
+	}
+	r.bad = bad
 	for _, fp := range pos.Files {
 		if !r.owns(fp.Path) {
 			continue // another subtask's, after a rescale
@@ -249,6 +303,9 @@ func (r *reader[T]) Read() (runtime.ReadResult, error) {
 			return runtime.ReadResult{}, err
 		}
 	}
+	if err := r.bad.Flush(); err != nil {
+		return runtime.ReadResult{}, err
+	}
 	var res runtime.ReadResult
 	now = time.Now()
 	res.Watermark, res.Idle = r.wm.Current(now.UnixNano())
@@ -286,11 +343,18 @@ func (r *reader[T]) readSplit(s *split, batch runtime.Batch[T]) (_ runtime.Batch
 			return batch, r.failed(s, err)
 		}
 	}
-	// A Read returns promptly: at most BatchSize records and about
-	// maxBatchBytes of input.
-	from := s.off
-	for len(batch) < r.cfg.BatchSize && s.off-from < maxBatchBytes {
+	// A Read returns promptly: at most BatchSize records (good or bad) and
+	// about maxBatchBytes of input.
+	from, bad := s.off, 0
+	for len(batch)+bad < r.cfg.BatchSize && s.off-from < maxBatchBytes {
 		line, ok, err := r.nextLine(s)
+		if bl, isBad := err.(*badLine); isBad {
+			bad++
+			if err := r.bad.Reject(bl.rec, bl.err); err != nil {
+				return batch, r.failed(s, err)
+			}
+			continue
+		}
 		if err != nil {
 			return batch, r.failed(s, err)
 		}
@@ -300,7 +364,13 @@ func (r *reader[T]) readSplit(s *split, batch runtime.Batch[T]) (_ runtime.Batch
 		}
 		v, t, err := r.src.decode(line)
 		if err != nil {
-			return batch, r.failed(s, fmt.Errorf("file source: %s:%d (byte offset %d): %w", line.Path, line.Number, line.Offset, err))
+			bad++
+			failure := fmt.Errorf("file source: %s:%d (byte offset %d): %w", line.Path, line.Number, line.Offset, err)
+			rec := stream.BadRecord{Partition: line.Path, Offset: line.Offset, Line: line.Number, Raw: line.raw, Err: err}
+			if err := r.bad.Reject(rec, failure); err != nil {
+				return batch, r.failed(s, err)
+			}
+			continue
 		}
 		if !s.timed || t > s.maxTime {
 			s.maxTime, s.timed = t, true
@@ -354,12 +424,19 @@ func (r *reader[T]) caughtUp(s *split) {
 }
 
 // nextLine consumes s's next record, skipping blank lines and a CSV
-// file's header. ok is false when no complete record is there yet.
+// file's header. ok is false when no complete record is there yet. A bad
+// record (malformed CSV, the wrong number of fields, longer than the size
+// limit) is consumed and returned as a *badLine error; a bad CSV header is
+// a plain error, since no record of the file can be read without it.
 func (r *reader[T]) nextLine(s *split) (l Line, ok bool, err error) {
 	csv := r.cfg.Format == FormatCSV
 	for {
 		final := s.final()
-		if s.skipBOM() {
+		if s.skip != nil {
+			if bad := r.skipOversized(s, final); bad != nil {
+				return l, false, bad
+			}
+		} else if s.skipBOM() {
 			if data := s.buf[s.pos:]; len(data) > 0 {
 				start, number := s.off, s.line+1
 				var n, lines int
@@ -369,19 +446,51 @@ func (r *reader[T]) nextLine(s *split) (l Line, ok bool, err error) {
 				} else {
 					n, lines, text, err = parseJSONLine(data, final)
 				}
-				if err != nil && !errors.Is(err, errIncomplete) {
-					return l, false, fmt.Errorf("file source: %s: %w", s.where(), err)
-				}
-				if err == nil && n > r.cfg.MaxLineBytes {
-					return l, false, fmt.Errorf("file source: %s: the record is longer than max_line_bytes %d", s.where(), r.cfg.MaxLineBytes)
-				}
-				if err == nil {
+				header := csv && s.header == nil
+				switch {
+				case errors.Is(err, errIncomplete):
+					if len(data) < r.maxLine {
+						break // read more
+					}
+					if header {
+						return l, false, fmt.Errorf("file source: %s: the header is longer than %s %d", s.where(), r.limitName, r.maxLine)
+					}
+					r.startSkip(s, start, number, data, csv)
+					continue
+				case err != nil:
+					// A CSV syntax error at data[n]: the record ends at the
+					// first line break from there.
+					if header {
+						return l, false, fmt.Errorf("file source: %s: %w", s.where(), err)
+					}
+					j := bytes.IndexByte(data[n:], '\n')
+					switch {
+					case j >= 0:
+						m := n + j + 1
+						s.consume(m, bytes.Count(data[:m], []byte{'\n'}))
+						return l, false, r.badLine(s, start, number, trimEOL(data[:m]), err)
+					case final:
+						s.consume(len(data), bytes.Count(data, []byte{'\n'}))
+						return l, false, r.badLine(s, start, number, data, err)
+					case len(data) >= r.maxLine:
+						r.startSkip(s, start, number, data, false)
+						s.skip.discard(s, n)
+						continue
+					}
+				case n > r.maxLine:
+					if header {
+						return l, false, fmt.Errorf("file source: %s: the header is longer than %s %d", s.where(), r.limitName, r.maxLine)
+					}
+					s.consume(n, lines)
+					return l, false, r.badLine(s, start, number, trimEOL(data[:n]), r.tooLong())
+				default:
+					raw := trimEOL(data[:n])
 					s.consume(n, lines)
 					if csv {
-						if len(bytes.TrimRight(data[:n], "\r\n")) == 0 {
+						if len(bytes.TrimRight(raw, "\r")) == 0 {
 							continue // a blank line
 						}
-						if s.header == nil {
+						if header {
 							h, err := newHeader(slices.Clone(r.csv.strings()))
 							if err != nil {
 								return l, false, fmt.Errorf("file source: %s:%d: %w", s.path, number, err)
@@ -391,28 +500,77 @@ func (r *reader[T]) nextLine(s *split) (l Line, ok bool, err error) {
 						}
 						fields := r.csv.strings()
 						if len(fields) != len(s.header.Names) {
-							return l, false, fmt.Errorf("file source: %s:%d (byte offset %d): %d fields, the header has %d", s.path, number, start, len(fields), len(s.header.Names))
+							return l, false, r.badLine(s, start, number, raw, fmt.Errorf("%d fields, the header has %d", len(fields), len(s.header.Names)))
 						}
-						return Line{Path: s.path, Number: number, Offset: start, Fields: fields, Header: s.header}, true, nil
+						return Line{Path: s.path, Number: number, Offset: start, Fields: fields, Header: s.header, raw: raw}, true, nil
 					}
 					if len(bytes.TrimSpace(text)) == 0 {
 						continue
 					}
-					return Line{Path: s.path, Number: number, Offset: start, JSON: text}, true, nil
-				}
-				if len(data) >= r.cfg.MaxLineBytes {
-					return l, false, fmt.Errorf("file source: %s: the record is longer than max_line_bytes %d", s.where(), r.cfg.MaxLineBytes)
+					return Line{Path: s.path, Number: number, Offset: start, JSON: text, raw: text}, true, nil
 				}
 			}
 		}
 		if final {
 			return l, false, nil
 		}
-		more, err := s.fill(r.cfg.MaxLineBytes)
+		more, err := s.fill(r.maxLine)
 		if err != nil || !more {
 			return l, false, err
 		}
 	}
+}
+
+// startSkip starts skipping the oversized record at the start of data,
+// which begins at byte start on line number; quotes says its end is the
+// first line break outside CSV quotes.
+func (r *reader[T]) startSkip(s *split, start, number int64, data []byte, quotes bool) {
+	k := &oversized{start: start, number: number, quotes: quotes}
+	if r.bad.KeepsRaw() {
+		k.raw = bytes.Clone(data[:min(len(data), r.maxLine)])
+	}
+	s.skip = k
+}
+
+// skipOversized discards the buffered bytes of the record s is skipping.
+// Once the record's end is buffered (its line break, or the end of the
+// input with stop_at latest) it consumes the whole record and returns it as
+// a bad line; until then it discards all that is buffered and returns nil.
+func (r *reader[T]) skipOversized(s *split, final bool) *badLine {
+	k := s.skip
+	data := s.buf[s.pos:]
+	end := -1
+	if k.quotes {
+		for i, c := range data {
+			if c == '"' {
+				k.inQuote = !k.inQuote
+			} else if c == '\n' && !k.inQuote {
+				end = i + 1
+				break
+			}
+		}
+	} else if i := bytes.IndexByte(data, '\n'); i >= 0 {
+		end = i + 1
+	}
+	switch {
+	case end >= 0:
+	case final:
+		end = len(data)
+	default:
+		k.discard(s, len(data))
+		return nil
+	}
+	k.discard(s, end)
+	s.skip = nil
+	s.off += k.n
+	s.line += k.lines
+	return r.badLine(s, k.start, k.number, k.raw, r.tooLong())
+}
+
+// trimEOL returns b without its line terminator (\n or \r\n).
+func trimEOL(b []byte) []byte {
+	b = bytes.TrimSuffix(b, []byte{'\n'})
+	return bytes.TrimSuffix(b, []byte{'\r'})
 }
 
 // parseJSONLine splits the line at the start of data: its text without the
@@ -431,7 +589,9 @@ func parseJSONLine(data []byte, final bool) (n, lines int, text []byte, err erro
 	return n, lines, bytes.TrimSuffix(text, []byte{'\r'}), nil
 }
 
-func (r *reader[T]) Position() ([]byte, error) { return encodePosition(r.listed, r.splits) }
+func (r *reader[T]) Position() ([]byte, error) {
+	return encodePosition(r.listed, r.splits, r.bad.Tally())
+}
 
 func (r *reader[T]) Close() error {
 	for _, s := range r.splits {

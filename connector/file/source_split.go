@@ -41,15 +41,50 @@ type split struct {
 	headerEnd int64
 	// f is open while the file is read; nil otherwise.
 	f *os.File
-	// buf[pos:] are the bytes from off on that were read and not consumed.
-	// INVARIANT: readOff() == off + len(buf) - pos is where the next read
-	// from the file starts.
+	// skip is the oversized record being skipped, nil when none is.
+	skip *oversized
+	// buf[pos:] are the bytes from off (plus those of skip discarded) on
+	// that were read and not consumed.
+	// INVARIANT: readOff() == off + skip.n + len(buf) - pos is where the
+	// next read from the file starts.
 	buf []byte
 	pos int
 }
 
+// oversized is a record longer than the size limit that a split is
+// skipping: its bytes are discarded as they are read, so it is never
+// buffered whole. The split's offset stays at the record's start until its
+// end is found: a checkpoint taken meanwhile resumes at the record, which is
+// then found oversized again.
+type oversized struct {
+	// start and number are the record's byte offset and line number.
+	start, number int64
+	// n and lines are the bytes and line breaks discarded so far.
+	n, lines int64
+	// raw is the record's first bytes, up to the limit (kept for the
+	// dead-letter output only).
+	raw []byte
+	// quotes: the record is CSV and its end is the first line break
+	// outside double quotes (inQuote tracks them); otherwise the first
+	// line break.
+	quotes, inQuote bool
+}
+
+// discard drops the first m buffered bytes of s as part of the record.
+func (k *oversized) discard(s *split, m int) {
+	k.n += int64(m)
+	k.lines += int64(bytes.Count(s.buf[s.pos:s.pos+m], []byte{'\n'}))
+	s.pos += m
+}
+
 // readOff is the file offset the next read starts at.
-func (s *split) readOff() int64 { return s.off + int64(len(s.buf)-s.pos) }
+func (s *split) readOff() int64 {
+	off := s.off + int64(len(s.buf)-s.pos)
+	if s.skip != nil {
+		off += s.skip.n
+	}
+	return off
+}
 
 // final reports whether no more bytes will be read: stop_at latest and the
 // end is buffered.

@@ -38,8 +38,14 @@
 // subtask is read from its log start. Its records may be late for windows
 // that already fired.
 //
-// Bad records. A decode error fails the task with a *DecodeError naming
-// topic, partition and offset.
+// Bad records. A record the decode function rejects, or whose value is
+// longer than the policy's MaxRecordBytes (1 MiB by default), is a bad
+// record. By default it fails the task with a *DecodeError naming topic,
+// partition, offset and cause. With stream.OnBadRecords it can instead be
+// skipped (counted) or sent to the source's dead-letter output (partition:
+// the partition number; offset: the record's offset; raw: the value); the
+// position moves past it either way, and the subtask's counts are part of
+// its position.
 //
 // Consumer group. Group only receives a copy of the offsets of completed
 // checkpoints, for lag monitoring; it is never read. The copy needs the
@@ -61,6 +67,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/ingest-engine/ingest/internal/redact"
 	"github.com/ingest-engine/ingest/runtime"
 )
 
@@ -101,7 +108,7 @@ func (s *Source[T]) Guarantee() runtime.Guarantee { return runtime.ExactlyOnce }
 func (s *Source[T]) Describe() string {
 	c := &s.cfg
 	var b strings.Builder
-	fmt.Fprintf(&b, "kafka topic %s from %s, start %s", c.Topic, strings.Join(c.Brokers, ","), c.Start)
+	fmt.Fprintf(&b, "kafka topic %s from %s, start %s", c.Topic, shownBrokers(c.Brokers), c.Start)
 	if c.bounded() {
 		fmt.Fprintf(&b, ", stop at %s", c.StopAt)
 	}
@@ -114,6 +121,23 @@ func (s *Source[T]) Describe() string {
 		fmt.Fprintf(&b, ", offsets copied to group %s", c.Group)
 	}
 	return b.String()
+}
+
+// shownBrokers lists seed brokers for plans and errors. A broker is
+// host:port, but one written with credentials (user:password@host:port, or
+// as a URL) has them masked.
+func shownBrokers(brokers []string) string {
+	shown := make([]string, len(brokers))
+	for i, b := range brokers {
+		shown[i] = redact.DSN(b)
+	}
+	return strings.Join(shown, ",")
+}
+
+// scrubBrokers returns err with the credentials of any broker address
+// masked, as the client library may quote an address it cannot use.
+func scrubBrokers(err error, brokers []string) error {
+	return redact.NewScrubber(brokers...).Error(err)
 }
 
 // NewSubtask creates one source subtask.

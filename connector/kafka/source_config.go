@@ -175,7 +175,7 @@ func (c SourceConfig) withDefaults() (SourceConfig, error) {
 	// Refuse client options that would make franz-go consume by itself.
 	probe, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.Brokers...)}, c.ClientOptions...)...)
 	if err != nil {
-		return c, fmt.Errorf("client options: %w", err)
+		return c, scrubBrokers(fmt.Errorf("client options: %w", err), c.Brokers)
 	}
 	defer probe.Close()
 	if g, _ := probe.OptValue(kgo.ConsumerGroup).(string); g != "" {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+
+	"github.com/ingest-engine/ingest/stream"
 )
 
 // srcPositionVersion is the format version of a source subtask's position.
@@ -28,6 +30,9 @@ type srcPosition struct {
 	// partition has End, and a partition without an entry is not read.
 	Bounded    bool                   `json:"bounded,omitempty"`
 	Partitions []srcPartitionPosition `json:"partitions"`
+	// Bad counts the subtask's bad records skipped or dead-lettered before
+	// the position (nil: none), so the counts resume with it.
+	Bad *stream.BadRecordTally `json:"bad,omitempty"`
 }
 
 // srcPartitionPosition is the position of one partition.
@@ -51,6 +56,8 @@ type srcResume struct {
 	// bounded is the restored positions' Bounded.
 	bounded bool
 	parts   map[int32]srcPartitionPosition
+	// bad is the restored bad-record tally (summed over the positions).
+	bad stream.BadRecordTally
 }
 
 // srcOwns reports whether partition p belongs to subtask s of parallelism n.
@@ -93,6 +100,10 @@ func srcRestore(inlines [][]byte, topic string, subtask, parallelism int, union 
 			res.restored, res.bounded, first = true, pos.Bounded, false
 		} else if pos.Bounded != res.bounded {
 			return res, fmt.Errorf("the checkpoint's positions disagree on whether the source is bounded (subtask %d of %d)", pos.Subtask, pos.Parallelism)
+		}
+		if pos.Bad != nil {
+			res.bad.Skipped += pos.Bad.Skipped
+			res.bad.DeadLettered += pos.Bad.DeadLettered
 		}
 		for _, pp := range pos.Partitions {
 			if pp.Partition < 0 || pp.Next < 0 || (pp.End != nil && *pp.End < 0) {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -14,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/ingest-engine/ingest/runtime"
+	"github.com/ingest-engine/ingest/stream"
 	"github.com/ingest-engine/ingest/watermark"
 )
 
@@ -57,7 +59,15 @@ type srcSubtask[T any] struct {
 	// pending are the positions of checkpoints not yet known complete, by
 	// increasing id (PositionAt).
 	pending []srcPending
+
+	// setup is the bad-record policy (SetBadRecords); bad applies it.
+	setup stream.BadRecordSetup
+	bad   *stream.BadRecords
 }
+
+// SetBadRecords sets the subtask's bad-record policy (see
+// stream.OnBadRecords); without it a bad record fails the task.
+func (t *srcSubtask[T]) SetBadRecords(s stream.BadRecordSetup) { t.setup = s }
 
 // errorf names the source and topic in an error.
 func (t *srcSubtask[T]) errorf(format string, args ...any) error {
@@ -85,10 +95,15 @@ func (t *srcSubtask[T]) Open(ctx *runtime.Context) error {
 			return t.errorf("%w", err)
 		}
 	}
+	bad, err := t.setup.Open(ctx, resume.bad)
+	if err != nil {
+		return t.errorf("%w", err)
+	}
+	t.bad = bad
 
 	cl, err := kgo.NewClient(sourceClientOpts(cfg, t.log)...)
 	if err != nil {
-		return t.errorf("creating the client: %w", err)
+		return scrubBrokers(t.errorf("creating the client: %w", err), cfg.Brokers)
 	}
 	t.cl, t.adm = cl, kadm.NewClient(cl)
 
@@ -96,7 +111,7 @@ func (t *srcSubtask[T]) Open(ctx *runtime.Context) error {
 	defer cancel()
 	starts, err := srcListOffsets(octx, t.adm, cfg.Topic, srcLogStart)
 	if err != nil {
-		return t.errorf("%w (brokers %v)", err, cfg.Brokers)
+		return scrubBrokers(t.errorf("%w (brokers %s)", err, shownBrokers(cfg.Brokers)), cfg.Brokers)
 	}
 	for p := range resume.parts {
 		if _, ok := starts[p]; !ok {
@@ -217,6 +232,9 @@ func (t *srcSubtask[T]) Read() (runtime.ReadResult, error) {
 			return runtime.ReadResult{}, err
 		}
 	}
+	if err := t.bad.Flush(); err != nil {
+		return runtime.ReadResult{}, err
+	}
 	var res runtime.ReadResult
 	res.Watermark, res.Idle = t.wm.Current(time.Now().UnixNano())
 	if len(batch) == 0 {
@@ -243,15 +261,28 @@ func (t *srcSubtask[T]) record(r *kgo.Record, batch runtime.Batch[T]) (runtime.B
 		return batch, nil
 	}
 	if !r.Attrs.IsControl() {
-		v, ts, err := t.src.decode(Message{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
-			Key: r.Key, Value: r.Value, Timestamp: r.Timestamp, Headers: r.Headers})
-		if err != nil {
-			return batch, &DecodeError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: err}
+		var v T
+		var ts int64
+		var err error
+		if limit := t.bad.MaxRecordBytes(); len(r.Value) > limit {
+			err = fmt.Errorf("the value is %d bytes, longer than max_record_bytes %d", len(r.Value), limit)
+		} else {
+			v, ts, err = t.src.decode(Message{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
+				Key: r.Key, Value: r.Value, Timestamp: r.Timestamp, Headers: r.Headers})
 		}
-		batch = append(batch, runtime.Record[T]{Value: v, Time: ts})
-		t.wm.Observe(part.split, ts)
-		if !part.seen || ts > part.maxTime {
-			part.maxTime, part.seen = ts, true
+		if err != nil {
+			// A bad record: it fails the task, or is skipped or
+			// dead-lettered and consumed like any other.
+			bad := stream.BadRecord{Partition: strconv.Itoa(int(r.Partition)), Offset: r.Offset, Raw: r.Value, Err: err}
+			if err := t.bad.Reject(bad, &DecodeError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: err}); err != nil {
+				return batch, err
+			}
+		} else {
+			batch = append(batch, runtime.Record[T]{Value: v, Time: ts})
+			t.wm.Observe(part.split, ts)
+			if !part.seen || ts > part.maxTime {
+				part.maxTime, part.seen = ts, true
+			}
 		}
 	}
 	part.next = r.Offset + 1
@@ -333,6 +364,9 @@ func (t *srcSubtask[T]) position() *srcPosition {
 			pp.MaxTime = &mt
 		}
 		pos.Partitions = append(pos.Partitions, pp)
+	}
+	if tally := t.bad.Tally(); tally != (stream.BadRecordTally{}) {
+		pos.Bad = &tally
 	}
 	return pos
 }

@@ -134,6 +134,10 @@ type SourceConfig struct {
 	// and counting it, instead of failing the task. The default value false
 	// fails the task: a message is never dropped unless asked (replays drop
 	// the same messages as long as decode is deterministic).
+	//
+	// Deprecated: set a bad-record policy with stream.OnBadRecords
+	// (OnErrorSkip, or OnErrorDeadLetter to keep the messages), which
+	// overrides this field.
 	SkipDecodeErrors bool
 	// Options are extra connection options (credentials, TLS, a name); they
 	// are applied after the source's own.

@@ -97,7 +97,7 @@ func (r *reader[T]) failed(cause error) error {
 		return cause
 	}
 	if r.nc.IsClosed() {
-		return fmt.Errorf("%s: the connection to %s is closed: %w", r.where, r.cfg.URL, cause)
+		return r.cfg.scrub(fmt.Errorf("%s: the connection to %s is closed: %w", r.where, r.cfg.shownURL(), cause))
 	}
 	r.failures++
 	if r.failures > r.cfg.MaxRetries {

@@ -74,6 +74,17 @@
 // watermark.Tracker: the watermark is the newest event time minus MaxDelay
 // minus 1ns, and after IdleTimeout without messages the source is idle.
 //
+// # Bad messages
+//
+// A message the decode function rejects, or whose payload is longer than
+// MaxRecordBytes of the bad-record policy (1 MiB by default), fails the
+// task by default with an error wrapping ErrBadMessage that names the
+// stream, subject and sequence. stream.OnBadRecords sets another policy:
+// skip it (counted, with a rate-limited warning), or send it to the
+// source's dead-letter output (partition: the subject; offset: the stream
+// sequence; raw: the payload). The position moves past a skipped or
+// dead-lettered message, and the counts are stored with the position.
+//
 // # Guarantee and its limits
 //
 // The source is exactly-once (replayable) as long as the messages from the

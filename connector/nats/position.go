@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/ingest-engine/ingest/runtime"
+	"github.com/ingest-engine/ingest/stream"
 )
 
 // ErrPositionLost marks a checkpointed position the stream can no longer
@@ -34,6 +35,9 @@ type position struct {
 	// MaxTime is the newest event time emitted, to restore the watermark;
 	// nil before the first record.
 	MaxTime *int64 `json:"max_time,omitempty"`
+	// Bad counts the bad records skipped or dead-lettered before Next (nil:
+	// none), so the counts resume with the position.
+	Bad *stream.BadRecordTally `json:"bad,omitempty"`
 }
 
 // decodePosition parses a restored position and checks that it belongs to

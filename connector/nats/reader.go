@@ -11,7 +11,9 @@ import (
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ingest-engine/ingest/internal/redact"
 	"github.com/ingest-engine/ingest/runtime"
+	"github.com/ingest-engine/ingest/stream"
 	"github.com/ingest-engine/ingest/watermark"
 )
 
@@ -64,9 +66,18 @@ type reader[T any] struct {
 	// for a pull to go unanswered.
 	reconnected atomic.Bool
 
-	wm      *watermark.Tracker
-	skipped int64
+	wm *watermark.Tracker
+
+	// setup is the bad-record policy (SetBadRecords; hasSetup says it was
+	// called); bad applies it.
+	setup    stream.BadRecordSetup
+	hasSetup bool
+	bad      *stream.BadRecords
 }
+
+// SetBadRecords sets the subtask's bad-record policy (see
+// stream.OnBadRecords). It replaces SourceConfig.SkipDecodeErrors.
+func (r *reader[T]) SetBadRecords(s stream.BadRecordSetup) { r.setup, r.hasSetup = s, true }
 
 func (r *reader[T]) Open(ctx *runtime.Context) error {
 	r.cfg = &r.src.cfg
@@ -90,6 +101,19 @@ func (r *reader[T]) Open(ctx *runtime.Context) error {
 		}
 		restored = &p
 	}
+	setup := r.setup
+	if !r.hasSetup && r.cfg.SkipDecodeErrors {
+		setup.Policy.OnError = stream.OnErrorSkip
+	}
+	var tally stream.BadRecordTally
+	if restored != nil && restored.Bad != nil {
+		tally = *restored.Bad
+	}
+	bad, err := setup.Open(ctx, tally)
+	if err != nil {
+		return fmt.Errorf("%s: %w", r.where, err)
+	}
+	r.bad = bad
 	if err := r.connect(ctx); err != nil {
 		return err
 	}
@@ -147,20 +171,20 @@ func (r *reader[T]) connect(ctx *runtime.Context) error {
 		natsgo.MaxReconnects(r.cfg.MaxReconnects),
 		natsgo.ReconnectWait(r.cfg.ReconnectWait),
 		natsgo.DisconnectErrHandler(func(_ *natsgo.Conn, err error) {
-			log.Warn("nats source: disconnected; reconnecting", "stream", r.cfg.Stream, "err", err)
+			log.Warn("nats source: disconnected; reconnecting", "stream", r.cfg.Stream, "err", r.cfg.scrub(err))
 		}),
 		natsgo.ReconnectHandler(func(c *natsgo.Conn) {
 			r.reconnected.Store(true)
-			log.Info("nats source: reconnected", "stream", r.cfg.Stream, "url", c.ConnectedUrl())
+			log.Info("nats source: reconnected", "stream", r.cfg.Stream, "url", redact.DSN(c.ConnectedUrl()))
 		}),
 		// nats.go's default writes asynchronous errors to stderr.
 		natsgo.ErrorHandler(func(_ *natsgo.Conn, _ *natsgo.Subscription, err error) {
-			log.Warn("nats source: asynchronous connection error", "stream", r.cfg.Stream, "err", err)
+			log.Warn("nats source: asynchronous connection error", "stream", r.cfg.Stream, "err", r.cfg.scrub(err))
 		}),
 	}
 	nc, err := natsgo.Connect(r.cfg.URL, append(opts, r.cfg.Options...)...)
 	if err != nil {
-		return fmt.Errorf("%s: connecting to %s: %w", r.where, r.cfg.URL, err)
+		return r.cfg.scrub(fmt.Errorf("%s: connecting to %s: %w", r.where, r.cfg.shownURL(), err))
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -178,7 +202,7 @@ func (r *reader[T]) streamInfo() (*jetstream.StreamInfo, error) {
 	str, err := r.js.Stream(ctx, r.cfg.Stream)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			return nil, fmt.Errorf("%s: the stream does not exist on %s: %w", r.where, r.cfg.URL, err)
+			return nil, fmt.Errorf("%s: the stream does not exist on %s: %w", r.where, r.cfg.shownURL(), err)
 		}
 		return nil, fmt.Errorf("%s: looking up the stream: %w", r.where, err)
 	}
@@ -213,7 +237,7 @@ func (r *reader[T]) Read() (runtime.ReadResult, error) {
 			return r.result(now, wait), nil
 		}
 		if r.nc.IsClosed() {
-			return runtime.ReadResult{}, fmt.Errorf("%s: the connection to %s is closed (reconnects exhausted)", r.where, r.cfg.URL)
+			return runtime.ReadResult{}, fmt.Errorf("%s: the connection to %s is closed (reconnects exhausted)", r.where, r.cfg.shownURL())
 		}
 		if !r.nc.IsConnected() {
 			return r.result(now, reconnectPoll), nil
@@ -229,7 +253,7 @@ func (r *reader[T]) Read() (runtime.ReadResult, error) {
 		// A pull sent now would wait in the reconnect buffer until its
 		// client-side timeout; wait for the connection instead.
 		if r.nc.IsClosed() {
-			return runtime.ReadResult{}, fmt.Errorf("%s: the connection to %s is closed (reconnects exhausted)", r.where, r.cfg.URL)
+			return runtime.ReadResult{}, fmt.Errorf("%s: the connection to %s is closed (reconnects exhausted)", r.where, r.cfg.shownURL())
 		}
 		return r.result(now, reconnectPoll), nil
 	}
@@ -290,15 +314,21 @@ func (r *reader[T]) fetch() (n int, failure, err error) {
 			break
 		}
 		m := Message{Stream: r.cfg.Stream, Subject: msg.Subject(), Sequence: md.Sequence.Stream, Timestamp: md.Timestamp, Header: msg.Headers(), Data: msg.Data()}
-		v, ts, derr := r.src.decode(m)
+		var v T
+		var ts int64
+		var derr error
+		if limit := r.bad.MaxRecordBytes(); len(m.Data) > limit {
+			derr = fmt.Errorf("the payload is %d bytes, longer than max_record_bytes %d", len(m.Data), limit)
+		} else {
+			v, ts, derr = r.src.decode(m)
+		}
 		if derr != nil {
-			derr = fmt.Errorf("%s: message at subject %s, sequence %d: %w: %w", r.where, m.Subject, m.Sequence, ErrBadMessage, derr)
-			if !r.cfg.SkipDecodeErrors {
-				return n, nil, derr
-			}
-			r.skipped++
-			if r.skipped <= 10 || r.skipped%1000 == 0 {
-				r.log.Warn("nats source: skipping a message decode rejected", "err", derr, "skipped", r.skipped)
+			// A bad message: it fails the task, or is skipped or
+			// dead-lettered and consumed like any other.
+			failure := fmt.Errorf("%s: message at subject %s, sequence %d: %w: %w", r.where, m.Subject, m.Sequence, ErrBadMessage, derr)
+			bad := stream.BadRecord{Partition: m.Subject, Offset: int64(m.Sequence), Raw: m.Data, Err: derr}
+			if err := r.bad.Reject(bad, failure); err != nil {
+				return n, nil, err
 			}
 		} else {
 			if batch == nil {
@@ -328,6 +358,9 @@ func (r *reader[T]) fetch() (n int, failure, err error) {
 			return n, nil, err
 		}
 	}
+	if err := r.bad.Flush(); err != nil {
+		return n, nil, err
+	}
 	return n, failure, nil
 }
 
@@ -352,6 +385,9 @@ func (r *reader[T]) Position() ([]byte, error) {
 		t := r.maxTime
 		p.MaxTime = &t
 	}
+	if tally := r.bad.Tally(); tally != (stream.BadRecordTally{}) {
+		p.Bad = &tally
+	}
 	return p.encode()
 }
 
@@ -359,9 +395,6 @@ func (r *reader[T]) Close() error {
 	r.dropConsumer()
 	if r.nc != nil {
 		r.nc.Close()
-	}
-	if r.skipped > 0 {
-		r.log.Warn("nats source: messages skipped because decode rejected them", "stream", r.cfg.Stream, "skipped", r.skipped)
 	}
 	return nil
 }

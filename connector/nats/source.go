@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/ingest-engine/ingest/internal/redact"
 	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/stream"
 )
@@ -21,8 +22,12 @@ type Source[T any] struct {
 
 // NewSource returns a source reading cfg's stream with decode, which turns a
 // message into a value and its event time in Unix nanoseconds (see JSON,
-// JSONWithTime and Timestamp). An error from decode fails the task (or drops
-// the message with SkipDecodeErrors).
+// JSONWithTime and Timestamp). A message decode rejects, or whose payload
+// is longer than the policy's MaxRecordBytes (1 MiB by default), is a bad
+// record: it fails the task with an error naming the stream, subject and
+// sequence, unless stream.OnBadRecords sets another policy (skip, or the
+// dead-letter output with partition = the subject and offset = the stream
+// sequence).
 func NewSource[T any](cfg SourceConfig, decode func(Message) (T, int64, error)) (*Source[T], error) {
 	cfg, err := cfg.withDefaults()
 	if decode == nil {
@@ -54,8 +59,16 @@ func (s *Source[T]) Describe() string {
 	if s.cfg.StopAt == StopAtLatest {
 		d += " until the last message at start"
 	}
-	return d + " (" + s.cfg.URL + ")"
+	return d + " (" + s.cfg.shownURL() + ")"
 }
+
+// shownURL is the URL for plans, logs and errors: its passwords and tokens
+// masked (nats://u:xxxxx@host, nats://xxxxx@host).
+func (c *SourceConfig) shownURL() string { return redact.DSN(c.URL) }
+
+// scrub returns err with the URL's passwords and tokens masked in its
+// message, wherever the client library or server put them.
+func (c *SourceConfig) scrub(err error) error { return redact.NewScrubber(c.URL).Error(err) }
 
 // NewSubtask creates the source subtask. There is one: see From.
 func (s *Source[T]) NewSubtask() runtime.Source { return &reader[T]{src: s} }

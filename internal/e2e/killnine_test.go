@@ -254,7 +254,7 @@ func knField(line, key string) string {
 
 func knStart(t *testing.T, bin, yaml, failpoints string, recovers bool) *knProc {
 	t.Helper()
-	cmd := exec.Command(bin, "run", yaml)
+	cmd := exec.Command(bin, "run", "--http=", yaml) // no HTTP server: tests run side by side
 	cmd.Dir = filepath.Dir(yaml)
 	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "INGEST_FAILPOINTS=") })
 	if failpoints != "" {

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/ingest-engine/ingest/internal/redact"
 )
 
 // location is a parsed checkpoint URL: where the bucket is, the key prefix inside it, the
@@ -151,17 +153,10 @@ func parseLocation(raw string) (*location, error) {
 	return loc, nil
 }
 
-// sensitiveParam reports whether a query parameter's name suggests its value is a secret. It errs
-// on the side of hiding: a hidden non-secret costs a less precise message, a shown secret a leak.
-func sensitiveParam(name string) bool {
-	n := strings.ToLower(name)
-	for _, s := range []string{"secret", "password", "passwd", "pwd", "token", "sig", "credential", "key", "auth", "sas"} {
-		if strings.Contains(n, s) {
-			return true
-		}
-	}
-	return false
-}
+// sensitiveParam reports whether a query parameter's name suggests its value is a secret: the
+// engine-wide rule of internal/redact, which errs on the side of hiding (a hidden non-secret costs
+// a less precise message, a shown secret a leak).
+func sensitiveParam(name string) bool { return redact.SensitiveParam(name) }
 
 // redacted replaces a hidden value in messages.
 const redacted = "REDACTED"

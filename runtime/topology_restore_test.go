@@ -1,0 +1,321 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/operator/window"
+	"github.com/ingest-engine/ingest/runtime"
+	"github.com/ingest-engine/ingest/state"
+	"github.com/ingest-engine/ingest/storage"
+	"github.com/ingest-engine/ingest/stream"
+)
+
+// This file checks the stable processing contract (DESIGN.md §4): every
+// checkpoint records the pipeline's topology, and restoring it into a
+// pipeline that cannot take its state fails before processing, with an error
+// naming the operator and the difference; a restart cannot cure it, so Run
+// returns it at once. AllowNonRestoredState drops the state of removed
+// operators explicitly.
+
+// topoShape is one version of the pipeline events → key by → tumbling window
+// "w" → transactional sink "out".
+type topoShape struct {
+	// removed leaves the window out: events go to the sink directly.
+	removed bool
+	size    time.Duration
+	sum     bool // sum of ids instead of a count
+	keyDesc string
+	byID    bool // key by id % 5 instead of the key
+	maxP    int
+	par     int // the window's parallelism
+}
+
+// original is the shape that writes the checkpoint.
+var original = topoShape{size: time.Hour, keyDesc: "key", maxP: 128, par: 2}
+
+// topoRecords is how many records the source emits before it idles; its
+// windows (one hour) never fire, so they are all in the checkpoint's state.
+const topoRecords = 100
+
+func (s topoShape) pipeline(src pacedEvents, counts *txStore[wCount], events *txStore[cEvent]) *stream.Pipeline {
+	p := stream.New("topology", stream.MaxParallelism(s.maxP))
+	in := stream.From[cEvent](p, "events", src, stream.Parallelism(1))
+	if s.removed {
+		stream.To(in, "out", stream.Sink[cEvent](txSink[cEvent]{events}), stream.Parallelism(1))
+		return p
+	}
+	key := func(e cEvent) int64 { return e.Key }
+	if s.byID {
+		key = func(e cEvent) int64 { return e.ID % 5 }
+	}
+	agg := window.CountOf[cEvent]()
+	if s.sum {
+		agg = window.SumOf(func(e cEvent) int64 { return e.ID })
+	}
+	desc := func(n *runtime.Node) { n.KeyDesc = s.keyDesc }
+	w := window.Tumbling(stream.KeyBy(in, key), "w", s.size, agg,
+		func(k int64, w window.Window, n int64) wCount { return wCount{Key: k, Start: w.Start, Count: n} },
+		stream.Parallelism(s.par), desc)
+	stream.To(w, "out", stream.Sink[wCount](txSink[wCount]{counts}), stream.Parallelism(1))
+	return p
+}
+
+// topoRun is one run of a shape on a checkpoint directory.
+type topoRun struct {
+	job    *runtime.Job
+	counts *txStore[wCount]
+	events *txStore[cEvent]
+	log    *syncBuffer
+}
+
+func startShape(t *testing.T, s topoShape, dir string, src pacedEvents, allowNonRestored bool) topoRun {
+	t.Helper()
+	st, err := storage.NewLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := topoRun{counts: newTxStore[wCount](), events: newTxStore[cEvent](), log: &syncBuffer{}}
+	r.job, err = s.pipeline(src, r.counts, r.events).NewJob(stream.RunOptions{
+		Storage: st, Checkpoint: fastCheckpoints(5 * time.Millisecond), Restart: quickRestarts(3),
+		Log: slog.New(slog.NewTextHandler(r.log, nil)), AllowNonRestoredState: allowNonRestored,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// writeCheckpoint runs the original shape until its records are in a
+// checkpoint and stops it: the final checkpoint holds open windows.
+func writeCheckpoint(t *testing.T) (dir string, final int64) {
+	t.Helper()
+	dir = filepath.Join(t.TempDir(), "ck")
+	r := startShape(t, original, dir, pacedEvents{count: topoRecords, per: 50, idle: true}, false)
+	if err := runUntilStopped(t, r.job, func() bool { return r.job.Stats().Completed >= 3 }); err != nil {
+		t.Fatalf("writing the checkpoint: %v", err)
+	}
+	st, err := storage.NewLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := latestMetadata(t, st)
+	w, ok := m.Task(checkpoint.TaskID{Operator: "w", Subtask: 0})
+	if !ok || w.State == nil {
+		t.Fatalf("checkpoint %d holds no keyed state of w", m.ID)
+	}
+	return dir, m.ID
+}
+
+// copyDir copies a checkpoint directory, so each case restores its own.
+func copyDir(t *testing.T, dir string) string {
+	t.Helper()
+	c := filepath.Join(t.TempDir(), "ck")
+	if err := os.CopyFS(c, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// Each checkpoint records the pipeline's topology: node ids, types,
+// parallelism, max parallelism and key descriptions.
+func TestCheckpointRecordsTopology(t *testing.T) {
+	dir, _ := writeCheckpoint(t)
+	st, err := storage.NewLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := latestMetadata(t, st)
+	topo := m.Topology
+	if topo == nil {
+		t.Fatalf("checkpoint %d records no topology", m.ID)
+	}
+	if topo.MaxParallelism != 128 {
+		t.Errorf("max parallelism %d, want 128", topo.MaxParallelism)
+	}
+	var ids []string
+	for _, n := range topo.Nodes {
+		ids = append(ids, n.ID)
+	}
+	if !slices.Equal(ids, []string{"events", "out", "w"}) {
+		t.Fatalf("topology nodes %q, want events, out, w", ids)
+	}
+	if w, _ := topo.Node("w"); w.Parallelism != 2 || w.Key != "key" {
+		t.Errorf("w recorded as %+v, want parallelism 2, key %q", w, "key")
+	}
+	if e, _ := topo.Node("events"); e.Parallelism != 1 || e.Key != "" {
+		t.Errorf("events recorded as %+v, want parallelism 1, no key", e)
+	}
+}
+
+// A restore into a pipeline that cannot take the checkpoint's state is
+// refused with an error naming the operator and the difference, wrapping
+// ErrIncompatible (Run returns at once, no restart) — before anything is
+// processed, and nothing is published. The schema (window size, aggregate)
+// is checked when the window registers its state, before it processes a
+// record; the rest before any subtask starts.
+func TestIncompatibleRestoreRefused(t *testing.T) {
+	dir, final := writeCheckpoint(t)
+	change := func(f func(*topoShape)) topoShape { s := original; f(&s); return s }
+	for _, tc := range []struct {
+		name  string
+		shape topoShape
+		// early: refused before any subtask starts (no record sent).
+		early bool
+		// schema: refused as a mismatch of the keyed state itself
+		// (state.ErrStateMismatch).
+		schema bool
+		wants  []string
+	}{
+		{name: "removed stateful operator", shape: change(func(s *topoShape) { s.removed = true }), early: true,
+			wants: []string{`operator "w" was removed (or renamed)`, "keyed state of 2 subtasks", "--allow-non-restored-state"}},
+		{name: "changed key", shape: change(func(s *topoShape) { s.byID, s.keyDesc = true, "user" }), early: true, schema: true,
+			wants: []string{`operator "w": key changed from "key" to "user"`}},
+		{name: "changed max parallelism", shape: change(func(s *topoShape) { s.maxP = 64 }), early: true, schema: true,
+			wants: []string{`operator "w": max parallelism changed from 128 to 64`, "128 key groups"}},
+		{name: "changed window size", shape: change(func(s *topoShape) { s.size = 2 * time.Hour }), schema: true,
+			wants: []string{`operator "w"`, "size=1h0m0s", "size=2h0m0s"}},
+		{name: "changed aggregate", shape: change(func(s *topoShape) { s.sum = true }), schema: true,
+			wants: []string{`operator "w"`, "window.count/int64", "window.sum/int64"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := startShape(t, tc.shape, copyDir(t, dir), pacedEvents{count: 2 * topoRecords, per: 50, idle: true}, false)
+			err := runWithin(r.job, runTimeout)
+			if !errors.Is(err, runtime.ErrIncompatible) {
+				t.Fatalf("Run = %v, want a refusal wrapping runtime.ErrIncompatible", err)
+			}
+			if tc.schema && !errors.Is(err, state.ErrStateMismatch) {
+				t.Errorf("Run = %v, want it to wrap state.ErrStateMismatch", err)
+			}
+			for _, want := range tc.wants {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("the error does not say %q:\n%v", want, err)
+				}
+			}
+			s := r.job.Stats()
+			if s.Restarts != 0 || s.Completed != 0 {
+				t.Errorf("stats %+v: want no restart and no checkpoint", s)
+			}
+			if tc.early && (s.Records != 0 || s.RestoredFrom != 0) {
+				t.Errorf("stats %+v: refused after records were sent or state restored; want before", s)
+			}
+			if n := r.counts.count() + r.events.count(); n != 0 {
+				t.Errorf("%d records published by a refused run", n)
+			}
+			t.Logf("checkpoint %d refused: %v", final, err)
+		})
+	}
+}
+
+// The same pipeline, and one whose keyed window runs at another parallelism
+// (its state is redistributed by key group), restore the checkpoint: the
+// refusals above come from the changes, not from restoring as such.
+func TestCompatibleRestoreAccepted(t *testing.T) {
+	dir, final := writeCheckpoint(t)
+	for _, tc := range []struct {
+		name  string
+		shape topoShape
+	}{
+		{"unchanged", original},
+		{"window parallelism 2 to 3", func() topoShape { s := original; s.par = 3; return s }()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := startShape(t, tc.shape, copyDir(t, dir), pacedEvents{count: topoRecords, per: 50, idle: true}, false)
+			if err := runUntilStopped(t, r.job, func() bool { return r.job.Stats().Completed >= 1 }); err != nil {
+				t.Fatalf("Run = %v, want the restore to succeed", err)
+			}
+			if got := r.job.Stats().RestoredFrom; got != final {
+				t.Errorf("restored checkpoint %d, want %d", got, final)
+			}
+		})
+	}
+}
+
+// With AllowNonRestoredState (--allow-non-restored-state) the pipeline
+// without the window starts from the checkpoint: the window's state is
+// dropped and logged, the source resumes from its restored position, and the
+// sink publishes exactly the records after it.
+func TestAllowNonRestoredStateDropsRemovedOperator(t *testing.T) {
+	dir, final := writeCheckpoint(t)
+	removed := original
+	removed.removed = true
+	r := startShape(t, removed, copyDir(t, dir), pacedEvents{count: 2 * topoRecords, per: 50, idle: true}, true)
+	if err := runUntilStopped(t, r.job, func() bool { return r.events.count() >= topoRecords }); err != nil {
+		t.Fatalf("Run with AllowNonRestoredState = %v", err)
+	}
+	if got := r.job.Stats().RestoredFrom; got != final {
+		t.Errorf("restored checkpoint %d, want %d", got, final)
+	}
+	var ids []int64
+	for _, e := range r.events.values() {
+		ids = append(ids, e.ID)
+	}
+	slices.Sort(ids)
+	want := make([]int64, topoRecords)
+	for i := range want {
+		want[i] = topoRecords + int64(i)
+	}
+	if !slices.Equal(ids, want) {
+		t.Errorf("published ids %v, want %d..%d once each", ids, topoRecords, 2*topoRecords-1)
+	}
+	for _, want := range []string{"dropping the state of an operator the pipeline no longer has", "operator=w"} {
+		if !strings.Contains(r.log.String(), want) {
+			t.Errorf("the log does not say %q:\n%s", want, r.log.String())
+		}
+	}
+}
+
+// A checkpoint written before topologies were recorded still restores: the
+// checks that need the topology are skipped, which the log says. A changed
+// max parallelism is still refused, when the state is read.
+func TestCheckpointWithoutTopologyRestores(t *testing.T) {
+	dir, final := writeCheckpoint(t)
+	old := copyDir(t, dir)
+	st, err := storage.NewLocal(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := latestMetadata(t, st)
+	m.Topology = nil
+	data, err := m.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(data), `"topology":`) {
+		t.Fatal("the rewritten metadata still has a topology")
+	}
+	if err := os.Remove(filepath.Join(old, storage.CheckpointDirName(final), storage.MetadataName)); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.WriteMetadata(context.Background(), final, data); err != nil {
+		t.Fatal(err)
+	}
+
+	maxP := original
+	maxP.maxP = 64
+	r := startShape(t, maxP, copyDir(t, old), pacedEvents{count: topoRecords, per: 50, idle: true}, false)
+	if err := runWithin(r.job, runTimeout); !errors.Is(err, runtime.ErrIncompatible) || !strings.Contains(err.Error(), "max parallelism") {
+		t.Errorf("changed max parallelism without a recorded topology: Run = %v, want a refusal", err)
+	}
+
+	key := original
+	key.byID, key.keyDesc = true, "user"
+	r = startShape(t, key, copyDir(t, old), pacedEvents{count: topoRecords, per: 50, idle: true}, false)
+	if err := runUntilStopped(t, r.job, func() bool { return r.job.Stats().Completed >= 1 }); err != nil {
+		t.Fatalf("Run = %v, want a restore without the topology checks", err)
+	}
+	if got := r.job.Stats().RestoredFrom; got != final {
+		t.Errorf("restored checkpoint %d, want %d", got, final)
+	}
+	if !strings.Contains(r.log.String(), "records no pipeline topology") {
+		t.Errorf("the log does not say the topology checks were skipped:\n%s", r.log.String())
+	}
+}

@@ -1,0 +1,162 @@
+package stream
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/ingest-engine/ingest/runtime"
+)
+
+// badRecordLogEvery is the least time between two warnings of one subtask
+// about bad records: a stream of them must not flood the log.
+const badRecordLogEvery = 10 * time.Second
+
+// sideOutputOf looks a side output up; tests replace it to connect one
+// without a job.
+var sideOutputOf = (*runtime.Context).SideOutput
+
+// BadRecords applies a source's bad-record policy in one source subtask.
+// A connector opens it in Open (BadRecordSetup.Open), hands every bad
+// record to Reject, calls Flush before Read returns, and stores Tally in
+// its replay position. Its methods are called from the subtask's
+// goroutine.
+//
+// A nil *BadRecords applies the default policy: Reject returns the failure.
+//
+// INVARIANT: the dead letters of the records a Read consumed are emitted
+// by the same Read (Flush), before any barrier: they belong to the same
+// checkpoint as the position that moved past their records.
+type BadRecords struct {
+	policy  BadRecordPolicy
+	source  string
+	subtask int
+	// out is the dead-letter side output (OnErrorDeadLetter only).
+	out     runtime.Output
+	pending []DeadLetter
+	counts  *BadRecordCounts
+	tally   BadRecordTally
+
+	log *slog.Logger
+	now func() time.Time
+	// logged is when the last warning was written; unlogged counts the bad
+	// records since then that had none.
+	logged   time.Time
+	unlogged int64
+}
+
+// Open prepares the handler of the subtask ctx describes, resuming the
+// restored tally (the zero value on a fresh start). A dead_letter policy
+// whose side output nothing consumes is an error: its records would be
+// lost.
+func (s BadRecordSetup) Open(ctx *runtime.Context, restored BadRecordTally) (*BadRecords, error) {
+	p, err := s.Policy.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	b := &BadRecords{policy: p, source: ctx.Task.Operator, subtask: ctx.Task.Subtask, counts: s.Counts, tally: restored, log: ctx.Log, now: time.Now}
+	if b.log == nil {
+		b.log = slog.New(slog.DiscardHandler)
+	}
+	if p.OnError == OnErrorDeadLetter {
+		if b.out = sideOutputOf(ctx, DeadLetterOutput); b.out == nil {
+			return nil, fmt.Errorf("on_error is dead_letter but nothing consumes the %s output of source %s: its bad records would be lost", DeadLetterOutput, b.source)
+		}
+	}
+	if b.counts != nil {
+		b.counts.set(b.subtask, restored)
+	}
+	return b, nil
+}
+
+// MaxRecordBytes is the size limit of a record.
+func (b *BadRecords) MaxRecordBytes() int {
+	if b == nil {
+		return DefaultMaxRecordBytes
+	}
+	return b.policy.MaxRecordBytes
+}
+
+// KeepsRaw says whether Reject keeps a record's bytes (dead_letter), so a
+// connector can spare copying them otherwise.
+func (b *BadRecords) KeepsRaw() bool { return b != nil && b.policy.OnError == OnErrorDeadLetter }
+
+// Tally returns the counts to store in the replay position.
+func (b *BadRecords) Tally() BadRecordTally {
+	if b == nil {
+		return BadRecordTally{}
+	}
+	return b.tally
+}
+
+// Reject handles bad record rec. failure is the error that fails the task
+// under OnErrorFail: it names the record's partition, offset or line and
+// the cause (the runtime adds the source's name); Reject returns it then.
+// Otherwise the record is counted and skipped, or queued as a dead letter
+// for Flush, and Reject returns nil: the connector moves its position past
+// the record.
+func (b *BadRecords) Reject(rec BadRecord, failure error) error {
+	if b == nil {
+		return failure
+	}
+	switch b.policy.OnError {
+	case OnErrorSkip:
+		b.tally.Skipped++
+		b.warn("skipped a bad record (on_error: skip)", failure)
+	case OnErrorDeadLetter:
+		raw := rec.Raw
+		if len(raw) > b.policy.MaxRecordBytes {
+			raw = raw[:b.policy.MaxRecordBytes]
+		}
+		cause := ""
+		if rec.Err != nil {
+			cause = rec.Err.Error()
+		}
+		b.pending = append(b.pending, DeadLetter{Source: b.source, Partition: rec.Partition, Offset: rec.Offset, Line: rec.Line,
+			Error: cause, Raw: append([]byte(nil), raw...)})
+		b.tally.DeadLettered++
+		b.warn("sent a bad record to the dead-letter output (on_error: dead_letter)", failure)
+	default:
+		return failure
+	}
+	if b.counts != nil {
+		b.counts.set(b.subtask, b.tally)
+	}
+	return nil
+}
+
+// warn logs a bad record: the first at once, then at most one warning every
+// badRecordLogEvery, saying how many came without one.
+func (b *BadRecords) warn(msg string, failure error) {
+	now := b.now()
+	if !b.logged.IsZero() && now.Sub(b.logged) < badRecordLogEvery {
+		b.unlogged++
+		return
+	}
+	b.log.Warn(msg, "source", b.source, "subtask", b.subtask, "err", failure,
+		"unlogged_since_last_warning", b.unlogged, "skipped", b.tally.Skipped, "dead_lettered", b.tally.DeadLettered)
+	b.logged, b.unlogged = now, 0
+}
+
+// Flush emits the queued dead letters to the dead-letter output.
+func (b *BadRecords) Flush() error {
+	if b == nil || len(b.pending) == 0 {
+		return nil
+	}
+	dl := b.pending
+	b.pending = nil
+	var recs runtime.Records
+	if b.policy.DeadLetterBatch != nil {
+		recs = b.policy.DeadLetterBatch(dl)
+	} else {
+		batch := make(runtime.Batch[DeadLetter], len(dl))
+		for i, d := range dl {
+			batch[i] = runtime.Record[DeadLetter]{Value: d}
+		}
+		recs = batch
+	}
+	if err := b.out.Emit(recs); err != nil {
+		return fmt.Errorf("source %s: emitting %d dead letters: %w", b.source, len(dl), err)
+	}
+	return nil
+}
