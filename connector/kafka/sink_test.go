@@ -663,15 +663,24 @@ func TestSinkMarkerLost(t *testing.T) {
 // brokers — prepare, commit, recovery commit by a new process and the
 // outcome check work the same.
 func TestSinkMultiBroker(t *testing.T) {
-	k := newSinkCluster(t, 6, kfake.NumBrokers(3))
-	cfg := k.config("multi")
-	nodes := map[int32]bool{k.c.CoordinatorFor("multi-0-0"): true, k.c.CoordinatorFor("multi-1-0"): true}
-	for p := range int32(6) {
-		nodes[k.c.LeaderFor(k.topic, p)] = true
+	// kfake places leaders and coordinators at random: draw clusters until
+	// all three brokers have a part (about one draw in eight misses one).
+	var k *sinkTestCluster
+	var nodes map[int32]bool
+	for range 20 {
+		k = newSinkCluster(t, 6, kfake.NumBrokers(3))
+		nodes = map[int32]bool{k.c.CoordinatorFor("multi-0-0"): true, k.c.CoordinatorFor("multi-1-0"): true}
+		for p := range int32(6) {
+			nodes[k.c.LeaderFor(k.topic, p)] = true
+		}
+		if len(nodes) == 3 {
+			break
+		}
 	}
 	if len(nodes) < 3 {
-		t.Fatalf("coordinators and leaders on brokers %v: want all three used", nodes)
+		t.Fatalf("coordinators and leaders on brokers %v in 20 clusters: want all three used", nodes)
 	}
+	cfg := k.config("multi")
 	s := newTextSink(t, cfg)
 	w0, w1 := openSinkWriter(t, s, 0), openSinkWriter(t, s, 1)
 	var want []string

@@ -54,7 +54,7 @@ var failures = []failure{
 	// The call numbers are low so that a loaded machine, which completes
 	// fewer checkpoints per second, still reaches them.
 	{name: "after snapshot before ack", point: "task/after-snapshot-before-ack", at: []int64{3, 8}, restarts: true},
-	{name: "sink prepare fails", point: "sink/postgres/prepare", at: []int64{3, 8}, restarts: true},
+	{name: "sink prepare fails", point: "sink/postgres/prepare", at: []int64{2, 5}, restarts: true},
 	{name: "mid commit", point: "sink/postgres/mid-commit", at: []int64{1, 4}, restarts: true},
 	{name: "after metadata before commit", point: "job/after-metadata-before-commit", at: []int64{1, 4}, restarts: true},
 }
