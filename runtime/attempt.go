@@ -374,6 +374,8 @@ func (a *attempt) act(act checkpoint.Action, finished *bool) error {
 		a.store.do(func() {
 			if err := j.storage.Discard(context.WithoutCancel(a.ctx), x.ID); err != nil {
 				j.log.Warn("deleting checkpoint data failed; it is retried at the next recovery", "checkpoint", x.ID, "err", err)
+			} else {
+				j.obs.discarded(x.ID) // counts it as deleted by retention if it completed
 			}
 		})
 	case checkpoint.FailJob:

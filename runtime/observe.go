@@ -104,9 +104,12 @@ type Observation struct {
 	// AbandonedStaged counts staged sink items deleted at recoveries because
 	// no checkpoint will publish them (Stats.Abandoned).
 	AbandonedStaged int64
-	// RetentionDeleted counts checkpoints and staged items that retention
-	// deleted. Nothing feeds it yet: it is 0 until the lifecycle work counts
-	// into it.
+	// RetentionDeleted counts the complete checkpoints that retention
+	// deleted: those beyond Options.Retain, as newer ones complete, and
+	// every checkpoint older than the kept ones that the retention pass at
+	// each recovery removes (storage.Retain). The partial state of
+	// checkpoints that failed or expired while running is not counted, nor
+	// is staged sink output (AbandonedStaged).
 	RetentionDeleted int64
 	// LastFailure is the last attempt failure, nil when none.
 	LastFailure *Failure

@@ -427,6 +427,28 @@ func (ob *observer) aborted(id int64, reason error) {
 	}
 }
 
+// discarded: the data of checkpoint id was deleted (attempt.act, Discard).
+// The coordinator discards complete checkpoints beyond the retention count
+// and the partial state of failed or expired ones alike; only a checkpoint
+// that completed counts as deleted by retention. One the history no longer
+// knows (restored from an earlier process, or forgotten) can only have been
+// retained, since a failed one is discarded when it fails.
+func (ob *observer) discarded(id int64) {
+	ob.mu.Lock()
+	defer ob.mu.Unlock()
+	if r := ob.history.get(id); r == nil || r.Status == CheckpointCompleted {
+		ob.retentionDeleted++
+	}
+}
+
+// retained: retention at a recovery deleted n complete checkpoints
+// (Job.cleanStorage, storage.Retain).
+func (ob *observer) retained(n int) {
+	ob.mu.Lock()
+	defer ob.mu.Unlock()
+	ob.retentionDeleted += int64(n)
+}
+
 // sinkCommitted: sink published its part of a checkpoint's output in d
 // (attempt.publish).
 func (ob *observer) sinkCommitted(sink string, d time.Duration) {

@@ -140,7 +140,9 @@ func (j *Job) cleanStorage(ctx context.Context, rec *recovery) error {
 			}
 		}
 	}
-	if _, err := storage.Retain(ctx, j.storage, j.opts.Checkpoint.Retain, latest); err != nil {
+	gone, err := storage.Retain(ctx, j.storage, j.opts.Checkpoint.Retain, latest)
+	j.obs.retained(len(gone))
+	if err != nil {
 		return fmt.Errorf("applying checkpoint retention: %w", err)
 	}
 	entries, err = j.storage.List(ctx)

@@ -225,6 +225,7 @@ func checkpointsCmd() *cobra.Command {
 			return listCheckpoints(cmd.Context(), cmd, p)
 		},
 	})
+	cmd.AddCommand(inspectCheckpointCmd(), deleteCheckpointCmd()) // checkpoints.go
 	return cmd
 }
 

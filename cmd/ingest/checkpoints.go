@@ -1,0 +1,330 @@
+package main
+
+// This file holds `ingest checkpoints inspect` and `ingest checkpoints
+// delete`: one checkpoint's content, and removing one by hand.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/config"
+	"github.com/ingest-engine/ingest/storage"
+	"github.com/ingest-engine/ingest/storage/blob"
+)
+
+// inspectCheckpointCmd is `ingest checkpoints inspect FILE ID`.
+func inspectCheckpointCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "inspect FILE ID",
+		Short: "Show one checkpoint: status, topology, per-operator state size, source positions, pending committables",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := load(args[0])
+			if err != nil {
+				return err
+			}
+			id, err := parseCheckpointID(args[1])
+			if err != nil {
+				return err
+			}
+			return inspectCheckpoint(ctxOf(cmd), cmd.OutOrStdout(), p, id)
+		},
+	}
+}
+
+// deleteCheckpointCmd is `ingest checkpoints delete FILE ID [--force]`.
+func deleteCheckpointCmd() *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "delete FILE ID",
+		Short: "Delete one checkpoint; the newest complete one (the recovery point) only with --force",
+		Long: `Delete everything stored for one checkpoint, in a local directory or at a
+blob URL alike. The newest complete checkpoint is the point the next run
+recovers from: deleting it needs --force, and the next run then recovers from
+the complete checkpoint before it (replaying more input) or, with none left,
+starts from the beginning. The command refuses while a process running the
+pipeline holds the checkpoint storage's lock.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := load(args[0])
+			if err != nil {
+				return err
+			}
+			id, err := parseCheckpointID(args[1])
+			if err != nil {
+				return err
+			}
+			return deleteCheckpoint(ctxOf(cmd), cmd.OutOrStdout(), p, id, force)
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false,
+		"delete the checkpoint even if it is the newest complete one, the recovery point")
+	return cmd
+}
+
+// ctxOf returns the command's context, or Background when it has none.
+func ctxOf(cmd *cobra.Command) context.Context {
+	if ctx := cmd.Context(); ctx != nil {
+		return ctx
+	}
+	return context.Background()
+}
+
+// parseCheckpointID parses a checkpoint id argument.
+func parseCheckpointID(s string) (int64, error) {
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id < 0 {
+		return 0, &exitError{code: exitConfig, err: fmt.Errorf("checkpoint id %q: must be a non-negative integer", s)}
+	}
+	return id, nil
+}
+
+// openCheckpoints opens p's checkpoint storage and lists it. A local
+// directory that does not exist is reported as such, not created.
+func openCheckpoints(ctx context.Context, p *config.Pipeline) (storage.Storage, []storage.Entry, error) {
+	if _, err := os.Stat(p.CheckpointDir); !blob.IsURL(p.CheckpointDir) && errors.Is(err, os.ErrNotExist) {
+		return nil, nil, &exitError{code: exitFailed, err: fmt.Errorf("no checkpoints: %s does not exist", p.Redact(p.CheckpointDir))}
+	}
+	st, err := blob.OpenStorage(ctx, p.CheckpointDir)
+	if err != nil {
+		return nil, nil, &exitError{code: exitFailed, err: p.RedactError(err)}
+	}
+	entries, err := st.List(ctx)
+	if err != nil {
+		closeStorage(st)
+		return nil, nil, &exitError{code: exitFailed, err: p.RedactError(err)}
+	}
+	return st, entries, nil
+}
+
+// closeStorage releases what st holds (a blob bucket), if anything.
+func closeStorage(st storage.Storage) {
+	if c, ok := st.(io.Closer); ok {
+		c.Close()
+	}
+}
+
+// findEntry returns the entry of checkpoint id.
+func findEntry(entries []storage.Entry, id int64) (storage.Entry, bool) {
+	i := slices.IndexFunc(entries, func(e storage.Entry) bool { return e.ID == id })
+	if i < 0 {
+		return storage.Entry{}, false
+	}
+	return entries[i], true
+}
+
+// noSuchCheckpoint is the error for an id storage does not hold.
+func noSuchCheckpoint(p *config.Pipeline, id int64) error {
+	return &exitError{code: exitFailed, err: fmt.Errorf("checkpoint %d not found in %s (see `ingest checkpoints list`)", id, p.Redact(p.CheckpointDir))}
+}
+
+// newestComplete returns the id of the newest checkpoint whose metadata
+// reads and verifies (the one a run recovers from), -1 when there is none.
+func newestComplete(ctx context.Context, st storage.Storage, entries []storage.Entry) int64 {
+	for i := len(entries) - 1; i >= 0; i-- {
+		if !entries[i].Complete {
+			continue
+		}
+		if _, err := st.ReadMetadata(ctx, entries[i].ID); err == nil {
+			return entries[i].ID
+		}
+	}
+	return -1
+}
+
+// inspectCheckpoint prints checkpoint id of p to w.
+func inspectCheckpoint(ctx context.Context, w io.Writer, p *config.Pipeline, id int64) error {
+	st, entries, err := openCheckpoints(ctx, p)
+	if err != nil {
+		return err
+	}
+	defer closeStorage(st)
+	e, ok := findEntry(entries, id)
+	if !ok {
+		return noSuchCheckpoint(p, id)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "checkpoint %d in %s\n", id, e.Path)
+	if !e.Complete {
+		b.WriteString("status: incomplete (no metadata: it never completed, or is in flight)\n")
+		_, err := io.WriteString(w, p.Redact(b.String()))
+		return err
+	}
+	data, err := st.ReadMetadata(ctx, id)
+	if err != nil {
+		return &exitError{code: exitFailed, err: p.RedactError(fmt.Errorf("checkpoint %d: reading metadata: %w", id, err))}
+	}
+	m, err := checkpoint.DecodeMetadata(data)
+	if err != nil {
+		return &exitError{code: exitFailed, err: p.RedactError(fmt.Errorf("checkpoint %d: %w", id, err))}
+	}
+	writeInspection(&b, m, newestComplete(ctx, st, entries) == id)
+	_, err = io.WriteString(w, p.Redact(b.String()))
+	return err
+}
+
+// writeInspection renders the metadata of a complete checkpoint; newest says
+// whether it is the recovery point.
+func writeInspection(b *strings.Builder, m *checkpoint.Metadata, newest bool) {
+	status := "complete"
+	if m.Final {
+		status += " (final)"
+	}
+	if newest {
+		status += ", newest: the recovery point"
+	}
+	fmt.Fprintf(b, "status: %s\n", status)
+	fmt.Fprintf(b, "pipeline: %s (job %s)\n", m.Pipeline, m.JobID)
+	if !m.CompletedAt.IsZero() {
+		fmt.Fprintf(b, "completed: %s\n", m.CompletedAt.UTC().Format(time.RFC3339Nano))
+	}
+	if !m.TriggeredAt.IsZero() && !m.CompletedAt.IsZero() {
+		fmt.Fprintf(b, "duration: %s\n", m.CompletedAt.Sub(m.TriggeredAt).Round(time.Microsecond))
+	}
+	fmt.Fprintf(b, "state size: %d B\n", m.Size())
+	if t := m.Topology; t != nil {
+		fmt.Fprintf(b, "topology: max parallelism %d\n", t.MaxParallelism)
+		tw := tabwriter.NewWriter(b, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  NODE\tTYPE\tPARALLELISM\tKEY")
+		for _, n := range t.Nodes {
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\n", n.ID, dash(n.Type), n.Parallelism, dash(n.Key))
+		}
+		tw.Flush()
+	} else {
+		b.WriteString("topology: not recorded\n")
+	}
+
+	b.WriteString("operators:\n")
+	tw := tabwriter.NewWriter(b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  OPERATOR\tSUBTASKS\tSTATE SIZE\tSTAGED")
+	var ops []string
+	byOp := map[string][]checkpoint.SubtaskState{}
+	for _, t := range m.Tasks {
+		if _, ok := byOp[t.Task.Operator]; !ok {
+			ops = append(ops, t.Task.Operator)
+		}
+		byOp[t.Task.Operator] = append(byOp[t.Task.Operator], t)
+	}
+	for _, op := range ops {
+		var size int64
+		staged := 0
+		for _, t := range byOp[op] {
+			if t.State != nil {
+				size += t.State.Size
+			}
+			staged += len(t.Committables)
+		}
+		fmt.Fprintf(tw, "  %s\t%d\t%d B\t%d\n", op, len(byOp[op]), size, staged)
+	}
+	tw.Flush()
+
+	b.WriteString("source positions:\n")
+	found := false
+	for _, t := range m.Tasks {
+		if len(t.Inline) == 0 {
+			continue
+		}
+		found = true
+		fmt.Fprintf(b, "  %s: %s\n", t.Task, prettyInline(t.Inline))
+	}
+	if !found {
+		b.WriteString("  none\n")
+	}
+
+	b.WriteString("pending committables (published when this checkpoint is restored or committed):\n")
+	if len(m.Commits) == 0 {
+		b.WriteString("  none\n")
+	}
+	var sinks []string
+	type pending struct {
+		n   int
+		ids []int64
+	}
+	bySink := map[string]*pending{}
+	for _, c := range m.Commits {
+		pd := bySink[c.Sink]
+		if pd == nil {
+			pd = &pending{}
+			bySink[c.Sink] = pd
+			sinks = append(sinks, c.Sink)
+		}
+		pd.n += len(c.Committables)
+		if !slices.Contains(pd.ids, c.Checkpoint) {
+			pd.ids = append(pd.ids, c.Checkpoint)
+		}
+	}
+	for _, s := range sinks {
+		pd := bySink[s]
+		slices.Sort(pd.ids)
+		ids := make([]string, len(pd.ids))
+		for i, id := range pd.ids {
+			ids[i] = strconv.FormatInt(id, 10)
+		}
+		fmt.Fprintf(b, "  %s: %d of checkpoint(s) %s\n", s, pd.n, strings.Join(ids, ", "))
+	}
+}
+
+// prettyInline renders a source's inline position: indented JSON when it is
+// JSON, quoted otherwise.
+func prettyInline(inline []byte) string {
+	var out bytes.Buffer
+	if json.Valid(inline) && json.Indent(&out, inline, "  ", "  ") == nil {
+		return out.String()
+	}
+	return strconv.Quote(string(inline))
+}
+
+// dash returns s, or "-" when it is empty.
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// deleteCheckpoint deletes checkpoint id of p through its storage backend.
+func deleteCheckpoint(ctx context.Context, w io.Writer, p *config.Pipeline, id int64, force bool) error {
+	st, entries, err := openCheckpoints(ctx, p)
+	if err != nil {
+		return err
+	}
+	defer closeStorage(st)
+	if _, ok := findEntry(entries, id); !ok {
+		return noSuchCheckpoint(p, id)
+	}
+	if l, ok := st.(storage.Locker); ok {
+		release, err := l.Lock(ctx)
+		if errors.Is(err, storage.ErrLocked) {
+			return &exitError{code: exitFailed, err: p.RedactError(fmt.Errorf(
+				"not deleting checkpoint %d: a process running this pipeline is using %s; stop it first: %w",
+				id, p.Redact(p.CheckpointDir), err))}
+		}
+		if err != nil {
+			return &exitError{code: exitFailed, err: p.RedactError(fmt.Errorf("not deleting checkpoint %d: %w", id, err))}
+		}
+		defer release()
+	}
+	if newest := newestComplete(ctx, st, entries); newest == id && !force {
+		return &exitError{code: exitFailed, err: fmt.Errorf(
+			"not deleting checkpoint %d: it is the newest complete checkpoint, the one the next run recovers from; "+
+				"use --force to delete it anyway (the next run then recovers from an older checkpoint, or from the beginning)", id)}
+	}
+	if err := st.Discard(ctx, id); err != nil {
+		return &exitError{code: exitFailed, err: p.RedactError(fmt.Errorf("deleting checkpoint %d: %w", id, err))}
+	}
+	_, err = fmt.Fprintf(w, "deleted checkpoint %d from %s\n", id, p.Redact(p.CheckpointDir))
+	return err
+}

@@ -1,0 +1,223 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/storage"
+)
+
+// ranPipeline runs a bounded datagen → keyed window → file pipeline to its
+// final checkpoint and returns the pipeline file and its checkpoint storage.
+func ranPipeline(t *testing.T) (string, string, *storage.Local) {
+	t.Helper()
+	dir := t.TempDir()
+	ckDir := filepath.Join(dir, "checkpoints")
+	src := fmt.Sprintf(`pipeline: inspectme
+checkpoint:
+  interval: 5ms
+  dir: %q
+  retain: 3
+sources:
+  events:
+    type: datagen
+    parallelism: 2
+    count: 3000
+    rate: 20000
+    keys: 10
+    event_interval: 1ms
+transforms:
+  per_key:
+    type: window
+    input: events
+    key: key
+    size: 100ms
+    parallelism: 2
+    aggregates:
+      n: count()
+sinks:
+  out:
+    type: file
+    input: per_key
+    path: %q
+    parallelism: 2
+`, ckDir, filepath.Join(dir, "out"))
+	path := writePipeline(t, src)
+	if _, stderr, err := runCLI(runCmd(), path); err != nil {
+		t.Fatalf("run: %v\n%s", err, stderr)
+	}
+	st, err := storage.NewLocal(ckDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, ckDir, st
+}
+
+// completeIDs lists the complete checkpoints of st, increasing.
+func completeIDs(t *testing.T, st storage.Storage) []int64 {
+	t.Helper()
+	entries, err := st.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for _, e := range entries {
+		if e.Complete {
+			ids = append(ids, e.ID)
+		}
+	}
+	return ids
+}
+
+func readMeta(t *testing.T, st storage.Storage, id int64) *checkpoint.Metadata {
+	t.Helper()
+	b, err := st.ReadMetadata(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := checkpoint.DecodeMetadata(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// inspect shows the status, topology, per-operator state sizes (the sum of
+// the subtasks' state files), the sources' positions and pending
+// committables of a checkpoint.
+func TestCheckpointsInspect(t *testing.T) {
+	path, _, st := ranPipeline(t)
+	ids := completeIDs(t, st)
+	if len(ids) < 2 {
+		t.Fatalf("want at least 2 retained checkpoints, have %v", ids)
+	}
+	newest := ids[len(ids)-1]
+	m := readMeta(t, st, newest)
+
+	out, stderr, err := runCLI(checkpointsCmd(), "inspect", path, fmt.Sprint(newest))
+	if err != nil {
+		t.Fatalf("inspect: %v\n%s", err, stderr)
+	}
+	for _, want := range []string{
+		fmt.Sprintf("checkpoint %d in ", newest),
+		"status: complete (final), newest: the recovery point",
+		"completed: " + m.CompletedAt.UTC().Format("2006-01-02T15:04:05"),
+		"duration: ",
+		"source positions:\n  events[0]: ",
+		"  events[1]: ",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("inspect output lacks %q:\n%s", want, out)
+		}
+	}
+	if m.Topology != nil && !strings.Contains(out, "topology: max parallelism") {
+		t.Errorf("topology recorded but not shown:\n%s", out)
+	}
+	// Per operator: subtasks and the sum of its state files' sizes.
+	sizes, subtasks := map[string]int64{}, map[string]int{}
+	for _, task := range m.Tasks {
+		subtasks[task.Task.Operator]++
+		if task.State != nil {
+			sizes[task.Task.Operator] += task.State.Size
+		}
+	}
+	if sizes["per_key"] == 0 {
+		t.Fatalf("the window has no state in checkpoint %d; the test cannot check sizes", newest)
+	}
+	for op, n := range subtasks {
+		want := []string{op, fmt.Sprint(n), fmt.Sprint(sizes[op]), "B"}
+		if !hasRow(out, want) {
+			t.Errorf("inspect output lacks operator row %q:\n%s", want, out)
+		}
+	}
+	// Pending committables: the final checkpoint's commits, by sink.
+	for _, c := range m.Commits {
+		if !strings.Contains(out, fmt.Sprintf("  %s: ", c.Sink)) || !strings.Contains(out, fmt.Sprint(c.Checkpoint)) {
+			t.Errorf("inspect output lacks the commit of sink %s for checkpoint %d:\n%s", c.Sink, c.Checkpoint, out)
+		}
+	}
+
+	// An older one is complete but not the recovery point.
+	out, _, err = runCLI(checkpointsCmd(), "inspect", path, fmt.Sprint(ids[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "status: complete\n") {
+		t.Errorf("older checkpoint %d: want plain complete status:\n%s", ids[0], out)
+	}
+
+	if _, _, err := runCLI(checkpointsCmd(), "inspect", path, "999999"); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Errorf("inspect of an absent id: err %v, want not found", err)
+	}
+}
+
+// hasRow reports whether a line of out starts with the fields want
+// (columns split on blanks).
+func hasRow(out string, want []string) bool {
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= len(want) && slices.Equal(f[:len(want)], want) {
+			return true
+		}
+	}
+	return false
+}
+
+// delete refuses the newest complete checkpoint without --force, deletes an
+// older one, refuses while the storage is locked, and deletes the newest
+// with --force.
+func TestCheckpointsDelete(t *testing.T) {
+	path, ckDir, st := ranPipeline(t)
+	ids := completeIDs(t, st)
+	if len(ids) < 2 {
+		t.Fatalf("want at least 2 retained checkpoints, have %v", ids)
+	}
+	newest, oldest := ids[len(ids)-1], ids[0]
+
+	_, _, err := runCLI(checkpointsCmd(), "delete", path, fmt.Sprint(newest))
+	if err == nil || !strings.Contains(err.Error(), "newest complete checkpoint") || !strings.Contains(err.Error(), "--force") {
+		t.Fatalf("delete newest without --force: err %v, want a refusal naming --force", err)
+	}
+	if got := completeIDs(t, st); len(got) != len(ids) {
+		t.Fatalf("a refused delete removed something: %v -> %v", ids, got)
+	}
+
+	out, _, err := runCLI(checkpointsCmd(), "delete", path, fmt.Sprint(oldest))
+	if err != nil {
+		t.Fatalf("delete %d: %v", oldest, err)
+	}
+	if !strings.Contains(out, fmt.Sprintf("deleted checkpoint %d", oldest)) {
+		t.Errorf("delete output: %q", out)
+	}
+	if _, err := os.Stat(filepath.Join(ckDir, storage.CheckpointDirName(oldest))); !os.IsNotExist(err) {
+		t.Errorf("checkpoint %d directory still there after delete: %v", oldest, err)
+	}
+
+	// A running process holds the lock: nothing is deleted.
+	release, err := st.Lock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = runCLI(checkpointsCmd(), "delete", path, "--force", fmt.Sprint(newest))
+	release()
+	if err == nil || !strings.Contains(err.Error(), "a process running this pipeline") {
+		t.Fatalf("delete while locked: err %v, want a refusal", err)
+	}
+	if got := completeIDs(t, st); got[len(got)-1] != newest {
+		t.Fatalf("delete while locked removed the newest: %v", got)
+	}
+
+	if _, _, err := runCLI(checkpointsCmd(), "delete", path, "--force", fmt.Sprint(newest)); err != nil {
+		t.Fatalf("delete --force newest: %v", err)
+	}
+	got := completeIDs(t, st)
+	if len(got) != len(ids)-2 || (len(got) > 0 && got[len(got)-1] == newest) {
+		t.Fatalf("after deleting %d and %d: %v (had %v)", oldest, newest, got, ids)
+	}
+}
