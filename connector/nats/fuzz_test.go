@@ -1,0 +1,117 @@
+package nats
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strconv"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/ingest-engine/ingest/runtime"
+)
+
+// FuzzDecodePosition feeds decodePosition, which reads the source's replay
+// position back from a checkpoint, arbitrary bytes, for a source reading
+// the whole stream and one reading a subject of it. The seed corpus,
+// testdata/fuzz/FuzzDecodePosition, holds positions of a real run (one of
+// each). It never panics; garbage is an error, and a position of another
+// stream or subject wraps runtime.ErrIncompatible (the job stops instead of
+// restarting into the same refusal); an accepted position belongs to the
+// source, starts at a sequence >= 1, and encodes to bytes that decode to
+// the same position.
+func FuzzDecodePosition(f *testing.F) {
+	maxTime := int64(1767323074000000000)
+	for _, p := range []position{
+		{Stream: "FUZZSEED", Next: 1},
+		{Stream: "FUZZSEED", Subject: "fuzzseed.a", Next: 31, End: 30, HasEnd: true, MaxTime: &maxTime},
+	} {
+		b, err := p.encode()
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	cfgs := []*SourceConfig{{Stream: "FUZZSEED"}, {Stream: "FUZZSEED", Subject: "fuzzseed.a"}}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var raw position
+		parsed := json.Unmarshal(data, &raw) == nil
+		for _, cfg := range cfgs {
+			p, err := decodePosition(data, cfg)
+			if err != nil {
+				if parsed && (raw.Stream != cfg.Stream || raw.Subject != cfg.Subject) && !errors.Is(err, runtime.ErrIncompatible) {
+					t.Fatalf("the position of stream %q subject %q, restored for stream %q subject %q: %v does not wrap runtime.ErrIncompatible",
+						raw.Stream, raw.Subject, cfg.Stream, cfg.Subject, err)
+				}
+				continue
+			}
+			if !parsed || p.Stream != cfg.Stream || p.Subject != cfg.Subject || p.Next < 1 {
+				t.Fatalf("%q accepted for stream %q subject %q as %+v", data, cfg.Stream, cfg.Subject, p)
+			}
+			b, err := p.encode()
+			if err != nil {
+				t.Fatalf("a decoded position does not encode: %v", err)
+			}
+			p2, err := decodePosition(b, cfg)
+			if err != nil || !reflect.DeepEqual(p, p2) {
+				t.Fatalf("position %q decodes to %+v, which encodes to %s and decodes to %+v, %v", data, p, b, p2, err)
+			}
+		}
+	})
+}
+
+// FuzzFieldTime feeds FieldTime, the event time of a JSON message, arbitrary
+// payloads and field names; the seed corpus, testdata/fuzz/FuzzFieldTime,
+// holds real records and their fields. It never panics, and agrees with
+// encoding/json: it succeeds exactly on a JSON object whose member field
+// (the last one, if repeated) ParseTime accepts, with ParseTime's value,
+// which for an RFC 3339 string is time.Parse's and for an integer number of
+// milliseconds is that number of milliseconds.
+func FuzzFieldTime(f *testing.F) {
+	f.Fuzz(func(t *testing.T, data []byte, field string) {
+		ts, err := FieldTime(data, field)
+		var members map[string]json.RawMessage
+		if json.Unmarshal(data, &members) != nil || members == nil {
+			if err == nil {
+				t.Fatalf("FieldTime(%q, %q) = %d from a payload that is not a JSON object", data, field, ts)
+			}
+			return
+		}
+		if !utf8.Valid(data) || !utf8.ValidString(field) {
+			return // encoding/json replaces invalid UTF-8 in keys; FieldTime compares bytes
+		}
+		raw, ok := members[field]
+		if !ok {
+			if err == nil {
+				t.Fatalf("FieldTime(%q, %q) = %d, but the object has no such member", data, field, ts)
+			}
+			return
+		}
+		want, werr := ParseTime(raw)
+		if (err == nil) != (werr == nil) || ts != want {
+			t.Fatalf("FieldTime(%q, %q) = %d, %v; ParseTime(%s) = %d, %v", data, field, ts, err, raw, want, werr)
+		}
+		checkParseTime(t, raw, want, werr)
+	})
+}
+
+// checkParseTime checks ParseTime's result on raw, a valid JSON value,
+// against time.Parse and strconv.
+func checkParseTime(t *testing.T, raw []byte, ts int64, err error) {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		pt, perr := time.Parse(time.RFC3339Nano, s)
+		inRange := perr == nil && !pt.Before(minTime) && !pt.After(maxTime)
+		if inRange != (err == nil) || (inRange && pt.UnixNano() != ts) {
+			t.Fatalf("ParseTime(%s) = %d, %v; time.Parse: %v, %v", raw, ts, err, pt, perr)
+		}
+		return
+	}
+	if ms, perr := strconv.ParseInt(string(bytes.TrimSpace(raw)), 10, 64); perr == nil && ms > -1<<43 && ms < 1<<43 {
+		if err != nil || ts != ms*int64(time.Millisecond) {
+			t.Fatalf("ParseTime(%s) = %d, %v; want %d ms", raw, ts, err, ms)
+		}
+	}
+}

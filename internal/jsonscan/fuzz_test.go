@@ -1,0 +1,45 @@
+package jsonscan
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+	"unicode/utf8"
+)
+
+// FuzzMember feeds Member arbitrary payloads and keys; the seed corpus,
+// testdata/fuzz/FuzzMember, holds real records (the JSON lines the examples
+// wrote, NATS messages) with one of their keys. Whatever the input, it
+// never panics, an error comes with nothing found, and a found value is
+// non-empty and has no surrounding space. On valid JSON it agrees with
+// encoding/json: a non-object is an error; in an object it finds exactly
+// the members encoding/json finds (the last of repeated keys), with the
+// same raw value.
+func FuzzMember(f *testing.F) {
+	f.Fuzz(func(t *testing.T, data []byte, key string) {
+		raw, found, err := Member(data, key)
+		if err != nil && (found || raw != nil) {
+			t.Fatalf("Member(%q, %q) found %q with error %v", data, key, raw, err)
+		}
+		if found && (len(raw) == 0 || len(bytes.TrimSpace(raw)) != len(raw)) {
+			t.Fatalf("Member(%q, %q) found %q", data, key, raw)
+		}
+		if !json.Valid(data) {
+			return
+		}
+		var members map[string]json.RawMessage
+		if json.Unmarshal(data, &members) != nil || members == nil {
+			if err == nil {
+				t.Fatalf("Member(%q, %q) scanned a JSON value that is not an object", data, key)
+			}
+			return
+		}
+		if !utf8.Valid(data) || !utf8.ValidString(key) {
+			return // encoding/json replaces invalid UTF-8 in keys; Member compares bytes
+		}
+		want, ok := members[key]
+		if err != nil || found != ok || !bytes.Equal(raw, want) {
+			t.Fatalf("Member(%q, %q) = %q, %v, %v; encoding/json finds %q, %v", data, key, raw, found, err, want, ok)
+		}
+	})
+}
