@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/connector/datagen"
 	"github.com/ingest-engine/ingest/internal/failpoint"
+	"github.com/ingest-engine/ingest/internal/testkit/kafkatest"
 	"github.com/ingest-engine/ingest/operator/process"
 	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/state"
@@ -379,43 +381,28 @@ func TestSinkRecoveryCommitsInNewProcess(t *testing.T) {
 	sp.checkExact(t)
 }
 
-// sinkSampler is a read-committed consumer that samples the topic while jobs
-// run. Each sample is an atomic snapshot of the last stable offsets of every
-// partition (one broker answers one request), the records below them (by
-// transaction: producer id and epoch), and the newest complete checkpoint
-// known when the snapshot was taken. verify checks the samples against the
-// markers once every transaction is decided.
+// sinkSampler samples the sink's topic while jobs run (kafkatest.Sampler),
+// with the newest complete checkpoint of the jobs it watches.
 type sinkSampler struct {
 	k      *sinkTestCluster
-	topic  string
 	marker string
 	// whole: every visible transaction must be visible whole (one sink
 	// subtask: a checkpoint's output is one transaction).
 	whole bool
+	s     *kafkatest.Sampler
 
 	mu      sync.Mutex
 	job     *runtime.Job
 	latest  int64
-	samples []sinkSample
-	pos     map[int32]int64
-	counts  map[txnRef]int64
-	done    chan struct{}
-	stopped chan struct{}
+	samples []kafkatest.Sample
+	err     error
 	once    sync.Once
-	failed  error
-}
-
-// sinkSample is what one sample saw.
-type sinkSample struct {
-	latest int64
-	counts map[txnRef]int64
 }
 
 func newSinkSampler(t *testing.T, k *sinkTestCluster, topic string, cfg SinkConfig, whole bool) *sinkSampler {
 	cfg, _ = cfg.withDefaults()
-	s := &sinkSampler{k: k, topic: topic, marker: cfg.MarkerTopic, whole: whole, pos: map[int32]int64{}, counts: map[txnRef]int64{},
-		done: make(chan struct{}), stopped: make(chan struct{})}
-	go s.loop()
+	s := &sinkSampler{k: k, marker: cfg.MarkerTopic, whole: whole}
+	s.s = kafkatest.StartSampler(k.cl, topic, 10*time.Millisecond, func() (int64, error) { return s.known(), nil })
 	t.Cleanup(s.stop)
 	return s
 }
@@ -437,51 +424,8 @@ func (s *sinkSampler) known() int64 {
 	return s.latest
 }
 
-func (s *sinkSampler) loop() {
-	defer close(s.stopped)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-s.done:
-			return
-		case <-tick.C:
-		}
-		if err := s.sample(); err != nil {
-			s.failed = err
-			return
-		}
-	}
-}
-
-// sample takes one snapshot (on the sampler's goroutine: no t.Fatal).
-func (s *sinkSampler) sample() error {
-	ends, err := s.k.endOffsetsE(true, s.topic)
-	if err != nil {
-		return err
-	}
-	latest := s.known() // read after the snapshot: commits follow completion
-	for p, end := range ends[s.topic] {
-		rs, err := s.k.fetchE(s.topic, p, s.pos[p], end, true)
-		if err != nil {
-			return err
-		}
-		for _, r := range rs {
-			s.counts[txnRef{r.PID, r.Epoch}]++
-		}
-		s.pos[p] = max(s.pos[p], end)
-	}
-	counts := make(map[txnRef]int64, len(s.counts))
-	for r, n := range s.counts {
-		counts[r] = n
-	}
-	s.samples = append(s.samples, sinkSample{latest: latest, counts: counts})
-	return nil
-}
-
 func (s *sinkSampler) stop() {
-	s.once.Do(func() { close(s.done) })
-	<-s.stopped
+	s.once.Do(func() { s.samples, s.err = s.s.Stop() })
 }
 
 // verify checks every sample against the committed markers: each visible
@@ -489,32 +433,22 @@ func (s *sinkSampler) stop() {
 // complete when the sample was taken, and (whole) was visible entirely.
 func (s *sinkSampler) verify(t *testing.T) {
 	t.Helper()
-	if s.failed != nil {
-		t.Fatalf("sampler: %v", s.failed)
+	s.stop()
+	if s.err != nil {
+		t.Fatalf("sampler: %v", s.err)
 	}
-	markers := s.k.markers(t, s.marker)
-	partial, nonEmpty := 0, 0
-	for i, smp := range s.samples {
-		if len(smp.counts) > 0 {
+	markers, err := kafkatest.Markers(context.Background(), s.k.cl, s.marker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems, partial := kafkatest.Check(s.samples, markers, s.whole)
+	if len(problems) > 0 {
+		t.Fatalf("the read-committed sampler saw:\n  %s", strings.Join(problems, "\n  "))
+	}
+	nonEmpty := 0
+	for _, smp := range s.samples {
+		if len(smp.Counts) > 0 {
 			nonEmpty++
-		}
-		for ref, n := range smp.counts {
-			m, ok := markers[ref]
-			if !ok {
-				t.Fatalf("sample %d: %d records of producer %d epoch %d are visible but the transaction has no committed marker", i, n, ref.pid, ref.epoch)
-			}
-			if m.Checkpoint > smp.latest {
-				t.Fatalf("sample %d: transaction %s of checkpoint %d is visible while the newest complete checkpoint was %d", i, m.TxnID, m.Checkpoint, smp.latest)
-			}
-			if n > m.Records {
-				t.Fatalf("sample %d: %d records of transaction %s visible, it holds %d", i, n, m.TxnID, m.Records)
-			}
-			if n < m.Records {
-				if s.whole {
-					t.Fatalf("sample %d: %d of the %d records of checkpoint %d (transaction %s) are visible: not all at once", i, n, m.Records, m.Checkpoint, m.TxnID)
-				}
-				partial++
-			}
 		}
 	}
 	t.Logf("sampler: %d samples (%d saw output), %d transactions committed; %d times a transaction was partly visible (records behind another subtask's open transaction in a partition)",

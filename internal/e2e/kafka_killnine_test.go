@@ -199,7 +199,7 @@ func kafkaScenario(t *testing.T, bin string, seed uint64) soakResult {
 		t.Fatal(err)
 	}
 	ckpts := filepath.Join(work, "ckpts")
-	smp := newKKSampler(k.cl, "totals", ckpts)
+	smp := kafkatest.StartSampler(k.cl, "totals", 5*time.Millisecond, func() (int64, error) { return nkLatest(ckpts) })
 	defer func() {
 		if t.Failed() {
 			nkDumpDirs(t, work)
@@ -213,10 +213,13 @@ func kafkaScenario(t *testing.T, bin string, seed uint64) soakResult {
 		Throttle: kkThrottle, MinDelay: kkMinDelay, MaxDelay: kkMaxDelay, Budget: kkBudget, FinalWait: 60 * time.Second,
 	}.run(t)
 
-	smp.stop()
+	samples, err := smp.Stop()
+	if err != nil {
+		t.Fatalf("sampler: %v", err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	smp.verify(t, ctx, "totals.ingest-txn-markers", &res)
+	kkCheck(t, ctx, k.cl, samples, &res)
 	rs, err := kafkatest.ReadTopic(ctx, k.cl, "totals", true)
 	if err != nil {
 		t.Fatal(err)
@@ -230,138 +233,34 @@ func kafkaScenario(t *testing.T, bin string, seed uint64) soakResult {
 	return res
 }
 
-// kkSampler is a read-committed reader of a Kafka sink's topic that samples
-// it while the pipeline runs and dies. Each sample is an atomic snapshot of
-// the last stable offsets of every partition (kfake answers one request on
-// one goroutine), the records below them by transaction, and the newest
-// complete checkpoint on disk read after the snapshot (a commit follows its
-// checkpoint's completion, so a visible transaction's checkpoint is complete
-// by then).
-type kkSampler struct {
-	cl    *kgo.Client
-	topic string
-	ckpts string
-
-	pos     map[int32]int64
-	counts  map[kafkatest.Txn]int64
-	samples []kkSample
-	err     error
-	done    chan struct{}
-	stopped chan struct{}
-	once    sync.Once
-}
-
-// kkSample is what one sample saw: records visible per transaction.
-type kkSample struct {
-	latest int64
-	counts map[kafkatest.Txn]int64
-}
-
-func newKKSampler(cl *kgo.Client, topic, ckpts string) *kkSampler {
-	s := &kkSampler{cl: cl, topic: topic, ckpts: ckpts, pos: map[int32]int64{}, counts: map[kafkatest.Txn]int64{},
-		done: make(chan struct{}), stopped: make(chan struct{})}
-	go s.loop()
-	return s
-}
-
-func (s *kkSampler) loop() {
-	defer close(s.stopped)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-s.done:
-			return
-		case <-tick.C:
-		}
-		if err := s.sample(); err != nil {
-			s.err = err
-			return
-		}
-	}
-}
-
-// sample takes one snapshot. Only new samples are stored: the counts change
-// only when a transaction becomes visible.
-func (s *kkSampler) sample() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	ends, err := kafkatest.EndOffsets(ctx, s.cl, true, s.topic)
-	if err != nil {
-		return err
-	}
-	latest, err := nkLatest(s.ckpts)
-	if err != nil {
-		return err
-	}
-	changed := false
-	for p, end := range ends[s.topic] {
-		if end <= s.pos[p] {
-			continue
-		}
-		rs, err := kafkatest.Fetch(ctx, s.cl, s.topic, p, s.pos[p], end, true)
-		if err != nil {
-			return err
-		}
-		for _, r := range rs {
-			s.counts[r.Txn()]++
-		}
-		s.pos[p], changed = end, true
-	}
-	if changed {
-		counts := make(map[kafkatest.Txn]int64, len(s.counts))
-		for r, n := range s.counts {
-			counts[r] = n
-		}
-		s.samples = append(s.samples, kkSample{latest: latest, counts: counts})
-	}
-	return nil
-}
-
-func (s *kkSampler) stop() {
-	s.once.Do(func() { close(s.done) })
-	<-s.stopped
-}
-
-// verify checks every sample against the committed markers: each visible
-// transaction is committed with its marker, belongs to a checkpoint that was
-// complete when the sample was taken, and was visible whole. Each sample
+// kkCheck judges the sampler's snapshots against the committed markers (one
+// sink subtask: each visible transaction must be visible whole); each sample
 // that is not so counts as partial in res.
-func (s *kkSampler) verify(t *testing.T, ctx context.Context, markerTopic string, res *soakResult) {
+func kkCheck(t *testing.T, ctx context.Context, cl *kgo.Client, samples []kafkatest.Sample, res *soakResult) {
 	t.Helper()
-	if s.err != nil {
-		t.Fatalf("sampler: %v", s.err)
-	}
-	markers, err := kafkatest.Markers(ctx, s.cl, markerTopic)
+	markers, err := kafkatest.Markers(ctx, cl, "totals.ingest-txn-markers")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, smp := range s.samples {
-		var bad []string
-		for ref, n := range smp.counts {
-			m, ok := markers[ref]
-			switch {
-			case !ok:
-				bad = append(bad, fmt.Sprintf("%d records of producer %d epoch %d are visible but the transaction has no committed marker", n, ref.ProducerID, ref.Epoch))
-			case m.Checkpoint > smp.latest:
-				bad = append(bad, fmt.Sprintf("transaction %s of checkpoint %d is visible while the newest complete checkpoint was %d", m.TxnID, m.Checkpoint, smp.latest))
-			case n != m.Records:
-				bad = append(bad, fmt.Sprintf("%d of the %d records of checkpoint %d (transaction %s) are visible: not all at once", n, m.Records, m.Checkpoint, m.TxnID))
-			}
-		}
-		if len(bad) > 0 {
-			res.partial("sample %d: %s", i, strings.Join(bad, "; "))
+	problems, _ := kafkatest.Check(samples, markers, true)
+	for _, p := range problems {
+		res.partial("%s", p)
+	}
+	res.Samples += len(samples)
+	saw := 0
+	for _, smp := range samples {
+		if len(smp.Counts) > 0 {
+			saw++
 		}
 	}
-	res.Samples += len(s.samples)
 	var per []string
 	for _, m := range markers {
 		per = append(per, fmt.Sprintf("%d:%d", m.Checkpoint, m.Records))
 	}
 	slices.Sort(per)
 	t.Logf("transactions (checkpoint:records): %s", strings.Join(per, " "))
-	t.Logf("sampler: %d changes seen, %d transactions committed", len(s.samples), len(markers))
-	if len(s.samples) < 5 {
-		t.Errorf("the sampler saw the output change only %d times: it did not watch the runs", len(s.samples))
+	t.Logf("sampler: %d samples (%d saw output), %d transactions committed", len(samples), saw, len(markers))
+	if saw < 5 {
+		t.Errorf("only %d samples saw output: the sampler did not watch the runs", saw)
 	}
 }
