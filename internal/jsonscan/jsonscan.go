@@ -126,15 +126,19 @@ func skipValue(data []byte, i int) (int, error) {
 		}
 		return 0, errors.New("malformed JSON: unterminated object or array")
 	}
-	// A number or a literal runs to the next delimiter.
+	// A number or a literal runs to the next delimiter; it is made of
+	// letters, digits, '+', '-' and '.' only (its exact syntax is left to
+	// the decoder of the value).
 	j := i
 	for j < len(data) {
-		switch data[j] {
-		case ',', '}', ']', ' ', '\t', '\n', '\r':
+		switch c := data[j]; {
+		case c == ',' || c == '}' || c == ']' || c == ' ' || c == '\t' || c == '\n' || c == '\r':
 			if j == i {
 				return 0, errors.New("malformed JSON: missing value")
 			}
 			return j, nil
+		case !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '+' || c == '-' || c == '.'):
+			return 0, fmt.Errorf("malformed JSON: unexpected character %q in a value", c)
 		}
 		j++
 	}
