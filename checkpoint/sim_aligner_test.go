@@ -288,16 +288,9 @@ func (s *alignSim) randomStep() {
 	if len(s.ck) > 1 {
 		w[akExtraAbort] = s.faults
 	}
-	total := 0
-	for _, x := range w {
-		total += x
-	}
-	if total == 0 {
+	k := pickWeighted(s.rng, w[:])
+	if k < 0 {
 		return
-	}
-	k, r := 0, s.rng.IntN(total)
-	for ; r >= w[k]; k++ {
-		r -= w[k]
 	}
 	switch k {
 	case akRecord:

@@ -353,15 +353,7 @@ func (s *commitSim) randomStep(late bool) {
 	if late && !s.finalAsked {
 		w[ckFinal] = 8
 	}
-	total := 0
-	for _, x := range w {
-		total += x
-	}
-	k, r := 0, s.rng.IntN(total)
-	for ; r >= w[k]; k++ {
-		r -= w[k]
-	}
-	switch k {
+	switch pickWeighted(s.rng, w[:]) {
 	case ckTick:
 		var d time.Duration
 		switch x := s.rng.IntN(80); {

@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"runtime"
 	"runtime/debug"
@@ -234,4 +235,21 @@ func (l *simLog) String() string {
 		b.WriteByte('\n')
 	}
 	return b.String()
+}
+
+// pickWeighted draws an index of w with probability proportional to its
+// weight, with one draw from rng; -1 (and no draw) when every weight is 0.
+func pickWeighted(rng *rand.Rand, w []int) int {
+	total := 0
+	for _, x := range w {
+		total += x
+	}
+	if total == 0 {
+		return -1
+	}
+	k, r := 0, rng.IntN(total)
+	for ; r >= w[k]; k++ {
+		r -= w[k]
+	}
+	return k
 }

@@ -535,15 +535,7 @@ func (s *sim) randomStep(lateInRun bool) {
 	if lateInRun && !s.finalAsked && !s.down {
 		w[kFinal] = 2
 	}
-	total := 0
-	for _, x := range w {
-		total += x
-	}
-	k, r := 0, s.rng.IntN(total)
-	for ; r >= w[k]; k++ {
-		r -= w[k]
-	}
-	switch k {
+	switch pickWeighted(s.rng, w[:]) {
 	case kTick:
 		var d time.Duration
 		switch x := s.rng.IntN(20); {
