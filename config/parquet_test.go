@@ -176,7 +176,7 @@ sinks:
 		got = append(got, rows...)
 		maxRows = max(maxRows, len(rows))
 
-		pf := openParquetFile(t, path)
+		pf := testkit.OpenParquet(t, path)
 		var cols []string
 		for _, fl := range pf.Schema().Fields() {
 			cols = append(cols, fl.Name())
@@ -218,25 +218,6 @@ sinks:
 	slices.Sort(wantRows)
 	slices.Sort(gotRows)
 	sameLines(t, "committed Parquet rows", gotRows, wantRows)
-}
-
-// openParquetFile opens path for its metadata.
-func openParquetFile(t *testing.T, path string) *parquet.File {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	fi, err := f.Stat()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pf, err := parquet.OpenFile(f, fi.Size())
-	if err != nil {
-		t.Fatalf("opening %s: %v", path, err)
-	}
-	return pf
 }
 
 // The file sink's format options are checked when the file is loaded: an

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -127,7 +126,7 @@ func TestParquetSinkStagesAndCommits(t *testing.T) {
 		if filepath.Dir(f) != file.CommittedDir(dir, job, 1) {
 			t.Errorf("%s is not in the checkpoint's directory", f)
 		}
-		pf := openParquet(t, f)
+		pf := testkit.OpenParquet(t, f)
 		if n := len(pf.RowGroups()); n < 3 {
 			t.Errorf("%s has %d row groups, want >= 3 at 7 rows per group", f, n)
 		}
@@ -151,24 +150,6 @@ func TestParquetSinkStagesAndCommits(t *testing.T) {
 	if cs := snapshot(t, w0, 2); len(cs) != 2 {
 		t.Fatalf("committables after a second file %+v", cs)
 	}
-}
-
-func openParquet(t *testing.T, path string) *parquet.File {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	fi, err := f.Stat()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pf, err := parquet.OpenFile(f, fi.Size())
-	if err != nil {
-		t.Fatalf("opening %s: %v", path, err)
-	}
-	return pf
 }
 
 // Types parquet-go cannot map are an error from the constructor, not a
@@ -235,13 +216,13 @@ func TestParquetRowsSchemaAndValues(t *testing.T) {
 		t.Fatalf("committed %v", files)
 	}
 	var names []string
-	for _, f := range openParquet(t, files[0]).Schema().Fields() {
+	for _, f := range testkit.OpenParquet(t, files[0]).Schema().Fields() {
 		names = append(names, f.Name())
 	}
 	if !slices.Equal(names, []string{"id", "name", "score", "ok", "at"}) {
 		t.Errorf("columns %v, want the fields' order", names)
 	}
-	if sc := openParquet(t, files[0]).Schema().String(); !strings.Contains(sc, "TIMESTAMP(isAdjustedToUTC=true,unit=NANOS)") || !strings.Contains(sc, "optional binary name (STRING)") {
+	if sc := testkit.OpenParquet(t, files[0]).Schema().String(); !strings.Contains(sc, "TIMESTAMP(isAdjustedToUTC=true,unit=NANOS)") || !strings.Contains(sc, "optional binary name (STRING)") {
 		t.Errorf("schema %s", sc)
 	}
 	got := readParquet[rowRead](t, dir)
