@@ -66,6 +66,34 @@ type SubtaskState struct {
 	SyncDuration time.Duration `json:"sync_ns"`
 	// AsyncDuration is the time spent encoding and writing the state off the task goroutine.
 	AsyncDuration time.Duration `json:"async_ns"`
+	// States is the schema of each state in State, sorted by name: what a
+	// restore compares with the states the operator registers, before any
+	// subtask processes a record (the stable processing contract). It is
+	// empty when the subtask has no keyed state, and in checkpoints written
+	// before schemas were recorded.
+	States []StateSchema `json:"states,omitempty"`
+}
+
+// StateSchema describes one keyed state of an operator: its name, kind
+// ("value", "map", "list", "timers") and codec names, key codec first. The
+// codec names carry the operator's parameters that decide how entries are
+// encoded and what they mean (a window's size and aggregate), so the schema
+// is the state's version: a restore accepts a state only under an equal one.
+type StateSchema struct {
+	Name   string   `json:"name"`
+	Kind   string   `json:"kind"`
+	Codecs []string `json:"codecs"`
+}
+
+// String formats the schema as `"name" (kind state, codecs [...])`.
+func (s StateSchema) String() string {
+	return fmt.Sprintf("%q (%s state, codecs %q)", s.Name, s.Kind, s.Codecs)
+}
+
+// Equal reports whether s and o describe the same state under the same
+// encoding.
+func (s StateSchema) Equal(o StateSchema) bool {
+	return s.Name == o.Name && s.Kind == o.Kind && slices.Equal(s.Codecs, o.Codecs)
 }
 
 // Commit is the output of one sink to publish when a checkpoint completes.
@@ -101,10 +129,9 @@ type Metadata struct {
 
 // Topology is what a restore compares with the pipeline it restores into:
 // the nodes that may own state and what decides how their keyed state is
-// partitioned. The schema of each state (its name, kind and codec names,
-// which carry the operator's parameters) is stored with the state itself, in
-// every state file (package state), and checked when the operator registers
-// it.
+// partitioned. The schema of each keyed state (its name, kind and codec
+// names, which carry the operator's parameters) is recorded per subtask
+// (SubtaskState.States) and in the state files themselves.
 type Topology struct {
 	// MaxParallelism is the number of key groups keyed state is split into.
 	// Keyed state cannot be redistributed over another number.
@@ -143,6 +170,25 @@ func (m *Metadata) Task(t TaskID) (SubtaskState, bool) {
 		return SubtaskState{}, false
 	}
 	return m.Tasks[i], true
+}
+
+// OperatorStates returns the state schemas the checkpoint records for
+// operator, over all its subtasks, sorted by name. A name recorded with
+// different schemas by different subtasks appears once per schema.
+func (m *Metadata) OperatorStates(operator string) []StateSchema {
+	var out []StateSchema
+	for _, t := range m.Tasks {
+		if t.Task.Operator != operator {
+			continue
+		}
+		for _, s := range t.States {
+			if !slices.ContainsFunc(out, s.Equal) {
+				out = append(out, s)
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b StateSchema) int { return cmp.Compare(a.Name, b.Name) })
+	return out
 }
 
 // Size is the total size of the state files the checkpoint references.

@@ -55,6 +55,9 @@ type attempt struct {
 	// sources are the tasks whose head is a source.
 	sources []*task
 	coord   *checkpoint.Coordinator
+	// gate holds every task after Open until all have opened and their
+	// states fit the recovery point (startgate.go).
+	gate *startGate
 	// async tracks snapshot writers; store and commit run the job's storage
 	// writes and sink commits one at a time, in order.
 	async  sync.WaitGroup
@@ -191,6 +194,7 @@ func (j *Job) build(ctx context.Context, n int, rec *recovery) (*attempt, error)
 			a.tasks = append(a.tasks, t)
 		}
 	}
+	a.gate = newStartGate(len(a.tasks), a.checkStateSchemas)
 	var retained []int64
 	var restored int64
 	if rec.meta != nil {

@@ -187,6 +187,11 @@ func (t *task) run(ctx context.Context) (err error) {
 			t.timed = append(t.timed, l)
 		}
 	}
+	// No subtask reads or processes a record before every subtask has
+	// opened and the registered states fit the recovery point.
+	if err := t.att.gate.arrive(ctx); err != nil {
+		return err
+	}
 	defer func() {
 		if t.wake != nil {
 			t.wake.Stop()
@@ -633,6 +638,7 @@ func (t *task) write(ctx context.Context, id int64, c capture, alignment time.Du
 		SyncDuration: c.sync,
 	}
 	if c.keyed != nil {
+		st.States = stateSchemas(c.keyed.Schemas())
 		data, err := c.keyed.Encode()
 		if err == nil {
 			err = failpoint.Inject("task/during-async-write")

@@ -14,10 +14,10 @@ import (
 // a checkpoint's topology with the pipeline restoring it, before any state is
 // used (DESIGN.md §4: restoring state whose operator or schema no longer
 // matches fails with an error naming the operator). The checks here need
-// only the metadata; the state schema (each state's kind and codec names,
-// which carry a window's size and aggregates) is stored in the state files
-// and compared when the operator registers its states, before it processes
-// anything (state.ErrStateMismatch).
+// only the metadata and the plan; the state schemas (each state's kind and
+// codec names, which carry a window's size and aggregates) are known only
+// once the operators registered their states, and are compared at the start
+// gate, before any subtask processes a record (startgate.go).
 
 // topology describes the plan as checkpoints record it.
 func (p *Plan) topology() *checkpoint.Topology {

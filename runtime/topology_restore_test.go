@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,9 +47,11 @@ var original = topoShape{size: time.Hour, keyDesc: "key", maxP: 128, par: 2}
 // windows (one hour) never fire, so they are all in the checkpoint's state.
 const topoRecords = 100
 
-func (s topoShape) pipeline(src pacedEvents, counts *txStore[wCount], events *txStore[cEvent]) *stream.Pipeline {
+func (s topoShape) pipeline(src pacedEvents, counts *txStore[wCount], events *txStore[cEvent], tapped *atomic.Int64) *stream.Pipeline {
 	p := stream.New("topology", stream.MaxParallelism(s.maxP))
 	in := stream.From[cEvent](p, "events", src, stream.Parallelism(1))
+	// A sink that writes at once: a refused restore must not reach it.
+	stream.To(in, "tap", tapSink{tapped}, stream.Parallelism(1))
 	if s.removed {
 		stream.To(in, "out", stream.Sink[cEvent](txSink[cEvent]{events}), stream.Parallelism(1))
 		return p
@@ -69,11 +72,33 @@ func (s topoShape) pipeline(src pacedEvents, counts *txStore[wCount], events *tx
 	return p
 }
 
+// tapSink counts the records it receives; it is not transactional, so every
+// record it receives is visible at once.
+type tapSink struct{ n *atomic.Int64 }
+
+func (s tapSink) NewSubtask() runtime.Operator { return &tapWriter{n: s.n} }
+func (tapSink) Committer() runtime.Committer   { return nil }
+func (tapSink) Guarantee() runtime.Guarantee   { return runtime.AtLeastOnce }
+func (tapSink) Describe() string               { return "test sink that writes at once" }
+
+type tapWriter struct{ n *atomic.Int64 }
+
+func (w *tapWriter) Open(*runtime.Context) error { return nil }
+func (w *tapWriter) ProcessBatch(_ int, r runtime.Records) error {
+	w.n.Add(int64(r.Len()))
+	return nil
+}
+func (w *tapWriter) ProcessWatermark(int64) error             { return nil }
+func (w *tapWriter) Snapshot(int64) (runtime.Snapshot, error) { return runtime.Snapshot{}, nil }
+func (w *tapWriter) NotifyComplete(int64) error               { return nil }
+func (w *tapWriter) Close() error                             { return nil }
+
 // topoRun is one run of a shape on a checkpoint directory.
 type topoRun struct {
 	job    *runtime.Job
 	counts *txStore[wCount]
 	events *txStore[cEvent]
+	tapped *atomic.Int64 // records the tap sink received
 	log    *syncBuffer
 }
 
@@ -83,8 +108,8 @@ func startShape(t *testing.T, s topoShape, dir string, src pacedEvents, allowNon
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := topoRun{counts: newTxStore[wCount](), events: newTxStore[cEvent](), log: &syncBuffer{}}
-	r.job, err = s.pipeline(src, r.counts, r.events).NewJob(stream.RunOptions{
+	r := topoRun{counts: newTxStore[wCount](), events: newTxStore[cEvent](), tapped: &atomic.Int64{}, log: &syncBuffer{}}
+	r.job, err = s.pipeline(src, r.counts, r.events, r.tapped).NewJob(stream.RunOptions{
 		Storage: st, Checkpoint: fastCheckpoints(5 * time.Millisecond), Restart: quickRestarts(3),
 		Log: slog.New(slog.NewTextHandler(r.log, nil)), AllowNonRestoredState: allowNonRestored,
 	})
@@ -98,8 +123,15 @@ func startShape(t *testing.T, s topoShape, dir string, src pacedEvents, allowNon
 // checkpoint and stops it: the final checkpoint holds open windows.
 func writeCheckpoint(t *testing.T) (dir string, final int64) {
 	t.Helper()
+	return writeCheckpointOf(t, topoRecords)
+}
+
+// writeCheckpointOf is writeCheckpoint with records events; with none, the
+// window's states are registered and recorded but empty.
+func writeCheckpointOf(t *testing.T, records int64) (dir string, final int64) {
+	t.Helper()
 	dir = filepath.Join(t.TempDir(), "ck")
-	r := startShape(t, original, dir, pacedEvents{count: topoRecords, per: 50, idle: true}, false)
+	r := startShape(t, original, dir, pacedEvents{count: records, per: 50, idle: true}, false)
 	if err := runUntilStopped(t, r.job, func() bool { return r.job.Stats().Completed >= 3 }); err != nil {
 		t.Fatalf("writing the checkpoint: %v", err)
 	}
@@ -145,8 +177,8 @@ func TestCheckpointRecordsTopology(t *testing.T) {
 	for _, n := range topo.Nodes {
 		ids = append(ids, n.ID)
 	}
-	if !slices.Equal(ids, []string{"events", "out", "w"}) {
-		t.Fatalf("topology nodes %q, want events, out, w", ids)
+	if !slices.Equal(ids, []string{"events", "out", "tap", "w"}) {
+		t.Fatalf("topology nodes %q, want events, out, tap, w", ids)
 	}
 	if w, _ := topo.Node("w"); w.Parallelism != 2 || w.Key != "key" {
 		t.Errorf("w recorded as %+v, want parallelism 2, key %q", w, "key")
@@ -154,14 +186,35 @@ func TestCheckpointRecordsTopology(t *testing.T) {
 	if e, _ := topo.Node("events"); e.Parallelism != 1 || e.Key != "" {
 		t.Errorf("events recorded as %+v, want parallelism 1, no key", e)
 	}
+	// Each subtask of the window records the schema of its states; the
+	// codec names carry the window's size and aggregate.
+	for sub := range 2 {
+		w, _ := m.Task(checkpoint.TaskID{Operator: "w", Subtask: sub})
+		var names []string
+		for _, st := range w.States {
+			names = append(names, st.Name+":"+st.Kind)
+		}
+		if !slices.Equal(names, []string{"window-timers:timers", "windows:value"}) {
+			t.Errorf("w[%d] records states %q, want window-timers:timers, windows:value", sub, names)
+		}
+	}
+	states := m.OperatorStates("w")
+	if len(states) != 2 || !strings.Contains(strings.Join(states[1].Codecs, " "), "size=1h0m0s") ||
+		!strings.Contains(strings.Join(states[1].Codecs, " "), "window.count/int64") {
+		t.Errorf("w's recorded states %v, want the windows state's codecs to name size=1h0m0s and window.count/int64", states)
+	}
+	if got := m.OperatorStates("events"); len(got) != 0 {
+		t.Errorf("the source records keyed states %v, want none", got)
+	}
 }
 
 // A restore into a pipeline that cannot take the checkpoint's state is
 // refused with an error naming the operator and the difference, wrapping
 // ErrIncompatible (Run returns at once, no restart) — before anything is
-// processed, and nothing is published. The schema (window size, aggregate)
-// is checked when the window registers its state, before it processes a
-// record; the rest before any subtask starts.
+// processed: no record is sent and nothing reaches a sink, not even one that
+// writes at once. The topology is checked before any subtask starts; the
+// state schema (window size, aggregate) when the window registers its
+// states, while every subtask waits at the start gate.
 func TestIncompatibleRestoreRefused(t *testing.T) {
 	dir, final := writeCheckpoint(t)
 	change := func(f func(*topoShape)) topoShape { s := original; f(&s); return s }
@@ -204,15 +257,75 @@ func TestIncompatibleRestoreRefused(t *testing.T) {
 			if s.Restarts != 0 || s.Completed != 0 {
 				t.Errorf("stats %+v: want no restart and no checkpoint", s)
 			}
-			if tc.early && (s.Records != 0 || s.RestoredFrom != 0) {
-				t.Errorf("stats %+v: refused after records were sent or state restored; want before", s)
+			if s.Records != 0 {
+				t.Errorf("stats %+v: refused after records were sent; want before", s)
+			}
+			if tc.early && s.RestoredFrom != 0 {
+				t.Errorf("stats %+v: refused after state was restored; want before", s)
 			}
 			if n := r.counts.count() + r.events.count(); n != 0 {
 				t.Errorf("%d records published by a refused run", n)
 			}
+			if n := r.tapped.Load(); n != 0 {
+				t.Errorf("the sink that writes at once received %d records from a refused run", n)
+			}
 			t.Logf("checkpoint %d refused: %v", final, err)
 		})
 	}
+}
+
+// A state schema change is refused even when the checkpoint holds no entry
+// of the state (every window had fired, or none had opened): the schemas the
+// checkpoint records are compared with what the operator registers, so
+// whether a restore is refused does not depend on when the checkpoint was
+// taken. The unchanged pipeline restores the same checkpoint.
+func TestSchemaChangeOfEmptyStateRefused(t *testing.T) {
+	dir, final := writeCheckpointOf(t, 0)
+	st, err := storage.NewLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(latestMetadata(t, st).OperatorStates("w")) == 0 {
+		t.Fatal("the checkpoint records no state schema of w")
+	}
+	for _, tc := range []struct {
+		name  string
+		shape topoShape
+		wants []string
+	}{
+		{"changed window size", func() topoShape { s := original; s.size = 2 * time.Hour; return s }(),
+			[]string{`operator "w" state "windows"`, "size=1h0m0s", "size=2h0m0s", "give it a new id and run with --allow-non-restored-state"}},
+		{"changed aggregate", func() topoShape { s := original; s.sum = true; return s }(),
+			[]string{`operator "w" state "windows"`, "window.count/int64", "window.sum/int64"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := startShape(t, tc.shape, copyDir(t, dir), pacedEvents{count: topoRecords, per: 50, idle: true}, false)
+			err := runWithin(r.job, runTimeout)
+			if !errors.Is(err, runtime.ErrIncompatible) || !errors.Is(err, state.ErrStateMismatch) {
+				t.Fatalf("Run = %v, want a refusal wrapping runtime.ErrIncompatible and state.ErrStateMismatch", err)
+			}
+			for _, want := range tc.wants {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("the error does not say %q:\n%v", want, err)
+				}
+			}
+			if s := r.job.Stats(); s.Records != 0 || s.Restarts != 0 {
+				t.Errorf("stats %+v: want no record sent and no restart", s)
+			}
+			if n := r.tapped.Load() + int64(r.counts.count()); n != 0 {
+				t.Errorf("a refused run delivered %d records to sinks", n)
+			}
+		})
+	}
+	t.Run("unchanged", func(t *testing.T) {
+		r := startShape(t, original, copyDir(t, dir), pacedEvents{count: topoRecords, per: 50, idle: true}, false)
+		if err := runUntilStopped(t, r.job, func() bool { return r.tapped.Load() >= topoRecords }); err != nil {
+			t.Fatalf("Run = %v, want the restore to succeed", err)
+		}
+		if got := r.job.Stats().RestoredFrom; got != final {
+			t.Errorf("restored checkpoint %d, want %d", got, final)
+		}
+	})
 }
 
 // The same pipeline, and one whose keyed window runs at another parallelism

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -286,3 +287,46 @@ func checkCodecs(b *Backend, name string, nils ...bool) error {
 // HasState reports whether the backend holds any registered or restored
 // state: a subtask without state writes no state file at a checkpoint.
 func (b *Backend) HasState() bool { return len(b.states) > 0 || len(b.restored) > 0 }
+
+// Schema describes one state as a checkpoint records it: its name, kind and
+// codec names (key codec first, then the value codecs). The codec names
+// carry what decides the encoding and meaning of the entries (a window's
+// size and aggregate, a JSON codec's Go type), so two states with equal
+// schemas can read each other's entries. It is the state's schema version: a
+// restore accepts a state only under an equal schema.
+type Schema struct {
+	Name   string
+	Kind   Kind
+	Codecs []string
+}
+
+// String formats the schema as `"name": kind state with codecs [...]`.
+func (s Schema) String() string {
+	return fmt.Sprintf("%q: %s state with codecs %q", s.Name, s.Kind, s.Codecs)
+}
+
+// Equal reports whether s and o describe the same state under the same
+// encoding.
+func (s Schema) Equal(o Schema) bool {
+	return s.Name == o.Name && s.Kind == o.Kind && slices.Equal(s.Codecs, o.Codecs)
+}
+
+// Schemas returns the schema of every state the backend holds, sorted by
+// name: the registered states and the restored states no registration has
+// claimed yet (they are carried into snapshots unchanged).
+func (b *Backend) Schemas() []Schema {
+	out := make([]Schema, 0, len(b.states)+len(b.restored))
+	for _, s := range b.states {
+		out = append(out, s.info().schema())
+	}
+	for _, r := range b.restored {
+		out = append(out, r.meta.schema())
+	}
+	slices.SortFunc(out, func(x, y Schema) int { return cmp.Compare(x.Name, y.Name) })
+	return out
+}
+
+// schema returns the exported description of the state.
+func (i *stateInfo) schema() Schema {
+	return Schema{Name: i.name, Kind: i.kind, Codecs: slices.Clone(i.codecs)}
+}

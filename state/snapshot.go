@@ -212,3 +212,13 @@ func appendString(dst []byte, s string) []byte {
 	dst = appendUvarint(dst, len(s))
 	return append(dst, s...)
 }
+
+// Schemas returns the schema of every state in the snapshot, sorted by name:
+// what the checkpoint records of the operator's state (see Backend.Schemas).
+func (s *Snapshot) Schemas() []Schema {
+	out := make([]Schema, len(s.states))
+	for i, st := range s.states {
+		out[i] = st.info().schema()
+	}
+	return out
+}

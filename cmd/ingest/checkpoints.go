@@ -231,6 +231,18 @@ func writeInspection(b *strings.Builder, m *checkpoint.Metadata, newest bool) {
 	}
 	tw.Flush()
 
+	b.WriteString("state schemas (a restore takes a state only under the same kind and codecs):\n")
+	schemas := false
+	for _, op := range ops {
+		for _, s := range m.OperatorStates(op) {
+			schemas = true
+			fmt.Fprintf(b, "  %s %s\n", op, s)
+		}
+	}
+	if !schemas {
+		b.WriteString("  none recorded\n")
+	}
+
 	b.WriteString("source positions:\n")
 	found := false
 	for _, t := range m.Tasks {

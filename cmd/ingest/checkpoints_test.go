@@ -116,6 +116,12 @@ func TestCheckpointsInspect(t *testing.T) {
 			t.Errorf("inspect output lacks %q:\n%s", want, out)
 		}
 	}
+	// The window's state schemas, with the codecs that carry its size.
+	for _, want := range []string{`  per_key "windows" (value state, codecs [`, `size=100ms`, `  per_key "window-timers" (timers state`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("inspect output lacks the state schema %q:\n%s", want, out)
+		}
+	}
 	if m.Topology != nil && !strings.Contains(out, "topology: max parallelism") {
 		t.Errorf("topology recorded but not shown:\n%s", out)
 	}
