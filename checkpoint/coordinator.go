@@ -332,7 +332,7 @@ func (c *Coordinator) metadataWritten(now time.Time, e MetadataWritten, out []Ac
 		}
 	}
 	c.committing = append(c.committing, p.id)
-	out = append(out, CommitOutput{ID: p.id, Commits: slices.Clone(c.uncommitted)})
+	out = append(out, CommitOutput{ID: p.id, Commits: slices.Clone(c.uncommitted), TriggeredAt: p.triggeredAt})
 	return c.startWrite(now, c.retire(out))
 }
 

@@ -100,6 +100,11 @@ type NotifyComplete struct {
 type CommitOutput struct {
 	ID      int64
 	Commits []Commit
+	// TriggeredAt is when checkpoint ID was triggered: every subtask staged
+	// what it wrote before then for ID or an earlier checkpoint, so once
+	// Commits are published, output still staged from before then is
+	// abandoned (see Options.StagingMaxAge).
+	TriggeredAt time.Time
 }
 
 // Abort reports that checkpoint ID failed and will never complete. Subtasks

@@ -86,6 +86,20 @@ type Options struct {
 	// The default value is 1. Flink: state.checkpoints.num-retained.
 	Retain int
 
+	// StagingMaxAge bounds how long abandoned sink output stays staged while
+	// the job runs. After each completed checkpoint's output is published,
+	// every transactional sink that can (runtime.StagingSweeper) deletes the
+	// staged output no checkpoint will publish that was last written more
+	// than StagingMaxAge before that checkpoint was triggered: everything a
+	// running subtask staged before the trigger belongs to that checkpoint or
+	// an earlier one and was just published, so what is left from before is
+	// abandoned (left by a crashed process, a failed cleanup, a copy). The
+	// age is a margin for wall-clock adjustments and for other processes
+	// writing the same place; staged output is also abandoned at every
+	// recovery, whatever its age. A negative value sweeps at recoveries only.
+	// The default value is 10m.
+	StagingMaxAge time.Duration
+
 	// Mode chooses aligned (exactly-once) or unaligned-free (at-least-once)
 	// barrier handling.
 	// The default value is ExactlyOnce. Flink: execution.checkpointing.mode.
@@ -101,6 +115,7 @@ func DefaultOptions() Options {
 		MaxConcurrent:     1,
 		TolerableFailures: 3,
 		Retain:            1,
+		StagingMaxAge:     10 * time.Minute,
 		Mode:              ExactlyOnce,
 	}
 }

@@ -17,6 +17,7 @@ func TestOptions_DocumentedDefaults(t *testing.T) {
 		MaxConcurrent:     1,
 		TolerableFailures: 3,
 		Retain:            1,
+		StagingMaxAge:     10 * time.Minute,
 		Mode:              ExactlyOnce,
 	}
 	if got := DefaultOptions(); got != want {

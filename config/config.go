@@ -292,6 +292,7 @@ func (b *builder) checkpoint(m *mapping) (checkpoint.Options, string, runtime.De
 	}
 	o.Retain = int(m.int("retain", int64(o.Retain)))
 	m.positive("retain", o.Retain > 0)
+	o.StagingMaxAge = m.duration("staging_max_age", o.StagingMaxAge)
 	if mode := m.str("mode", ""); mode != "" {
 		var err error
 		if o.Mode, err = checkpoint.ParseMode(mode); err != nil {

@@ -202,6 +202,7 @@ checkpoint:
   interval: 250ms
   dir: /abs/ckpts
   retain: 4
+  staging_max_age: 90s
   timeout: 5m
   min_pause: 2s
   max_concurrent: 2
@@ -234,7 +235,7 @@ sinks:
     parallelism: 1
 `)
 	_ = dir
-	want := checkpoint.Options{Interval: 250 * time.Millisecond, Timeout: 5 * time.Minute, MinPause: 2 * time.Second, MaxConcurrent: 2, TolerableFailures: 0, Retain: 4, Mode: checkpoint.AtLeastOnce}
+	want := checkpoint.Options{Interval: 250 * time.Millisecond, Timeout: 5 * time.Minute, MinPause: 2 * time.Second, MaxConcurrent: 2, TolerableFailures: 0, Retain: 4, StagingMaxAge: 90 * time.Second, Mode: checkpoint.AtLeastOnce}
 	if p.Checkpoint != want {
 		t.Errorf("checkpoint %+v, want %+v", p.Checkpoint, want)
 	}

@@ -30,6 +30,7 @@ type pipelineJSON struct {
 	Recoveries      []recoveryJSON       `json:"recoveries"`
 	ReplayedRecords int64                `json:"replayed_records"`
 	AbandonedStaged int64                `json:"abandoned_staged"`
+	SweptStaged     int64                `json:"swept_staged"`
 	LastFailure     *failureJSON         `json:"last_failure"`
 }
 
@@ -183,7 +184,7 @@ func pipelineOf(o runtime.Observation, d runtime.Delivery, rates map[string]node
 		Checkpoints: checkpointCountsJSON{Triggered: o.Checkpoints.Triggered, Completed: o.Checkpoints.Completed,
 			Failed: o.Checkpoints.Failed, InProgress: o.Checkpoints.InProgress, PendingCommit: o.Checkpoints.PendingCommit},
 		Recoveries:      []recoveryJSON{},
-		ReplayedRecords: o.ReplayedRecords, AbandonedStaged: o.AbandonedStaged,
+		ReplayedRecords: o.ReplayedRecords, AbandonedStaged: o.AbandonedStaged, SweptStaged: o.SweptStaged,
 	}
 	for _, n := range o.Nodes {
 		nj := nodeJSON{ID: n.ID, Kind: string(n.Kind), Type: n.Type, Describe: n.Describe, Parallelism: n.Parallelism,

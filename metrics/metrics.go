@@ -91,9 +91,9 @@ var (
 	replayUnmeasured = desc("ingest_replay_unmeasured_total",
 		"In-process restarts whose replayed records could not be counted (the restored checkpoint was taken before this process started).")
 	abandoned = desc("ingest_abandoned_staged_total",
-		"Staged sink items deleted at recoveries because no checkpoint will publish them.")
+		"Staged sink items deleted because no checkpoint will publish them: at recoveries (at=recovery), or after a completed checkpoint when staged more than checkpoint.staging_max_age before its trigger (at=checkpoint).", "at")
 	retentionDeleted = desc("ingest_retention_deleted_total",
-		"Checkpoints and staged items deleted by retention (not fed yet: 0).")
+		"Complete checkpoints deleted by retention: those beyond checkpoint.retain, and older ones the retention pass at a recovery removes.")
 
 	recordsIn = desc("ingest_records_in_total",
 		"Records a subtask received (for a source: read).", "operator", "subtask")
@@ -189,7 +189,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter(replayed, float64(o.ReplayedRecords))
 	counter(replayUnmeasured, float64(o.ReplayUnknown))
-	counter(abandoned, float64(o.AbandonedStaged))
+	counter(abandoned, float64(o.AbandonedStaged), "recovery")
+	counter(abandoned, float64(o.SweptStaged), "checkpoint")
 	counter(retentionDeleted, float64(o.RetentionDeleted))
 
 	for _, n := range o.Nodes {

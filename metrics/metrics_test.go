@@ -167,7 +167,8 @@ func TestCollectorOnRunningJob(t *testing.T) {
 		{"ingest_records_out_total", []string{"operator", "events"}, count},
 		{"ingest_records_in_total", []string{"operator", "per_key"}, count},
 		{"ingest_source_records_since_restore", []string{"source", "events"}, count},
-		{"ingest_abandoned_staged_total", nil, float64(st.Abandoned)},
+		{"ingest_abandoned_staged_total", []string{"at", "recovery"}, float64(st.Abandoned)},
+		{"ingest_abandoned_staged_total", []string{"at", "checkpoint"}, 0},
 		{"ingest_replayed_records_total", nil, 0},
 		{"ingest_retention_deleted_total", nil, float64(max(st.Completed-1, 0))}, // retain 1: every completed checkpoint but the last
 		{"ingest_checkpoint_state_size_bytes", []string{"kind", "incremental"}, 0},

@@ -417,7 +417,38 @@ func (a *attempt) publish(x checkpoint.CommitOutput) error {
 		}
 		a.job.obs.sinkCommitted(c.Sink, time.Since(start))
 	}
+	a.sweep(ctx, x)
 	return nil
+}
+
+// sweep lets each transactional sink delete staged output abandoned before
+// checkpoint x was triggered (checkpoint.Options.StagingMaxAge), once x's
+// output is published. A failed sweep is logged, and the next
+// completed checkpoint sweeps again; staged output is also abandoned at
+// every recovery.
+func (a *attempt) sweep(ctx context.Context, x checkpoint.CommitOutput) {
+	j := a.job
+	age := j.opts.Checkpoint.StagingMaxAge
+	if age < 0 || x.TriggeredAt.IsZero() {
+		return
+	}
+	before := x.TriggeredAt.Add(-age)
+	for _, n := range j.plan.Nodes {
+		s, ok := n.Committer.(StagingSweeper)
+		if !ok {
+			continue
+		}
+		k, err := s.Sweep(ctx, a.rec.jobID, before)
+		if err != nil {
+			j.log.Warn("deleting abandoned staged output failed; the next completed checkpoint tries again",
+				"sink", n.ID, "checkpoint", x.ID, "err", err)
+		}
+		if k > 0 {
+			j.obs.swept(int64(k))
+			j.log.Info("deleted abandoned staged output", "sink", n.ID, "items", k,
+				"staged_before", before.UTC().Format(time.RFC3339), "checkpoint", x.ID)
+		}
+	}
 }
 
 // serial runs functions one at a time, in order, on its own goroutine. Its

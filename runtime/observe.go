@@ -104,12 +104,17 @@ type Observation struct {
 	// AbandonedStaged counts staged sink items deleted at recoveries because
 	// no checkpoint will publish them (Stats.Abandoned).
 	AbandonedStaged int64
+	// SweptStaged counts staged sink items deleted after completed
+	// checkpoints because no checkpoint will publish them and they were
+	// staged more than checkpoint.Options.StagingMaxAge before the
+	// checkpoint's trigger (StagingSweeper).
+	SweptStaged int64
 	// RetentionDeleted counts the complete checkpoints that retention
 	// deleted: those beyond Options.Retain, as newer ones complete, and
 	// every checkpoint older than the kept ones that the retention pass at
 	// each recovery removes (storage.Retain). The partial state of
 	// checkpoints that failed or expired while running is not counted, nor
-	// is staged sink output (AbandonedStaged).
+	// is staged sink output (AbandonedStaged, SweptStaged).
 	RetentionDeleted int64
 	// LastFailure is the last attempt failure, nil when none.
 	LastFailure *Failure
@@ -352,7 +357,7 @@ func (ob *observer) snapshot(j *Job) Observation {
 		SinkPrepare:  ob.sinkPrepare.snapshot(), SinkCommit: ob.sinkCommit.snapshot(),
 		PendingCommittables: map[string]int64{},
 		ReplayedRecords:     ob.replayed, ReplayUnknown: ob.replayUnknown,
-		AbandonedStaged: st.Abandoned, RetentionDeleted: ob.retentionDeleted,
+		AbandonedStaged: st.Abandoned, SweptStaged: ob.sweptStaged, RetentionDeleted: ob.retentionDeleted,
 	}
 	if o.Phase == "" {
 		o.Phase = PhaseStarting

@@ -105,6 +105,7 @@ type observer struct {
 	storageWrite, sinkPrepare, sinkCommit     histograms
 	recoveries                                map[recoveryKey]int64
 	replayed, replayUnknown, retentionDeleted int64
+	sweptStaged                               int64
 	// positions[id][task] is a source subtask's out counter at barrier id
 	// (or, for the checkpoint an attempt restored, when the attempt
 	// started): where the source resumes when a recovery restores id.
@@ -447,6 +448,14 @@ func (ob *observer) retained(n int) {
 	ob.mu.Lock()
 	defer ob.mu.Unlock()
 	ob.retentionDeleted += int64(n)
+}
+
+// swept: a sink deleted n abandoned staged items after a completed
+// checkpoint (attempt.sweep).
+func (ob *observer) swept(n int64) {
+	ob.mu.Lock()
+	defer ob.mu.Unlock()
+	ob.sweptStaged += n
 }
 
 // sinkCommitted: sink published its part of a checkpoint's output in d

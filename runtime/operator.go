@@ -183,6 +183,22 @@ type Committer interface {
 	Abandon(ctx context.Context, jobID string) (int, error)
 }
 
+// StagingSweeper is implemented by committers that can delete abandoned
+// staged output while the job runs, not only at recoveries (Abandon).
+type StagingSweeper interface {
+	// Sweep deletes the sink's staged output that no checkpoint will publish
+	// and that was last written before before, and returns how many staged
+	// items it deleted. The job calls it on the committer's goroutine (never
+	// concurrently with Commit or Abandon) after a complete checkpoint's
+	// output was published, with before at or earlier than that
+	// checkpoint's trigger time (checkpoint.Options.StagingMaxAge): every
+	// running subtask has since passed that checkpoint's barrier, so all it
+	// staged before the trigger was published with it. It runs while the
+	// sink's subtasks stage new output, which it must not touch; an
+	// implementation may keep more than it could delete.
+	Sweep(ctx context.Context, jobID string, before time.Time) (int, error)
+}
+
 // CommitTracker is implemented by committers that can tell how far their
 // sink's published output goes. Recovery asks it before it falls back from a
 // damaged checkpoint N to an older complete checkpoint M: the fallback

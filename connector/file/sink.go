@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/internal/failpoint"
@@ -308,6 +309,77 @@ func (c committer) Abandon(_ context.Context, _ string) (int, error) {
 	}
 	return n, syncDir(c.dir)
 }
+
+// Sweep deletes the files under <path>/_staging last modified before
+// before, and the commit directories left empty, while the job runs (see
+// runtime.StagingSweeper). A subtask writes a staging file only after the
+// barrier of the checkpoint it prepares it for, and closes it at that
+// barrier; the runtime calls Sweep after a checkpoint published everything
+// prepared up to it, with before no later than its trigger. So a file last
+// written before then was prepared for that checkpoint or an earlier one and
+// would have been moved out by the commit: it is abandoned (left by a crash
+// of another process, or put there by hand). The directories the subtasks
+// write into (pending) are kept.
+//
+// Modification times are coarser than the clock the trigger time was read
+// from (a kernel tick, a second on some filesystems, two on FAT): a file
+// written just after the trigger may carry an earlier time. Sweep therefore
+// keeps files up to mtimeSlack older than before.
+func (c committer) Sweep(_ context.Context, _ string, before time.Time) (int, error) {
+	before = before.Add(-mtimeSlack)
+	staging := filepath.Join(c.dir, "_staging")
+	var files, dirs []string
+	err := filepath.WalkDir(staging, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil // nothing staged yet, or the entry went away
+			}
+			return err
+		}
+		info, err := d.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		switch {
+		case !info.ModTime().Before(before):
+		case !d.IsDir():
+			files = append(files, path)
+		case path != staging && path != pendingDir(c.dir):
+			// Judged by its age before its files go (deleting them
+			// makes it look new).
+			dirs = append(dirs, path)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("file sink: listing %s: %w", staging, err)
+	}
+	n := 0
+	for _, f := range files {
+		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return n, fmt.Errorf("file sink: deleting abandoned %s: %w", f, err)
+		}
+		n++
+	}
+	// Deepest first, so a directory whose subdirectories were emptied goes
+	// too; one that is not empty stays (os.Remove refuses).
+	slices.Reverse(dirs)
+	for _, d := range dirs {
+		_ = os.Remove(d)
+	}
+	if n > 0 {
+		return n, syncDir(staging)
+	}
+	return 0, nil
+}
+
+// mtimeSlack is how much earlier than the time it was written a file's
+// modification time may read: the coarsest common timestamp granularity
+// (FAT's two seconds), so Sweep never takes a file written after its cutoff.
+const mtimeSlack = 2 * time.Second
 
 // syncDir fsyncs a directory so renames and new entries in it are durable.
 func syncDir(dir string) error {

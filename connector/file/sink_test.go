@@ -652,6 +652,85 @@ func TestAbandon(t *testing.T) {
 	}
 }
 
+// Sweep, which runs after a completed checkpoint's commit while the job
+// runs, deletes staged files last written before the cutoff — a crashed
+// process's prepared and open files, a partial commit — and keeps what
+// running writers staged since: a prepared file of a later checkpoint and an
+// open file, which are then committed as usual.
+func TestSweep(t *testing.T) {
+	dir := t.TempDir()
+	s := textSink(dir)
+	sweeper, ok := s.Committer().(runtime.StagingSweeper)
+	if !ok {
+		t.Fatalf("the committer %T does not sweep", s.Committer())
+	}
+	// A crashed process's leftovers: a prepared file, an open one and a
+	// partial commit, all last written an hour ago.
+	old := openWriter(t, s, 0)
+	write(t, old, "abandoned-prepared")
+	abandoned := snapshot(t, old, 1)
+	write(t, old, "abandoned-open")
+	_ = old.Close()
+	tmp := filepath.Join(dir, "_staging", fmt.Sprintf("commit-%s-%d", "gone", 7))
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	name := string(abandoned[0].Data)
+	if err := os.Rename(filepath.Join(dir, "_staging", "pending", name), filepath.Join(tmp, name)); err != nil {
+		t.Fatal(err)
+	}
+	hourAgo := time.Now().Add(-time.Hour)
+	paths := []string{tmp}
+	for _, f := range files(t, filepath.Join(dir, "_staging")) {
+		paths = append(paths, filepath.Join(dir, "_staging", f))
+	}
+	for _, f := range paths {
+		if err := os.Chtimes(f, hourAgo, hourAgo); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The running job: checkpoint 1 was triggered, then its writers staged.
+	cutoff := time.Now().Add(-time.Minute)
+	w0, w1 := openWriter(t, s, 0), openWriter(t, s, 1)
+	write(t, w0, "prepared-for-2")
+	c2 := snapshot(t, w0, 2)
+	write(t, w1, "open")
+	staged := len(files(t, filepath.Join(dir, "_staging")))
+
+	n, err := sweeper.Sweep(context.Background(), job, cutoff)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Errorf("Sweep deleted %d files, want the 2 abandoned ones", n)
+	}
+	if left := len(files(t, filepath.Join(dir, "_staging"))); left != staged-2 {
+		t.Errorf("%d staged files left, want %d", left, staged-2)
+	}
+	if _, err := os.Stat(tmp); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the emptied commit directory %s is still there (%v)", tmp, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "_staging", "pending")); err != nil {
+		t.Errorf("the pending directory the writers stage into is gone: %v", err)
+	}
+	// What the running writers staged is published whole.
+	c3 := snapshot(t, w1, 3)
+	if err := s.Committer().Commit(context.Background(), job, commitOf(3, c2, c3)); err != nil {
+		t.Fatal(err)
+	}
+	if all := allLines(committed(t, dir)); !slices.Equal(all, []string{"open", "prepared-for-2"}) {
+		t.Errorf("committed %q after a sweep, want the running writers' lines", all)
+	}
+	// Nothing abandoned is left; a missing directory has nothing to sweep.
+	if n, err := sweeper.Sweep(context.Background(), job, time.Now()); err != nil || n != 0 {
+		t.Errorf("second Sweep = %d, %v; want 0, nil", n, err)
+	}
+	if n, err := textSink(filepath.Join(dir, "nope")).Committer().(runtime.StagingSweeper).Sweep(context.Background(), job, time.Now()); err != nil || n != 0 {
+		t.Errorf("Sweep of a missing directory = %d, %v; want 0, nil", n, err)
+	}
+}
+
 // Close abandons the open file: it stays invisible.
 func TestCloseLeavesOpenFileInvisible(t *testing.T) {
 	dir := t.TempDir()

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/internal/failpoint"
@@ -142,10 +143,28 @@ func (cm committer) publish(ctx context.Context, conn *pgx.Conn, jobID string, c
 // registered (a copy that committed after its job was abandoned). It returns
 // how many staged rows it deleted.
 func (cm committer) Abandon(ctx context.Context, jobID string) (int, error) {
+	return cm.deleteAbandoned(ctx, jobID, cm.d.sql.abandonWriters, "abandoning")
+}
+
+// Sweep deletes, while the job runs, staged rows no checkpoint will publish
+// (runtime.StagingSweeper): those of the writers of other jobs of this
+// pipeline silent for StaleAfter, and of writers no longer registered (a
+// copy that committed after its job was abandoned). This job's writers are
+// all live while it runs (each refreshes its mark at checkpoints), so its
+// own unpublished rows are left to the recovery's Abandon. before is not
+// used: the age of other jobs' rows is StaleAfter, by the server's clock.
+func (cm committer) Sweep(ctx context.Context, jobID string, _ time.Time) (int, error) {
+	return cm.deleteAbandoned(ctx, jobID, cm.d.sql.sweepWriters, "sweeping")
+}
+
+// deleteAbandoned unregisters writers with unregister (sweepWriters or
+// abandonWriters) and deletes the staged rows of every writer not
+// registered, in one transaction; verb names the operation in errors.
+func (cm committer) deleteAbandoned(ctx context.Context, jobID, unregister, verb string) (int, error) {
 	d := cm.d
 	release, err := d.use(ctx)
 	if err != nil {
-		return 0, d.errorf("abandoning staged rows of job %s: %w", jobID, err)
+		return 0, d.errorf("%s staged rows of job %s: %w", verb, jobID, err)
 	}
 	defer release()
 	var n int64
@@ -155,7 +174,7 @@ func (cm committer) Abandon(ctx context.Context, jobID string) (int, error) {
 		return d.conns.withConn(ctx, func(conn *pgx.Conn) error {
 			return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 				stale := d.cfg.StaleAfter > 0
-				if _, err := tx.Exec(ctx, d.sql.abandonWriters, d.cfg.Pipeline, d.staging.String(), jobID, stale, d.cfg.StaleAfter.Microseconds()); err != nil {
+				if _, err := tx.Exec(ctx, unregister, d.cfg.Pipeline, d.staging.String(), jobID, stale, d.cfg.StaleAfter.Microseconds()); err != nil {
 					return fmt.Errorf("unregistering writers in %s: %w", d.sql.writers, err)
 				}
 				tag, err := tx.Exec(ctx, d.sql.abandonRows)
@@ -168,7 +187,7 @@ func (cm committer) Abandon(ctx context.Context, jobID string) (int, error) {
 		})
 	})
 	if err != nil {
-		return 0, d.errorf("abandoning staged rows of job %s: %w", jobID, classify(err))
+		return 0, d.errorf("%s staged rows of job %s: %w", verb, jobID, classify(err))
 	}
 	return int(n), nil
 }

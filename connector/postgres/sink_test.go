@@ -454,6 +454,68 @@ func TestAbandon(t *testing.T) {
 	}
 }
 
+// Sweep, which runs after completed checkpoints while the job runs, deletes
+// the rows of other jobs' writers silent for StaleAfter and of unregistered
+// writers, and keeps every row of the running job — prepared, copied before
+// a barrier, even of a writer silent as long — so the job still publishes
+// them; and a live other job's rows.
+func TestSweep(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	cfg := f.config("out", postgres.Append)
+	cfg.FlushRows = 2
+	s := newItemSink(t, cfg)
+	cm := s.Committer()
+	sweeper, ok := cm.(runtime.StagingSweeper)
+	if !ok {
+		t.Fatalf("the committer %T does not sweep", cm)
+	}
+
+	w := openWriter(t, s, 0, testJob)
+	write(t, w, item{ID: 1, Name: "prepared"}, item{ID: 2, Name: "prepared"})
+	prepared := commitOf(1, 0, snapshot(t, w, 1))
+	write(t, w, item{ID: 3, Name: "copied before a barrier"}, item{ID: 4, Name: "copied before a barrier"})
+	// The running job's writer looks as silent as a stale one.
+	f.exec("UPDATE "+f.quoted(postgres.WritersTableName)+" SET active_at = now() - interval '2 days' WHERE job = $1", testJob)
+
+	live := openWriter(t, s, 0, "live-job")
+	write(t, live, item{ID: 10, Name: "live job"})
+	snapshot(t, live, 1)
+
+	stale := openWriter(t, s, 0, "stale-job")
+	write(t, stale, item{ID: 20, Name: "stale job"})
+	snapshot(t, stale, 1)
+	f.exec("UPDATE "+f.quoted(postgres.WritersTableName)+" SET active_at = now() - interval '2 days' WHERE job = $1", "stale-job")
+
+	f.exec("INSERT INTO " + f.quoted("out__ingest_staging") + " (ingest_writer, ingest_seq, id, name, n) VALUES (42, 0, 30, 'unregistered', 0)")
+
+	staged := f.count("out__ingest_staging")
+	n, err := sweeper.Sweep(context.Background(), testJob, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := f.count("out__ingest_staging")
+	if n != 2 || int64(n) != staged-left {
+		t.Errorf("Sweep returned %d and deleted %d rows, want 2 (the stale job's and the unregistered writer's)", n, staged-left)
+	}
+	if left != 5 {
+		t.Errorf("%d staged rows left, want the running job's 4 and the live job's 1", left)
+	}
+	// The running job publishes what it prepared, and the rest after its
+	// next barrier.
+	commit(t, cm, testJob, prepared)
+	_ = w.NotifyComplete(1)
+	commit(t, cm, testJob, commitOf(2, 0, snapshot(t, w, 2)))
+	var names []string
+	for _, it := range f.items("out") {
+		names = append(names, it.Name)
+	}
+	if want := []string{"prepared", "prepared", "copied before a barrier", "copied before a barrier"}; !slices.Equal(names, want) {
+		t.Errorf("published %q after a sweep, want %q", names, want)
+	}
+	_ = w.Close()
+}
+
 // CreateTable creates the target with the columns' types, with the key as
 // primary key in upsert mode and no primary key in append mode.
 func TestCreateTable(t *testing.T) {
