@@ -143,13 +143,22 @@ func Inspect(data []byte) (*SnapshotInfo, error) {
 		return nil, err
 	}
 	info := &SnapshotInfo{Operator: f.operator, MaxParallelism: f.maxParallelism, KeyGroups: f.kgRange}
+	ctx := fmt.Sprintf("snapshot of operator %q", f.operator)
+	seen := map[string]*stateInfo{} // each state's schema in the first key group holding it
 	for _, e := range f.index {
-		sec, err := parseSection(data, e, fmt.Sprintf("snapshot of operator %q", f.operator))
+		sec, err := parseSection(data, e, ctx)
 		if err != nil {
 			return nil, err
 		}
 		si := SectionInfo{KeyGroup: e.kg, Offset: e.off, Length: e.length}
 		for _, st := range sec {
+			// As Restore: a state has one schema in every key group.
+			if first, ok := seen[st.meta.name]; !ok {
+				seen[st.meta.name] = &st.meta
+			} else if first.kind != st.meta.kind || !slices.Equal(first.codecs, st.meta.codecs) {
+				return nil, fmt.Errorf("%w: %s: key group %d: state %q is a %v here but a %v in another key group",
+					ErrCorrupt, ctx, e.kg, st.meta.name, &st.meta, first)
+			}
 			si.States = append(si.States, StateInfo{Name: st.meta.name, Kind: st.meta.kind, Codecs: st.meta.codecs, Entries: st.count, Bytes: len(st.payload)})
 		}
 		info.Sections = append(info.Sections, si)
