@@ -20,8 +20,8 @@ import (
 // each). It never panics; garbage is an error, and a position of another
 // stream or subject wraps runtime.ErrIncompatible (the job stops instead of
 // restarting into the same refusal); an accepted position belongs to the
-// source, starts at a sequence >= 1, and encodes to bytes that decode to
-// the same position.
+// source, starts at a sequence >= 1, is at most one past its end (if it
+// has one), and encodes to bytes that decode to the same position.
 func FuzzDecodePosition(f *testing.F) {
 	maxTime := int64(1767323074000000000)
 	for _, p := range []position{
@@ -47,7 +47,8 @@ func FuzzDecodePosition(f *testing.F) {
 				}
 				continue
 			}
-			if !parsed || p.Stream != cfg.Stream || p.Subject != cfg.Subject || p.Next < 1 {
+			if !parsed || p.Stream != cfg.Stream || p.Subject != cfg.Subject || p.Next < 1 ||
+				(p.HasEnd && p.Next-1 > p.End) || (!p.HasEnd && p.End != 0) {
 				t.Fatalf("%q accepted for stream %q subject %q as %+v", data, cfg.Stream, cfg.Subject, p)
 			}
 			b, err := p.encode()
@@ -112,6 +113,26 @@ func checkParseTime(t *testing.T, raw []byte, ts int64, err error) {
 	if ms, perr := strconv.ParseInt(string(bytes.TrimSpace(raw)), 10, 64); perr == nil && ms > -1<<43 && ms < 1<<43 {
 		if err != nil || ts != ms*int64(time.Millisecond) {
 			t.Fatalf("ParseTime(%s) = %d, %v; want %d ms", raw, ts, err, ms)
+		}
+	}
+}
+
+// A position past its end, or with an end but no has_end, is refused: the
+// reader never writes one, so it is damaged.
+func TestDecodePositionChecksEnd(t *testing.T) {
+	cfg := &SourceConfig{Stream: "S"}
+	for _, tc := range []struct {
+		inline string
+		ok     bool
+	}{
+		{`{"stream":"S","next":31,"end":30,"has_end":true}`, true},
+		{`{"stream":"S","next":1,"has_end":true}`, true}, // the stream was empty at the first start
+		{`{"stream":"S","next":32,"end":30,"has_end":true}`, false},
+		{`{"stream":"S","next":5,"end":30}`, false},
+	} {
+		_, err := decodePosition([]byte(tc.inline), cfg)
+		if (err == nil) != tc.ok {
+			t.Errorf("decodePosition(%s) = %v, want ok=%v", tc.inline, err, tc.ok)
 		}
 	}
 }

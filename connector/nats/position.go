@@ -54,6 +54,13 @@ func decodePosition(inline []byte, cfg *SourceConfig) (position, error) {
 	if p.Next == 0 {
 		return p, fmt.Errorf("restoring position %s: next sequence 0 (sequences begin at 1)", inline)
 	}
+	// The reader reads no sequence past End, so Next is at most End+1.
+	if p.HasEnd && p.Next-1 > p.End {
+		return p, fmt.Errorf("restoring position %s: next sequence %d is past the end sequence %d + 1: the source never reads beyond its end", inline, p.Next, p.End)
+	}
+	if !p.HasEnd && p.End != 0 {
+		return p, fmt.Errorf("restoring position %s: an end sequence %d without has_end", inline, p.End)
+	}
 	return p, nil
 }
 

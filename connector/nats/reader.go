@@ -170,7 +170,10 @@ func (r *reader[T]) connect(ctx *runtime.Context) error {
 		natsgo.Name("ingest " + ctx.Task.String()),
 		natsgo.MaxReconnects(r.cfg.MaxReconnects),
 		natsgo.ReconnectWait(r.cfg.ReconnectWait),
-		natsgo.DisconnectErrHandler(func(_ *natsgo.Conn, err error) {
+		natsgo.DisconnectErrHandler(func(c *natsgo.Conn, err error) {
+			if c.IsClosed() {
+				return // Close: the source is done with the connection
+			}
 			log.Warn("nats source: disconnected; reconnecting", "stream", r.cfg.Stream, "err", r.cfg.scrub(err))
 		}),
 		natsgo.ReconnectHandler(func(c *natsgo.Conn) {

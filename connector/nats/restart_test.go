@@ -2,12 +2,16 @@ package nats_test
 
 import (
 	"context"
+	"log/slog"
 	"net"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/connector/nats"
 	"github.com/ingest-engine/ingest/runtime"
 )
@@ -122,5 +126,66 @@ func TestServerRestartDuringPipeline(t *testing.T) {
 			}
 			t.Logf("%d checkpoints, %d restarts; the job ended %v after the server was back", st.Completed, st.Restarts, time.Since(restarted).Round(time.Millisecond))
 		})
+	}
+}
+
+// lockedBuffer is a log destination written by nats.go's callback goroutine
+// and read by the test.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// The source warns when its connection drops, and says nothing of the kind
+// when it closes the connection itself.
+func TestDisconnectWarningOnlyWhenUnexpected(t *testing.T) {
+	e := startEmbedded(t)
+	f := newStream(t, e.url())
+	f.publishEvents(0, 10, 2)
+	openLogged := func() (runtime.Source, *lockedBuffer) {
+		t.Helper()
+		buf := &lockedBuffer{}
+		s := eventSource(t, f.config()).NewSubtask()
+		ctx := &runtime.Context{Task: checkpoint.TaskID{Operator: "events"}, Parallelism: 1, MaxParallelism: 128,
+			Output: &collector[event]{}, JobID: "job", Log: slog.New(slog.NewTextHandler(buf, nil))}
+		if err := s.Open(ctx); err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		return s, buf
+	}
+	const warning = "disconnected; reconnecting"
+
+	s, buf := openLogged()
+	if _, err := s.Read(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // nats.go runs its callbacks on another goroutine
+	if strings.Contains(buf.String(), warning) {
+		t.Errorf("a normal Close logged %q:\n%s", warning, buf)
+	}
+
+	s, buf = openLogged()
+	defer s.Close()
+	e.stop()
+	defer e.start()
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(buf.String(), warning); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server went away and the source did not log %q:\n%s", warning, buf)
+		}
 	}
 }
