@@ -10,6 +10,7 @@ import (
 	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/internal/failpoint"
 	"github.com/ingest-engine/ingest/state"
+	"github.com/ingest-engine/ingest/storage"
 )
 
 // channelCapacity is how many messages (batches or control events) a channel
@@ -267,6 +268,10 @@ func (a *attempt) drive() error {
 				a.job.obs.acked(ev.id, ev.state)
 				acts = a.coord.Step(time.Now(), checkpoint.Acked{ID: ev.id, State: ev.state})
 			case evDecline:
+				if lockLost(ev.err) {
+					failure = fmt.Errorf("%v: checkpoint %d: %w", ev.task, ev.id, ev.err)
+					break
+				}
 				a.job.log.Warn("checkpoint declined", "checkpoint", ev.id, "task", ev.task.String(), "err", ev.err)
 				acts = a.coord.Step(time.Now(), checkpoint.Declined{ID: ev.id, Task: ev.task, Reason: ev.err})
 			case evFailed:
@@ -288,6 +293,10 @@ func (a *attempt) drive() error {
 					failure = errors.New("every task ended before the final checkpoint was committed")
 				}
 			case evMetadataWritten:
+				if lockLost(ev.err) {
+					failure = fmt.Errorf("checkpoint %d: writing metadata: %w", ev.id, ev.err)
+					break
+				}
 				acts = a.coord.Step(time.Now(), checkpoint.MetadataWritten{ID: ev.id, Err: ev.err})
 				if ev.err == nil && a.coord.LatestComplete() == ev.id {
 					// Only the coordinator decides completion: a write that
@@ -314,6 +323,14 @@ func (a *attempt) drive() error {
 	a.shutdown(&wg)
 	return failure
 }
+
+// lockLost reports whether a storage error says the job no longer holds its
+// checkpoint storage (storage.ErrLocked: a lost lease, taken over by another
+// process). The attempt fails at once instead of counting the checkpoint
+// among the tolerable failures: the job must stop processing while another
+// process may be running the pipeline, and the failure stops the job
+// without a restart (Job.Run).
+func lockLost(err error) bool { return err != nil && errors.Is(err, storage.ErrLocked) }
 
 // shutdown waits for every task, snapshot writer and queued storage write and
 // commit: the next attempt's recovery must see storage at rest.

@@ -97,7 +97,11 @@ func TestJobStopsWhenStorageLockIsLost(t *testing.T) {
 	st := &lockedStorage{Storage: newLocal(t)}
 	store := newTxStore[keyCount]()
 	p := countPipeline(t, datagen.Config{Keys: 10, Rate: 20_000}, 2, 2, store, nil)
-	job := newJob(t, p, st, fastCheckpoints(10*time.Millisecond), quickRestarts(5))
+	// However many checkpoint failures the job would tolerate, a lost lock
+	// is not one of them: the job must stop processing at once.
+	ck := fastCheckpoints(10 * time.Millisecond)
+	ck.TolerableFailures = 1000
+	job := newJob(t, p, st, ck, quickRestarts(5))
 
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
@@ -119,6 +123,9 @@ func TestJobStopsWhenStorageLockIsLost(t *testing.T) {
 	s := job.Stats()
 	if s.Restarts != 0 {
 		t.Errorf("Restarts = %d after the lock was lost, want 0: a restart cannot get the lock back", s.Restarts)
+	}
+	if s.Failed > before.Failed+1 {
+		t.Errorf("%d checkpoints failed after the lock was lost; want the first storage error to stop the job", s.Failed-before.Failed)
 	}
 	if s.Completed != before.Completed || s.Latest != before.Latest || s.Abandoned != before.Abandoned {
 		t.Errorf("stats went from %+v to %+v: nothing may complete or be abandoned without the lock", before, s)
