@@ -24,32 +24,47 @@ import (
 type startGate struct {
 	mu      sync.Mutex
 	pending int // tasks that have not opened yet
+	// registered[operator][state] is the schema each arrived task's links
+	// registered (each task reports its own, from its goroutine, so no
+	// goroutine reads another's state backend).
+	registered map[string]map[string]checkpoint.StateSchema
 	// opened is closed when the last task opened; err is then the outcome
 	// of the schema check. INVARIANT: err is written once, before opened is
 	// closed, and only read after.
 	opened chan struct{}
 	err    error
-	// check runs once, on the goroutine of the last task to open, while
-	// every other task waits at the gate: it may read every task's state
-	// backend (their task goroutines do not touch them until opened is
-	// closed, and their writes happened before they arrived).
-	check func() error
+	// check runs once, on the goroutine of the last task to open, with
+	// every task's registered schemas.
+	check func(registered map[string]map[string]checkpoint.StateSchema) error
 }
 
-func newStartGate(tasks int, check func() error) *startGate {
-	return &startGate{pending: tasks, opened: make(chan struct{}), check: check}
+func newStartGate(tasks int, check func(map[string]map[string]checkpoint.StateSchema) error) *startGate {
+	return &startGate{pending: tasks, registered: map[string]map[string]checkpoint.StateSchema{}, opened: make(chan struct{}), check: check}
 }
 
-// arrive records that the calling task has opened its chain and waits until
-// every task has, or the attempt ends. It returns the schema check's error
-// (the same for every task) or the attempt's cause.
-func (g *startGate) arrive(ctx context.Context) error {
+// arrive records that the calling task has opened its chain, with the
+// states its links registered, and waits until every task has, or the
+// attempt ends. It returns the schema check's error (the same for every
+// task) or the attempt's cause.
+func (g *startGate) arrive(ctx context.Context, links []*link) error {
 	g.mu.Lock()
+	for _, l := range links {
+		states := g.registered[l.id.Operator]
+		if states == nil {
+			states = map[string]checkpoint.StateSchema{}
+			g.registered[l.id.Operator] = states
+		}
+		for _, s := range stateSchemas(l.ctx.State.Schemas()) {
+			states[s.Name] = s
+		}
+	}
 	g.pending--
 	last := g.pending == 0
 	g.mu.Unlock()
 	if last {
-		g.err = g.check()
+		// Every other task has arrived: registered is complete and no
+		// longer written.
+		g.err = g.check(g.registered)
 		close(g.opened)
 	}
 	select {
@@ -85,32 +100,19 @@ func stateSchemas(in []state.Schema) []checkpoint.StateSchema {
 // failed in Open (state.ErrStateMismatch); this check also covers states
 // that were empty at the checkpoint, so whether a restore is refused does
 // not depend on when the checkpoint was taken. States registered now but not
-// recorded start empty. Operators whose state is dropped
-// (AllowNonRestoredState) and checkpoints written before schemas were
-// recorded are not checked.
+// recorded start empty. Checkpoints written before schemas were recorded are
+// not checked, nor the state of operators the pipeline no longer has
+// (refused or dropped before, see checkTopology).
 //
-// It runs at the start gate, while every task waits there.
-func (a *attempt) checkStateSchemas() error {
+// It runs at the start gate, with registered[operator][state] the schemas
+// every subtask registered.
+func (a *attempt) checkStateSchemas(registered map[string]map[string]checkpoint.StateSchema) error {
 	m := a.rec.meta
 	if m == nil {
 		return nil
 	}
-	registered := map[string]map[string]checkpoint.StateSchema{}
-	for _, t := range a.tasks {
-		for _, l := range t.links {
-			if registered[l.id.Operator] == nil {
-				registered[l.id.Operator] = map[string]checkpoint.StateSchema{}
-			}
-			for _, s := range stateSchemas(l.ctx.State.Schemas()) {
-				registered[l.id.Operator][s.Name] = s
-			}
-		}
-	}
 	var problems []string
 	for _, op := range slices.Sorted(maps.Keys(registered)) {
-		if a.rec.dropped[op] {
-			continue
-		}
 		for _, old := range m.OperatorStates(op) {
 			now, ok := registered[op][old.Name]
 			switch {

@@ -189,7 +189,7 @@ func (t *task) run(ctx context.Context) (err error) {
 	}
 	// No subtask reads or processes a record before every subtask has
 	// opened and the registered states fit the recovery point.
-	if err := t.att.gate.arrive(ctx); err != nil {
+	if err := t.att.gate.arrive(ctx, t.links); err != nil {
 		return err
 	}
 	defer func() {
