@@ -383,6 +383,9 @@ func (a *attempt) act(act checkpoint.Action, finished *bool) error {
 				err = failpoint.Inject("job/after-commit-before-cleanup")
 			}
 			a.event(a.ctx, taskEvent{kind: evCommitted, id: x.ID, err: err})
+			if err == nil {
+				a.sweep(a.ctx, x) // after the event: a sweep never delays a commit's confirmation
+			}
 		})
 	case checkpoint.Abort:
 		j.obs.aborted(x.ID, x.Reason)
@@ -434,7 +437,6 @@ func (a *attempt) publish(x checkpoint.CommitOutput) error {
 		}
 		a.job.obs.sinkCommitted(c.Sink, time.Since(start))
 	}
-	a.sweep(ctx, x)
 	return nil
 }
 

@@ -310,22 +310,25 @@ func (c committer) Abandon(_ context.Context, _ string) (int, error) {
 	return n, syncDir(c.dir)
 }
 
-// Sweep deletes the files under <path>/_staging last modified before
-// before, and the commit directories left empty, while the job runs (see
-// runtime.StagingSweeper). A subtask writes a staging file only after the
-// barrier of the checkpoint it prepares it for, and closes it at that
-// barrier; the runtime calls Sweep after a checkpoint published everything
-// prepared up to it, with before no later than its trigger. So a file last
-// written before then was prepared for that checkpoint or an earlier one and
-// would have been moved out by the commit: it is abandoned (left by a crash
-// of another process, or put there by hand). The directories the subtasks
-// write into (pending) are kept.
+// Sweep deletes the files under <path>/_staging that another job left,
+// last modified before before, and the commit directories left empty, while
+// the job runs (see runtime.StagingSweeper). A subtask writes a staging file
+// only after the barrier of the checkpoint it prepares it for, and closes it
+// at that barrier; the runtime calls Sweep after a checkpoint published
+// everything prepared up to it, with before no later than its trigger. So a
+// file last written before then was prepared for that checkpoint or an
+// earlier one and would have been moved out by the commit: it is abandoned
+// (left by a crashed process of another job, or put there by hand). The
+// directories the subtasks write into (pending) are kept.
 //
-// Modification times are coarser than the clock the trigger time was read
-// from (a kernel tick, a second on some filesystems, two on FAT): a file
-// written just after the trigger may carry an earlier time. Sweep therefore
-// keeps files up to mtimeSlack older than before.
-func (c committer) Sweep(_ context.Context, _ string, before time.Time) (int, error) {
+// Files and commit directories named with this job's id are never swept:
+// the job's recovery already abandoned everything staged before it started,
+// so all of them belong to its running subtasks, and keeping them makes the
+// job's own output independent of clocks and timestamps. Modification times
+// are also coarser than the clock the trigger time was read from (a kernel
+// tick, a second on some filesystems, two on FAT): Sweep keeps files up to
+// mtimeSlack older than before.
+func (c committer) Sweep(_ context.Context, jobID string, before time.Time) (int, error) {
 	before = before.Add(-mtimeSlack)
 	staging := filepath.Join(c.dir, "_staging")
 	var files, dirs []string
@@ -335,6 +338,12 @@ func (c committer) Sweep(_ context.Context, _ string, before time.Time) (int, er
 				return nil // nothing staged yet, or the entry went away
 			}
 			return err
+		}
+		if ownStaging(d.Name(), jobID) {
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
 		}
 		info, err := d.Info()
 		if errors.Is(err, fs.ErrNotExist) {
@@ -359,7 +368,11 @@ func (c committer) Sweep(_ context.Context, _ string, before time.Time) (int, er
 	}
 	n := 0
 	for _, f := range files {
-		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		err := os.Remove(f)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
 			return n, fmt.Errorf("file sink: deleting abandoned %s: %w", f, err)
 		}
 		n++
@@ -374,6 +387,13 @@ func (c committer) Sweep(_ context.Context, _ string, before time.Time) (int, er
 		return n, syncDir(staging)
 	}
 	return 0, nil
+}
+
+// ownStaging reports whether a name under _staging belongs to job jobID: a
+// staging file part-<subtask>-<job>-… or a commit directory commit-<job>-<N>.
+func ownStaging(name, jobID string) bool {
+	return (strings.HasPrefix(name, "part-") && strings.Contains(name, "-"+jobID+"-")) ||
+		strings.HasPrefix(name, "commit-"+jobID+"-")
 }
 
 // mtimeSlack is how much earlier than the time it was written a file's

@@ -653,10 +653,11 @@ func TestAbandon(t *testing.T) {
 }
 
 // Sweep, which runs after a completed checkpoint's commit while the job
-// runs, deletes staged files last written before the cutoff — a crashed
-// process's prepared and open files, a partial commit — and keeps what
-// running writers staged since: a prepared file of a later checkpoint and an
-// open file, which are then committed as usual.
+// runs, deletes staged files another job left, last written before the
+// cutoff — a crashed process's prepared and open files, a partial commit —
+// and keeps what the running job's writers staged, even when its
+// timestamps read older: a prepared file of a later checkpoint and an open
+// file, which are then committed as usual.
 func TestSweep(t *testing.T) {
 	dir := t.TempDir()
 	s := textSink(dir)
@@ -666,7 +667,10 @@ func TestSweep(t *testing.T) {
 	}
 	// A crashed process's leftovers: a prepared file, an open one and a
 	// partial commit, all last written an hour ago.
-	old := openWriter(t, s, 0)
+	old := s.NewSubtask()
+	if err := old.Open(&runtime.Context{Task: checkpoint.TaskID{Operator: "out"}, Parallelism: 2, JobID: "crashed"}); err != nil {
+		t.Fatal(err)
+	}
 	write(t, old, "abandoned-prepared")
 	abandoned := snapshot(t, old, 1)
 	write(t, old, "abandoned-open")
@@ -697,6 +701,11 @@ func TestSweep(t *testing.T) {
 	c2 := snapshot(t, w0, 2)
 	write(t, w1, "open")
 	staged := len(files(t, filepath.Join(dir, "_staging")))
+	// The running job's prepared file looks as old as the leftovers (a
+	// clock step, a coarse timestamp): it is still kept.
+	if err := os.Chtimes(filepath.Join(dir, "_staging", "pending", string(c2[0].Data)), hourAgo, hourAgo); err != nil {
+		t.Fatal(err)
+	}
 
 	n, err := sweeper.Sweep(context.Background(), job, cutoff)
 	if err != nil {

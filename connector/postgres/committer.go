@@ -143,24 +143,50 @@ func (cm committer) publish(ctx context.Context, conn *pgx.Conn, jobID string, c
 // registered (a copy that committed after its job was abandoned). It returns
 // how many staged rows it deleted.
 func (cm committer) Abandon(ctx context.Context, jobID string) (int, error) {
-	return cm.deleteAbandoned(ctx, jobID, cm.d.sql.abandonWriters, "abandoning")
+	d := cm.d
+	return cm.deleteInTx(ctx, jobID, "abandoning", d.cfg.CommitRetries, func(ctx context.Context, tx pgx.Tx) (int64, error) {
+		if _, err := tx.Exec(ctx, d.sql.abandonWriters, cm.staleArgs(jobID)...); err != nil {
+			return 0, fmt.Errorf("unregistering writers in %s: %w", d.sql.writers, err)
+		}
+		tag, err := tx.Exec(ctx, d.sql.abandonRows)
+		if err != nil {
+			return 0, fmt.Errorf("deleting abandoned rows from %s: %w", d.staging, err)
+		}
+		return tag.RowsAffected(), nil
+	})
 }
 
 // Sweep deletes, while the job runs, staged rows no checkpoint will publish
 // (runtime.StagingSweeper): those of the writers of other jobs of this
-// pipeline silent for StaleAfter, and of writers no longer registered (a
-// copy that committed after its job was abandoned). This job's writers are
-// all live while it runs (each refreshes its mark at checkpoints), so its
-// own unpublished rows are left to the recovery's Abandon. before is not
-// used: the age of other jobs' rows is StaleAfter, by the server's clock.
+// pipeline silent for StaleAfter. This job's writers are all live while it
+// runs (each refreshes its mark on a timer), so its own unpublished rows,
+// and rows of writers no longer registered, are left to the recovery's
+// Abandon. before is not used: the age of other jobs' rows is StaleAfter, by
+// the server's clock. One attempt, no retries: the next completed
+// checkpoint sweeps again.
 func (cm committer) Sweep(ctx context.Context, jobID string, _ time.Time) (int, error) {
-	return cm.deleteAbandoned(ctx, jobID, cm.d.sql.sweepWriters, "sweeping")
+	d := cm.d
+	return cm.deleteInTx(ctx, jobID, "sweeping", -1, func(ctx context.Context, tx pgx.Tx) (int64, error) {
+		tag, err := tx.Exec(ctx, d.sql.sweep, cm.staleArgs(jobID)...)
+		if err != nil {
+			return 0, fmt.Errorf("deleting the rows of stale writers from %s: %w", d.staging, err)
+		}
+		return tag.RowsAffected(), nil
+	})
 }
 
-// deleteAbandoned unregisters writers with unregister (sweepWriters or
-// abandonWriters) and deletes the staged rows of every writer not
-// registered, in one transaction; verb names the operation in errors.
-func (cm committer) deleteAbandoned(ctx context.Context, jobID, unregister, verb string) (int, error) {
+// staleArgs are the parameters of abandonWriters and sweep: pipeline,
+// staging table, job, whether StaleAfter applies, StaleAfter in
+// microseconds.
+func (cm committer) staleArgs(jobID string) []any {
+	d := cm.d
+	return []any{d.cfg.Pipeline, d.staging.String(), jobID, d.cfg.StaleAfter > 0, d.cfg.StaleAfter.Microseconds()}
+}
+
+// deleteInTx runs del in a transaction, retried up to retries times after
+// transient errors, and returns the rows it deleted; verb names the
+// operation in errors.
+func (cm committer) deleteInTx(ctx context.Context, jobID, verb string, retries int, del func(context.Context, pgx.Tx) (int64, error)) (int, error) {
 	d := cm.d
 	release, err := d.use(ctx)
 	if err != nil {
@@ -168,21 +194,13 @@ func (cm committer) deleteAbandoned(ctx context.Context, jobID, unregister, verb
 	}
 	defer release()
 	var n int64
-	err = retry(ctx, d.cfg.CommitRetries, d.cfg.RetryBackoff, func(ctx context.Context) error {
+	err = retry(ctx, retries, d.cfg.RetryBackoff, func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, d.cfg.OpTimeout)
 		defer cancel()
 		return d.conns.withConn(ctx, func(conn *pgx.Conn) error {
-			return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-				stale := d.cfg.StaleAfter > 0
-				if _, err := tx.Exec(ctx, unregister, d.cfg.Pipeline, d.staging.String(), jobID, stale, d.cfg.StaleAfter.Microseconds()); err != nil {
-					return fmt.Errorf("unregistering writers in %s: %w", d.sql.writers, err)
-				}
-				tag, err := tx.Exec(ctx, d.sql.abandonRows)
-				if err != nil {
-					return fmt.Errorf("deleting abandoned rows from %s: %w", d.sql.staging, err)
-				}
-				n = tag.RowsAffected()
-				return nil
+			return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) (err error) {
+				n, err = del(ctx, tx)
+				return err
 			})
 		})
 	})

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -147,11 +148,19 @@ const (
 	DefaultProgressHistory = 10000
 	// maxRetryBackoff caps the doubling of RetryBackoff.
 	maxRetryBackoff = 5 * time.Second
-	// heartbeatEvery is how often a writer refreshes active_at at most.
-	heartbeatEvery = time.Minute
 	// minStaleAfter keeps StaleAfter well above heartbeatEvery.
 	minStaleAfter = 10 * time.Minute
 )
+
+// heartbeatNanos is how often a writer refreshes active_at (see
+// heartbeatEvery). Tests shorten it.
+var heartbeatNanos atomic.Int64
+
+func init() { heartbeatNanos.Store(int64(time.Minute)) }
+
+// heartbeatEvery is how often a writer refreshes active_at: on a timer, and
+// at a checkpoint when the last refresh is older.
+func heartbeatEvery() time.Duration { return time.Duration(heartbeatNanos.Load()) }
 
 // Names of the control tables and the staging table's tag columns.
 const (

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // copier copies a writer's chunks of rows into the staging table on its own
@@ -69,13 +70,30 @@ func (c *copier) loop() {
 			closeConn(c.conn)
 		}
 	}()
-	for j := range c.in {
-		if j.sync != nil {
-			err := c.err()
-			if err == nil && time.Since(c.lastBeat) >= heartbeatEvery {
+	// The writer refreshes active_at on a timer too, so it does not look
+	// stale to another job's cleanup when checkpoints are far apart (an
+	// interval of 0, checkpoints failing for hours).
+	beat := time.NewTicker(heartbeatEvery())
+	defer beat.Stop()
+	for {
+		var j copyJob
+		select {
+		case <-beat.C:
+			if c.err() == nil && time.Since(c.lastBeat) >= heartbeatEvery() {
 				c.heartbeat()
 			}
-			j.sync <- err
+			continue
+		case job, ok := <-c.in:
+			if !ok {
+				return
+			}
+			j = job
+		}
+		if j.sync != nil {
+			if c.err() == nil && time.Since(c.lastBeat) >= heartbeatEvery() {
+				c.heartbeat()
+			}
+			j.sync <- c.err()
 			continue
 		}
 		if c.err() == nil {
@@ -161,14 +179,27 @@ func (c *copier) copy(j copyJob) error {
 }
 
 // heartbeat refreshes the writer's active_at, which keeps another job's
-// Abandon from taking its staged rows for stale. It is best effort: a
-// failure is logged and retried at the next sync.
+// Abandon and Sweep from taking its staged rows for stale. It is best
+// effort: a failure is logged and retried at the next sync or tick. A
+// writer that is no longer registered (another job took it for stale and
+// deleted its staged rows) fails: its staged rows are gone, so the job must
+// replay from its last checkpoint.
 func (c *copier) heartbeat() {
 	ctx, cancel := context.WithTimeout(c.ctx, c.d.cfg.OpTimeout)
 	defer cancel()
 	conn, err := c.connection(ctx)
 	if err == nil {
-		_, err = conn.Exec(ctx, c.d.sql.heartbeat, c.writer)
+		var tag pgconn.CommandTag
+		tag, err = conn.Exec(ctx, c.d.sql.heartbeat, c.writer)
+		if err == nil && tag.RowsAffected() == 0 {
+			c.mu.Lock()
+			if c.failed == nil {
+				c.failed = c.d.errorf("writer %d is no longer registered in %s: another job's cleanup took it for stale (silent for StaleAfter) and deleted its staged rows: %w",
+					c.writer, c.d.sql.writers, ErrStagedOutputLost)
+			}
+			c.mu.Unlock()
+			return
+		}
 	}
 	if err != nil {
 		c.log.Warn("postgres sink: refreshing the writer's active_at failed; retried at the next checkpoint", "writer", c.writer, "err", c.d.redact.wrap(err))

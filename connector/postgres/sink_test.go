@@ -455,10 +455,11 @@ func TestAbandon(t *testing.T) {
 }
 
 // Sweep, which runs after completed checkpoints while the job runs, deletes
-// the rows of other jobs' writers silent for StaleAfter and of unregistered
-// writers, and keeps every row of the running job — prepared, copied before
-// a barrier, even of a writer silent as long — so the job still publishes
-// them; and a live other job's rows.
+// the rows of other jobs' writers silent for StaleAfter, and keeps every row
+// of the running job — prepared, copied before a barrier, even of a writer
+// silent as long — so the job still publishes them; a live other job's rows;
+// and rows whose writer it does not know (registered under another control
+// schema sharing the staging table, or left to the recovery's Abandon).
 func TestSweep(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -495,11 +496,11 @@ func TestSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	left := f.count("out__ingest_staging")
-	if n != 2 || int64(n) != staged-left {
-		t.Errorf("Sweep returned %d and deleted %d rows, want 2 (the stale job's and the unregistered writer's)", n, staged-left)
+	if n != 1 || int64(n) != staged-left {
+		t.Errorf("Sweep returned %d and deleted %d rows, want 1 (the stale job's)", n, staged-left)
 	}
-	if left != 5 {
-		t.Errorf("%d staged rows left, want the running job's 4 and the live job's 1", left)
+	if left != 6 {
+		t.Errorf("%d staged rows left, want the running job's 4, the live job's 1 and the unknown writer's 1", left)
 	}
 	// The running job publishes what it prepared, and the rest after its
 	// next barrier.
@@ -624,4 +625,38 @@ func TestRefusedValueFailsStaging(t *testing.T) {
 		t.Fatalf("Snapshot after a refused value: %v, want an error naming the staging table, marked incompatible", err)
 	}
 	t.Log(err)
+}
+
+// A writer refreshes its mark on a timer, not only at barriers, so a job
+// whose checkpoints are far apart does not look stale to another job's
+// cleanup; and a writer whose registration another job's cleanup deleted
+// (its staged rows with it) fails at its next barrier instead of preparing
+// rows that are gone.
+func TestWriterHeartbeat(t *testing.T) {
+	defer postgres.SetHeartbeatEvery(50 * time.Millisecond)()
+	f := newFixture(t)
+	s := newItemSink(t, f.config("out", postgres.Append))
+	w := openWriter(t, s, 0, testJob)
+	write(t, w, item{ID: 1, Name: "staged"})
+	writers := f.quoted(postgres.WritersTableName)
+	f.exec("UPDATE "+writers+" SET active_at = now() - interval '2 days' WHERE job = $1", testJob)
+	fresh := func() bool {
+		var ok bool
+		if err := f.conn.QueryRow(context.Background(), "SELECT active_at > now() - interval '1 minute' FROM "+writers+" WHERE job = $1", testJob).Scan(&ok); err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	for deadline := time.Now().Add(10 * time.Second); !fresh(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the writer did not refresh active_at between barriers")
+		}
+	}
+
+	f.exec("DELETE FROM "+writers+" WHERE job = $1", testJob)
+	time.Sleep(200 * time.Millisecond) // a few heartbeats
+	_, err := w.Snapshot(1)
+	if !errors.Is(err, postgres.ErrStagedOutputLost) || !strings.Contains(err.Error(), "no longer registered") {
+		t.Fatalf("Snapshot of an unregistered writer: %v, want ErrStagedOutputLost naming the lost registration", err)
+	}
 }

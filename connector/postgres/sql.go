@@ -34,9 +34,11 @@ type statements struct {
 	// abandonWriters unregisters the writers of job $3 of pipeline $1 on
 	// staging table $2, and with $4 those of other jobs silent for $5 µs.
 	abandonWriters string
-	// sweepWriters unregisters the writers of pipeline $1 on staging $2
-	// of jobs other than $3 silent for $5 microseconds (if $4).
-	sweepWriters string
+	// sweep unregisters the writers of pipeline $1 on staging $2 of jobs
+	// other than $3 silent for $5 microseconds (if $4), and deletes their
+	// staged rows (only theirs: the staging table may be shared with sinks
+	// whose writers are registered under another control schema).
+	sweep string
 	// abandonRows deletes the staged rows of writers not registered.
 	abandonRows string
 }
@@ -166,7 +168,8 @@ func buildStatements(target, staging table, control string, cfg SinkConfig, colu
 	s.register = fmt.Sprintf("INSERT INTO %s (writer, pipeline, sink, job, subtask, staging) VALUES ($1, $2, $3, $4, $5, $6)\nON CONFLICT (writer) DO NOTHING", s.writers)
 	s.heartbeat = fmt.Sprintf("UPDATE %s SET active_at = now() WHERE writer = $1", s.writers)
 	s.abandonWriters = fmt.Sprintf("DELETE FROM %s WHERE pipeline = $1 AND staging = $2 AND (job = $3 OR ($4::boolean AND active_at < now() - $5::bigint * interval '1 microsecond'))", s.writers)
-	s.sweepWriters = fmt.Sprintf("DELETE FROM %s WHERE pipeline = $1 AND staging = $2 AND job <> $3 AND $4::boolean AND active_at < now() - $5::bigint * interval '1 microsecond'", s.writers)
+	s.sweep = fmt.Sprintf("WITH gone AS (DELETE FROM %s WHERE pipeline = $1 AND staging = $2 AND job <> $3 AND $4::boolean AND active_at < now() - $5::bigint * interval '1 microsecond' RETURNING writer)\nDELETE FROM %s s USING gone WHERE s.%s = gone.writer",
+		s.writers, s.staging, quoteCol(writerColumn))
 	s.abandonRows = fmt.Sprintf("DELETE FROM %s s WHERE NOT EXISTS (SELECT 1 FROM %s w WHERE w.writer = s.%s)", s.staging, s.writers, quoteCol(writerColumn))
 	return s
 }

@@ -95,8 +95,7 @@ func TestRetentionKeepsStorageBounded(t *testing.T) {
 
 	job := yamlJob(t, dir, wp.YAML(), func(o *stream.RunOptions) {
 		o.Checkpoint.MaxConcurrent = maxConcurrent
-		// Sweep staging at every completed checkpoint with no margin: all
-		// that was staged before its trigger and not published goes. The
+		// Sweep staging at every completed checkpoint with no margin; the
 		// exact output below shows it never takes what is still to be
 		// published.
 		o.Checkpoint.StagingMaxAge = 0
