@@ -12,9 +12,10 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/ingest-engine/ingest/internal/testkit"
 )
 
 // A minimal client of the W3C WebDriver protocol (https://www.w3.org/TR/webdriver2/)
@@ -41,24 +42,6 @@ func browserTools(t *testing.T) (chromium, driver string) {
 	return chromium, driver
 }
 
-// syncBuffer collects a process's output for the failure message.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // startChromedriver runs chromedriver on a free port until the test ends and
 // returns its base URL.
 func startChromedriver(t *testing.T, driver string) string {
@@ -69,7 +52,7 @@ func startChromedriver(t *testing.T, driver string) string {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	out := &syncBuffer{}
+	out := &testkit.SyncBuffer{}
 	cmd := exec.Command(driver, "--port="+strconv.Itoa(port), "--allowed-ips=127.0.0.1")
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {

@@ -16,13 +16,13 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/connector/file"
 	"github.com/ingest-engine/ingest/internal/failpoint"
+	"github.com/ingest-engine/ingest/internal/testkit"
 	"github.com/ingest-engine/ingest/operator/window"
 	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/storage"
@@ -403,7 +403,7 @@ func runCopy(t *testing.T, c template, allowDuplicates bool) (error, *runtime.Jo
 	if err != nil {
 		t.Fatal(err)
 	}
-	var log syncBuffer
+	var log testkit.SyncBuffer
 	job, err := corruptionPipeline(pacedEvents{count: cCount, per: cPer}, c.out).NewJob(stream.RunOptions{
 		Storage: st, Checkpoint: corruptionOptions(), Restart: quickRestarts(3),
 		Log: slog.New(slog.NewTextHandler(&log, nil)), AllowDuplicates: allowDuplicates,
@@ -413,24 +413,6 @@ func runCopy(t *testing.T, c template, allowDuplicates bool) (error, *runtime.Jo
 	}
 	err = runBounded(t, job)
 	return err, job, log.String()
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // Every file of the newest checkpoint, damaged in every way, is detected by

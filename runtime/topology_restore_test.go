@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/internal/testkit"
 	"github.com/ingest-engine/ingest/operator/window"
 	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/state"
@@ -99,7 +100,7 @@ type topoRun struct {
 	counts *txStore[wCount]
 	events *txStore[cEvent]
 	tapped *atomic.Int64 // records the tap sink received
-	log    *syncBuffer
+	log    *testkit.SyncBuffer
 }
 
 func startShape(t *testing.T, s topoShape, dir string, src pacedEvents, allowNonRestored bool) topoRun {
@@ -108,7 +109,7 @@ func startShape(t *testing.T, s topoShape, dir string, src pacedEvents, allowNon
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := topoRun{counts: newTxStore[wCount](), events: newTxStore[cEvent](), tapped: &atomic.Int64{}, log: &syncBuffer{}}
+	r := topoRun{counts: newTxStore[wCount](), events: newTxStore[cEvent](), tapped: &atomic.Int64{}, log: &testkit.SyncBuffer{}}
 	r.job, err = s.pipeline(src, r.counts, r.events, r.tapped).NewJob(stream.RunOptions{
 		Storage: st, Checkpoint: fastCheckpoints(5 * time.Millisecond), Restart: quickRestarts(3),
 		Log: slog.New(slog.NewTextHandler(r.log, nil)), AllowNonRestoredState: allowNonRestored,

@@ -11,28 +11,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/ingest-engine/ingest/internal/testkit"
 )
-
-// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // servePipeline is an unbounded datagen → window → file pipeline with the
 // http block given, written to a temporary directory.
@@ -78,7 +61,7 @@ func TestRunServesHTTP(t *testing.T) {
 	t.Setenv("INGEST_HTTP_TOKEN", "")
 	path := servePipeline(t, "http:\n  token: from-the-file\n")
 	cmd := runCmd()
-	var stderr syncBuffer
+	var stderr testkit.SyncBuffer
 	cmd.SetOut(io.Discard)
 	cmd.SetErr(&stderr)
 	cmd.SetArgs([]string{"--http", "127.0.0.1:0", "--log-format", "json", path})

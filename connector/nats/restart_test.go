@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 
 	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/connector/nats"
+	"github.com/ingest-engine/ingest/internal/testkit"
 	"github.com/ingest-engine/ingest/runtime"
 )
 
@@ -129,34 +129,15 @@ func TestServerRestartDuringPipeline(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log destination written by nats.go's callback goroutine
-// and read by the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // The source warns when its connection drops, and says nothing of the kind
 // when it closes the connection itself.
 func TestDisconnectWarningOnlyWhenUnexpected(t *testing.T) {
 	e := startEmbedded(t)
 	f := newStream(t, e.url())
 	f.publishEvents(0, 10, 2)
-	openLogged := func() (runtime.Source, *lockedBuffer) {
+	openLogged := func() (runtime.Source, *testkit.SyncBuffer) {
 		t.Helper()
-		buf := &lockedBuffer{}
+		buf := &testkit.SyncBuffer{}
 		s := eventSource(t, f.config()).NewSubtask()
 		ctx := &runtime.Context{Task: checkpoint.TaskID{Operator: "events"}, Parallelism: 1, MaxParallelism: 128,
 			Output: &collector[event]{}, JobID: "job", Log: slog.New(slog.NewTextHandler(buf, nil))}

@@ -415,16 +415,7 @@ func TestAbandon(t *testing.T) {
 	write(t, w, item{ID: 4, Name: "copied before a barrier"}, item{ID: 5, Name: "copied before a barrier"}, item{ID: 6, Name: "in memory"})
 	_ = w.Close() // waits for the copy of 4 and 5 or aborts it
 
-	live := openWriter(t, s, 0, "live-job")
-	write(t, live, item{ID: 10, Name: "live job"})
-	liveCommit := commitOf(1, 0, snapshot(t, live, 1))
-
-	stale := openWriter(t, s, 0, "stale-job")
-	write(t, stale, item{ID: 20, Name: "stale job"})
-	snapshot(t, stale, 1)
-	f.exec("UPDATE "+f.quoted(postgres.WritersTableName)+" SET active_at = now() - interval '2 days' WHERE job = $1", "stale-job")
-
-	f.exec("INSERT INTO " + f.quoted("out__ingest_staging") + " (ingest_writer, ingest_seq, id, name, n) VALUES (42, 0, 30, 'unregistered', 0)")
+	liveCommit := stageOtherJobs(t, f, s)
 
 	staged := f.count("out__ingest_staging")
 	n, err := cm.Abandon(context.Background(), testJob)
@@ -479,16 +470,7 @@ func TestSweep(t *testing.T) {
 	// The running job's writer looks as silent as a stale one.
 	f.exec("UPDATE "+f.quoted(postgres.WritersTableName)+" SET active_at = now() - interval '2 days' WHERE job = $1", testJob)
 
-	live := openWriter(t, s, 0, "live-job")
-	write(t, live, item{ID: 10, Name: "live job"})
-	snapshot(t, live, 1)
-
-	stale := openWriter(t, s, 0, "stale-job")
-	write(t, stale, item{ID: 20, Name: "stale job"})
-	snapshot(t, stale, 1)
-	f.exec("UPDATE "+f.quoted(postgres.WritersTableName)+" SET active_at = now() - interval '2 days' WHERE job = $1", "stale-job")
-
-	f.exec("INSERT INTO " + f.quoted("out__ingest_staging") + " (ingest_writer, ingest_seq, id, name, n) VALUES (42, 0, 30, 'unregistered', 0)")
+	stageOtherJobs(t, f, s)
 
 	staged := f.count("out__ingest_staging")
 	n, err := sweeper.Sweep(context.Background(), testJob, time.Now())
@@ -515,6 +497,25 @@ func TestSweep(t *testing.T) {
 		t.Errorf("published %q after a sweep, want %q", names, want)
 	}
 	_ = w.Close()
+}
+
+// stageOtherJobs stages, next to the test job's rows, one row of each kind
+// of other writer: a live job's (prepared for its checkpoint 1, whose
+// commit it returns), a stale job's (silent for two days) and one of a
+// writer not registered. Abandon and Sweep tests tell which they delete.
+func stageOtherJobs(t *testing.T, f *fixture, s *postgres.Sink[item]) checkpoint.Commit {
+	t.Helper()
+	live := openWriter(t, s, 0, "live-job")
+	write(t, live, item{ID: 10, Name: "live job"})
+	liveCommit := commitOf(1, 0, snapshot(t, live, 1))
+
+	stale := openWriter(t, s, 0, "stale-job")
+	write(t, stale, item{ID: 20, Name: "stale job"})
+	snapshot(t, stale, 1)
+	f.exec("UPDATE "+f.quoted(postgres.WritersTableName)+" SET active_at = now() - interval '2 days' WHERE job = $1", "stale-job")
+
+	f.exec("INSERT INTO " + f.quoted("out__ingest_staging") + " (ingest_writer, ingest_seq, id, name, n) VALUES (42, 0, 30, 'unregistered', 0)")
+	return liveCommit
 }
 
 // CreateTable creates the target with the columns' types, with the key as
