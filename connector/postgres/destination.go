@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/ingest-engine/ingest/runtime"
 )
 
 // destination is the untyped part of a sink that its subtasks and its
@@ -91,13 +93,40 @@ func (d *destination) createTables(ctx context.Context, conn *pgx.Conn) error {
 				return fmt.Errorf("%w%s; statement: %s", err, describePg(err), firstLine(stmt))
 			}
 		}
-		return nil
+		return d.claimStaging(ctx, tx)
 	})
 	if err != nil {
 		return fmt.Errorf("creating the sink's tables: %w", err)
 	}
 	return nil
 }
+
+// claimStaging marks the staging table with the writers table its rows'
+// writers are registered in, or checks the mark: a recovery deletes the
+// staged rows of writers its writers table does not know, so two sinks
+// registering writers in different control schemas must not share a staging
+// table (each would take the other's rows for abandoned). It runs under the
+// setup lock.
+func (d *destination) claimStaging(ctx context.Context, tx pgx.Tx) error {
+	mark := "ingest: staged rows of writers registered in " + d.sql.writers
+	var got *string
+	if err := tx.QueryRow(ctx, "SELECT obj_description($1::regclass, 'pg_class')", d.staging.String()).Scan(&got); err != nil {
+		return fmt.Errorf("reading the mark of staging table %s: %w", d.staging, err)
+	}
+	switch {
+	case got == nil:
+		if _, err := tx.Exec(ctx, fmt.Sprintf("COMMENT ON TABLE %s IS %s", d.staging, quoteLiteral(mark))); err != nil {
+			return fmt.Errorf("marking staging table %s: %w", d.staging, err)
+		}
+	case *got != mark:
+		return fmt.Errorf("staging table %s is used by sinks whose writers are registered elsewhere (%q), this sink registers them in %s: each would take the other's staged rows for abandoned; set staging_table to a table of its own, or use the same control schema (%w)",
+			d.staging, *got, d.sql.writers, runtime.ErrIncompatible)
+	}
+	return nil
+}
+
+// quoteLiteral quotes s as an SQL string literal.
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // checkTables checks the target and staging tables have the columns and the
 // publishing statement can be planned.

@@ -661,3 +661,43 @@ func TestWriterHeartbeat(t *testing.T) {
 		t.Fatalf("Snapshot of an unregistered writer: %v, want ErrStagedOutputLost naming the lost registration", err)
 	}
 }
+
+// Two sinks that register their writers in different control schemas may
+// not share a staging table: each one's recovery would take the other's
+// staged rows for abandoned. The second is refused at setup, naming the
+// table and both writers tables; sinks sharing the control schema share the
+// staging table as before.
+func TestStagingTableBelongsToOneControlSchema(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	first := newItemSink(t, f.config("out", postgres.Append))
+	if _, err := first.Committer().Abandon(ctx, testJob); err != nil { // sets the tables up
+		t.Fatal(err)
+	}
+	same := newItemSink(t, f.config("out", postgres.Append))
+	if _, err := same.Committer().Abandon(ctx, testJob); err != nil {
+		t.Fatalf("a second sink with the same control schema: %v", err)
+	}
+
+	other := f.schema + "_ctl"
+	f.exec("CREATE SCHEMA " + pgx.Identifier{other}.Sanitize())
+	t.Cleanup(func() { f.exec("DROP SCHEMA " + pgx.Identifier{other}.Sanitize() + " CASCADE") })
+	cfg := f.config("out", postgres.Append)
+	cfg.ControlSchema = other
+	_, err := newItemSink(t, cfg).Committer().Abandon(ctx, testJob)
+	if err == nil || !errors.Is(err, runtime.ErrIncompatible) {
+		t.Fatalf("a sink with another control schema on the same staging table: %v, want a refusal wrapping runtime.ErrIncompatible", err)
+	}
+	for _, want := range []string{"out__ingest_staging", other, "set staging_table"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal does not say %q: %v", want, err)
+		}
+	}
+	t.Log(err)
+	// With a staging table of its own it works.
+	cfg.StagingTable = f.table("out_staging_other")
+	if _, err := newItemSink(t, cfg).Committer().Abandon(ctx, testJob); err != nil {
+		t.Errorf("with its own staging table: %v", err)
+	}
+}
