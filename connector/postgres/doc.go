@@ -36,6 +36,13 @@
 // after SinkConfig.StaleAfter, of other jobs of the same pipeline that
 // stopped writing.
 //
+// Sweep (after each completed checkpoint, while the job runs) deletes only
+// the rows of other jobs' writers silent for StaleAfter; the running job's
+// writers refresh active_at every minute, and fail at their next barrier if
+// they find themselves unregistered. A staging table belongs to the sinks of
+// one control schema: it is marked with its writers table at setup (a table
+// comment), and a sink registering writers elsewhere is refused.
+//
 // # Tables
 //
 //	<staging>              ingest_writer bigint, ingest_seq bigint, the columns;
