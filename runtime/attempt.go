@@ -59,6 +59,9 @@ type attempt struct {
 	// gate holds every task after Open until all have opened and their
 	// states fit the recovery point (startgate.go).
 	gate *startGate
+	// writing maps each checkpoint whose metadata write is in flight to when
+	// it started; driver goroutine only (see warnStalledWrites).
+	writing map[int64]*metadataWrite
 	// async tracks snapshot writers; store and commit run the job's storage
 	// writes and sink commits one at a time, in order.
 	async  sync.WaitGroup
@@ -249,6 +252,7 @@ func (a *attempt) drive() error {
 		var acts []checkpoint.Action
 		select {
 		case <-ticker.C:
+			a.warnStalledWrites(time.Now())
 			acts = a.coord.Step(time.Now(), checkpoint.Tick{})
 		case <-stop:
 			stop = nil
@@ -293,6 +297,7 @@ func (a *attempt) drive() error {
 					failure = errors.New("every task ended before the final checkpoint was committed")
 				}
 			case evMetadataWritten:
+				delete(a.writing, ev.id)
 				if lockLost(ev.err) {
 					failure = fmt.Errorf("checkpoint %d: writing metadata: %w", ev.id, ev.err)
 					break
@@ -322,6 +327,29 @@ func (a *attempt) drive() error {
 	a.cancel(failure)
 	a.shutdown(&wg)
 	return failure
+}
+
+// metadataWrite is a metadata write in flight.
+type metadataWrite struct {
+	started time.Time
+	warned  bool
+}
+
+// warnStalledWrites warns once about each metadata write in flight for
+// longer than the checkpoint timeout. Such a write is not abandoned: it may
+// still land, and a checkpoint whose metadata landed is complete, so the
+// coordinator waits for its outcome, and no later checkpoint completes
+// meanwhile. The warning says so, so a stuck storage is not silent.
+func (a *attempt) warnStalledWrites(now time.Time) {
+	timeout := a.job.opts.Checkpoint.Timeout
+	for id, w := range a.writing {
+		if w.warned || now.Sub(w.started) < timeout {
+			continue
+		}
+		w.warned = true
+		a.job.log.Warn("the checkpoint metadata write has not returned within the checkpoint timeout; checkpointing waits for it (a write that may still land cannot be abandoned): check the checkpoint storage",
+			"checkpoint", id, "writing_for", now.Sub(w.started).Round(time.Millisecond), "timeout", timeout, "storage", a.job.storage.Location())
+	}
 }
 
 // lockLost reports whether a storage error says the job no longer holds its
@@ -357,6 +385,10 @@ func (a *attempt) act(act checkpoint.Action, finished *bool) error {
 		m := x.Metadata
 		m.Topology = a.rec.topology // what the next restore checks the pipeline against (topology.go)
 		j.obs.writing(m)
+		if a.writing == nil {
+			a.writing = map[int64]*metadataWrite{}
+		}
+		a.writing[m.ID] = &metadataWrite{started: time.Now()}
 		a.store.do(func() {
 			err := failpoint.Inject("job/before-metadata-write")
 			if err == nil {
