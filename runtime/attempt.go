@@ -116,14 +116,14 @@ func (j *Job) build(ctx context.Context, n int, rec *recovery) (*attempt, error)
 				id := checkpoint.TaskID{Operator: node.ID, Subtask: sub}
 				kgs := state.KeyGroupRangeFor(maxP, node.Parallelism, sub)
 				b := state.NewBackend(node.ID, maxP, kgs)
-				restored, err := j.restoreState(ctx, rec, node, id, b)
+				restored, union, err := j.restoreState(ctx, rec, node, id, b)
 				if err != nil {
 					cancel(err)
 					return nil, err
 				}
 				l := &link{t: t, node: node, id: id, wm: MinWatermark}
 				l.ctx = &Context{Task: id, Parallelism: node.Parallelism, MaxParallelism: maxP, KeyGroups: kgs, State: b,
-					Output: l, Restored: restored, JobID: rec.jobID, Attempt: n, Log: j.log.With("task", id.String()),
+					Output: l, Restored: restored, RestoredUnion: union, JobID: rec.jobID, Attempt: n, Log: j.log.With("task", id.String()),
 					sides: map[string]Output{}}
 				if restored != nil {
 					l.wm = restored.Watermark

@@ -38,6 +38,12 @@ type Context struct {
 	// Restored is this subtask's part of the checkpoint the job restored from;
 	// nil on a fresh start.
 	Restored *checkpoint.SubtaskState
+	// RestoredUnion holds the inline state of every subtask of this node in
+	// the restored checkpoint, when the node's parallelism changed since and
+	// it declares Node.RescalableInline; Restored.Inline is then empty. Each
+	// subtask takes its share of the union (a Kafka source: the partitions it
+	// now owns). Nil otherwise.
+	RestoredUnion [][]byte
 	// JobID is stable across restarts of the same job.
 	JobID string
 	// Attempt counts the job's starts within this process, from 0.

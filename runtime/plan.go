@@ -63,6 +63,12 @@ type Node struct {
 	// partitioned and looked up by the old key. Empty means undescribed (Go
 	// API nodes unless a NodeOption sets it); the check is then skipped.
 	KeyDesc string
+	// RescalableInline says the node's per-subtask inline state (a source's
+	// position) can be merged and split again: restored at another
+	// parallelism, every subtask is given the inline state of every subtask
+	// of the checkpoint (Context.RestoredUnion) and takes its share. Without
+	// it a parallelism change of a node with inline state is refused.
+	RescalableInline bool
 }
 
 // Edge connects the output of From to one logical input of a node.

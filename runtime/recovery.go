@@ -159,11 +159,14 @@ func (j *Job) cleanStorage(ctx context.Context, rec *recovery) error {
 
 // restoreState returns the state of node subtask t from the recovery point and
 // restores its keyed state into b. Keyed state is redistributed by key group
-// when the node's parallelism changed; inline (per-subtask) state cannot be.
-func (j *Job) restoreState(ctx context.Context, rec *recovery, n *Node, t checkpoint.TaskID, b *state.Backend) (*checkpoint.SubtaskState, error) {
+// when the node's parallelism changed; inline (per-subtask) state only when
+// the node declares RescalableInline: union is then every old subtask's
+// inline state, for the subtask to take its share.
+func (j *Job) restoreState(ctx context.Context, rec *recovery, n *Node, t checkpoint.TaskID, b *state.Backend) (*checkpoint.SubtaskState, [][]byte, error) {
 	if rec.meta == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
+	var union [][]byte
 	var mine []checkpoint.SubtaskState
 	for _, s := range rec.meta.Tasks {
 		if s.Task.Operator == n.ID {
@@ -172,17 +175,22 @@ func (j *Job) restoreState(ctx context.Context, rec *recovery, n *Node, t checkp
 	}
 	if len(mine) == 0 {
 		// A node added since the checkpoint starts empty.
-		return nil, nil
+		return nil, nil, nil
 	}
-	own, ok := rec.meta.Task(t)
+	restored, ok := rec.meta.Task(t)
 	rescaled := len(mine) != n.Parallelism
 	if rescaled {
 		// Keyed state is redistributed by key group; committables were
-		// published by the recovery. Per-subtask inline state cannot move.
+		// published by the recovery. Per-subtask inline state moves only as
+		// a union every subtask takes its share of.
 		for _, s := range mine {
-			if len(s.Inline) > 0 {
-				return nil, incompatible(fmt.Errorf("node %s: checkpoint %d has it at parallelism %d, the pipeline at %d, and its per-subtask state cannot be redistributed", n.ID, rec.meta.ID, len(mine), n.Parallelism))
+			if len(s.Inline) == 0 {
+				continue
 			}
+			if !n.RescalableInline {
+				return nil, nil, incompatible(fmt.Errorf("node %s: checkpoint %d has it at parallelism %d, the pipeline at %d, and its per-subtask state cannot be redistributed", n.ID, rec.meta.ID, len(mine), n.Parallelism))
+			}
+			union = append(union, s.Inline)
 		}
 	}
 	var files [][]byte
@@ -192,7 +200,7 @@ func (j *Job) restoreState(ctx context.Context, rec *recovery, n *Node, t checkp
 		}
 		data, err := j.readState(ctx, rec, *s.State)
 		if err != nil {
-			return nil, fmt.Errorf("reading state of %v from checkpoint %d: %w", s.Task, rec.meta.ID, err)
+			return nil, nil, fmt.Errorf("reading state of %v from checkpoint %d: %w", s.Task, rec.meta.ID, err)
 		}
 		files = append(files, data)
 	}
@@ -202,21 +210,21 @@ func (j *Job) restoreState(ctx context.Context, rec *recovery, n *Node, t checkp
 			if errors.Is(err, state.ErrStateMismatch) {
 				err = incompatible(err)
 			}
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if rescaled {
 		// The subtask takes key groups of several old subtasks: its watermark
 		// is the least of theirs, so no timer of theirs is skipped.
-		own = checkpoint.SubtaskState{Task: t, Watermark: MaxWatermark}
+		restored = checkpoint.SubtaskState{Task: t, Watermark: MaxWatermark}
 		for _, s := range mine {
-			own.Watermark = min(own.Watermark, s.Watermark)
+			restored.Watermark = min(restored.Watermark, s.Watermark)
 		}
 	} else if !ok {
-		return nil, fmt.Errorf("checkpoint %d has no state of %v", rec.meta.ID, t)
+		return nil, nil, fmt.Errorf("checkpoint %d has no state of %v", rec.meta.ID, t)
 	}
-	own.Committables = nil // published by the recovery; the subtask starts with none
-	return &own, nil
+	restored.Committables = nil // published by the recovery; the subtask starts with none
+	return &restored, union, nil
 }
 
 // checkPlanMatches fails when the recovery point does not fit the plan (see

@@ -226,7 +226,9 @@ type KeyedStream[T any, K comparable] struct {
 
 // Source is a typed, replayable source: it makes subtasks that emit Batch[T].
 // A source that also has a `Capabilities() runtime.Capabilities` method
-// declares them; its guarantee is then derived from them.
+// declares them; its guarantee is then derived from them. One with a
+// `RescalableInline() bool` method returning true can be restored at another
+// parallelism (runtime.Node.RescalableInline).
 type Source[T any] interface {
 	// NewSubtask creates one source subtask.
 	NewSubtask() runtime.Source
@@ -254,6 +256,9 @@ type Sink[T any] interface {
 func From[T any](p *Pipeline, id string, src Source[T], opts ...NodeOption) Stream[T] {
 	n := &runtime.Node{ID: id, Parallelism: p.parallelism, NewSource: src.NewSubtask, Guarantee: src.Guarantee(), Describe: src.Describe(), Type: typeOf(src)}
 	n.Capabilities, n.Guarantee = capabilitiesOf(src, false, n.Guarantee)
+	if r, ok := src.(interface{ RescalableInline() bool }); ok {
+		n.RescalableInline = r.RescalableInline()
+	}
 	for _, o := range opts {
 		o(n)
 	}

@@ -51,16 +51,19 @@
 // checkpoints, for lag monitoring; it is never read. The copy needs the
 // runtime to tell sources the id of the checkpoint a position belongs to and
 // when it completed: a subtask implements PositionAt(id) and
-// NotifyComplete(id) for that, which the runtime does not call yet.
+// NotifyComplete(id) for that.
 //
 // Guarantee. Exactly-once (replayable) relies on: the records after a
 // checkpoint's offsets still being in the log when the job restores it;
 // a deterministic decode function; read_committed (the default) when the
 // topic is written by transactional producers, so aborted and open
-// transactions are never read; and an unchanged parallelism across restores
-// (the runtime refuses a checkpoint whose per-subtask state would have to be
-// redistributed; the position format already allows it: every entry names
-// its partition).
+// transactions are never read.
+//
+// Rescaling. The source's parallelism may change across a restore: every
+// entry of a position names its partition, so each subtask of the new
+// parallelism is given the positions of all old subtasks
+// (runtime.Context.RestoredUnion) and resumes exactly the partitions it now
+// owns, at their offsets; subtask 0 carries the bad-record counts on.
 package kafka
 
 import (
@@ -103,6 +106,10 @@ func (s *Source[T]) Type() string { return "kafka" }
 
 // Guarantee: the source replays exactly from the offsets in a checkpoint.
 func (s *Source[T]) Guarantee() runtime.Guarantee { return runtime.ExactlyOnce }
+
+// RescalableInline reports that positions can be merged and split again by
+// another parallelism (see Rescaling in the package documentation).
+func (s *Source[T]) RescalableInline() bool { return true }
 
 // Describe summarises the configuration.
 func (s *Source[T]) Describe() string {

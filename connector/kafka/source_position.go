@@ -73,9 +73,10 @@ func srcOwns(p int32, s, n int) bool { return int(p)%n == s }
 // longer owns would otherwise be lost.
 //
 // With union true, inlines are the positions of every subtask of the node in
-// the restored checkpoint, at whatever parallelism it had: the subtask takes
-// exactly the partitions it owns now. This is how rescaling would work once
-// the runtime hands a source the union of its node's inline states.
+// the restored checkpoint, at whatever parallelism it had
+// (runtime.Context.RestoredUnion): the subtask takes exactly the partitions
+// it owns now, and subtask 0 takes the bad-record counts, so their sum over
+// the subtasks stays what it was.
 func srcRestore(inlines [][]byte, topic string, subtask, parallelism int, union bool) (srcResume, error) {
 	res := srcResume{parts: map[int32]srcPartitionPosition{}}
 	first := true
@@ -94,14 +95,14 @@ func srcRestore(inlines [][]byte, topic string, subtask, parallelism int, union 
 			return res, fmt.Errorf("the checkpoint's position is for topic %q but the source reads topic %q: a source cannot resume from another topic's offsets (start from an empty checkpoint directory, or give the source a new node id)", pos.Topic, topic)
 		}
 		if !union && (pos.Parallelism != parallelism || pos.Subtask != subtask) {
-			return res, fmt.Errorf("the checkpoint's position was written by subtask %d of %d, this is subtask %d of %d: the parallelism of a Kafka source cannot change across a restore yet (the runtime gives each subtask only its own position, which does not hold the offsets of the partitions it would take over)", pos.Subtask, pos.Parallelism, subtask, parallelism)
+			return res, fmt.Errorf("the checkpoint's position was written by subtask %d of %d, this is subtask %d of %d: a subtask restored at an unchanged parallelism must get its own position (at a changed one, every subtask gets all of them)", pos.Subtask, pos.Parallelism, subtask, parallelism)
 		}
 		if first {
 			res.restored, res.bounded, first = true, pos.Bounded, false
 		} else if pos.Bounded != res.bounded {
 			return res, fmt.Errorf("the checkpoint's positions disagree on whether the source is bounded (subtask %d of %d)", pos.Subtask, pos.Parallelism)
 		}
-		if pos.Bad != nil {
+		if pos.Bad != nil && (!union || subtask == 0) {
 			res.bad.Skipped += pos.Bad.Skipped
 			res.bad.DeadLettered += pos.Bad.DeadLettered
 		}

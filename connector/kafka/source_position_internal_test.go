@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/ingest-engine/ingest/stream"
 )
 
 // srcPositionOf writes the position subtask s of n would hold for parts.
@@ -24,10 +26,9 @@ func srcPP(p int32, next int64, end *int64) srcPartitionPosition {
 func ptr(v int64) *int64 { return &v }
 
 // The position is designed for rescaling: from the union of every subtask's
-// position, each new subtask takes exactly the partitions it owns, with
-// their offsets and end offsets. (The runtime hands a source only its own
-// position today, so Open uses union=false and refuses a changed
-// parallelism.)
+// position (runtime.Context.RestoredUnion), each new subtask takes exactly
+// the partitions it owns, with their offsets and end offsets; subtask 0
+// alone takes the bad-record counts, so their sum is kept.
 func TestSrcRestoreUnionRescales(t *testing.T) {
 	// Seven partitions at parallelism 2: subtask 0 has 0,2,4,6; 1 has 1,3,5.
 	old := [][]byte{
@@ -63,9 +64,33 @@ func TestSrcRestoreUnionRescales(t *testing.T) {
 	if _, err := srcRestore(dup, "t", 0, 1, true); err == nil || !strings.Contains(err.Error(), "two subtasks") {
 		t.Errorf("duplicate partition: %v", err)
 	}
-	// Without the union, a changed parallelism is refused.
-	if _, err := srcRestore(old[:1], "t", 0, 3, false); err == nil || !strings.Contains(err.Error(), "cannot change") {
+	// Without the union, a position of another subtask or parallelism is
+	// refused.
+	if _, err := srcRestore(old[:1], "t", 0, 3, false); err == nil || !strings.Contains(err.Error(), "must get its own position") {
 		t.Errorf("own position at another parallelism: %v", err)
+	}
+	// Bad-record counts: summed once, by subtask 0.
+	counted := make([][]byte, 2)
+	for s := range 2 {
+		pos := &srcPosition{Version: srcPositionVersion, Topic: "t", Subtask: s, Parallelism: 2,
+			Partitions: []srcPartitionPosition{srcPP(int32(s), 5, nil)}, Bad: &stream.BadRecordTally{Skipped: int64(s + 1), DeadLettered: 10 * int64(s+1)}}
+		b, err := pos.encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		counted[s] = b
+	}
+	var sum stream.BadRecordTally
+	for s := range 3 {
+		res, err := srcRestore(counted, "t", s, 3, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum.Skipped += res.bad.Skipped
+		sum.DeadLettered += res.bad.DeadLettered
+	}
+	if sum.Skipped != 3 || sum.DeadLettered != 30 {
+		t.Errorf("bad-record counts after a rescale from 2 to 3 sum to %+v, want 3 skipped and 30 dead-lettered", sum)
 	}
 	// A bounded position without end offsets is refused.
 	bad := srcPositionOf(t, 0, 1, true, srcPP(0, 1, nil))

@@ -89,7 +89,15 @@ func (t *srcSubtask[T]) Open(ctx *runtime.Context) error {
 		return t.errorf("subtask %d of %d", t.subtask, t.parallelism)
 	}
 	var resume srcResume
-	if ctx.Restored != nil && len(ctx.Restored.Inline) > 0 {
+	switch {
+	case ctx.RestoredUnion != nil:
+		// Restored at another parallelism: every old subtask's position,
+		// of which this subtask takes the partitions it owns now.
+		var err error
+		if resume, err = srcRestore(ctx.RestoredUnion, cfg.Topic, t.subtask, t.parallelism, true); err != nil {
+			return t.errorf("%w", err)
+		}
+	case ctx.Restored != nil && len(ctx.Restored.Inline) > 0:
 		var err error
 		if resume, err = srcRestore([][]byte{ctx.Restored.Inline}, cfg.Topic, t.subtask, t.parallelism, false); err != nil {
 			return t.errorf("%w", err)
@@ -373,8 +381,8 @@ func (t *srcSubtask[T]) position() *srcPosition {
 
 // PositionAt is Position for the barrier of checkpoint id; the subtask keeps
 // the offsets to copy them to the consumer group once id completes
-// (NotifyComplete). The runtime calls Position today; see the package's
-// report on the runtime change this needs.
+// (NotifyComplete). The runtime calls it instead of Position
+// (runtime.PositionedAt).
 func (t *srcSubtask[T]) PositionAt(id int64) ([]byte, error) {
 	if t.commits != nil {
 		offs := make(map[int32]int64, len(t.parts))

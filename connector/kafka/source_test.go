@@ -518,7 +518,8 @@ func TestSourceGroupCommitAfterComplete(t *testing.T) {
 	fresh.readN(t, 200)
 }
 
-// A position written at another parallelism, for another topic, or at an
+// A subtask's own position written at another parallelism (the runtime
+// hands all positions to every subtask then), for another topic, or at an
 // offset the log no longer has is refused at Open with an error saying why.
 func TestSourceRestoreRefusals(t *testing.T) {
 	t.Parallel()
@@ -530,7 +531,7 @@ func TestSourceRestoreRefusals(t *testing.T) {
 	sub.readN(t, 20)
 	pos := sub.position(t)
 
-	if _, err := srcTryOpen(t, src, 0, 3, pos); err == nil || !strings.Contains(err.Error(), "parallelism of a Kafka source cannot change") {
+	if _, err := srcTryOpen(t, src, 0, 3, pos); err == nil || !strings.Contains(err.Error(), "must get its own position") {
 		t.Errorf("restore at parallelism 3 from 2: %v", err)
 	}
 	other := cfg
