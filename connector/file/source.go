@@ -161,6 +161,11 @@ func (s *Source[T]) Type() string { return "file" }
 // long as files are only appended to (see the package documentation).
 func (s *Source[T]) Guarantee() runtime.Guarantee { return runtime.ExactlyOnce }
 
+// RescalableInline reports that positions can be merged and split again:
+// restored at another parallelism, each subtask takes the files it owns now
+// (by the hash of their path) from every old subtask's position.
+func (s *Source[T]) RescalableInline() bool { return true }
+
 // Describe names the glob, the format and when the source stops.
 func (s *Source[T]) Describe() string {
 	stop := fmt.Sprintf("following, polling every %v", s.cfg.PollInterval)

@@ -396,28 +396,40 @@ func TestSourcePlanDescribesFileSource(t *testing.T) {
 	}
 }
 
-// Restoring the source at another parallelism is refused by the runtime
-// (its inline per-subtask state cannot be redistributed) with an error
-// naming the node, instead of reading files twice or not at all.
-func TestSourceRescaleIsRefused(t *testing.T) {
+// The source's parallelism may change across a restore: each subtask takes
+// the files it now owns from every old subtask's position. A run at
+// parallelism 2 is cut off after a checkpoint, one at 3 restores it and is
+// cut off again, one at 1 reads to the end: every record is committed
+// exactly once.
+func TestSourceRescale(t *testing.T) {
 	in := inputSpec{n: 4000, files: 4, keys: 10, format: file.FormatJSONLines}
 	dir, out := t.TempDir(), t.TempDir()
 	in.write(t, dir, 0, in.n)
 	cfg := file.SourceConfig{Path: filepath.Join(dir, "in-*.jsonl"), StopAt: file.StopAtLatest, BatchSize: 20}
 	st := memStorage(t)
-	job := newJob(t, passPipeline(t, cfg, 2, newFailPlan(time.Millisecond), out), st, 10*time.Millisecond)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- job.Run(ctx) }()
-	for deadline := time.Now().Add(30 * time.Second); job.Stats().Completed == 0 && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
+	var last int64
+	for _, par := range []int{2, 3} {
+		job := newJob(t, passPipeline(t, cfg, par, newFailPlan(time.Millisecond), out), st, 10*time.Millisecond)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- job.Run(ctx) }()
+		for deadline := time.Now().Add(30 * time.Second); job.Stats().Completed < 2 && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+		<-done
+		s := job.Stats()
+		if s.Completed < 2 || s.RestoredFrom != last {
+			t.Fatalf("run at parallelism %d: stats %+v, want 2 checkpoints after restoring %d", par, s, last)
+		}
+		last = s.Latest
 	}
-	cancel()
-	<-done
-	job = newJob(t, passPipeline(t, cfg, 3, nil, out), st, 10*time.Millisecond)
-	err := job.Run(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "node files") || !strings.Contains(err.Error(), "cannot be redistributed") {
-		t.Fatalf("restoring at another parallelism: %v", err)
+	if got := committedIDs(t, out); len(got) == 0 || len(got) >= in.n {
+		t.Fatalf("%d of %d ids committed before the last run: the runs must stop part-way", len(got), in.n)
 	}
+	job := newJob(t, passPipeline(t, cfg, 1, nil, out), st, 10*time.Millisecond)
+	if s := runJob(t, job); s.RestoredFrom != last {
+		t.Fatalf("the last run restored %d, want %d", s.RestoredFrom, last)
+	}
+	checkIDs(t, committedIDs(t, out), in.n)
 }

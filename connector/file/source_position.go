@@ -70,6 +70,41 @@ func encodePosition(listed bool, splits []*split, bad stream.BadRecordTally) ([]
 	return json.Marshal(p)
 }
 
+// unionPositions merges the positions of every subtask of a checkpoint, for
+// a restore at another parallelism (runtime.Context.RestoredUnion): every
+// file once, with its progress. withBad takes the bad-record counts (one
+// subtask, subtask 0, carries their sum on).
+func unionPositions(inlines [][]byte, withBad bool) (position, error) {
+	u := position{Version: positionVersion}
+	seen := map[string]bool{}
+	for i, raw := range inlines {
+		p, err := decodePosition(raw)
+		if err != nil {
+			return u, err
+		}
+		if i == 0 {
+			u.Listed = p.Listed
+		} else if p.Listed != u.Listed {
+			return u, fmt.Errorf("restoring positions: the subtasks disagree on whether the file list was fixed at start")
+		}
+		for _, f := range p.Files {
+			if seen[f.Path] {
+				return u, fmt.Errorf("restoring positions: file %s is in the positions of two subtasks", f.Path)
+			}
+			seen[f.Path] = true
+			u.Files = append(u.Files, f)
+		}
+		if p.Bad != nil && withBad {
+			if u.Bad == nil {
+				u.Bad = &stream.BadRecordTally{}
+			}
+			u.Bad.Skipped += p.Bad.Skipped
+			u.Bad.DeadLettered += p.Bad.DeadLettered
+		}
+	}
+	return u, nil
+}
+
 // decodePosition parses and checks a restored position.
 func decodePosition(b []byte) (position, error) {
 	var p position

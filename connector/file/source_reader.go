@@ -109,7 +109,15 @@ func (r *reader[T]) Open(ctx *runtime.Context) error {
 	now := time.Now()
 
 	var pos position
-	if ctx.Restored != nil && len(ctx.Restored.Inline) > 0 {
+	switch {
+	case ctx.RestoredUnion != nil:
+		// Restored at another parallelism: every old subtask's position;
+		// the loop below takes the files this subtask owns now.
+		var err error
+		if pos, err = unionPositions(ctx.RestoredUnion, ctx.Task.Subtask == 0); err != nil {
+			return fmt.Errorf("file source %s: %w", r.cfg.Path, err)
+		}
+	case ctx.Restored != nil && len(ctx.Restored.Inline) > 0:
 		var err error
 		if pos, err = decodePosition(ctx.Restored.Inline); err != nil {
 			return fmt.Errorf("file source %s: %w", r.cfg.Path, err)
