@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/connector/datagen"
 	"github.com/ingest-engine/ingest/internal/testkit"
 	"github.com/ingest-engine/ingest/operator/window"
 	"github.com/ingest-engine/ingest/runtime"
@@ -431,5 +432,31 @@ func TestCheckpointWithoutTopologyRestores(t *testing.T) {
 	}
 	if !strings.Contains(r.log.String(), "records no pipeline topology") {
 		t.Errorf("the log does not say the topology checks were skipped:\n%s", r.log.String())
+	}
+}
+
+// A source whose per-subtask position cannot be merged and split (datagen:
+// its records are striped by subtask) is not restored at another
+// parallelism: the job refuses at once, naming the node, before anything is
+// read. Kafka and file sources can (their connector tests).
+func TestSourceRescaleRefusedWithoutRescalableInline(t *testing.T) {
+	dir := t.TempDir()
+	st, err := storage.NewLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := newTxStore[keyCount]()
+	cfg := datagen.Config{Count: 500, Keys: 5}
+	if err := runBounded(t, newJob(t, countPipeline(t, cfg, 2, 1, store, nil), st, fastCheckpoints(5*time.Millisecond), quickRestarts(3))); err != nil {
+		t.Fatal(err)
+	}
+	published := store.count()
+	job := newJob(t, countPipeline(t, cfg, 3, 1, store, nil), st, fastCheckpoints(5*time.Millisecond), quickRestarts(3))
+	err = runBounded(t, job)
+	if !errors.Is(err, runtime.ErrIncompatible) || !strings.Contains(err.Error(), "node events") || !strings.Contains(err.Error(), "per-subtask state cannot be redistributed") {
+		t.Fatalf("restore of datagen at parallelism 3 from 2: %v, want a refusal naming node events", err)
+	}
+	if s := job.Stats(); s.Restarts != 0 || s.Records != 0 || store.count() != published {
+		t.Errorf("stats %+v, %d published (was %d): want no restart, nothing read or published", s, store.count(), published)
 	}
 }
