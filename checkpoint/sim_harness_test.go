@@ -14,9 +14,10 @@ import (
 	"time"
 )
 
-// The shared harness of the aligner and committer simulations: it runs seeds
-// 1..N on GOMAXPROCS workers, groups failures by the check that failed and
-// prints the flag that replays each one.
+// The shared harness of the seeded simulations (the coordinator's in
+// sim_test.go, the aligner's and the committer's): it runs one seed alone or
+// seeds 1..N on GOMAXPROCS workers, groups failures by the check that failed
+// and prints the command line that replays each one.
 //
 // Seeds run without a step log, which keeps them cheap; a failing seed is run
 // a second time with its log on. A simulation is a pure function of its seed,
@@ -129,6 +130,14 @@ func runSeeded[S any](t *testing.T, sim seededSim[S], one int64, n int) {
 	t.Logf("totals: %s", fmtStats(total))
 	if len(failed) > 0 {
 		slices.SortFunc(failed, func(a, b simRun[S]) int { return int(a.seed - b.seed) })
+		var seeds []string
+		for i, r := range failed {
+			if i == 20 {
+				seeds = append(seeds, "…")
+				break
+			}
+			seeds = append(seeds, fmt.Sprint(r.seed))
+		}
 		type kind struct {
 			n     int
 			first int64
@@ -152,12 +161,26 @@ func runSeeded[S any](t *testing.T, sim seededSim[S], one int64, n int) {
 		if again.err != first.err {
 			t.Errorf("seed %d is not reproducible: it failed with %q, and again with %q", first.seed, first.err, again.err)
 		}
-		t.Fatalf("%d of %d seeds failed. By check:%s\nFirst: seed %d: %s\nReplay: %s\n%s",
-			len(failed), n, b.String(), first.seed, first.err, replay(first.seed), again.trail)
+		t.Fatalf("%d of %d seeds failed (seeds %s). By check:%s\nFirst: seed %d: %s\nReplay: %s\n%s",
+			len(failed), n, strings.Join(seeds, " "), b.String(), first.seed, first.err, replay(first.seed), again.trail)
 	}
 	if n >= sim.coverMin {
 		sim.cover(t, total)
 	}
+}
+
+// simCheckName reduces a failure message to the check that failed: ids,
+// offsets and committable names become N.
+func simCheckName(msg string) string {
+	msg, _, _ = strings.Cut(msg, "\n")
+	var words []string
+	for _, w := range strings.Fields(msg) {
+		if strings.ContainsAny(w, "0123456789") {
+			w = "N"
+		}
+		words = append(words, w)
+	}
+	return strings.Join(words, " ")
 }
 
 // simDefaultSeeds is the default seed count of a simulation flag: n, or a

@@ -6,12 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
-	"runtime"
-	"runtime/debug"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -30,7 +26,7 @@ import (
 // checkpoint's cut must have been published exactly once, across any number of
 // crashes and recoveries.
 //
-// Replay one seed: go test ./checkpoint -run TestSimulation -seed=N -v
+// Replay one seed: go test ./checkpoint -run '^TestSimulation$' -seed=N -v
 
 var (
 	simSeed          = flag.Int64("seed", 0, "TestSimulation: run only this seed; with -v, print its whole step log")
@@ -39,121 +35,27 @@ var (
 )
 
 func TestSimulation(t *testing.T) {
-	if *simSeed != 0 {
-		r := runSim(*simSeed, testing.Verbose())
-		if testing.Verbose() {
-			t.Log("\n" + r.log)
-		}
-		if r.err != "" {
-			t.Fatalf("seed %d: %s\n%s", r.seed, r.err, r.tail)
-		}
-		t.Logf("seed %d ok: %s", r.seed, r.stats)
-		return
-	}
-	n := int64(*simSeeds)
-	start := time.Now()
-	var (
-		next     atomic.Int64
-		mu       sync.Mutex
-		failed   []simResult
-		total    simStats
-		wg       sync.WaitGroup
-		nWorkers = runtime.GOMAXPROCS(0)
-	)
-	for range nWorkers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var local simStats
-			var bad []simResult
-			for {
-				seed := next.Add(1)
-				if seed > n {
-					break
-				}
-				r := runSim(seed, false)
-				local.add(r.stats)
-				if r.err != "" {
-					bad = append(bad, r)
-				}
+	runSeeded(t, seededSim[simStats]{
+		test: "TestSimulation", replay: "seed",
+		flags:    fmt.Sprintf(" -sim.maxconcurrent=%d", *simMaxConcurrent),
+		run:      runSim,
+		coverMin: 1000,
+		// The simulation must exercise what it claims to check; a sim that
+		// silently stopped crashing or completing checks nothing.
+		cover: func(t *testing.T, total simStats) {
+			covered := map[string]int{
+				"completions": total.Completions, "crashes": total.Crashes, "finished": total.Finished,
+				"fail jobs": total.FailJobs, "late discards": total.LateDiscards,
+				"durable at crash": total.DurableAtCrash, "carried commits": total.Carried,
+				"task failures": total.TaskFailed, "timeouts": total.Timeouts, "retention discards": total.Retired,
+				"commit failures": total.CommitFailures,
 			}
-			mu.Lock()
-			total.add(local)
-			failed = append(failed, bad...)
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	t.Logf("%d seeds in %v: %.0f seeds/s, %.0f steps/s on %d workers", n, elapsed.Round(time.Millisecond),
-		float64(n)/elapsed.Seconds(), float64(total.Steps)/elapsed.Seconds(), nWorkers)
-	t.Logf("totals: %s", total)
-	if len(failed) > 0 {
-		slices.SortFunc(failed, func(a, b simResult) int { return int(a.seed - b.seed) })
-		var seeds []string
-		for i, r := range failed {
-			if i == 20 {
-				seeds = append(seeds, "…")
-				break
+			if *simMaxConcurrent > 1 {
+				covered["subsumed"] = total.Subsumed
 			}
-			seeds = append(seeds, fmt.Sprint(r.seed))
-		}
-		// Group failures by the violated check and name the first seed of each.
-		type kind struct {
-			n     int
-			first int64
-		}
-		kinds := map[string]*kind{}
-		var order []string
-		for _, r := range failed {
-			k := simCheckName(r.err)
-			if kinds[k] == nil {
-				kinds[k] = &kind{first: r.seed}
-				order = append(order, k)
-			}
-			kinds[k].n++
-		}
-		var b strings.Builder
-		for _, k := range order {
-			fmt.Fprintf(&b, "\n  %5d× %q, first seed %d", kinds[k].n, k, kinds[k].first)
-		}
-		r := failed[0]
-		t.Fatalf("%d of %d seeds failed (seeds %s). By check:%s\nFirst: seed %d: %s\nReplay: go test ./checkpoint -run TestSimulation -seed=%d -v\n%s",
-			len(failed), n, strings.Join(seeds, " "), b.String(), r.seed, r.err, r.seed, r.tail)
-	}
-	// The simulation must exercise what it claims to check; a sim that
-	// silently stopped crashing or completing checks nothing.
-	if n >= 1000 {
-		covered := map[string]int{
-			"completions": total.Completions, "crashes": total.Crashes, "finished": total.Finished,
-			"fail jobs": total.FailJobs, "late discards": total.LateDiscards,
-			"durable at crash": total.DurableAtCrash, "carried commits": total.Carried,
-			"task failures": total.TaskFailed, "timeouts": total.Timeouts, "retention discards": total.Retired,
-			"commit failures": total.CommitFailures,
-		}
-		if *simMaxConcurrent > 1 {
-			covered["subsumed"] = total.Subsumed
-		}
-		for name, v := range covered {
-			if v == 0 {
-				t.Errorf("no seed exercised %s: the simulation lost coverage", name)
-			}
-		}
-	}
-}
-
-// simCheckName reduces a failure message to the check that failed: ids,
-// offsets and committable names become N.
-func simCheckName(msg string) string {
-	msg, _, _ = strings.Cut(msg, "\n")
-	var words []string
-	for _, w := range strings.Fields(msg) {
-		if strings.ContainsAny(w, "0123456789") {
-			w = "N"
-		}
-		words = append(words, w)
-	}
-	return strings.Join(words, " ")
+			requireCovered(t, covered)
+		},
+	}, *simSeed, *simSeeds)
 }
 
 // simStats counts what a run exercised.
@@ -163,53 +65,20 @@ type simStats struct {
 	TaskFailed, Timeouts, Retired, Published, CommitFailures          int
 }
 
-func (s *simStats) add(o simStats) {
-	a, b := reflect.ValueOf(s).Elem(), reflect.ValueOf(o)
-	for i := range a.NumField() {
-		a.Field(i).SetInt(a.Field(i).Int() + b.Field(i).Int())
+// runSim runs one seed and checks the invariants after every step. logTail
+// is as seededSim.run describes; the sim keeps its recent log entries either
+// way, and all of them when logTail is -1.
+func runSim(seed int64, logTail int) simRun[simStats] {
+	s := newSim(seed, logTail < 0)
+	err := runSeed(s.run)
+	out := simRun[simStats]{seed: seed, err: err, stats: s.stats}
+	switch {
+	case logTail < 0:
+		out.trail = s.header() + s.logTail(len(s.log))
+	case logTail > 0:
+		out.trail = s.header() + s.logTail(logTail)
 	}
-}
-
-func (s simStats) String() string {
-	v, ty := reflect.ValueOf(s), reflect.TypeOf(s)
-	var parts []string
-	for i := range v.NumField() {
-		parts = append(parts, fmt.Sprintf("%s=%d", ty.Field(i).Name, v.Field(i).Int()))
-	}
-	return strings.Join(parts, " ")
-}
-
-type simResult struct {
-	seed  int64
-	err   string // "" when every invariant held
-	tail  string // the step log's last entries
-	log   string // the whole step log, when asked for
-	stats simStats
-}
-
-// simFailure is the panic value of a violated invariant.
-type simFailure struct{ msg string }
-
-// runSim runs one seed and checks the invariants after every step.
-func runSim(seed int64, fullLog bool) (res simResult) {
-	s := newSim(seed, fullLog)
-	res.seed = seed
-	defer func() {
-		if p := recover(); p != nil {
-			if f, ok := p.(simFailure); ok {
-				res.err = f.msg
-			} else {
-				res.err = fmt.Sprintf("panic: %v\n%s", p, debug.Stack())
-			}
-			res.tail = s.header() + s.logTail(60)
-		}
-		res.stats = s.stats
-		if fullLog {
-			res.log = s.header() + s.logTail(len(s.log))
-		}
-	}()
-	s.run()
-	return res
+	return out
 }
 
 // --- The simulated world ------------------------------------------------------
@@ -369,7 +238,7 @@ func newSim(seed int64, fullLog bool) *sim {
 }
 
 func (s *sim) failf(format string, args ...any) {
-	panic(simFailure{msg: fmt.Sprintf(format, args...)})
+	panic(simFailed{msg: fmt.Sprintf(format, args...)})
 }
 
 func (s *sim) header() string {
