@@ -199,29 +199,3 @@ func uniqueName(t testing.TB) string {
 }
 
 var nameSeq atomic.Int64
-
-// forEach runs test against every backend as subtests.
-func forEach(t *testing.T, test func(t *testing.T, in instance)) {
-	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			test(t, b.open(t))
-		})
-	}
-}
-
-func mustWrite(t *testing.T, s storage.Storage, id int64, name string, data []byte) storage.Handle {
-	t.Helper()
-	h, err := s.WriteFile(context.Background(), id, name, data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h
-}
-
-func mustMeta(t *testing.T, s storage.Storage, id int64, data string) {
-	t.Helper()
-	if err := s.WriteMetadata(context.Background(), id, []byte(data)); err != nil {
-		t.Fatal(err)
-	}
-}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ingest-engine/ingest/storage"
+	"github.com/ingest-engine/ingest/storage/storagetest"
 )
 
 func TestIsURL(t *testing.T) {
@@ -98,7 +99,7 @@ func TestCredentialsRedacted(t *testing.T) {
 	if s.Location() != "s3://ck/p" {
 		t.Errorf("Location = %q, want s3://ck/p", s.Location())
 	}
-	mustMeta(t, s, 1, "m")
+	storagetest.MustMeta(t, s, 1, "m")
 	entries, err := s.List(ctx)
 	if err != nil || len(entries) != 1 {
 		t.Fatalf("List = %v, %v", entries, err)
@@ -236,7 +237,7 @@ func TestPrefixesAndSharedMem(t *testing.T) {
 		return s
 	}
 	a := open("mem://" + name + "/jobs/a")
-	mustMeta(t, a, 1, "a")
+	storagetest.MustMeta(t, a, 1, "a")
 	a.Close()
 	again := open("mem://" + name + "/jobs/a")
 	if got, err := again.ReadMetadata(ctx, 1); err != nil || string(got) != "a" {
@@ -250,8 +251,8 @@ func TestPrefixesAndSharedMem(t *testing.T) {
 	// The same with s3.
 	f := newFakeS3(t)
 	s1, s2 := open(f.url("jobs/a")), open(f.url("jobs/ab"))
-	mustMeta(t, s1, 1, "a")
-	mustMeta(t, s2, 2, "ab")
+	storagetest.MustMeta(t, s1, 1, "a")
+	storagetest.MustMeta(t, s2, 2, "ab")
 	if got := ids(t, s1); len(got) != 1 || got[0] != 1 {
 		t.Errorf("jobs/a lists %v", got)
 	}
@@ -267,8 +268,8 @@ func TestFileDiscardRemovesDirectory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustWrite(t, s, 3, "a", []byte("x"))
-	mustMeta(t, s, 3, "m")
+	storagetest.MustWrite(t, s, 3, "a", []byte("x"))
+	storagetest.MustMeta(t, s, 3, "m")
 	if err := s.Discard(context.Background(), 3); err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ingest-engine/ingest/storage"
+	"github.com/ingest-engine/ingest/storage/storagetest"
 )
 
 // lockURLs are the backends the lock tests run on; each call makes fresh locations.
@@ -243,8 +244,8 @@ func TestLockLostFencesWrites(t *testing.T) {
 				t.Fatal(err)
 			}
 			time.Sleep(lease / 2) // past the first renewal
-			mustWrite(t, s, 1, "kg-0", []byte("x"))
-			mustMeta(t, s, 1, "m")
+			storagetest.MustWrite(t, s, 1, "kg-0", []byte("x"))
+			storagetest.MustMeta(t, s, 1, "m")
 			rec, _, err := s.readLock(context.Background(), s.loc.prefix+LeaseName)
 			if err != nil || rec.Seq < 1 {
 				t.Fatalf("lock record %+v, %v: want a renewal", rec, err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ingest-engine/ingest/storage"
+	"github.com/ingest-engine/ingest/storage/storagetest"
 )
 
 // isMetadata reports whether r is a request about a _metadata object.
@@ -35,7 +36,7 @@ func TestWriteMetadataResponseLost(t *testing.T) {
 	t.Parallel()
 	f := newFakeS3(t)
 	s := openFake(t, f)
-	mustWrite(t, s, 1, "kg-0", []byte("state"))
+	storagetest.MustWrite(t, s, 1, "kg-0", []byte("state"))
 	var puts atomic.Int64
 	f.setFaults(func(r *http.Request) (int, bool) {
 		if isMetadata(r, http.MethodPut) {
@@ -60,7 +61,7 @@ func TestWriteMetadataRejected(t *testing.T) {
 	t.Parallel()
 	f := newFakeS3(t)
 	s := openFake(t, f)
-	mustWrite(t, s, 1, "kg-0", []byte("state"))
+	storagetest.MustWrite(t, s, 1, "kg-0", []byte("state"))
 	f.setFaults(func(r *http.Request) (int, bool) {
 		if isMetadata(r, http.MethodPut) {
 			return http.StatusServiceUnavailable, false
@@ -90,7 +91,7 @@ func TestWriteMetadataOutcomeUnknown(t *testing.T) {
 	t.Parallel()
 	f := newFakeS3(t)
 	s := openFake(t, f)
-	mustWrite(t, s, 1, "kg-0", []byte("state"))
+	storagetest.MustWrite(t, s, 1, "kg-0", []byte("state"))
 	f.setFaults(func(r *http.Request) (int, bool) {
 		switch {
 		case isMetadata(r, http.MethodPut):
@@ -143,7 +144,7 @@ func TestS3ReadFileCorrupt(t *testing.T) {
 	f := newFakeS3(t)
 	s := openFake(t, f)
 	in := blobInstance(s)
-	h := mustWrite(t, s, 5, "kg-1", []byte("0123456789abcdef0123456789"))
+	h := storagetest.MustWrite(t, s, 5, "kg-1", []byte("0123456789abcdef0123456789"))
 	full, _ := in.get(t, "chk-0000000005/kg-1")
 	in.put(t, "chk-0000000005/kg-1", full[:len(full)-3])
 	_, err := s.ReadFile(context.Background(), h)

@@ -1,0 +1,467 @@
+// Package storagetest checks that an implementation of [storage.Storage] keeps its contract. Every
+// backend runs the same checks: storage.Local in package storage, the object-storage backends in
+// storage/blob. [TestStorage] covers the methods of the interface, [TestRetention] the retention
+// and recovery functions built on them ([storage.Retain], [storage.Latest]).
+//
+// The checks need raw access to what a backend stores, to corrupt it and to check its layout, so a
+// backend is handed to them as an [Instance]: the Storage plus functions that read and write its
+// stored bytes by key.
+package storagetest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/ingest-engine/ingest/storage"
+)
+
+// Instance is one storage under test and raw access to what it stores. A key (rel) is
+// slash-separated and relative to the storage's root, e.g. "chk-0000000001/_metadata".
+type Instance struct {
+	storage.Storage
+	// Where returns the location the storage's messages and entries use for rel.
+	Where func(rel string) string
+	// Get returns the bytes stored under rel, and false if there are none.
+	Get func(t *testing.T, rel string) ([]byte, bool)
+	// Put stores b under rel as is (no trailer), creating whatever rel needs.
+	Put func(t *testing.T, rel string, b []byte)
+}
+
+// Opener returns a fresh, empty Instance for test t; whatever it opens should be cleaned up when t
+// ends. Checks run in parallel, so it must be safe to call concurrently.
+type Opener func(t *testing.T) Instance
+
+// OpenLocal is an Opener of storage.Local, in a new directory under t.TempDir, with raw access
+// through the filesystem.
+func OpenLocal(t *testing.T) Instance {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "checkpoints")
+	l, err := storage.NewLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := func(rel string) string { return filepath.Join(dir, filepath.FromSlash(rel)) }
+	return Instance{
+		Storage: l,
+		Where:   path,
+		Get: func(t *testing.T, rel string) ([]byte, bool) {
+			b, err := os.ReadFile(path(rel))
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil, false
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b, true
+		},
+		Put: func(t *testing.T, rel string, b []byte) {
+			p := path(rel)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		},
+	}
+}
+
+// check is one named contract check; it gets a fresh Instance.
+type check struct {
+	name string
+	run  func(t *testing.T, in Instance)
+}
+
+// runChecks runs each check as a parallel subtest of t named after it, on its own Instance.
+func runChecks(t *testing.T, open Opener, checks []check) {
+	for _, c := range checks {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.run(t, open(t))
+		})
+	}
+}
+
+// TestStorage checks the methods of storage.Storage on Instances from open, each check a parallel
+// subtest of t: round trip, the stored file format and layout, name and id validation, missing
+// files, List, detection of truncated and corrupted files and of a handle that does not match its
+// file, metadata written once, Discard, a cancelled context, and concurrent writers.
+func TestStorage(t *testing.T, open Opener) {
+	runChecks(t, open, []check{
+		{"RoundTrip", testRoundTrip},
+		{"FileFormat", testFileFormat},
+		{"InvalidNames", testInvalidNames},
+		{"NotFound", testNotFound},
+		{"List", testList},
+		{"ListIDsBeyondTenDigits", testListIDsBeyondTenDigits},
+		{"TruncationDetected", testTruncationDetected},
+		{"FlippedByteDetected", testFlippedByteDetected},
+		{"ReadFileChecksHandle", testReadFileChecksHandle},
+		{"WriteMetadataRefusesComplete", testWriteMetadataRefusesComplete},
+		{"Discard", testDiscard},
+		{"CancelledContext", testCancelledContext},
+		{"ConcurrentWriteFile", testConcurrentWriteFile},
+	})
+}
+
+// MustWrite writes file name of checkpoint id, failing the test on an error.
+func MustWrite(t *testing.T, s storage.Storage, id int64, name string, data []byte) storage.Handle {
+	t.Helper()
+	h, err := s.WriteFile(context.Background(), id, name, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// MustMeta writes the metadata of checkpoint id, failing the test on an error.
+func MustMeta(t *testing.T, s storage.Storage, id int64, data string) {
+	t.Helper()
+	if err := s.WriteMetadata(context.Background(), id, []byte(data)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// IDs returns the ids of the checkpoints s lists, in List's order. It fails t if List fails.
+func IDs(t *testing.T, s storage.Storage) []int64 {
+	t.Helper()
+	entries, err := s.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int64
+	for _, e := range entries {
+		out = append(out, e.ID)
+	}
+	return out
+}
+
+func testRoundTrip(t *testing.T, in Instance) {
+	ctx := context.Background()
+	for _, data := range [][]byte{nil, {}, []byte("x"), bytes.Repeat([]byte("state"), 10000)} {
+		h := MustWrite(t, in, 3, "op-1.kg-7", data)
+		want := storage.Handle{Name: "op-1.kg-7", Checkpoint: 3, Size: int64(len(data)), CRC: storage.Checksum(data)}
+		if h != want {
+			t.Fatalf("handle = %+v, want %+v", h, want)
+		}
+		got, err := in.ReadFile(ctx, h)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("ReadFile = %q, %v; want %d bytes", got, err, len(data))
+		}
+	}
+	MustMeta(t, in, 3, "meta")
+	got, err := in.ReadMetadata(ctx, 3)
+	if err != nil || string(got) != "meta" {
+		t.Fatalf("ReadMetadata = %q, %v", got, err)
+	}
+	// The layout is part of the contract: operators look at these names.
+	for _, rel := range []string{"chk-0000000003/op-1.kg-7", "chk-0000000003/_metadata"} {
+		if _, ok := in.Get(t, rel); !ok {
+			t.Errorf("%s missing", in.Where(rel))
+		}
+	}
+}
+
+func testFileFormat(t *testing.T, in Instance) {
+	MustWrite(t, in, 1, "f", []byte("abc"))
+	b, _ := in.Get(t, "chk-0000000001/f")
+	// payload, "IGCK", uint64le 3, uint32le crc32c("abc") = 0x364b3fb7.
+	want := []byte("abcIGCK\x03\x00\x00\x00\x00\x00\x00\x00\xb7\x3f\x4b\x36")
+	if !bytes.Equal(b, want) {
+		t.Fatalf("file = %x\nwant   %x", b, want)
+	}
+	MustMeta(t, in, 1, "abc")
+	if b, _ := in.Get(t, "chk-0000000001/_metadata"); !bytes.Equal(b, want) {
+		t.Fatalf("metadata = %x\nwant       %x", b, want)
+	}
+}
+
+func testInvalidNames(t *testing.T, in Instance) {
+	ctx := context.Background()
+	for name, why := range map[string]string{
+		"":                       "empty",
+		"a/b":                    "path separator",
+		`a\b`:                    "path separator",
+		"..":                     `".."`,
+		"a..b":                   `".."`,
+		".hidden":                `starts with "."`,
+		".tmp-x":                 `starts with "."`,
+		"_metadata":              `starts with "_"`,
+		"nul\x00byte":            "NUL",
+		strings.Repeat("n", 256): "longer than 255",
+	} {
+		_, err := in.WriteFile(ctx, 1, name, []byte("x"))
+		if err == nil || !strings.Contains(err.Error(), why) || !strings.Contains(err.Error(), "invalid state file name") {
+			t.Errorf("WriteFile(%q) = %v, want an error saying %s", name, err, why)
+		}
+		_, err = in.ReadFile(ctx, storage.Handle{Name: name, Checkpoint: 1})
+		if err == nil || !strings.Contains(err.Error(), why) {
+			t.Errorf("ReadFile(%q) = %v, want an error saying %s", name, err, why)
+		}
+	}
+	if _, err := in.WriteFile(ctx, -1, "a", nil); err == nil {
+		t.Error("WriteFile with id -1 succeeded")
+	}
+	entries, err := in.List(ctx)
+	if err != nil || len(entries) != 0 {
+		t.Fatalf("rejected writes left %v, %v", entries, err)
+	}
+}
+
+func testNotFound(t *testing.T, in Instance) {
+	ctx := context.Background()
+	_, err := in.ReadMetadata(ctx, 9)
+	if !errors.Is(err, storage.ErrNotFound) || !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), in.Where("chk-0000000009/_metadata")) {
+		t.Errorf("ReadMetadata(absent) = %v, want ErrNotFound naming the file", err)
+	}
+	h := MustWrite(t, in, 9, "a", []byte("x"))
+	h.Name = "b"
+	_, err = in.ReadFile(ctx, h)
+	if !errors.Is(err, storage.ErrNotFound) || !strings.Contains(err.Error(), in.Where("chk-0000000009/b")) {
+		t.Errorf("ReadFile(absent) = %v, want ErrNotFound naming the file", err)
+	}
+	if storage.IsCorrupt(err) {
+		t.Errorf("a missing file is reported as corrupt: %v", err)
+	}
+}
+
+func testList(t *testing.T, in Instance) {
+	ctx := context.Background()
+	MustWrite(t, in, 12, "a", []byte("x"))
+	MustMeta(t, in, 12, "m")
+	MustWrite(t, in, 2, "a", []byte("x")) // incomplete
+	MustMeta(t, in, 7, "m")
+	// A crash while writing metadata may leave a temporary file: checkpoint 30 is not complete.
+	in.Put(t, "chk-0000000030/.tmp-_metadata-XYZ", []byte("partial"))
+	// Junk that is not a checkpoint.
+	for _, d := range []string{"chk-", "chk-abc", "chk-12x", "chk-5", "chk-+000000001", "lost+found", "chk-99999999999999999999"} {
+		in.Put(t, d+"/x", []byte("junk"))
+	}
+	in.Put(t, "chk-0000000040", nil) // a file, not a directory
+
+	got, err := in.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []storage.Entry
+	for _, e := range []struct {
+		id       int64
+		complete bool
+	}{{2, false}, {7, true}, {12, true}, {30, false}} {
+		want = append(want, storage.Entry{ID: e.id, Complete: e.complete, Path: in.Where(storage.CheckpointDirName(e.id))})
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("List =\n%v\nwant\n%v", got, want)
+	}
+	if _, err := in.ReadMetadata(ctx, 30); !errors.Is(err, storage.ErrNotFound) {
+		t.Errorf("ReadMetadata with only a .tmp- file = %v, want ErrNotFound", err)
+	}
+}
+
+func testListIDsBeyondTenDigits(t *testing.T, in Instance) {
+	MustMeta(t, in, 123456789012, "big")
+	MustMeta(t, in, 9, "small")
+	got, err := in.List(context.Background())
+	if err != nil || len(got) != 2 || got[0].ID != 9 || got[1].ID != 123456789012 {
+		t.Fatalf("List = %v, %v", got, err)
+	}
+}
+
+// corruption is one stored file of checkpoint 1 and how to read it.
+type corruption struct {
+	rel  string
+	read func() error
+}
+
+// corruptibles writes payload as state file kg-7 of checkpoint 1 and completes the checkpoint, and
+// returns both files.
+func corruptibles(t *testing.T, in Instance, payload []byte) []corruption {
+	ctx := context.Background()
+	h := MustWrite(t, in, 1, "kg-7", payload)
+	MustMeta(t, in, 1, "metadata payload")
+	return []corruption{
+		{"chk-0000000001/kg-7", func() error { _, err := in.ReadFile(ctx, h); return err }},
+		{"chk-0000000001/_metadata", func() error { _, err := in.ReadMetadata(ctx, 1); return err }},
+	}
+}
+
+func testTruncationDetected(t *testing.T, in Instance) {
+	for _, tc := range corruptibles(t, in, []byte("operator state of key group 7, 42 bytes..")) {
+		full, _ := in.Get(t, tc.rel)
+		path := in.Where(tc.rel)
+		for n := 0; n < len(full); n++ {
+			in.Put(t, tc.rel, full[:n])
+			err := tc.read()
+			if !storage.IsCorrupt(err) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "truncated") {
+				t.Fatalf("%s cut to %d of %d bytes: err = %v, want a truncation error naming the file", path, n, len(full), err)
+			}
+			if n < storage.TrailerSize && !strings.Contains(err.Error(), fmt.Sprintf("truncated: %d bytes, expected at least 16", n)) {
+				t.Fatalf("cut to %d bytes: err = %v", n, err)
+			}
+			var ce *storage.CorruptError
+			if !errors.As(err, &ce) || ce.Path != path {
+				t.Fatalf("err = %#v, want *CorruptError with Path %s", err, path)
+			}
+		}
+		in.Put(t, tc.rel, full)
+		if err := tc.read(); err != nil {
+			t.Fatalf("restored file: %v", err)
+		}
+	}
+}
+
+func testFlippedByteDetected(t *testing.T, in Instance) {
+	for _, tc := range corruptibles(t, in, []byte("some operator state")) {
+		full, _ := in.Get(t, tc.rel)
+		path := in.Where(tc.rel)
+		for i := range full {
+			for _, mask := range []byte{0x01, 0x80, 0xff} {
+				b := bytes.Clone(full)
+				b[i] ^= mask
+				in.Put(t, tc.rel, b)
+				err := tc.read()
+				if !storage.IsCorrupt(err) || !strings.Contains(err.Error(), path) {
+					t.Fatalf("byte %d of %s ^= %#x: err = %v, want corruption naming the file", i, path, mask, err)
+				}
+				if i < len(full)-storage.TrailerSize && !strings.Contains(err.Error(), "checksum mismatch: stored 0x") {
+					t.Fatalf("payload byte %d flipped: err = %v, want a checksum mismatch", i, err)
+				}
+			}
+		}
+		in.Put(t, tc.rel, full)
+	}
+}
+
+func testReadFileChecksHandle(t *testing.T, in Instance) {
+	ctx := context.Background()
+	h := MustWrite(t, in, 1, "a", []byte("version 1"))
+	wrongSize, wrongCRC := h, h
+	wrongSize.Size++
+	wrongCRC.CRC ^= 1
+	for _, bad := range []storage.Handle{wrongSize, wrongCRC} {
+		_, err := in.ReadFile(ctx, bad)
+		if !storage.IsCorrupt(err) || !strings.Contains(err.Error(), "does not match its handle") || !strings.Contains(err.Error(), in.Where("chk-0000000001/a")) {
+			t.Errorf("ReadFile(%+v) = %v, want a handle mismatch naming the file", bad, err)
+		}
+	}
+	// A well-formed file that was replaced after the handle was taken is not the file the handle names.
+	MustWrite(t, in, 1, "a", []byte("version 2"))
+	if _, err := in.ReadFile(ctx, h); !storage.IsCorrupt(err) {
+		t.Errorf("ReadFile(old handle of a replaced file) = %v, want corruption", err)
+	}
+}
+
+func testWriteMetadataRefusesComplete(t *testing.T, in Instance) {
+	ctx := context.Background()
+	MustMeta(t, in, 4, "first")
+	err := in.WriteMetadata(ctx, 4, []byte("second"))
+	if !errors.Is(err, fs.ErrExist) || !strings.Contains(err.Error(), "already complete") {
+		t.Fatalf("second WriteMetadata = %v, want already complete", err)
+	}
+	if got, _ := in.ReadMetadata(ctx, 4); string(got) != "first" {
+		t.Fatalf("metadata = %q, want the first", got)
+	}
+}
+
+func testDiscard(t *testing.T, in Instance) {
+	ctx := context.Background()
+	MustWrite(t, in, 1, "a", []byte("x"))
+	for i := range 40 { // more than the deletes a backend may run at once
+		MustWrite(t, in, 1, fmt.Sprintf("kg-%d", i), []byte("x"))
+	}
+	MustMeta(t, in, 1, "m")
+	MustWrite(t, in, 2, "a", []byte("x"))
+	if err := in.Discard(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := in.Discard(ctx, 1); err != nil {
+		t.Fatalf("discarding an absent id: %v", err)
+	}
+	if err := in.Discard(ctx, 77); err != nil {
+		t.Fatalf("discarding a never-written id: %v", err)
+	}
+	got, err := in.List(ctx)
+	if err != nil || len(got) != 1 || got[0].ID != 2 {
+		t.Fatalf("List after Discard = %v, %v", got, err)
+	}
+	for _, rel := range []string{"chk-0000000001/a", "chk-0000000001/kg-39", "chk-0000000001/_metadata"} {
+		if _, ok := in.Get(t, rel); ok {
+			t.Fatalf("%s still there", in.Where(rel))
+		}
+	}
+	// The checkpoint can be written again after a discard.
+	h := MustWrite(t, in, 1, "b", []byte("again"))
+	if _, err := in.ReadFile(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func testCancelledContext(t *testing.T, in Instance) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := in.WriteFile(ctx, 1, "a", nil); !errors.Is(err, context.Canceled) {
+		t.Errorf("WriteFile = %v", err)
+	}
+	if err := in.WriteMetadata(ctx, 1, nil); !errors.Is(err, context.Canceled) {
+		t.Errorf("WriteMetadata = %v", err)
+	}
+	if _, err := in.List(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("List = %v", err)
+	}
+	if _, err := in.ReadMetadata(ctx, 1); !errors.Is(err, context.Canceled) {
+		t.Errorf("ReadMetadata = %v", err)
+	}
+	if err := in.Discard(ctx, 1); !errors.Is(err, context.Canceled) {
+		t.Errorf("Discard = %v", err)
+	}
+}
+
+func testConcurrentWriteFile(t *testing.T, in Instance) {
+	ctx := context.Background()
+	const writers, files = 16, 20
+	var wg sync.WaitGroup
+	handles := make([][]storage.Handle, writers)
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range files {
+				id := int64(1 + i%3) // several goroutines create each checkpoint
+				data := []byte(fmt.Sprintf("writer %d file %d", w, i))
+				h, err := in.WriteFile(ctx, id, fmt.Sprintf("w%d-f%d", w, i), data)
+				if err != nil {
+					errs <- err
+					return
+				}
+				handles[w] = append(handles[w], h)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for w := range writers {
+		for i, h := range handles[w] {
+			got, err := in.ReadFile(ctx, h)
+			if want := fmt.Sprintf("writer %d file %d", w, i); err != nil || string(got) != want {
+				t.Fatalf("ReadFile(%+v) = %q, %v; want %q", h, got, err, want)
+			}
+		}
+	}
+	entries, err := in.List(ctx)
+	if err != nil || len(entries) != 3 {
+		t.Fatalf("List = %v, %v", entries, err)
+	}
+}
