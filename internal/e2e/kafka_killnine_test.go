@@ -4,8 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -55,6 +53,7 @@ type kkCluster struct {
 // returns the windows the input implies.
 func kkStart(t *testing.T) (*kkCluster, map[testkit.WindowKey]testkit.WindowAgg) {
 	t.Helper()
+	began := time.Now()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(kkPartitions, "events"), kfake.SeedTopics(2, "totals"))
 	if err != nil {
 		t.Fatal(err)
@@ -110,6 +109,7 @@ func kkStart(t *testing.T) (*kkCluster, map[testkit.WindowKey]testkit.WindowAgg)
 	if n != kkMessages {
 		t.Fatalf("topic events holds %d records, want %d", n, kkMessages)
 	}
+	t.Logf("produced %d records in %v: %d windows expected", kkMessages, time.Since(began).Round(time.Millisecond), len(want))
 	return &kkCluster{broker: broker, cl: cl}, want
 }
 
@@ -149,14 +149,14 @@ sinks:
 `, name, broker, kkPartitions)
 }
 
-// kkSeed returns the seed of this test run and logs how to replay it.
-func kkSeed(t *testing.T) uint64 {
-	seed := *kafkaKillSeed
-	if seed == 0 {
-		seed = rand.Uint64()
+// kkSchedule is the kill schedule of the Kafka kill tests on the pipeline
+// file yaml: kkKills SIGKILLs, kkAimedKills of them paused at failpoint aim.
+func kkSchedule(bin, yaml, ckpts string, seed uint64, aim string) killSchedule {
+	return killSchedule{
+		Bin: bin, YAML: yaml, Ckpts: ckpts, Seed: seed,
+		Kills: kkKills, AimedKills: kkAimedKills, Aim: aim, Pause: kkPause,
+		Throttle: kkThrottle, MinDelay: kkMinDelay, MaxDelay: kkMaxDelay, Budget: kkBudget, FinalWait: 60 * time.Second,
 	}
-	t.Logf("seed %d (replay with -kafkakillseed=%d)", seed, seed)
-	return seed
 }
 
 // TestKafkaKillNine runs the YAML pipeline Kafka → tumbling window → Kafka
@@ -169,11 +169,7 @@ func kkSeed(t *testing.T) uint64 {
 // consumer can see and checks that every visible transaction carries a
 // committed marker of a complete checkpoint and is visible whole.
 func TestKafkaKillNine(t *testing.T) {
-	if testing.Short() {
-		t.Skip("kill -9 test; not in -short")
-	}
-	seed := kkSeed(t)
-	requireExact(t, kafkaScenario(t, knBuild(t, t.TempDir()), seed), seed)
+	serviceKillTest(t, "kafkakillseed", *kafkaKillSeed, kafkaScenario)
 }
 
 // kafkaScenario is one kill cycle of Kafka → window → Kafka on a new kfake
@@ -181,10 +177,6 @@ func TestKafkaKillNine(t *testing.T) {
 func kafkaScenario(t *testing.T, bin string, seed uint64) soakResult {
 	began := time.Now()
 	k, want := kkStart(t)
-	t.Logf("produced %d records in %v: %d windows expected", kkMessages, time.Since(began).Round(time.Millisecond), len(want))
-
-	work := t.TempDir()
-	yaml := filepath.Join(work, "pipeline.yaml")
 	// One sink subtask: each checkpoint's output is one transaction, which
 	// must appear all at once.
 	doc := kkSourceYAML("kafka-killnine", k.broker) + fmt.Sprintf(`  out:
@@ -195,23 +187,12 @@ func kafkaScenario(t *testing.T, bin string, seed uint64) soakResult {
     transactional_id_prefix: killnine-totals
     key: [key]
 `, k.broker)
-	if err := os.WriteFile(yaml, []byte(doc), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	work, yaml := scenarioDir(t, doc)
 	ckpts := filepath.Join(work, "ckpts")
 	smp := kafkatest.StartSampler(k.cl, "totals", 5*time.Millisecond, func() (int64, error) { return nkLatest(ckpts) })
-	defer func() {
-		if t.Failed() {
-			nkDumpDirs(t, work)
-		}
-	}()
 
 	var res soakResult
-	res.Kills, res.Aimed = killSchedule{
-		Bin: bin, YAML: yaml, Ckpts: ckpts, Seed: seed,
-		Kills: kkKills, AimedKills: kkAimedKills, Aim: "job/after-metadata-before-commit", Pause: kkPause,
-		Throttle: kkThrottle, MinDelay: kkMinDelay, MaxDelay: kkMaxDelay, Budget: kkBudget, FinalWait: 60 * time.Second,
-	}.run(t)
+	res.Kills, res.Aimed = kkSchedule(bin, yaml, ckpts, seed, "job/after-metadata-before-commit").run(t)
 
 	samples, err := smp.Stop()
 	if err != nil {

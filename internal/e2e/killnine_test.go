@@ -1,14 +1,12 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"io/fs"
 	"maps"
 	"math/rand/v2"
@@ -18,7 +16,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -187,143 +184,6 @@ func (r knResult) String() string {
 	return b.String()
 }
 
-// knMarker is a "failpoint NAME reached" line.
-type knMarker struct {
-	name       string
-	at         time.Duration
-	inRecovery bool
-}
-
-// knProc is one running ingest process.
-type knProc struct {
-	cmd     *exec.Cmd
-	start   time.Time
-	markers chan knMarker
-	done    chan struct{} // closed when the process was waited for
-	waitErr error
-	// recovers is set when a complete checkpoint existed at start: the run
-	// logs "restored from checkpoint" when its recovery is done.
-	recovers bool
-
-	mu       sync.Mutex
-	tail     []string // the last lines of stdout and stderr
-	restored string
-	restarts int
-}
-
-const knTailLines = 60
-
-func (p *knProc) line(prefix, s string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if strings.Contains(s, "restored from checkpoint") && p.restored == "" {
-		p.restored = "restored from checkpoint " + knField(s, "checkpoint")
-	}
-	if strings.Contains(s, "job failed; restarting") {
-		p.restarts++
-	}
-	if name, ok := strings.CutPrefix(s, "failpoint "); ok {
-		if name, ok = strings.CutSuffix(name, " reached"); ok {
-			select {
-			case p.markers <- knMarker{name: name, at: time.Since(p.start), inRecovery: p.recovers && p.restored == ""}:
-			default:
-			}
-		}
-	}
-	p.tail = append(p.tail, prefix+s)
-	if len(p.tail) > knTailLines {
-		p.tail = slices.Delete(p.tail, 0, len(p.tail)-knTailLines)
-	}
-}
-
-func (p *knProc) tailText() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return strings.Join(p.tail, "\n")
-}
-
-// knField returns the value of key=value in a slog text line.
-func knField(line, key string) string {
-	for _, f := range strings.Fields(line) {
-		if v, ok := strings.CutPrefix(f, key+"="); ok {
-			return v
-		}
-	}
-	return "?"
-}
-
-func knStart(t *testing.T, bin, yaml, failpoints string, recovers bool) *knProc {
-	t.Helper()
-	cmd := exec.Command(bin, "run", "--http=", yaml) // no HTTP server: tests run side by side
-	cmd.Dir = filepath.Dir(yaml)
-	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "INGEST_FAILPOINTS=") })
-	if failpoints != "" {
-		env = append(env, "INGEST_FAILPOINTS="+failpoints)
-	}
-	cmd.Env = env
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &knProc{cmd: cmd, markers: make(chan knMarker, 4096), done: make(chan struct{}), recovers: recovers}
-	p.start = time.Now()
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", bin, err)
-	}
-	var readers sync.WaitGroup
-	read := func(prefix string, r io.Reader) {
-		defer readers.Done()
-		sc := bufio.NewScanner(r)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			p.line(prefix, sc.Text())
-		}
-		_, _ = io.Copy(io.Discard, r) // an overlong line: keep the pipe drained
-	}
-	readers.Add(2)
-	go read("stderr| ", stderr)
-	go read("stdout| ", stdout)
-	go func() {
-		readers.Wait() // Wait must come after every read from the pipes
-		p.waitErr = cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = cmd.Process.Kill()
-			<-p.done
-		}
-	})
-	return p
-}
-
-// kill sends SIGKILL; it reports false when the process had already exited.
-func (p *knProc) kill() (time.Duration, bool) {
-	at := time.Since(p.start)
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		return at, false
-	}
-	return at, true
-}
-
-// status describes how the process ended; byKill reports a death by SIGKILL.
-func (p *knProc) status() (desc string, exitedZero, byKill bool) {
-	ps := p.cmd.ProcessState
-	if ps == nil {
-		return fmt.Sprintf("not waited for: %v", p.waitErr), false, false
-	}
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return fmt.Sprintf("killed by signal %d (%v)", int(ws.Signal()), ws.Signal()), false, ws.Signal() == syscall.SIGKILL
-	}
-	return fmt.Sprintf("exit code %d", ps.ExitCode()), ps.ExitCode() == 0, false
-}
-
 // knProgress reads the latest complete checkpoint: the lowest replay position
 // of the datagen subtasks (every record below it is in the checkpoint) and
 // whether it is the final one.
@@ -376,6 +236,10 @@ type knWatcher struct {
 	rng  *rand.Rand
 	stop chan struct{}
 	done chan struct{}
+	// stopOnce closes stop; heading begins the messages of check and
+	// conclude.
+	stopOnce sync.Once
+	heading  string
 
 	mu         sync.Mutex
 	entries    map[string]*knEntry // top-level committed entries of out
@@ -412,10 +276,15 @@ func knWatch(out string, seed uint64) *knWatcher {
 	return w
 }
 
+// halt stops the watcher's passes (at most once).
+func (w *knWatcher) halt() {
+	w.stopOnce.Do(func() { close(w.stop) })
+	<-w.done
+}
+
 // finish stops the watcher and makes one last, complete pass.
 func (w *knWatcher) finish() {
-	close(w.stop)
-	<-w.done
+	w.halt()
 	w.pass(true)
 }
 
@@ -572,31 +441,7 @@ func knBuild(t *testing.T, dir string) string {
 func knDump(t *testing.T, bin, yaml, work string) {
 	t.Helper()
 	var b strings.Builder
-	for _, sub := range []string{"data/checkpoints", "data/out"} {
-		root := filepath.Join(work, sub)
-		fmt.Fprintf(&b, "find %s:\n", root)
-		n := 0
-		_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				fmt.Fprintf(&b, "  %v\n", err)
-				return nil
-			}
-			rel, _ := filepath.Rel(root, path)
-			n++
-			if n > 400 {
-				if n == 401 {
-					b.WriteString("  ... (more)\n")
-				}
-				return nil
-			}
-			if info, err := d.Info(); err == nil && !d.IsDir() {
-				fmt.Fprintf(&b, "  %s (%d B)\n", rel, info.Size())
-			} else {
-				fmt.Fprintf(&b, "  %s/\n", rel)
-			}
-			return nil
-		})
-	}
+	knTrees(&b, filepath.Join(work, "data/checkpoints"), filepath.Join(work, "data/out"))
 	out, err := exec.Command(bin, "checkpoints", "list", yaml).CombinedOutput()
 	fmt.Fprintf(&b, "ingest checkpoints list (err %v):\n%s", err, out)
 	t.Log(b.String())
@@ -610,10 +455,7 @@ func knDump(t *testing.T, bin, yaml, work string) {
 // Meanwhile a reader checks that committed output becomes visible atomically.
 func TestKillNine(t *testing.T) {
 	began := time.Now()
-	seed := *killSeed
-	if seed == 0 {
-		seed = rand.Uint64()
-	}
+	seed := knSeed(*killSeed)
 	t.Logf("seed %d (replay with -killseed=%d)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, 0x6e696e65))
 
@@ -645,20 +487,7 @@ func TestKillNine(t *testing.T) {
 	outDir := filepath.Join(work, "data", "out")
 	ckptDir := filepath.Join(work, "data", "checkpoints")
 
-	watcher := knWatch(outDir, seed)
-	watcherStopped := false
-	t.Cleanup(func() {
-		if !watcherStopped {
-			close(watcher.stop)
-			<-watcher.done
-		}
-	})
-	checkWatcher := func(when string) {
-		t.Helper()
-		if v, _, _, _ := watcher.report(); len(v) > 0 {
-			t.Fatalf("atomic visibility violated (seen %s):\n  %s", when, strings.Join(v, "\n  "))
-		}
-	}
+	watcher := knWatchTest(t, outDir, seed, "atomic visibility violated")
 
 	// The schedule: random kills and kills inside each failpoint, shuffled.
 	var schedule []knPlan
@@ -745,66 +574,29 @@ func TestKillNine(t *testing.T) {
 			fp = fmt.Sprintf("%s=pause(%v)", plan.failpoint, knPause)
 		}
 		p := knStart(t, bin, yaml, fp, latest > 0)
-		doKill := func() {
-			res.killedAt, res.killed = p.kill()
-		}
+		var k knKilled
 		switch plan.kind {
 		case knRandom:
-			select {
-			case <-time.After(plan.delay - time.Since(p.start)):
-				doKill()
-			case <-p.done:
-			}
+			k = p.killAfter(plan.delay - time.Since(p.start))
 		default:
 			// A marker that does not come must not let the run reach the
 			// end of the stream.
-			deadline := time.After(max(300*time.Millisecond, min(knMarkerWait, remaining()/2)))
+			aim := knAim{failpoint: plan.failpoint, nth: plan.nth, extra: plan.extra,
+				final: plan.kind == knFinal, ckpts: ckptDir, deadline: max(300*time.Millisecond, min(knMarkerWait, remaining()/2))}
 			if plan.failpoint == "sink/file/mid-abandon" {
-				deadline = time.After(2 * time.Second) // it comes during the recovery or not at all
+				aim.deadline = 2 * time.Second // it comes during the recovery or not at all
 			}
 			if plan.kind == knFinal {
-				deadline = time.After(remaining() + knFinalWait)
+				aim.deadline = remaining() + knFinalWait
 			}
-		wait:
-			for {
-				select {
-				case m := <-p.markers:
-					if m.name != plan.failpoint {
-						continue
-					}
-					res.markers++
-					if plan.kind == knFinal {
-						_, _, final, err := knProgress(ckptDir)
-						if err != nil || !final {
-							continue
-						}
-					} else if res.markers < plan.nth {
-						continue
-					}
-					res.markerAt, res.inRecovery = m.at, m.inRecovery
-					if plan.extra > 0 {
-						select {
-						case <-time.After(plan.extra):
-						case <-p.done:
-							break wait
-						}
-					}
-					doKill()
-					break wait
-				case <-deadline:
-					t.Logf("run %d: %s: the aimed marker did not come; killing anyway", i, plan)
-					doKill()
-					break wait
-				case <-p.done:
-					break wait
-				}
+			k = p.killAt(aim)
+			if k.timedOut {
+				t.Logf("run %d: %s: the aimed marker did not come; killing anyway", i, plan)
 			}
 		}
-		select {
-		case <-p.done:
-		case <-time.After(knExitWait):
-			t.Fatalf("run %d: the process did not exit %v after SIGKILL", i, knExitWait)
-		}
+		res.markers, res.markerAt, res.inRecovery = k.markers, k.marker.at, k.marker.inRecovery
+		res.killed, res.killedAt = k.killed, k.at
+		p.awaitExit(t, i, knExitWait)
 		res.lifetime = time.Since(p.start)
 		p.mu.Lock()
 		res.restored, res.restarts = p.restored, p.restarts
@@ -850,7 +642,7 @@ func TestKillNine(t *testing.T) {
 		lived += res.lifetime
 		refresh()
 		t.Logf("run %2d: %s; next position %d/%d", i, res, pos, knCount)
-		checkWatcher(fmt.Sprintf("after run %d", i))
+		watcher.check(t, fmt.Sprintf("seen after run %d", i))
 	}
 
 	i, abandonRetries := 0, 0
@@ -905,32 +697,14 @@ func TestKillNine(t *testing.T) {
 		perPoint[endgame.plan.failpoint]++
 	}
 	t.Logf("run %2d: %s", i, endgame)
-	checkWatcher(fmt.Sprintf("after run %d", i))
+	watcher.check(t, fmt.Sprintf("seen after run %d", i))
 	i++
 
 	// The final run: no failpoints, no kill; it must finish on its own.
 	p := knStart(t, bin, yaml, "", latest > 0)
-	select {
-	case <-p.done:
-	case <-time.After(knFinalWait):
-		t.Fatalf("final run %d did not exit within %v\nlast output:\n%s", i, knFinalWait, p.tailText())
-	}
-	desc, zero, _ := p.status()
-	p.mu.Lock()
-	restored := p.restored
-	p.mu.Unlock()
-	t.Logf("run %2d: final, no kill; %s; exit: %s after %v", i, restored, desc, time.Since(p.start).Round(time.Millisecond))
-	if !zero {
-		t.Fatalf("final run %d ended with %s, want exit code 0\nlast output:\n%s", i, desc, p.tailText())
-	}
+	knFinalRun(t, i, p, knFinalWait, func() string { return p.restoredText() + "; exit:" })
 
-	watcher.finish()
-	watcherStopped = true
-	violations, entries, seenLines, passes := watcher.report()
-	t.Logf("reader: %d passes over the output, %d committed checkpoint directories, %d lines read as they appeared", passes, entries, seenLines)
-	if len(violations) > 0 {
-		t.Fatalf("atomic visibility violated:\n  %s", strings.Join(violations, "\n  "))
-	}
+	watcher.conclude(t)
 
 	t.Logf("%d kills: %d random, %d while a checkpoint was written, %d while output was committed (%d of them after the final checkpoint completed), %d with the marker missed; %d during a recovery; by failpoint: %v",
 		kills, perKind[knRandom], perKind[knCheckpoint], perKind[knCommit], perKind[knFinal], missed, inRecovery, perPoint)
@@ -952,17 +726,7 @@ func TestKillNine(t *testing.T) {
 	t.Logf("committed output is exact: %d windows", report.Expected)
 
 	// Nothing staged is left behind.
-	var leftovers []string
-	_ = filepath.WalkDir(filepath.Join(outDir, "_staging"), func(path string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			rel, _ := filepath.Rel(outDir, path)
-			leftovers = append(leftovers, rel)
-		}
-		return nil
-	})
-	if len(leftovers) > 0 {
-		t.Fatalf("%d staged files left after the final run: %v", len(leftovers), leftovers[:min(len(leftovers), 10)])
-	}
+	knNoStaged(t, outDir)
 
 	out, err := exec.Command(bin, "checkpoints", "list", yaml).CombinedOutput()
 	if err != nil {

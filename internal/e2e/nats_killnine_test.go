@@ -5,10 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -143,15 +141,7 @@ func nkLatest(dir string) (int64, error) {
 // that the committed output is exactly the windows the published messages
 // imply, while a reader checks that committed output appears atomically.
 func TestNATSKillNine(t *testing.T) {
-	if testing.Short() {
-		t.Skip("kill -9 test; not in -short")
-	}
-	seed := *natsKillSeed
-	if seed == 0 {
-		seed = rand.Uint64()
-	}
-	t.Logf("seed %d (replay with -natskillseed=%d)", seed, seed)
-	requireExact(t, natsScenario(t, knBuild(t, t.TempDir()), seed), seed)
+	serviceKillTest(t, "natskillseed", *natsKillSeed, natsScenario)
 }
 
 // natsScenario is one kill cycle of NATS → window → file on a new stream.
@@ -160,18 +150,9 @@ func natsScenario(t *testing.T, bin string, seed uint64) soakResult {
 	stream, want := nkPublish(t)
 	t.Logf("published %d messages to %s in %v: %d windows expected", nkMessages, stream, time.Since(began).Round(time.Millisecond), len(want))
 
-	work := t.TempDir()
-	yaml := filepath.Join(work, "pipeline.yaml")
-	if err := os.WriteFile(yaml, []byte(nkYAML(stream)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	work, yaml := scenarioDir(t, nkYAML(stream))
 	ckpts, out := filepath.Join(work, "ckpts"), filepath.Join(work, "out")
 	w := knWatch(out, seed)
-	defer func() {
-		if t.Failed() {
-			nkDumpDirs(t, work)
-		}
-	}()
 
 	var res soakResult
 	res.Kills, res.Aimed = killSchedule{
@@ -194,30 +175,6 @@ func natsScenario(t *testing.T, bin string, seed uint64) soakResult {
 	res.addReport(testkit.CheckWindows(got, want, time.Second))
 	t.Logf("cycle %v", time.Since(began).Round(time.Millisecond))
 	return res
-}
-
-// nkDumpDirs logs the checkpoint and output directories of work.
-func nkDumpDirs(t *testing.T, work string) {
-	t.Helper()
-	var b strings.Builder
-	for _, sub := range []string{"ckpts", "out"} {
-		root := filepath.Join(work, sub)
-		fmt.Fprintf(&b, "find %s:\n", root)
-		n := 0
-		_ = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
-			if err != nil {
-				fmt.Fprintf(&b, "  %v\n", err)
-				return nil
-			}
-			if n++; n > 200 {
-				return filepath.SkipAll
-			}
-			rel, _ := filepath.Rel(root, path)
-			fmt.Fprintf(&b, "  %s\n", rel)
-			return nil
-		})
-	}
-	t.Log(b.String())
 }
 
 // nkNeedService skips (or, with INGEST_REQUIRE_SERVICES=1, fails) when a

@@ -1,14 +1,10 @@
 package e2e
 
 import (
-	"bufio"
 	"flag"
 	"fmt"
-	"io"
-	"io/fs"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -303,52 +299,7 @@ func nxDrawKill(rng *rand.Rand, point string) nxKillPlan {
 // TestKillNine.
 func nxStart(t *testing.T, bin string, args []string, failpoints string) *knProc {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "INGEST_FAILPOINTS=") })
-	if failpoints != "" {
-		env = append(env, "INGEST_FAILPOINTS="+failpoints)
-	}
-	cmd.Env = env
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &knProc{cmd: cmd, markers: make(chan knMarker, 4096), done: make(chan struct{})}
-	p.start = time.Now()
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", bin, err)
-	}
-	var readers sync.WaitGroup
-	read := func(prefix string, r io.Reader) {
-		defer readers.Done()
-		sc := bufio.NewScanner(r)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			p.line(prefix, sc.Text())
-		}
-		_, _ = io.Copy(io.Discard, r)
-	}
-	readers.Add(2)
-	go read("stderr| ", stderr)
-	go read("stdout| ", stdout)
-	go func() {
-		readers.Wait()
-		p.waitErr = cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = cmd.Process.Kill()
-			<-p.done
-		}
-	})
-	return p
+	return knLaunch(t, bin, "", args, failpoints, false)
 }
 
 // nxKillRun is what happened to one run.
@@ -443,20 +394,7 @@ func nxKillNine(t *testing.T, bin, work, name, what string, kills int, seed, str
 		"--rate", strconv.Itoa(nxKillRate), "--events-per-second", strconv.Itoa(nxEventsPerSecond)}
 	t.Logf("%s (%s): ingest %s", name, what, strings.Join(args, " "))
 
-	watcher := knWatch(out, seed^stream)
-	watcherStopped := false
-	t.Cleanup(func() {
-		if !watcherStopped {
-			close(watcher.stop)
-			<-watcher.done
-		}
-	})
-	checkWatcher := func(when string) {
-		t.Helper()
-		if v, _, _, _ := watcher.report(); len(v) > 0 {
-			t.Fatalf("a reader saw a partial checkpoint (%s):\n  %s", when, strings.Join(v, "\n  "))
-		}
-	}
+	watcher := knWatchTest(t, out, seed^stream, "a reader saw a partial checkpoint")
 
 	// The schedule: a third of the kills paused at a random failpoint, the
 	// rest at random moments, shuffled; and one kill inside a commit in the
@@ -499,58 +437,21 @@ func nxKillNine(t *testing.T, bin, work, name, what string, kills int, seed, str
 			fp = fmt.Sprintf("%s=pause(%v)", plan.failpoint, nxKillPause)
 		}
 		p := nxStart(t, bin, args, fp)
-		kill := func() { r.killedAt, r.killed = p.kill() }
+		var k knKilled
 		if plan.failpoint == "" {
-			select {
-			case <-time.After(plan.delay):
-				kill()
-			case <-p.done:
-			}
+			k = p.killAfter(plan.delay)
 		} else {
 			// A marker that does not come must not let the run reach the
 			// end of the stream.
-			deadline := time.After(max(5*time.Millisecond, min(nxKillMarkerWait, remaining()/2)))
+			aim := knAim{failpoint: plan.failpoint, nth: plan.nth, extra: plan.extra, final: plan.final, ckpts: ck,
+				deadline: max(5*time.Millisecond, min(nxKillMarkerWait, remaining()/2))}
 			if plan.final {
-				deadline = time.After(remaining() + nxKillFinalWait)
+				aim.deadline = remaining() + nxKillFinalWait
 			}
-		wait:
-			for {
-				select {
-				case m := <-p.markers:
-					if m.name != plan.failpoint {
-						continue
-					}
-					r.markers++
-					if plan.final {
-						if _, _, f, err := knProgress(ck); err != nil || !f {
-							continue
-						}
-					} else if r.markers < plan.nth {
-						continue
-					}
-					r.markerAt = m.at
-					if plan.extra > 0 {
-						select {
-						case <-time.After(plan.extra):
-						case <-p.done:
-							break wait
-						}
-					}
-					kill()
-					break wait
-				case <-deadline:
-					kill()
-					break wait
-				case <-p.done:
-					break wait
-				}
-			}
+			k = p.killAt(aim)
 		}
-		select {
-		case <-p.done:
-		case <-time.After(nxKillExitWait):
-			t.Fatalf("run %d: the process did not exit %v after SIGKILL", i, nxKillExitWait)
-		}
+		r.markers, r.markerAt, r.killed, r.killedAt = k.markers, k.marker.at, k.killed, k.at
+		p.awaitExit(t, i, nxKillExitWait)
 		r.lifetime = time.Since(p.start)
 		desc, zero, byKill := p.status()
 		r.exited, r.exitZero = desc, zero
@@ -589,7 +490,7 @@ func nxKillNine(t *testing.T, bin, work, name, what string, kills int, seed, str
 		}
 		r := run(i, plan)
 		t.Logf("run %2d: %s", i, r)
-		checkWatcher(fmt.Sprintf("after run %d", i))
+		watcher.check(t, fmt.Sprintf("after run %d", i))
 		if r.exitZero {
 			t.Fatalf("run %d exited 0 before its kill: the stream ended after %d kills, fewer than the %d required; lower -nexmarkkills or raise nxEvents", i, done, kills)
 		}
@@ -622,7 +523,7 @@ func nxKillNine(t *testing.T, bin, work, name, what string, kills int, seed, str
 	// final checkpoint is complete, before its output is committed.
 	endgame := run(i, nxKillPlan{failpoint: "job/after-metadata-before-commit", final: true})
 	t.Logf("run %2d: %s", i, endgame)
-	checkWatcher(fmt.Sprintf("after run %d", i))
+	watcher.check(t, fmt.Sprintf("after run %d", i))
 	if endgame.killed {
 		done++
 		if endgame.markerAt > 0 {
@@ -639,24 +540,9 @@ func nxKillNine(t *testing.T, bin, work, name, what string, kills int, seed, str
 	// The final run: no failpoints, no kill; it must finish on its own.
 	p := nxStart(t, bin, args, "")
 	from := latest
-	select {
-	case <-p.done:
-	case <-time.After(nxKillFinalWait):
-		t.Fatalf("final run %d did not exit within %v\nlast output:\n%s", i, nxKillFinalWait, p.tailText())
-	}
-	desc, zero, _ := p.status()
-	t.Logf("run %2d: final, no kill; resumed from checkpoint %d; %s after %v", i, from, desc, time.Since(p.start).Round(time.Millisecond))
-	if !zero {
-		t.Fatalf("final run %d ended with %s, want exit code 0\nlast output:\n%s", i, desc, p.tailText())
-	}
+	knFinalRun(t, i, p, nxKillFinalWait, func() string { return fmt.Sprintf("resumed from checkpoint %d;", from) })
 
-	watcher.finish()
-	watcherStopped = true
-	violations, entries, seenLines, passes := watcher.report()
-	t.Logf("reader: %d passes over the output, %d committed checkpoint directories, %d lines read as they appeared", passes, entries, seenLines)
-	if len(violations) > 0 {
-		t.Fatalf("a reader saw a partial checkpoint:\n  %s", strings.Join(violations, "\n  "))
-	}
+	watcher.conclude(t)
 	marked := 0
 	for _, n := range atPoint {
 		marked += n
@@ -676,16 +562,6 @@ func nxKillNine(t *testing.T, bin, work, name, what string, kills int, seed, str
 		t.Fatalf("%s: committed output after %d kills is not exactly the failure-free output (replay with -nexmarkseed=%d): %s", name, done, seed, d)
 	}
 	// Nothing staged is left behind.
-	var leftovers []string
-	_ = filepath.WalkDir(filepath.Join(out, "_staging"), func(path string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			rel, _ := filepath.Rel(out, path)
-			leftovers = append(leftovers, rel)
-		}
-		return nil
-	})
-	if len(leftovers) > 0 {
-		t.Fatalf("%d staged files left after the final run: %v", len(leftovers), leftovers[:min(len(leftovers), 10)])
-	}
+	knNoStaged(t, out)
 	t.Logf("%s: committed output is exact: %d rows after %d kills (%v)", name, len(got), done, time.Since(began).Round(time.Millisecond))
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -72,10 +71,7 @@ func nxGenerator() nexmark.Config { return query.BenchGenerator(nxEventsPerSecon
 // with the command that replays it.
 func nxSeedFor(t *testing.T) uint64 {
 	t.Helper()
-	seed := *nxSeed
-	if seed == 0 {
-		seed = rand.Uint64()
-	}
+	seed := knSeed(*nxSeed)
 	t.Logf("seed %d (replay with go test ./internal/e2e -run '%s' -v -nexmarkseed=%d)", seed, t.Name(), seed)
 	return seed
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -32,11 +31,7 @@ const pkDSN = "postgres://postgres@127.0.0.1:5432/test"
 // table says were published, no window twice, and no checkpoint newer than
 // the newest complete one.
 func TestKafkaPostgresKillNine(t *testing.T) {
-	if testing.Short() {
-		t.Skip("kill -9 test; not in -short")
-	}
-	seed := kkSeed(t)
-	requireExact(t, kafkaPostgresScenario(t, knBuild(t, t.TempDir()), seed), seed)
+	serviceKillTest(t, "kafkakillseed", *kafkaKillSeed, kafkaPostgresScenario)
 }
 
 // kafkaPostgresScenario is one kill cycle of Kafka → window → PostgreSQL on
@@ -50,7 +45,6 @@ func kafkaPostgresScenario(t *testing.T, bin string, seed uint64) soakResult {
 	t.Cleanup(func() { _ = conn.Close(context.Background()) })
 
 	k, want := kkStart(t)
-	t.Logf("produced %d records in %v: %d windows expected", kkMessages, time.Since(began).Round(time.Millisecond), len(want))
 
 	suffix := time.Now().UnixNano()
 	pipeline, table := fmt.Sprintf("pg-killnine-%d", suffix), fmt.Sprintf("killnine_%d", suffix)
@@ -61,8 +55,6 @@ func kafkaPostgresScenario(t *testing.T, bin string, seed uint64) soakResult {
 		_, _ = conn.Exec(c, "DELETE FROM ingest_sink_writers WHERE pipeline = $1", pipeline)
 	})
 
-	work := t.TempDir()
-	yaml := filepath.Join(work, "pipeline.yaml")
 	doc := kkSourceYAML(pipeline, k.broker) + fmt.Sprintf(`  out:
     type: postgres
     input: w
@@ -72,23 +64,12 @@ func kafkaPostgresScenario(t *testing.T, bin string, seed uint64) soakResult {
     mode: append
     create_table: true
 `, pkDSN, table)
-	if err := os.WriteFile(yaml, []byte(doc), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	work, yaml := scenarioDir(t, doc)
 	ckpts := filepath.Join(work, "ckpts")
 	rd := newPKReader(t, pipeline, table, ckpts)
-	defer func() {
-		if t.Failed() {
-			nkDumpDirs(t, work)
-		}
-	}()
 
 	var res soakResult
-	res.Kills, res.Aimed = killSchedule{
-		Bin: bin, YAML: yaml, Ckpts: ckpts, Seed: seed,
-		Kills: kkKills, AimedKills: kkAimedKills, Aim: "sink/postgres/mid-commit", Pause: kkPause,
-		Throttle: kkThrottle, MinDelay: kkMinDelay, MaxDelay: kkMaxDelay, Budget: kkBudget, FinalWait: 60 * time.Second,
-	}.run(t)
+	res.Kills, res.Aimed = kkSchedule(bin, yaml, ckpts, seed, "sink/postgres/mid-commit").run(t)
 
 	rd.stop()
 	if rd.err != nil {
