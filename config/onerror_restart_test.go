@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -63,22 +62,12 @@ func TestConfigOnErrorExactlyOnceAcrossRestarts(t *testing.T) {
 	t.Run("nats", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		nc, err := natsgo.Connect("nats://127.0.0.1:4222")
-		needService(t, "NATS JetStream", err)
-		defer nc.Close()
-		js, err := jetstream.New(nc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		name := fmt.Sprintf("ONERR_RESTART_%d", time.Now().UnixNano())
-		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}}); err != nil {
-			needService(t, "NATS JetStream", err)
-		}
-		defer js.DeleteStream(context.Background(), name)
+		js, name := newNATSStream(ctx, t, "ONERR_RESTART")
 		recs := jsonRecords(8000, "n")
 		acks := make([]jetstream.PubAckFuture, len(recs))
 		for i := range recs {
 			recs[i].partition = fmt.Sprintf("%s.%c", name, 'a'+i%3)
+			var err error
 			if acks[i], err = js.PublishAsync(recs[i].partition, []byte(recs[i].text)); err != nil {
 				t.Fatal(err)
 			}

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	natsgo "github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -59,18 +57,7 @@ func TestConfigOnErrorNATS(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	nc, err := natsgo.Connect("nats://127.0.0.1:4222")
-	needService(t, "NATS JetStream", err)
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := fmt.Sprintf("ONERR_%d", time.Now().UnixNano())
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}}); err != nil {
-		needService(t, "NATS JetStream", err)
-	}
-	defer js.DeleteStream(context.Background(), name)
+	js, name := newNATSStream(ctx, t, "ONERR")
 	recs := jsonRecords(400, "n")
 	for i := range recs {
 		r := &recs[i]

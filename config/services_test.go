@@ -26,6 +26,27 @@ func needService(t *testing.T, what string, err error) {
 	t.Skip(msg)
 }
 
+// newNATSStream connects to NATS JetStream on 127.0.0.1:4222 (see
+// needService when it is not there) and creates a stream named
+// <prefix>_<nanoseconds> on the subjects <name>.>, deleted with the
+// connection when t ends.
+func newNATSStream(ctx context.Context, t *testing.T, prefix string) (jetstream.JetStream, string) {
+	t.Helper()
+	nc, err := natsgo.Connect("nats://127.0.0.1:4222")
+	needService(t, "NATS JetStream", err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := fmt.Sprintf("%s_%d", prefix, time.Now().UnixNano())
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}}); err != nil {
+		needService(t, "NATS JetStream", err)
+	}
+	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), name) })
+	return js, name
+}
+
 // TestConfigNATSWindowPostgres runs the YAML contract pipeline NATS →
 // window → PostgreSQL on the real services: JSON messages with an event-time
 // field and no declared fields (inferred from the first message), bounded by
@@ -33,18 +54,7 @@ func needService(t *testing.T, what string, err error) {
 func TestConfigNATSWindowPostgres(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	nc, err := natsgo.Connect("nats://127.0.0.1:4222")
-	needService(t, "NATS JetStream", err)
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := fmt.Sprintf("CFG_%d", time.Now().UnixNano())
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}}); err != nil {
-		needService(t, "NATS JetStream", err)
-	}
-	defer js.DeleteStream(context.Background(), name)
+	js, name := newNATSStream(ctx, t, "CFG")
 	pg, err := pgx.Connect(ctx, "postgres://postgres@127.0.0.1:5432/test")
 	needService(t, "PostgreSQL", err)
 	defer pg.Close(context.Background())
