@@ -32,11 +32,7 @@ func inspectCheckpointCmd() *cobra.Command {
 		Short: "Show one checkpoint: status, topology, per-operator state size, source positions, pending committables",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := load(args[0])
-			if err != nil {
-				return err
-			}
-			id, err := parseCheckpointID(args[1])
+			p, id, err := loadWithID(args)
 			if err != nil {
 				return err
 			}
@@ -59,11 +55,7 @@ starts from the beginning. The command refuses while a process running the
 pipeline holds the checkpoint storage's lock.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := load(args[0])
-			if err != nil {
-				return err
-			}
-			id, err := parseCheckpointID(args[1])
+			p, id, err := loadWithID(args)
 			if err != nil {
 				return err
 			}
@@ -81,6 +73,20 @@ func ctxOf(cmd *cobra.Command) context.Context {
 		return ctx
 	}
 	return context.Background()
+}
+
+// loadWithID loads the pipeline file args[0] and parses the checkpoint id
+// args[1] (the FILE ID arguments of inspect and delete).
+func loadWithID(args []string) (*config.Pipeline, int64, error) {
+	p, err := load(args[0])
+	if err != nil {
+		return nil, 0, err
+	}
+	id, err := parseCheckpointID(args[1])
+	if err != nil {
+		return nil, 0, err
+	}
+	return p, id, nil
 }
 
 // parseCheckpointID parses a checkpoint id argument.
