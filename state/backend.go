@@ -300,17 +300,6 @@ type Schema struct {
 	Codecs []string
 }
 
-// String formats the schema as `"name": kind state with codecs [...]`.
-func (s Schema) String() string {
-	return fmt.Sprintf("%q: %s state with codecs %q", s.Name, s.Kind, s.Codecs)
-}
-
-// Equal reports whether s and o describe the same state under the same
-// encoding.
-func (s Schema) Equal(o Schema) bool {
-	return s.Name == o.Name && s.Kind == o.Kind && slices.Equal(s.Codecs, o.Codecs)
-}
-
 // Schemas returns the schema of every state the backend holds, sorted by
 // name: the registered states and the restored states no registration has
 // claimed yet (they are carried into snapshots unchanged).
