@@ -85,8 +85,9 @@ type pendingCheckpoint struct {
 	// for its turn to write metadata.
 	acked bool
 	// writing is set once WriteMetadata was emitted: from then on only the
-	// write's result decides the checkpoint's fate (a timeout no longer applies,
-	// since the write may already have made it complete).
+	// write's result decides the checkpoint's fate (the coordinator's timeout
+	// no longer applies, since the write may already have made it complete;
+	// the caller bounds the write by the same deadline, see WriteMetadata).
 	// INVARIANT: at most one pending checkpoint is writing. Metadata is built
 	// when the write starts, after every older write finished, so its commits
 	// account for every checkpoint that completed before it.

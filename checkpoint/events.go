@@ -80,7 +80,10 @@ type Trigger struct {
 // WriteMetadata asks the caller to make Metadata.ID complete: write the
 // metadata durably and atomically (temp file, fsync, rename, fsync directory,
 // or a conditional put), then report MetadataWritten. Nothing may treat the
-// checkpoint as complete before the write returned successfully.
+// checkpoint as complete before the write returned successfully. The caller
+// bounds the write by the checkpoint's deadline (Metadata.TriggeredAt plus
+// Options.Timeout) and reports a write the storage abandoned then as an
+// error: the storage guarantees such a write never lands.
 type WriteMetadata struct {
 	Metadata *Metadata
 }

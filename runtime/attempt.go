@@ -336,21 +336,28 @@ type metadataWrite struct {
 }
 
 // warnStalledWrites warns once about each metadata write in flight for
-// longer than the checkpoint timeout. Such a write is not abandoned: it may
-// still land, and a checkpoint whose metadata landed is complete, so the
-// coordinator waits for its outcome, and no later checkpoint completes
-// meanwhile. The warning says so, so a stuck storage is not silent.
+// longer than the checkpoint timeout (plus stallGrace). The write was told to
+// give up at the checkpoint's deadline; one that is still running has passed
+// its commit point (a local rename or directory fsync that hangs) or runs on
+// storage that cannot abandon it, so it may still land, and a checkpoint
+// whose metadata landed is complete: the coordinator waits for its outcome,
+// and no later checkpoint completes meanwhile. The warning says so, so a
+// stuck storage is not silent.
 func (a *attempt) warnStalledWrites(now time.Time) {
 	timeout := a.job.opts.Checkpoint.Timeout
 	for id, w := range a.writing {
-		if w.warned || now.Sub(w.started) < timeout {
+		if w.warned || now.Sub(w.started) < timeout+stallGrace {
 			continue
 		}
 		w.warned = true
-		a.job.log.Warn("the checkpoint metadata write has not returned within the checkpoint timeout; checkpointing waits for it (a write that may still land cannot be abandoned): check the checkpoint storage",
+		a.job.log.Warn("the checkpoint metadata write has not returned within the checkpoint timeout; checkpointing waits for it (a write past its commit point may still land and cannot be abandoned): check the checkpoint storage",
 			"checkpoint", id, "writing_for", now.Sub(w.started).Round(time.Millisecond), "timeout", timeout, "storage", a.job.storage.Location())
 	}
 }
+
+// stallGrace is how long past the checkpoint timeout a metadata write may
+// take to return its abandonment before warnStalledWrites reports it.
+const stallGrace = time.Second
 
 // lockLost reports whether a storage error says the job no longer holds its
 // checkpoint storage (storage.ErrLocked: a lost lease, taken over by another
@@ -394,8 +401,17 @@ func (a *attempt) act(act checkpoint.Action, finished *bool) error {
 			if err == nil {
 				var data []byte
 				if data, err = m.Encode(); err == nil {
+					// The checkpoint timeout runs from the trigger to durable
+					// metadata: a write still unfinished then is abandoned, and
+					// the storage makes sure it never lands (Storage.WriteMetadata).
+					// It does not end with the attempt: a stop or failure waits
+					// for it, up to that deadline, so a recovery finds storage at
+					// rest.
+					wctx, cancel := context.WithDeadlineCause(context.WithoutCancel(a.ctx), m.TriggeredAt.Add(j.opts.Checkpoint.Timeout),
+						fmt.Errorf("timed out after %v: the metadata write did not finish", j.opts.Checkpoint.Timeout))
 					start := time.Now()
-					err = j.storage.WriteMetadata(context.WithoutCancel(a.ctx), m.ID, data)
+					err = j.storage.WriteMetadata(wctx, m.ID, data)
+					cancel()
 					j.obs.metadataWritten(m.ID, time.Since(start))
 				}
 			}

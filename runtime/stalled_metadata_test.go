@@ -15,7 +15,9 @@ import (
 )
 
 // stallingStorage blocks the metadata writes it is told to until released,
-// as a stuck filesystem or object store does.
+// whatever their context says, as a storage does whose write hangs past its
+// commit point (a local rename or directory fsync) and so cannot be
+// abandoned.
 type stallingStorage struct {
 	storage.Storage
 	stall   atomic.Bool
@@ -29,11 +31,13 @@ func (s *stallingStorage) WriteMetadata(ctx context.Context, id int64, data []by
 	return s.Storage.WriteMetadata(ctx, id, data)
 }
 
-// A metadata write that does not return is not abandoned (it may still land,
-// and then the checkpoint is complete), so checkpointing waits for it; the
-// job says so in a warning once the write has taken longer than the
+// A metadata write that does not return when its deadline passes may still
+// land (and then the checkpoint is complete), so checkpointing waits for it;
+// the job says so in a warning once the write has taken longer than the
 // checkpoint timeout, naming the checkpoint and the storage, instead of
 // stalling silently. When the write returns, checkpoints complete again.
+// (A write that can still be abandoned is: TestStorageFaultMatrix, "metadata
+// write past the timeout".)
 func TestStalledMetadataWriteIsReported(t *testing.T) {
 	st := &stallingStorage{Storage: newLocal(t), release: make(chan struct{})}
 	store := newTxStore[keyCount]()

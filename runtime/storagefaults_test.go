@@ -193,6 +193,12 @@ func failRecovery(op storage.FSOp, err error) func(*storage.FaultFS, *sfGate) {
 // isStateFile reports whether path is a subtask's state file (runtime's stateFileName).
 func isStateFile(path string) bool { return strings.HasPrefix(filepath.Base(path), "state-") }
 
+// isMetadataTmp reports whether path is a metadata file before its rename.
+func isMetadataTmp(path string) bool {
+	b := filepath.Base(path)
+	return strings.HasPrefix(b, ".tmp-") && strings.Contains(b, storage.MetadataName)
+}
+
 // isErr matches a failure reason wrapping target.
 func isErr(target error) func(error) bool {
 	return func(err error) bool { return errors.Is(err, target) }
@@ -395,12 +401,26 @@ func TestStorageFaultMatrix(t *testing.T) {
 		},
 		{
 			name: "slow writes past the timeout",
-			// State files only: once every subtask acknowledged, the metadata write decides alone
-			// and the timeout no longer applies (docs/reliability.md, known limits).
+			// State files: the checkpoint times out waiting for acknowledgements.
 			arm: func(f *storage.FaultFS, g *sfGate) {
 				f.SlowWrites(sfSlow, func(path string) bool { return isStateFile(path) && g.hit(path) })
 			},
 			reason:        func(err error) bool { return err != nil && strings.Contains(err.Error(), "timed out") },
+			timeout:       sfTimeout,
+			healAtFailure: true,
+		},
+		{
+			name: "metadata write past the timeout",
+			// Every subtask acknowledged; the write of the metadata's temporary file hangs past the
+			// checkpoint's deadline. The write is abandoned (the storage never renames it), the
+			// checkpoint fails, and the late write, woken by the heal, must not make it complete:
+			// the restart would then restore it instead of the recovery point.
+			arm: func(f *storage.FaultFS, g *sfGate) {
+				f.SlowWrites(sfSlow, func(path string) bool { return isMetadataTmp(path) && g.hit(path) })
+			},
+			reason: func(err error) bool {
+				return err != nil && strings.Contains(err.Error(), "timed out") && strings.Contains(err.Error(), "metadata write")
+			},
 			timeout:       sfTimeout,
 			healAtFailure: true,
 		},

@@ -232,6 +232,12 @@ func (l *Local) readVerified(path string) ([]byte, error) {
 // the checkpoint directory, fsyncs it, renames it to _metadata and fsyncs the directory. If the
 // directory fsync fails, it removes _metadata again, so that a checkpoint reported as failed does
 // not become a recovery point. It refuses to replace the metadata of a complete checkpoint.
+//
+// The rename is the commit point, and ctx fences it: if ctx ends while the temporary file is still
+// being written or synced (a stuck disk), WriteMetadata returns at once with an error wrapping the
+// context's cause, and the write, which finishes in the background, removes its temporary file
+// instead of renaming it. A checkpoint reported as failed therefore never becomes complete later.
+// Once the rename has started, WriteMetadata waits for its outcome whatever ctx does.
 func (l *Local) WriteMetadata(ctx context.Context, id int64, data []byte) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("storage: write metadata of checkpoint %d: %w", id, err)
@@ -239,6 +245,51 @@ func (l *Local) WriteMetadata(ctx context.Context, id int64, data []byte) error 
 	if err := checkID(id); err != nil {
 		return err
 	}
+	if ctx.Done() == nil {
+		return l.writeMetadata(id, data, nil)
+	}
+	f := &renameFence{}
+	done := make(chan error, 1)
+	go func() { done <- l.writeMetadata(id, data, f) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		if f.abandon() {
+			return fmt.Errorf("storage: write metadata of checkpoint %d: abandoned before the rename, it can no longer complete: %w", id, context.Cause(ctx))
+		}
+		return <-done // the rename started: its outcome is the write's
+	}
+}
+
+// renameFence decides, once, between a metadata write's rename and its abandonment: whichever
+// comes first wins, and the other is refused. It is the invariant behind WriteMetadata's ctx: an
+// abandoned write never renames.
+type renameFence struct {
+	mu        sync.Mutex
+	abandoned bool
+	renaming  bool
+}
+
+// rename reports whether the write may rename (it was not abandoned); after it, abandon fails.
+func (f *renameFence) rename() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.renaming = !f.abandoned
+	return f.renaming
+}
+
+// abandon reports whether the write is abandoned (its rename had not started); after it, rename
+// fails.
+func (f *renameFence) abandon() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.abandoned = !f.renaming
+	return f.abandoned
+}
+
+// writeMetadata is WriteMetadata's work; a nil fence never refuses the rename.
+func (l *Local) writeMetadata(id int64, data []byte, fence *renameFence) error {
 	dir := l.chkDir(id)
 	final := filepath.Join(dir, MetadataName)
 	if _, err := l.fs.Stat(final); err == nil {
@@ -252,6 +303,10 @@ func (l *Local) WriteMetadata(ctx context.Context, id int64, data []byte) error 
 	tmp := filepath.Join(dir, tmpPrefix+MetadataName+"-"+rand.Text())
 	if err := l.writeSynced(tmp, data, true); err != nil {
 		return fmt.Errorf("storage: write metadata %s: %w", tmp, err)
+	}
+	if fence != nil && !fence.rename() {
+		_ = l.fs.Remove(tmp) // best effort: temporary files never count, and recovery deletes them
+		return fmt.Errorf("storage: write metadata of checkpoint %d: abandoned before the rename", id)
 	}
 	// The temporary file's contents are durable before the rename, so whichever name survives a
 	// crash holds complete data.

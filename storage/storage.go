@@ -33,7 +33,9 @@ type Storage interface {
 	// WriteMetadata makes checkpoint id complete: it writes the metadata with a checksum atomically
 	// and durably (temp file in the checkpoint directory, fsync, rename to the final name, fsync the
 	// directory). Until it returns nil the checkpoint is not complete; if it fails no partial
-	// metadata file is visible under the final name.
+	// metadata file is visible under the final name, and none becomes visible later: a write that
+	// ctx ended before it could commit is abandoned for good (the caller reports the checkpoint as
+	// failed and may abort its sink output), or, past its commit point, awaited.
 	WriteMetadata(ctx context.Context, id int64, data []byte) error
 	// ReadMetadata returns the verified metadata payload of checkpoint id.
 	ReadMetadata(ctx context.Context, id int64) ([]byte, error)

@@ -1,0 +1,115 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// errWriteDeadline is the cause the fence tests give their contexts.
+var errWriteDeadline = errors.New("checkpoint deadline")
+
+// isMetadataTmp reports whether path is a temporary metadata file.
+func isMetadataTmp(path string) bool { return strings.Contains(path, tmpPrefix+MetadataName) }
+
+// A metadata write whose context ends while its temporary file is still being written (a stuck
+// disk) returns at once with the context's cause, and the write, once the disk comes back, removes
+// its temporary file instead of renaming it: the checkpoint never becomes complete, though its
+// write finished after the caller had reported it failed.
+func TestMetadataWriteAbandonedBeforeRename(t *testing.T) {
+	f := NewFaultFS(NewCrashFS())
+	l, err := f.NewLocal("/ck")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.SlowWrites(time.Hour, isMetadataTmp)
+	ctx, cancel := context.WithTimeoutCause(context.Background(), 50*time.Millisecond, errWriteDeadline)
+	defer cancel()
+	start := time.Now()
+	err = l.WriteMetadata(ctx, 1, []byte("meta"))
+	if !errors.Is(err, errWriteDeadline) {
+		t.Fatalf("WriteMetadata on a stuck disk = %v, want an error wrapping the context's cause", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("WriteMetadata returned after %v: it waited for the stuck write", took)
+	}
+
+	f.Heal() // the disk comes back: the abandoned write finishes its temporary file
+	deadline := time.Now().Add(10 * time.Second)
+	for tmpFiles(t, l, 1) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the abandoned write did not remove its temporary file")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := l.ReadMetadata(context.Background(), 1); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("ReadMetadata after the abandoned write finished = %v, want ErrNotFound: the write landed", err)
+	}
+	entries, err := l.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Complete {
+			t.Fatalf("checkpoint %d is complete after an abandoned metadata write", e.ID)
+		}
+	}
+	// The id is still usable: a later write of the same checkpoint completes it.
+	if err := l.WriteMetadata(context.Background(), 1, []byte("meta")); err != nil {
+		t.Fatalf("WriteMetadata after the abandoned one = %v", err)
+	}
+}
+
+// Once a metadata write has started its rename (the commit point), the end of its context does not
+// abandon it: WriteMetadata waits for the rename's outcome and reports it, so the caller never
+// calls failed a checkpoint whose metadata became visible.
+func TestMetadataWriteNotAbandonedDuringRename(t *testing.T) {
+	f := NewFaultFS(NewCrashFS())
+	l, err := f.NewLocal("/ck")
+	if err != nil {
+		t.Fatal(err)
+	}
+	renaming, release := make(chan struct{}), make(chan struct{})
+	f.FailWhen(func(op FSOp, path string) error {
+		if op == FSRename && isMetadataTmp(path) {
+			close(renaming)
+			<-release // a rename that hangs
+		}
+		return nil
+	})
+	ctx, cancel := context.WithCancelCause(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.WriteMetadata(ctx, 1, []byte("meta")) }()
+	<-renaming
+	cancel(errWriteDeadline)
+	select {
+	case err := <-done:
+		t.Fatalf("WriteMetadata returned %v while its rename was in progress", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("WriteMetadata = %v after its rename succeeded, want nil", err)
+	}
+	if got, err := l.ReadMetadata(context.Background(), 1); err != nil || string(got) != "meta" {
+		t.Fatalf("ReadMetadata = %q, %v; want the metadata written", got, err)
+	}
+}
+
+// tmpFiles counts the temporary files in checkpoint id's directory.
+func tmpFiles(t *testing.T, l *Local, id int64) int {
+	t.Helper()
+	des, err := l.fs.ReadDir(l.chkDir(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, de := range des {
+		if strings.HasPrefix(de.Name(), tmpPrefix) {
+			n++
+		}
+	}
+	return n
+}
