@@ -63,6 +63,9 @@ func TestAppendJSONString(t *testing.T) {
 	}
 }
 
+// FuzzAppendJSONString holds AppendJSONString, which writes the strings of
+// Nexmark events as JSON, to checkJSONString on arbitrary strings, invalid
+// UTF-8 included.
 func FuzzAppendJSONString(f *testing.F) {
 	for _, s := range []string{"", `\`, "a\"b", "\xff\xfe", "héllo", "\x00"} {
 		f.Add(s)
