@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -214,20 +215,40 @@ func TestStagingSweptAtCheckpoints(t *testing.T) {
 	}
 
 	hourAgo := time.Now().Add(-time.Hour)
+	// plant puts a file (with its directory, when that is new) under _staging in one rename, its
+	// times already set, so that no sweep sees it half planted: deleting a file of a directory
+	// whose time was not yet set back would make the directory look new for good.
 	plant := func(path string, old bool) {
 		t.Helper()
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		rel, err := filepath.Rel(staging, path)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(path, []byte("{}\n"), 0o644); err != nil {
+		top := strings.SplitN(filepath.ToSlash(rel), "/", 2)[0] // the entry that appears under _staging
+		into := staging
+		if top == "pending" {
+			top, into = filepath.Base(path), filepath.Dir(path)
+		}
+		if err := os.MkdirAll(into, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		work := filepath.Join(dir, "plant", top)
+		file := filepath.Join(work, strings.TrimPrefix(path, filepath.Join(into, top)))
+		if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, []byte("{}\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		if old {
-			for _, p := range []string{path, filepath.Dir(path)} {
+			for _, p := range []string{file, filepath.Dir(file)} {
 				if err := os.Chtimes(p, hourAgo, hourAgo); err != nil {
 					t.Fatal(err)
 				}
 			}
+		}
+		if err := os.Rename(work, filepath.Join(into, top)); err != nil {
+			t.Fatal(err)
 		}
 	}
 	oldPending := filepath.Join(staging, "pending", "part-0-crashed-000000.jsonl")
