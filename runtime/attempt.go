@@ -368,7 +368,10 @@ const stallGrace = time.Second
 func lockLost(err error) bool { return err != nil && errors.Is(err, storage.ErrLocked) }
 
 // shutdown waits for every task, snapshot writer and queued storage write and
-// commit: the next attempt's recovery must see storage at rest.
+// commit: the next attempt's recovery must not race this one's writes. (A
+// metadata write the storage abandoned at its deadline may still be running
+// inside it; it cannot complete a checkpoint any more, see
+// Storage.WriteMetadata.)
 func (a *attempt) shutdown(tasks *sync.WaitGroup) {
 	tasks.Wait()
 	a.async.Wait()
@@ -405,8 +408,9 @@ func (a *attempt) act(act checkpoint.Action, finished *bool) error {
 					// metadata: a write still unfinished then is abandoned, and
 					// the storage makes sure it never lands (Storage.WriteMetadata).
 					// It does not end with the attempt: a stop or failure waits
-					// for it, up to that deadline, so a recovery finds storage at
-					// rest.
+					// for it up to that deadline. An abandoned write may still run
+					// inside the storage, but it can no longer complete a
+					// checkpoint, which is what the next recovery relies on.
 					wctx, cancel := context.WithDeadlineCause(context.WithoutCancel(a.ctx), m.TriggeredAt.Add(j.opts.Checkpoint.Timeout),
 						fmt.Errorf("timed out after %v: the metadata write did not finish", j.opts.Checkpoint.Timeout))
 					start := time.Now()

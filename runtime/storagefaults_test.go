@@ -65,6 +65,7 @@ var (
 	errSFSyncDir = errors.New("injected directory fsync error")
 	errSFList    = errors.New("injected directory listing error")
 	errSFRead    = errors.New("injected read error")
+	errSFRemove  = errors.New("injected remove error")
 )
 
 // sfGate decides which calls a row's fault hits: once armed, calls on files of a checkpoint while
@@ -414,9 +415,23 @@ func TestStorageFaultMatrix(t *testing.T) {
 			// Every subtask acknowledged; the write of the metadata's temporary file hangs past the
 			// checkpoint's deadline. The write is abandoned (the storage never renames it), the
 			// checkpoint fails, and the late write, woken by the heal, must not make it complete:
-			// the restart would then restore it instead of the recovery point.
+			// the restart would then restore it instead of the recovery point. The directories of
+			// the failed checkpoints cannot be deleted until the heal, so that a late rename would
+			// find its directory (Discard would otherwise hide a missing fence).
 			arm: func(f *storage.FaultFS, g *sfGate) {
 				f.SlowWrites(sfSlow, func(path string) bool { return isMetadataTmp(path) && g.hit(path) })
+				f.FailWhen(func(op storage.FSOp, path string) error {
+					id, ok := storage.PathCheckpoint(path)
+					if op != storage.FSRemoveAll || !ok {
+						return nil
+					}
+					g.mu.Lock()
+					defer g.mu.Unlock()
+					if slices.Contains(g.ids, id) {
+						return errSFRemove
+					}
+					return nil
+				})
 			},
 			reason: func(err error) bool {
 				return err != nil && strings.Contains(err.Error(), "timed out") && strings.Contains(err.Error(), "metadata write")

@@ -3,7 +3,10 @@ package storage
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -24,16 +27,27 @@ func TestMetadataWriteAbandonedBeforeRename(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.SlowWrites(time.Hour, isMetadataTmp)
-	ctx, cancel := context.WithTimeoutCause(context.Background(), 50*time.Millisecond, errWriteDeadline)
-	defer cancel()
-	start := time.Now()
-	err = l.WriteMetadata(ctx, 1, []byte("meta"))
-	if !errors.Is(err, errWriteDeadline) {
-		t.Fatalf("WriteMetadata on a stuck disk = %v, want an error wrapping the context's cause", err)
-	}
-	if took := time.Since(start); took > 5*time.Second {
-		t.Fatalf("WriteMetadata returned after %v: it waited for the stuck write", took)
+	writing := make(chan struct{})
+	var once sync.Once
+	f.SlowWrites(time.Hour, func(path string) bool {
+		if !isMetadataTmp(path) {
+			return false
+		}
+		once.Do(func() { close(writing) })
+		return true
+	})
+	ctx, cancel := context.WithCancelCause(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.WriteMetadata(ctx, 1, []byte("meta")) }()
+	<-writing // the write sleeps in the temporary file's write
+	cancel(errWriteDeadline)
+	select {
+	case err := <-done:
+		if !errors.Is(err, errWriteDeadline) || !errors.Is(err, context.Canceled) {
+			t.Fatalf("WriteMetadata on a stuck disk = %v, want an error wrapping the context's error and cause", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("WriteMetadata did not return when its context ended: it waits for the stuck write")
 	}
 
 	f.Heal() // the disk comes back: the abandoned write finishes its temporary file
@@ -59,6 +73,57 @@ func TestMetadataWriteAbandonedBeforeRename(t *testing.T) {
 	// The id is still usable: a later write of the same checkpoint completes it.
 	if err := l.WriteMetadata(context.Background(), 1, []byte("meta")); err != nil {
 		t.Fatalf("WriteMetadata after the abandoned one = %v", err)
+	}
+}
+
+// A metadata write abandoned before it created the checkpoint's directory (here stuck checking
+// whether the checkpoint is already complete) creates nothing when it wakes, so it cannot
+// recreate a directory the caller discarded after the abandonment.
+func TestAbandonedMetadataWriteCreatesNothing(t *testing.T) {
+	f := NewFaultFS(NewCrashFS())
+	l, err := f.NewLocal("/ck")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stating, release := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int64
+	f.FailWhen(func(op FSOp, path string) error {
+		if _, ok := PathCheckpoint(path); !ok {
+			return nil
+		}
+		if op == FSStat && strings.HasSuffix(path, MetadataName) && calls.Add(1) == 1 {
+			close(stating)
+			<-release // a stuck disk
+			return nil
+		}
+		calls.Add(1)
+		return nil
+	})
+	ctx, cancel := context.WithCancelCause(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.WriteMetadata(ctx, 1, []byte("meta")) }()
+	<-stating
+	cancel(errWriteDeadline)
+	if err := <-done; !errors.Is(err, errWriteDeadline) {
+		t.Fatalf("WriteMetadata = %v, want the context's cause", err)
+	}
+	if err := l.Discard(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	before := calls.Load()
+	close(release)
+	// The woken write must not touch checkpoint 1 again. It has nothing to wait for, so give it
+	// ample time to do what it would.
+	time.Sleep(200 * time.Millisecond)
+	if n := calls.Load() - before; n != 0 {
+		t.Errorf("the abandoned write made %d filesystem calls on checkpoint 1 after it woke", n)
+	}
+	entries, err := l.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 0 {
+		t.Fatalf("List after the abandoned write woke = %+v, want no checkpoint", entries)
 	}
 }
 
@@ -102,6 +167,9 @@ func TestMetadataWriteNotAbandonedDuringRename(t *testing.T) {
 func tmpFiles(t *testing.T, l *Local, id int64) int {
 	t.Helper()
 	des, err := l.fs.ReadDir(l.chkDir(id))
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

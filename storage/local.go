@@ -121,11 +121,17 @@ func validName(name string) error {
 }
 
 // ensureDir creates the directory of checkpoint id if needed and makes its entry durable.
-func (l *Local) ensureDir(id int64) error {
+//
+// A metadata write passes its fence: once the write is abandoned it creates no directory, so it
+// cannot recreate one the caller discarded after the abandonment (Discard forgets the id under mu).
+func (l *Local) ensureDir(id int64, fence *renameFence) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.synced[id] {
 		return nil
+	}
+	if fence.isAbandoned() {
+		return errAbandoned
 	}
 	dir := l.chkDir(id)
 	if err := l.fs.MkdirAll(dir, 0o755); err != nil {
@@ -181,7 +187,7 @@ func (l *Local) WriteFile(ctx context.Context, id int64, name string, data []byt
 	if err := validName(name); err != nil {
 		return Handle{}, err
 	}
-	if err := l.ensureDir(id); err != nil {
+	if err := l.ensureDir(id, nil); err != nil {
 		return Handle{}, err
 	}
 	path := filepath.Join(l.chkDir(id), name)
@@ -239,7 +245,7 @@ func (l *Local) readVerified(path string) ([]byte, error) {
 // instead of renaming it. A checkpoint reported as failed therefore never becomes complete later.
 // Once the rename has started, WriteMetadata waits for its outcome whatever ctx does.
 func (l *Local) WriteMetadata(ctx context.Context, id int64, data []byte) error {
-	if err := ctx.Err(); err != nil {
+	if err := ContextErr(ctx); err != nil {
 		return fmt.Errorf("storage: write metadata of checkpoint %d: %w", id, err)
 	}
 	if err := checkID(id); err != nil {
@@ -256,7 +262,7 @@ func (l *Local) WriteMetadata(ctx context.Context, id int64, data []byte) error 
 		return err
 	case <-ctx.Done():
 		if f.abandon() {
-			return fmt.Errorf("storage: write metadata of checkpoint %d: abandoned before the rename, it can no longer complete: %w", id, context.Cause(ctx))
+			return fmt.Errorf("storage: write metadata of checkpoint %d: abandoned before the rename, it can no longer complete: %w", id, ContextErr(ctx))
 		}
 		return <-done // the rename started: its outcome is the write's
 	}
@@ -288,17 +294,41 @@ func (f *renameFence) abandon() bool {
 	return f.abandoned
 }
 
+// isAbandoned reports whether the write was abandoned; a nil fence never is. The write checks it
+// before each step, so an abandoned write stops touching the checkpoint's directory as soon as it
+// can. (A step already under way, such as creating the temporary file, may still race a Discard of
+// the directory: what it leaves is an incomplete checkpoint's file, which the next recovery
+// deletes, like a late state file's.)
+func (f *renameFence) isAbandoned() bool {
+	if f == nil {
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.abandoned
+}
+
+// errAbandoned is what an abandoned metadata write returns to no one: WriteMetadata has already
+// returned the context's error.
+var errAbandoned = errors.New("storage: metadata write abandoned before the rename")
+
 // writeMetadata is WriteMetadata's work; a nil fence never refuses the rename.
 func (l *Local) writeMetadata(id int64, data []byte, fence *renameFence) error {
 	dir := l.chkDir(id)
 	final := filepath.Join(dir, MetadataName)
+	if fence.isAbandoned() {
+		return errAbandoned
+	}
 	if _, err := l.fs.Stat(final); err == nil {
 		return fmt.Errorf("storage: write metadata of checkpoint %d: already complete (%s exists): %w", id, final, fs.ErrExist)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("storage: write metadata of checkpoint %d: %w", id, err)
 	}
-	if err := l.ensureDir(id); err != nil {
+	if err := l.ensureDir(id, fence); err != nil {
 		return err
+	}
+	if fence.isAbandoned() {
+		return errAbandoned
 	}
 	tmp := filepath.Join(dir, tmpPrefix+MetadataName+"-"+rand.Text())
 	if err := l.writeSynced(tmp, data, true); err != nil {
@@ -306,7 +336,7 @@ func (l *Local) writeMetadata(id int64, data []byte, fence *renameFence) error {
 	}
 	if fence != nil && !fence.rename() {
 		_ = l.fs.Remove(tmp) // best effort: temporary files never count, and recovery deletes them
-		return fmt.Errorf("storage: write metadata of checkpoint %d: abandoned before the rename", id)
+		return errAbandoned
 	}
 	// The temporary file's contents are durable before the rename, so whichever name survives a
 	// crash holds complete data.

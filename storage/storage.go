@@ -106,3 +106,17 @@ func checkID(id int64) error {
 	}
 	return nil
 }
+
+// ContextErr returns ctx.Err() (nil while ctx is live), wrapped with the context's cause when one
+// was given (context.WithDeadlineCause and the like), so that an error says why the caller gave up
+// and still matches context.DeadlineExceeded or context.Canceled.
+func ContextErr(ctx context.Context) error {
+	err := ctx.Err()
+	if err == nil {
+		return nil
+	}
+	if cause := context.Cause(ctx); cause != nil && cause != err {
+		return fmt.Errorf("%w: %w", cause, err)
+	}
+	return err
+}

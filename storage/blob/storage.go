@@ -207,8 +207,11 @@ func (s *Storage) ReadFile(ctx context.Context, h storage.Handle) ([]byte, error
 // write happened and the call succeeds; if it is absent, the call fails and nothing is visible; if
 // the read fails too, it deletes the object (best effort) so that a checkpoint reported as failed
 // does not become a recovery point, and returns the error.
+//
+// ctx can abandon the write only before the put starts; the put itself runs to its request
+// timeout whatever ctx does (the put is the commit point, see Storage.WriteMetadata).
 func (s *Storage) WriteMetadata(ctx context.Context, id int64, data []byte) error {
-	if err := ctx.Err(); err != nil {
+	if err := storage.ContextErr(ctx); err != nil {
 		return fmt.Errorf("storage/blob: write metadata of checkpoint %d: %w", id, err)
 	}
 	if err := storage.CheckID(id); err != nil {
@@ -220,13 +223,16 @@ func (s *Storage) WriteMetadata(ctx context.Context, id int64, data []byte) erro
 	key := s.dirKey(id) + storage.MetadataName
 	want := append(bytes.Clone(data), storage.Trailer(data)...)
 
-	wctx, cancel := s.timeout(ctx)
+	// The put is the commit point: once it started, the caller's context no longer cuts it off (a
+	// store may commit a request its client abandoned), only the request timeout does; a caller
+	// that gave up earlier was refused above.
+	wctx, cancel := s.timeout(context.WithoutCancel(ctx))
 	err := s.put(wctx, key, data, true)
 	cancel()
 	if err == nil {
 		return nil
 	}
-	// Settle the outcome even if the caller gave up: a landed write must not be left unknown.
+	// Settle the outcome: a landed write must not be left unknown.
 	rctx, cancel := s.timeout(context.WithoutCancel(ctx))
 	defer cancel()
 	got, rerr := s.bucket.ReadAll(rctx, key)
