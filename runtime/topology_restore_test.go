@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/ingest-engine/ingest/checkpoint"
-	"github.com/ingest-engine/ingest/connector/datagen"
 	"github.com/ingest-engine/ingest/internal/testkit"
 	"github.com/ingest-engine/ingest/operator/window"
 	"github.com/ingest-engine/ingest/runtime"
@@ -435,26 +434,32 @@ func TestCheckpointWithoutTopologyRestores(t *testing.T) {
 	}
 }
 
-// A source whose per-subtask position cannot be merged and split (datagen:
-// its records are striped by subtask) is not restored at another
-// parallelism: the job refuses at once, naming the node, before anything is
-// read. Kafka and file sources can (their connector tests).
+// A source whose per-subtask position cannot be merged and split (pacedEvents:
+// its position is an opaque per-subtask offset, and it declares no
+// RescalableInline) is not restored at another parallelism: the job refuses
+// at once, naming the node, before anything is read. Kafka, file and datagen
+// sources can (their connector tests).
 func TestSourceRescaleRefusedWithoutRescalableInline(t *testing.T) {
 	dir := t.TempDir()
 	st, err := storage.NewLocal(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := newTxStore[keyCount]()
-	cfg := datagen.Config{Count: 500, Keys: 5}
-	if err := runBounded(t, newJob(t, countPipeline(t, cfg, 2, 1, store, nil), st, fastCheckpoints(5*time.Millisecond), quickRestarts(3))); err != nil {
+	store := newTxStore[cEvent]()
+	pipeline := func(par int) *stream.Pipeline {
+		p := stream.New("paced")
+		in := stream.From[cEvent](p, "events", pacedEvents{count: 500, per: 50}, stream.Parallelism(par))
+		stream.To(in, "sink", stream.Sink[cEvent](txSink[cEvent]{store}), stream.Parallelism(1))
+		return p
+	}
+	if err := runBounded(t, newJob(t, pipeline(2), st, fastCheckpoints(5*time.Millisecond), quickRestarts(3))); err != nil {
 		t.Fatal(err)
 	}
 	published := store.count()
-	job := newJob(t, countPipeline(t, cfg, 3, 1, store, nil), st, fastCheckpoints(5*time.Millisecond), quickRestarts(3))
+	job := newJob(t, pipeline(3), st, fastCheckpoints(5*time.Millisecond), quickRestarts(3))
 	err = runBounded(t, job)
 	if !errors.Is(err, runtime.ErrIncompatible) || !strings.Contains(err.Error(), "node events") || !strings.Contains(err.Error(), "per-subtask state cannot be redistributed") {
-		t.Fatalf("restore of datagen at parallelism 3 from 2: %v, want a refusal naming node events", err)
+		t.Fatalf("restore of the paced source at parallelism 3 from 2: %v, want a refusal naming node events", err)
 	}
 	if s := job.Stats(); s.Restarts != 0 || s.Records != 0 || store.count() != published {
 		t.Errorf("stats %+v, %d published (was %d): want no restart, nothing read or published", s, store.count(), published)

@@ -3,17 +3,31 @@
 //
 // Record i (i = 0, 1, 2, … over all subtasks) is
 // {"id": i, "key": i % keys, "value": i % 1000} with event time
-// start_time + i * event_interval. Subtask s of P emits exactly the i with
-// i % P == s, in increasing order; its replay position is the next i. Its
-// watermark follows Config.Watermark; by default it is the event time of the
-// last record it emitted minus 1ns.
+// start_time + i * event_interval.
+//
+// The ids are striped into lanes: lane r of stride S holds the ids i with
+// i % S == r. S is the parallelism of the job's first run, whose subtask s
+// owns lane s (so, until a rescale, subtask s of P emits exactly the i with
+// i % P == s), and the lanes never change afterwards. A subtask emits the ids of its lanes in
+// increasing order, merged across its lanes; its replay position is the next
+// id of each lane. Restored at another parallelism P', the source is
+// rescaled like Kafka partitions (RescalableInline): subtask s' takes the
+// lanes r with r % P' == s' from every old subtask's position, so each id is
+// still emitted exactly once. With P' > S some subtasks own no lane: bounded,
+// they are exhausted at once; unbounded, they stay idle and do not hold the
+// watermark back. A subtask's share of Rate is Rate × its lanes / S.
+//
+// A subtask's watermark follows Config.Watermark; by default it is the event
+// time of the last record it emitted minus 1ns.
 package datagen
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/ingest-engine/ingest/runtime"
@@ -81,10 +95,18 @@ func (c Config) withDefaults() (Config, error) {
 	minTime, maxTime := time.Unix(0, math.MinInt64), time.Unix(0, math.MaxInt64)
 	if c.StartTime.Before(minTime) || c.StartTime.After(maxTime) {
 		errs = append(errs, fmt.Errorf("start_time %v is outside the event times this engine represents (%v to %v)", c.StartTime, minTime.UTC(), maxTime.UTC()))
-	} else if c.Count > 0 && c.EventInterval > 0 && (c.Count-1) > (math.MaxInt64-c.StartTime.UnixNano())/int64(c.EventInterval) {
+	} else if c.Count > 0 && c.EventInterval > 0 && c.Count-1 > maxRecordID(c.StartTime.UnixNano(), int64(c.EventInterval)) {
 		errs = append(errs, fmt.Errorf("start_time + count x event_interval is after %v, the last event time this engine represents", maxTime.UTC()))
 	}
 	return c, errors.Join(errs...)
+}
+
+// maxRecordID is the largest record id whose event time, start + id*step
+// (step > 0), is at most math.MaxInt64 ns, itself at most math.MaxInt64. The
+// span is computed unsigned: for a start before 1970 it exceeds MaxInt64.
+func maxRecordID(start, step int64) int64 {
+	span := uint64(math.MaxInt64) - uint64(start) // MaxInt64 - start, which fits in a uint64
+	return int64(min(span/uint64(step), math.MaxInt64))
 }
 
 // Event is a generated record.
@@ -128,6 +150,11 @@ func (s *Source[T]) Capabilities() runtime.Capabilities {
 	return runtime.Capabilities{Replayable: true}
 }
 
+// RescalableInline reports that positions can be merged and split again:
+// restored at another parallelism, each subtask takes the lanes it owns now
+// (residue % parallelism == its index) from every old subtask's position.
+func (s *Source[T]) RescalableInline() bool { return true }
+
 // Describe summarises the configuration.
 func (s *Source[T]) Describe() string {
 	count := "unbounded"
@@ -144,17 +171,140 @@ func (s *Source[T]) Describe() string {
 // NewSubtask creates one generator subtask.
 func (s *Source[T]) NewSubtask() runtime.Source { return &subtask[T]{src: s} }
 
-// position is a subtask's replay position as stored in checkpoints.
-type position struct {
+// lane is a residue class of the record ids: the ids Next, Next+Stride,
+// Next+2·Stride, … (below Count when bounded). Lane r of stride S is the
+// ids i with i % S == r.
+type lane struct {
+	Stride int64 `json:"stride"`
+	Next   int64 `json:"next"`
+}
+
+// residue is the lane's residue: every id in it is residue modulo Stride.
+func (l lane) residue() int64 { return l.Next % l.Stride }
+
+// singlePosition is the position of a subtask that owns exactly one lane
+// whose stride is the current parallelism (every subtask of a job that never
+// rescaled): {"next": n}, the format of checkpoints before lanes.
+type singlePosition struct {
 	Next int64 `json:"next"`
+}
+
+// lanesPosition is the position of any other subtask: its lanes, sorted by
+// residue; {"lanes":[]} for a subtask that owns none (still a non-empty
+// inline, so that it is part of the union a rescale restores).
+type lanesPosition struct {
+	Lanes []lane `json:"lanes"`
+}
+
+// decodePosition parses a restored position into its lanes. A
+// {"next": n} position (single) is one lane of stride oldP, the parallelism
+// it was written at. It checks each lane (stride at least 1, next not
+// negative), not how the lanes fit together.
+func decodePosition(raw []byte, oldP int64) (lanes []lane, single bool, err error) {
+	var p struct {
+		Next  *int64  `json:"next"`
+		Lanes *[]lane `json:"lanes"`
+	}
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return nil, false, fmt.Errorf("restoring position %.200q: %w", raw, err)
+	}
+	switch {
+	case p.Next != nil && p.Lanes != nil:
+		return nil, false, fmt.Errorf("restoring position %.200q: it has both next and lanes", raw)
+	case p.Next != nil:
+		lanes, single = []lane{{Stride: oldP, Next: *p.Next}}, true
+	case p.Lanes != nil:
+		lanes = *p.Lanes
+	default:
+		return nil, false, fmt.Errorf("restoring position %.200q: it has neither next nor lanes", raw)
+	}
+	for _, l := range lanes {
+		if l.Stride < 1 || l.Next < 0 {
+			return nil, false, fmt.Errorf("restoring position %.200q: a lane with stride %d and next %d (want stride >= 1, next >= 0)", raw, l.Stride, l.Next)
+		}
+	}
+	return lanes, single, nil
+}
+
+// unionLanes gathers the lanes of every subtask's position, for a restore at
+// another parallelism (runtime.Context.RestoredUnion), and checks that they
+// are exactly the lanes of the job's first run: one stride S, and each
+// residue 0 … S-1 once. The lanes come back sorted by residue.
+func unionLanes(inlines [][]byte) ([]lane, error) {
+	oldP := int64(len(inlines))
+	var all []lane
+	for i, raw := range inlines {
+		lanes, _, err := decodePosition(raw, oldP)
+		if err != nil {
+			return nil, fmt.Errorf("position %d of %d: %w", i+1, oldP, err)
+		}
+		all = append(all, lanes...)
+	}
+	if len(all) == 0 {
+		return nil, fmt.Errorf("restoring positions: the %d positions hold no lane", oldP)
+	}
+	stride := all[0].Stride
+	for _, l := range all[1:] {
+		if l.Stride != stride {
+			return nil, fmt.Errorf("restoring positions: lanes of two strides, %d and %d; the lanes of one job all have the stride of its first run", stride, l.Stride)
+		}
+	}
+	seen := make(map[int64]bool, len(all))
+	for _, l := range all {
+		r := l.residue()
+		if seen[r] {
+			return nil, fmt.Errorf("restoring positions: lane %d of stride %d is in two positions", r, stride)
+		}
+		seen[r] = true
+	}
+	if int64(len(seen)) != stride {
+		var missing []int64
+		for r := int64(0); r < stride && len(missing) < 5; r++ {
+			if !seen[r] {
+				missing = append(missing, r)
+			}
+		}
+		return nil, fmt.Errorf("restoring positions: %d lanes of stride %d, want %d; missing lanes %v", len(seen), stride, stride, missing)
+	}
+	slices.SortFunc(all, func(a, b lane) int { return cmp.Compare(a.residue(), b.residue()) })
+	return all, nil
+}
+
+// checkOwnLanes checks the lanes of subtask s of p restored at the
+// parallelism they were written at: one stride, distinct residues, each lane
+// one that subtask s takes (residue % p == s).
+func checkOwnLanes(lanes []lane, s, p int64) error {
+	seen := make(map[int64]bool, len(lanes))
+	for _, l := range lanes {
+		r := l.residue()
+		switch {
+		case l.Stride != lanes[0].Stride:
+			return fmt.Errorf("lanes of two strides, %d and %d", lanes[0].Stride, l.Stride)
+		case seen[r]:
+			return fmt.Errorf("lane %d of stride %d twice", r, l.Stride)
+		case r%p != s:
+			return fmt.Errorf("lane %d of stride %d does not belong to subtask %d of %d", r, l.Stride, s, p)
+		}
+		seen[r] = true
+	}
+	return nil
 }
 
 type subtask[T any] struct {
 	src *Source[T]
 	out runtime.Output
-	// next is the id of the next record this subtask emits.
-	// INVARIANT: next % p == subtask index.
+	// multi is set unless the subtask owns exactly one lane; Read then
+	// merges lanes (readLanes) instead of its one-lane loop.
+	multi bool
+	// next and p are the one lane's next id and stride (!multi).
+	// INVARIANT: next % p is the lane's residue.
 	next, p int64
+	// lanes are the subtask's lanes when multi, a min-heap by Next: lanes[0]
+	// holds the next id the subtask emits. stride is their common stride.
+	lanes  []lane
+	stride int64
+	// parallelism is the job's, which decides the position's format.
+	parallelism int64
 	// emitted counts records since Open, for the rate limit.
 	emitted int64
 	opened  time.Time
@@ -165,30 +315,73 @@ type subtask[T any] struct {
 
 func (t *subtask[T]) Open(ctx *runtime.Context) error {
 	t.out = ctx.Output
-	t.p = int64(ctx.Parallelism)
-	t.next = int64(ctx.Task.Subtask)
+	p, s := int64(ctx.Parallelism), int64(ctx.Task.Subtask)
+	t.parallelism = p
 	t.start = t.src.cfg.StartTime.UnixNano()
 	t.step = int64(t.src.cfg.EventInterval)
-	if ctx.Restored != nil && len(ctx.Restored.Inline) > 0 {
-		var pos position
-		if err := json.Unmarshal(ctx.Restored.Inline, &pos); err != nil {
-			return fmt.Errorf("datagen: restoring position %q: %w", ctx.Restored.Inline, err)
+	// A fresh subtask owns one lane: stride P, from its index.
+	lanes := []lane{{Stride: p, Next: s}}
+	switch {
+	case ctx.RestoredUnion != nil:
+		// Restored at another parallelism: the lanes are those of the first
+		// run; subtask s takes lane r when r % P == s.
+		all, err := unionLanes(ctx.RestoredUnion)
+		if err != nil {
+			return fmt.Errorf("datagen: subtask %d of %d: %w", s, p, err)
 		}
-		if pos.Next%t.p != int64(ctx.Task.Subtask) || pos.Next < 0 {
-			return fmt.Errorf("datagen: restored position %d does not belong to subtask %d of %d", pos.Next, ctx.Task.Subtask, t.p)
+		lanes = lanes[:0]
+		for _, l := range all {
+			if l.residue()%p == s {
+				lanes = append(lanes, l)
+			}
 		}
-		t.next = pos.Next
+	case ctx.Restored != nil && len(ctx.Restored.Inline) > 0:
+		restored, single, err := decodePosition(ctx.Restored.Inline, p)
+		if err != nil {
+			return fmt.Errorf("datagen: %w", err)
+		}
+		if single {
+			if n := restored[0].Next; n%p != s {
+				return fmt.Errorf("datagen: restored position %d does not belong to subtask %d of %d", n, s, p)
+			}
+		} else if err := checkOwnLanes(restored, s, p); err != nil {
+			return fmt.Errorf("datagen: restored position %.200q: %w", ctx.Restored.Inline, err)
+		}
+		lanes = restored
 	}
 	t.opened = time.Now()
 	t.wm = watermark.NewTracker(t.src.cfg.Watermark)
+	if len(lanes) == 0 {
+		// No split: the tracker reports the subtask idle, so it does not
+		// hold the watermark back.
+		t.multi = true
+		return nil
+	}
 	t.wm.AddSplit(t.opened.UnixNano())
-	if last := t.next - t.p; last >= 0 {
+	// The last id before the lanes' next ones, if any: no record to come is
+	// older.
+	last := int64(math.MaxInt64)
+	for _, l := range lanes {
+		last = min(last, l.Next-l.Stride)
+	}
+	if last >= 0 {
 		t.wm.Observe(0, t.start+last*t.step)
+	}
+	if len(lanes) == 1 {
+		t.next, t.p = lanes[0].Next, lanes[0].Stride
+		return nil
+	}
+	t.multi, t.lanes, t.stride = true, lanes, lanes[0].Stride
+	for i := len(t.lanes)/2 - 1; i >= 0; i-- {
+		t.siftDown(i)
 	}
 	return nil
 }
 
 func (t *subtask[T]) Read() (runtime.ReadResult, error) {
+	if t.multi {
+		return t.readLanes()
+	}
 	cfg := &t.src.cfg
 	n := int64(batchSize)
 	if cfg.Count > 0 {
@@ -204,7 +397,7 @@ func (t *subtask[T]) Read() (runtime.ReadResult, error) {
 		}
 		n = min(n, max(due, 0))
 	}
-	if n > 0 && t.next+(n-1)*t.p > (math.MaxInt64-t.start)/t.step {
+	if n > 0 && t.next+(n-1)*t.p > maxRecordID(t.start, t.step) {
 		return runtime.ReadResult{}, fmt.Errorf("datagen: the event time of record %d is after %v, the last event time this engine represents", t.next+(n-1)*t.p, time.Unix(0, math.MaxInt64).UTC())
 	}
 	if n > 0 {
@@ -234,6 +427,110 @@ func (t *subtask[T]) Read() (runtime.ReadResult, error) {
 	return res, nil
 }
 
-func (t *subtask[T]) Position() ([]byte, error) { return json.Marshal(position{Next: t.next}) }
+// noLaneWait is how long a subtask without lanes (unbounded, restored at a
+// parallelism above the lanes' stride) waits between reads: it has nothing
+// to emit, ever, and stays idle.
+const noLaneWait = time.Minute
+
+// readLanes is Read for a subtask that owns no lane or several: it emits the
+// ids of all its lanes in increasing order, each record from the lane with
+// the smallest next id, so its event times stay in order.
+func (t *subtask[T]) readLanes() (runtime.ReadResult, error) {
+	cfg := &t.src.cfg
+	if len(t.lanes) == 0 {
+		res := runtime.ReadResult{Exhausted: cfg.Count > 0}
+		if !res.Exhausted {
+			res.Wait = noLaneWait
+		}
+		res.Watermark, res.Idle = t.wm.Current(time.Now().UnixNano())
+		return res, nil
+	}
+	n := int64(batchSize)
+	if cfg.Count > 0 {
+		left := int64(0)
+		for _, l := range t.lanes {
+			left += max((cfg.Count-l.Next+t.stride-1)/t.stride, 0)
+		}
+		n = min(n, left)
+	}
+	var wait time.Duration
+	if cfg.Rate > 0 {
+		perSubtask := cfg.Rate * float64(len(t.lanes)) / float64(t.stride)
+		due := int64(time.Since(t.opened).Seconds()*perSubtask) + 1 - t.emitted
+		if due <= 0 {
+			wait = time.Duration(float64(time.Second) * float64(1-due) / perSubtask)
+		}
+		n = min(n, max(due, 0))
+	}
+	if n > 0 {
+		maxID := maxRecordID(t.start, t.step)
+		batch := make(runtime.Batch[T], n)
+		for i := range batch {
+			// With Count set, n counts only ids below it, and the lane at
+			// the root has the smallest next id: it is never exhausted here.
+			id := t.lanes[0].Next
+			if id > maxID {
+				// The task fails on this error; the lanes advanced past
+				// records not emitted, but they are not used again.
+				return runtime.ReadResult{}, fmt.Errorf("datagen: the event time of record %d is after %v, the last event time this engine represents", id, time.Unix(0, math.MaxInt64).UTC())
+			}
+			batch[i] = runtime.Record[T]{Value: t.src.make(id, id%cfg.Keys, id%1000), Time: t.start + id*t.step}
+			t.lanes[0].Next = id + t.stride
+			t.siftDown(0)
+		}
+		t.emitted += n
+		t.wm.Observe(0, batch[n-1].Time)
+		if err := t.out.Emit(batch); err != nil {
+			return runtime.ReadResult{}, err
+		}
+	}
+	if it := cfg.Watermark.IdleTimeout; it > 0 && wait > it {
+		wait = it
+	}
+	res := runtime.ReadResult{Wait: wait}
+	res.Watermark, res.Idle = t.wm.Current(time.Now().UnixNano())
+	// The root's lane is the least advanced: when it reached Count, all did.
+	if cfg.Count > 0 && t.lanes[0].Next >= cfg.Count {
+		res.Exhausted = true
+	}
+	return res, nil
+}
+
+// siftDown restores the heap order of t.lanes below i after lanes[i].Next
+// grew.
+func (t *subtask[T]) siftDown(i int) {
+	h := t.lanes
+	for {
+		least := i
+		if l := 2*i + 1; l < len(h) && h[l].Next < h[least].Next {
+			least = l
+		}
+		if r := 2*i + 2; r < len(h) && h[r].Next < h[least].Next {
+			least = r
+		}
+		if least == i {
+			return
+		}
+		h[i], h[least] = h[least], h[i]
+		i = least
+	}
+}
+
+// Position is {"next": n} for a subtask whose one lane has the job's
+// parallelism as stride, else its lanes sorted by residue.
+func (t *subtask[T]) Position() ([]byte, error) {
+	if !t.multi {
+		if t.p == t.parallelism {
+			return json.Marshal(singlePosition{Next: t.next})
+		}
+		return json.Marshal(lanesPosition{Lanes: []lane{{Stride: t.p, Next: t.next}}})
+	}
+	lanes := slices.Clone(t.lanes)
+	if lanes == nil {
+		lanes = []lane{}
+	}
+	slices.SortFunc(lanes, func(a, b lane) int { return cmp.Compare(a.residue(), b.residue()) })
+	return json.Marshal(lanesPosition{Lanes: lanes})
+}
 
 func (t *subtask[T]) Close() error { return nil }
