@@ -379,35 +379,53 @@ func (t *subtask[T]) Open(ctx *runtime.Context) error {
 }
 
 func (t *subtask[T]) Read() (runtime.ReadResult, error) {
-	if t.multi {
-		return t.readLanes()
-	}
 	cfg := &t.src.cfg
+	if t.multi && len(t.lanes) == 0 {
+		// No lane (restored above the lanes' stride): nothing to emit, ever.
+		res := runtime.ReadResult{Exhausted: cfg.Count > 0}
+		if !res.Exhausted {
+			res.Wait = noLaneWait
+		}
+		res.Watermark, res.Idle = t.wm.Current(time.Now().UnixNano())
+		return res, nil
+	}
+	// The subtask's lanes (one: next and p; several: lanes and stride).
+	owned, stride := int64(1), t.p
+	if t.multi {
+		owned, stride = int64(len(t.lanes)), t.stride
+	}
 	n := int64(batchSize)
 	if cfg.Count > 0 {
-		left := (cfg.Count - t.next + t.p - 1) / t.p
+		var left int64
+		if t.multi {
+			for _, l := range t.lanes {
+				left += max((cfg.Count-l.Next+stride-1)/stride, 0)
+			}
+		} else {
+			left = (cfg.Count - t.next + t.p - 1) / t.p
+		}
 		n = min(n, max(left, 0))
 	}
 	var wait time.Duration
 	if cfg.Rate > 0 {
-		perSubtask := cfg.Rate / float64(t.p)
+		perSubtask := cfg.Rate * float64(owned) / float64(stride)
 		due := int64(time.Since(t.opened).Seconds()*perSubtask) + 1 - t.emitted
 		if due <= 0 {
 			wait = time.Duration(float64(time.Second) * float64(1-due) / perSubtask)
 		}
 		n = min(n, max(due, 0))
 	}
-	if n > 0 && t.next+(n-1)*t.p > maxRecordID(t.start, t.step) {
-		return runtime.ReadResult{}, fmt.Errorf("datagen: the event time of record %d is after %v, the last event time this engine represents", t.next+(n-1)*t.p, time.Unix(0, math.MaxInt64).UTC())
-	}
 	if n > 0 {
 		batch := make(runtime.Batch[T], n)
-		id := t.next
-		for i := range batch {
-			batch[i] = runtime.Record[T]{Value: t.src.make(id, id%cfg.Keys, id%1000), Time: t.start + id*t.step}
-			id += t.p
+		var err error
+		if t.multi {
+			err = t.fillLanes(batch)
+		} else {
+			err = t.fill(batch)
 		}
-		t.next = id
+		if err != nil {
+			return runtime.ReadResult{}, err
+		}
 		t.emitted += n
 		t.wm.Observe(0, batch[n-1].Time)
 		if err := t.out.Emit(batch); err != nil {
@@ -421,7 +439,12 @@ func (t *subtask[T]) Read() (runtime.ReadResult, error) {
 	}
 	res := runtime.ReadResult{Wait: wait}
 	res.Watermark, res.Idle = t.wm.Current(time.Now().UnixNano())
-	if cfg.Count > 0 && t.next >= cfg.Count {
+	// When the least advanced lane reached Count, all did.
+	lowest := t.next
+	if t.multi {
+		lowest = t.lanes[0].Next
+	}
+	if cfg.Count > 0 && lowest >= cfg.Count {
 		res.Exhausted = true
 	}
 	return res, nil
@@ -432,68 +455,47 @@ func (t *subtask[T]) Read() (runtime.ReadResult, error) {
 // to emit, ever, and stays idle.
 const noLaneWait = time.Minute
 
-// readLanes is Read for a subtask that owns no lane or several: it emits the
-// ids of all its lanes in increasing order, each record from the lane with
-// the smallest next id, so its event times stay in order.
-func (t *subtask[T]) readLanes() (runtime.ReadResult, error) {
+// fill fills batch from the subtask's one lane: the fast path of every
+// subtask that never rescaled.
+func (t *subtask[T]) fill(batch runtime.Batch[T]) error {
 	cfg := &t.src.cfg
-	if len(t.lanes) == 0 {
-		res := runtime.ReadResult{Exhausted: cfg.Count > 0}
-		if !res.Exhausted {
-			res.Wait = noLaneWait
+	if last := t.next + int64(len(batch)-1)*t.p; last > maxRecordID(t.start, t.step) {
+		return errEventTimeOverflow(last)
+	}
+	id := t.next
+	for i := range batch {
+		batch[i] = runtime.Record[T]{Value: t.src.make(id, id%cfg.Keys, id%1000), Time: t.start + id*t.step}
+		id += t.p
+	}
+	t.next = id
+	return nil
+}
+
+// fillLanes fills batch from several lanes in increasing id order, each
+// record from the lane with the smallest next id, so event times stay in
+// order. With Count set, the caller counted only ids below it, and the lane
+// at the root has the smallest next id: it is never exhausted here.
+func (t *subtask[T]) fillLanes(batch runtime.Batch[T]) error {
+	cfg := &t.src.cfg
+	maxID := maxRecordID(t.start, t.step)
+	for i := range batch {
+		id := t.lanes[0].Next
+		if id > maxID {
+			// The task fails on this error; the lanes advanced past records
+			// not emitted, but they are not used again.
+			return errEventTimeOverflow(id)
 		}
-		res.Watermark, res.Idle = t.wm.Current(time.Now().UnixNano())
-		return res, nil
+		batch[i] = runtime.Record[T]{Value: t.src.make(id, id%cfg.Keys, id%1000), Time: t.start + id*t.step}
+		t.lanes[0].Next = id + t.stride
+		t.siftDown(0)
 	}
-	n := int64(batchSize)
-	if cfg.Count > 0 {
-		left := int64(0)
-		for _, l := range t.lanes {
-			left += max((cfg.Count-l.Next+t.stride-1)/t.stride, 0)
-		}
-		n = min(n, left)
-	}
-	var wait time.Duration
-	if cfg.Rate > 0 {
-		perSubtask := cfg.Rate * float64(len(t.lanes)) / float64(t.stride)
-		due := int64(time.Since(t.opened).Seconds()*perSubtask) + 1 - t.emitted
-		if due <= 0 {
-			wait = time.Duration(float64(time.Second) * float64(1-due) / perSubtask)
-		}
-		n = min(n, max(due, 0))
-	}
-	if n > 0 {
-		maxID := maxRecordID(t.start, t.step)
-		batch := make(runtime.Batch[T], n)
-		for i := range batch {
-			// With Count set, n counts only ids below it, and the lane at
-			// the root has the smallest next id: it is never exhausted here.
-			id := t.lanes[0].Next
-			if id > maxID {
-				// The task fails on this error; the lanes advanced past
-				// records not emitted, but they are not used again.
-				return runtime.ReadResult{}, fmt.Errorf("datagen: the event time of record %d is after %v, the last event time this engine represents", id, time.Unix(0, math.MaxInt64).UTC())
-			}
-			batch[i] = runtime.Record[T]{Value: t.src.make(id, id%cfg.Keys, id%1000), Time: t.start + id*t.step}
-			t.lanes[0].Next = id + t.stride
-			t.siftDown(0)
-		}
-		t.emitted += n
-		t.wm.Observe(0, batch[n-1].Time)
-		if err := t.out.Emit(batch); err != nil {
-			return runtime.ReadResult{}, err
-		}
-	}
-	if it := cfg.Watermark.IdleTimeout; it > 0 && wait > it {
-		wait = it
-	}
-	res := runtime.ReadResult{Wait: wait}
-	res.Watermark, res.Idle = t.wm.Current(time.Now().UnixNano())
-	// The root's lane is the least advanced: when it reached Count, all did.
-	if cfg.Count > 0 && t.lanes[0].Next >= cfg.Count {
-		res.Exhausted = true
-	}
-	return res, nil
+	return nil
+}
+
+// errEventTimeOverflow is the error for record id, whose event time is past
+// the last one this engine represents.
+func errEventTimeOverflow(id int64) error {
+	return fmt.Errorf("datagen: the event time of record %d is after %v, the last event time this engine represents", id, time.Unix(0, math.MaxInt64).UTC())
 }
 
 // siftDown restores the heap order of t.lanes below i after lanes[i].Next
