@@ -22,11 +22,7 @@ func isMetadataTmp(path string) bool { return strings.Contains(path, tmpPrefix+M
 // its temporary file instead of renaming it: the checkpoint never becomes complete, though its
 // write finished after the caller had reported it failed.
 func TestMetadataWriteAbandonedBeforeRename(t *testing.T) {
-	f := NewFaultFS(NewCrashFS())
-	l, err := f.NewLocal("/ck")
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, l := newFaultLocal(t)
 	writing := make(chan struct{})
 	var once sync.Once
 	f.SlowWrites(time.Hour, func(path string) bool {
@@ -80,11 +76,7 @@ func TestMetadataWriteAbandonedBeforeRename(t *testing.T) {
 // whether the checkpoint is already complete) creates nothing when it wakes, so it cannot
 // recreate a directory the caller discarded after the abandonment.
 func TestAbandonedMetadataWriteCreatesNothing(t *testing.T) {
-	f := NewFaultFS(NewCrashFS())
-	l, err := f.NewLocal("/ck")
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, l := newFaultLocal(t)
 	stating, release := make(chan struct{}), make(chan struct{})
 	var calls atomic.Int64
 	f.FailWhen(func(op FSOp, path string) error {
@@ -131,11 +123,7 @@ func TestAbandonedMetadataWriteCreatesNothing(t *testing.T) {
 // abandon it: WriteMetadata waits for the rename's outcome and reports it, so the caller never
 // calls failed a checkpoint whose metadata became visible.
 func TestMetadataWriteNotAbandonedDuringRename(t *testing.T) {
-	f := NewFaultFS(NewCrashFS())
-	l, err := f.NewLocal("/ck")
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, l := newFaultLocal(t)
 	renaming, release := make(chan struct{}), make(chan struct{})
 	f.FailWhen(func(op FSOp, path string) error {
 		if op == FSRename && isMetadataTmp(path) {

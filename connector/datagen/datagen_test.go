@@ -42,19 +42,25 @@ type subtask struct {
 	out *collector
 }
 
-func open(t *testing.T, src *datagen.Source[datagen.Event], s, p int, restored *checkpoint.SubtaskState) subtask {
-	t.Helper()
-	out := &collector{}
-	st := src.NewSubtask()
-	ctx := &runtime.Context{
+// subtaskContext is the runtime.Context of subtask s of p writing to out,
+// restored from restored and, at another parallelism, union.
+func subtaskContext(s, p int, out runtime.Output, restored *checkpoint.SubtaskState, union [][]byte) *runtime.Context {
+	return &runtime.Context{
 		Task:           checkpoint.TaskID{Operator: "events", Subtask: s},
 		Parallelism:    p,
 		MaxParallelism: 128,
 		Output:         out,
 		Restored:       restored,
+		RestoredUnion:  union,
 		JobID:          "job",
 	}
-	if err := st.Open(ctx); err != nil {
+}
+
+func open(t *testing.T, src *datagen.Source[datagen.Event], s, p int, restored *checkpoint.SubtaskState) subtask {
+	t.Helper()
+	out := &collector{}
+	st := src.NewSubtask()
+	if err := st.Open(subtaskContext(s, p, out, restored, nil)); err != nil {
 		t.Fatalf("Open subtask %d of %d: %v", s, p, err)
 	}
 	t.Cleanup(func() { _ = st.Close() })

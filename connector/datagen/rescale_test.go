@@ -28,16 +28,8 @@ import (
 func openUnion(src *datagen.Source[datagen.Event], s, p int, union [][]byte) (subtask, error) {
 	out := &collector{}
 	st := src.NewSubtask()
-	ctx := &runtime.Context{
-		Task:           checkpoint.TaskID{Operator: "events", Subtask: s},
-		Parallelism:    p,
-		MaxParallelism: 128,
-		Output:         out,
-		Restored:       &checkpoint.SubtaskState{Task: checkpoint.TaskID{Operator: "events", Subtask: s}},
-		RestoredUnion:  union,
-		JobID:          "job",
-	}
-	return subtask{src: st, out: out}, st.Open(ctx)
+	restored := &checkpoint.SubtaskState{Task: checkpoint.TaskID{Operator: "events", Subtask: s}}
+	return subtask{src: st, out: out}, st.Open(subtaskContext(s, p, out, restored, union))
 }
 
 func mustOpenUnion(t *testing.T, src *datagen.Source[datagen.Event], s, p int, union [][]byte) subtask {
