@@ -182,6 +182,9 @@ type lane struct {
 // residue is the lane's residue: every id in it is residue modulo Stride.
 func (l lane) residue() int64 { return l.Next % l.Stride }
 
+// byResidue orders lanes by residue, the order positions list them in.
+func byResidue(a, b lane) int { return cmp.Compare(a.residue(), b.residue()) }
+
 // singlePosition is the position of a subtask that owns exactly one lane
 // whose stride is the current parallelism (every subtask of a job that never
 // rescaled): {"next": n}, the format of checkpoints before lanes.
@@ -266,7 +269,7 @@ func unionLanes(inlines [][]byte) ([]lane, error) {
 		}
 		return nil, fmt.Errorf("restoring positions: %d lanes of stride %d, want %d; missing lanes %v", len(seen), stride, stride, missing)
 	}
-	slices.SortFunc(all, func(a, b lane) int { return cmp.Compare(a.residue(), b.residue()) })
+	slices.SortFunc(all, byResidue)
 	return all, nil
 }
 
@@ -299,8 +302,8 @@ type subtask[T any] struct {
 	// next and p are the one lane's next id and stride (!multi).
 	// INVARIANT: next % p is the lane's residue.
 	next, p int64
-	// lanes are the subtask's lanes when multi, a min-heap by Next: lanes[0]
-	// holds the next id the subtask emits. stride is their common stride.
+	// lanes are the subtask's lanes when multi (see least); stride is their
+	// common stride.
 	lanes  []lane
 	stride int64
 	// parallelism is the job's, which decides the position's format.
@@ -353,8 +356,8 @@ func (t *subtask[T]) Open(ctx *runtime.Context) error {
 	t.wm = watermark.NewTracker(t.src.cfg.Watermark)
 	if len(lanes) == 0 {
 		// No split: the tracker reports the subtask idle, so it does not
-		// hold the watermark back.
-		t.multi = true
+		// hold the watermark back. Its position is {"lanes":[]}.
+		t.multi, t.lanes = true, []lane{}
 		return nil
 	}
 	t.wm.AddSplit(t.opened.UnixNano())
@@ -371,10 +374,8 @@ func (t *subtask[T]) Open(ctx *runtime.Context) error {
 		t.next, t.p = lanes[0].Next, lanes[0].Stride
 		return nil
 	}
+	slices.SortFunc(lanes, byResidue) // as positions list them
 	t.multi, t.lanes, t.stride = true, lanes, lanes[0].Stride
-	for i := len(t.lanes)/2 - 1; i >= 0; i-- {
-		t.siftDown(i)
-	}
 	return nil
 }
 
@@ -442,7 +443,7 @@ func (t *subtask[T]) Read() (runtime.ReadResult, error) {
 	// When the least advanced lane reached Count, all did.
 	lowest := t.next
 	if t.multi {
-		lowest = t.lanes[0].Next
+		lowest = t.lanes[t.least()].Next
 	}
 	if cfg.Count > 0 && lowest >= cfg.Count {
 		res.Exhausted = true
@@ -474,20 +475,20 @@ func (t *subtask[T]) fill(batch runtime.Batch[T]) error {
 // fillLanes fills batch from several lanes in increasing id order, each
 // record from the lane with the smallest next id, so event times stay in
 // order. With Count set, the caller counted only ids below it, and the lane
-// at the root has the smallest next id: it is never exhausted here.
+// with the smallest next id is never exhausted here.
 func (t *subtask[T]) fillLanes(batch runtime.Batch[T]) error {
 	cfg := &t.src.cfg
 	maxID := maxRecordID(t.start, t.step)
 	for i := range batch {
-		id := t.lanes[0].Next
+		l := &t.lanes[t.least()]
+		id := l.Next
 		if id > maxID {
 			// The task fails on this error; the lanes advanced past records
 			// not emitted, but they are not used again.
 			return errEventTimeOverflow(id)
 		}
 		batch[i] = runtime.Record[T]{Value: t.src.make(id, id%cfg.Keys, id%1000), Time: t.start + id*t.step}
-		t.lanes[0].Next = id + t.stride
-		t.siftDown(0)
+		l.Next = id + t.stride
 	}
 	return nil
 }
@@ -498,24 +499,17 @@ func errEventTimeOverflow(id int64) error {
 	return fmt.Errorf("datagen: the event time of record %d is after %v, the last event time this engine represents", id, time.Unix(0, math.MaxInt64).UTC())
 }
 
-// siftDown restores the heap order of t.lanes below i after lanes[i].Next
-// grew.
-func (t *subtask[T]) siftDown(i int) {
-	h := t.lanes
-	for {
-		least := i
-		if l := 2*i + 1; l < len(h) && h[l].Next < h[least].Next {
-			least = l
+// least returns the index of the lane with the smallest next id: the lane of
+// the subtask's next record (a subtask has at most its first run's
+// parallelism of lanes, so a scan is enough).
+func (t *subtask[T]) least() int {
+	i := 0
+	for k, l := range t.lanes {
+		if l.Next < t.lanes[i].Next {
+			i = k
 		}
-		if r := 2*i + 2; r < len(h) && h[r].Next < h[least].Next {
-			least = r
-		}
-		if least == i {
-			return
-		}
-		h[i], h[least] = h[least], h[i]
-		i = least
 	}
+	return i
 }
 
 // Position is {"next": n} for a subtask whose one lane has the job's
@@ -527,12 +521,7 @@ func (t *subtask[T]) Position() ([]byte, error) {
 		}
 		return json.Marshal(lanesPosition{Lanes: []lane{{Stride: t.p, Next: t.next}}})
 	}
-	lanes := slices.Clone(t.lanes)
-	if lanes == nil {
-		lanes = []lane{}
-	}
-	slices.SortFunc(lanes, func(a, b lane) int { return cmp.Compare(a.residue(), b.residue()) })
-	return json.Marshal(lanesPosition{Lanes: lanes})
+	return json.Marshal(lanesPosition{Lanes: t.lanes})
 }
 
 func (t *subtask[T]) Close() error { return nil }
