@@ -25,6 +25,7 @@ func TestMetadataWriteAbandonedBeforeRename(t *testing.T) {
 	f, l := newFaultLocal(t)
 	writing := make(chan struct{})
 	var once sync.Once
+	// The write sleeps in the temporary file's write when its context ends.
 	f.SlowWrites(time.Hour, func(path string) bool {
 		if !isMetadataTmp(path) {
 			return false
@@ -32,11 +33,7 @@ func TestMetadataWriteAbandonedBeforeRename(t *testing.T) {
 		once.Do(func() { close(writing) })
 		return true
 	})
-	ctx, cancel := context.WithCancelCause(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- l.WriteMetadata(ctx, 1, []byte("meta")) }()
-	<-writing // the write sleeps in the temporary file's write
-	cancel(errWriteDeadline)
+	done := writeUntil(l, writing)
 	select {
 	case err := <-done:
 		if !errors.Is(err, errWriteDeadline) || !errors.Is(err, context.Canceled) {
@@ -91,11 +88,7 @@ func TestAbandonedMetadataWriteCreatesNothing(t *testing.T) {
 		calls.Add(1)
 		return nil
 	})
-	ctx, cancel := context.WithCancelCause(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- l.WriteMetadata(ctx, 1, []byte("meta")) }()
-	<-stating
-	cancel(errWriteDeadline)
+	done := writeUntil(l, stating)
 	if err := <-done; !errors.Is(err, errWriteDeadline) {
 		t.Fatalf("WriteMetadata = %v, want the context's cause", err)
 	}
@@ -132,11 +125,7 @@ func TestMetadataWriteNotAbandonedDuringRename(t *testing.T) {
 		}
 		return nil
 	})
-	ctx, cancel := context.WithCancelCause(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- l.WriteMetadata(ctx, 1, []byte("meta")) }()
-	<-renaming
-	cancel(errWriteDeadline)
+	done := writeUntil(l, renaming)
 	select {
 	case err := <-done:
 		t.Fatalf("WriteMetadata returned %v while its rename was in progress", err)
@@ -149,6 +138,18 @@ func TestMetadataWriteNotAbandonedDuringRename(t *testing.T) {
 	if got, err := l.ReadMetadata(context.Background(), 1); err != nil || string(got) != "meta" {
 		t.Fatalf("ReadMetadata = %q, %v; want the metadata written", got, err)
 	}
+}
+
+// writeUntil starts writing the metadata of checkpoint 1 of l, and ends the
+// write's context with errWriteDeadline once stuck is closed (the write is
+// stuck where the test wants it). The write's result arrives on done.
+func writeUntil(l *Local, stuck <-chan struct{}) (done <-chan error) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	result := make(chan error, 1)
+	go func() { result <- l.WriteMetadata(ctx, 1, []byte("meta")) }()
+	<-stuck
+	cancel(errWriteDeadline)
+	return result
 }
 
 // tmpFiles counts the temporary files in checkpoint id's directory.
