@@ -413,16 +413,17 @@ func TestStorageFaultMatrix(t *testing.T) {
 		{
 			name: "metadata write past the timeout",
 			// Every subtask acknowledged; the write of the metadata's temporary file hangs past the
-			// checkpoint's deadline. The write is abandoned (the storage never renames it), the
-			// checkpoint fails, and the late write, woken by the heal, must not make it complete:
-			// the restart would then restore it instead of the recovery point. The directories of
-			// the failed checkpoints cannot be deleted until the heal, so that a late rename would
-			// find its directory (Discard would otherwise hide a missing fence).
+			// checkpoint's deadline. The write is abandoned (the storage never renames it) and the
+			// checkpoint fails. Each late write wakes half a timeout after its deadline, while the
+			// first attempt still runs, and must not make its checkpoint complete: the restart
+			// would then restore it instead of the recovery point. The first attempt cannot delete
+			// the failed checkpoints' directories, so that a late rename would find its directory
+			// (Discard would otherwise hide a missing fence); the recovery after it can.
 			arm: func(f *storage.FaultFS, g *sfGate) {
-				f.SlowWrites(sfSlow, func(path string) bool { return isMetadataTmp(path) && g.hit(path) })
+				f.SlowWrites(sfTimeout*3/2, func(path string) bool { return isMetadataTmp(path) && g.hit(path) })
 				f.FailWhen(func(op storage.FSOp, path string) error {
 					id, ok := storage.PathCheckpoint(path)
-					if op != storage.FSRemoveAll || !ok {
+					if op != storage.FSRemoveAll || !ok || g.job.Stats().Restarts > 0 {
 						return nil
 					}
 					g.mu.Lock()
