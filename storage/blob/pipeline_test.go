@@ -179,13 +179,23 @@ func TestPipelineOnS3KilledAndRestarted(t *testing.T) {
 
 	// The store rejects 1% of requests (the SDK retries them, after up to a second) and loses the
 	// answer of 1% after doing them (a retried conditional create then finds its own metadata).
+	// The 30th request is always rejected and the 60th always loses its answer, so that each
+	// kind of fault happens in every run (a run makes a few hundred requests, so at 1% alone a
+	// run without one of them happens: CI met one without a lost answer).
 	var mu sync.Mutex
 	rng := rand.New(rand.NewPCG(seed, 0))
-	var rejected, lost atomic.Int64
+	var requests, rejected, lost atomic.Int64
 	f.setFaults(func(r *http.Request) (int, bool) {
+		n := requests.Add(1)
 		mu.Lock()
 		x := rng.Float64()
 		mu.Unlock()
+		switch {
+		case n == 60:
+			x = 0.015 // lost
+		case n == 30:
+			x = 0.005 // rejected
+		}
 		switch {
 		case x < 0.01:
 			rejected.Add(1)
