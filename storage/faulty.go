@@ -17,6 +17,8 @@ const (
 	OpReadMetadata
 	OpList
 	OpDiscard
+	OpWriteLedger
+	OpReadLedger
 )
 
 // String returns the method's name.
@@ -34,6 +36,10 @@ func (o Op) String() string {
 		return "List"
 	case OpDiscard:
 		return "Discard"
+	case OpWriteLedger:
+		return "WriteLedger"
+	case OpReadLedger:
+		return "ReadLedger"
 	}
 	return fmt.Sprintf("Op(%d)", int(o))
 }
@@ -67,7 +73,8 @@ func (f *Faulty) FailNext(op Op, err error) {
 
 // FailWhen makes every call consult fn, replacing any earlier fn; nil removes it. fn gets the
 // operation, the checkpoint id and the file name: for WriteFile and ReadFile the state file's, for
-// WriteMetadata and ReadMetadata MetadataName, for Discard "", and for List id -1 and "". A non-nil
+// WriteMetadata and ReadMetadata MetadataName, for WriteLedger and ReadLedger id -1 and
+// LedgerName, for Discard "", and for List id -1 and "". A non-nil
 // result fails the call with it; nil passes the call through. fn may be called concurrently and may
 // call FailNext or FailWhen.
 func (f *Faulty) FailWhen(fn func(op Op, id int64, name string) error) {
@@ -143,3 +150,19 @@ func (f *Faulty) Discard(ctx context.Context, id int64) error {
 
 // Location returns the wrapped Storage's location.
 func (f *Faulty) Location() string { return f.inner.Location() }
+
+// WriteLedger implements Storage.
+func (f *Faulty) WriteLedger(ctx context.Context, data []byte) error {
+	if err := f.fault(OpWriteLedger, -1, LedgerName); err != nil {
+		return err
+	}
+	return f.inner.WriteLedger(ctx, data)
+}
+
+// ReadLedger implements Storage.
+func (f *Faulty) ReadLedger(ctx context.Context) ([]byte, error) {
+	if err := f.fault(OpReadLedger, -1, LedgerName); err != nil {
+		return nil, err
+	}
+	return f.inner.ReadLedger(ctx)
+}

@@ -50,9 +50,12 @@ func TestFaultyEveryOp(t *testing.T) {
 		OpReadMetadata:  func() error { _, err := f.ReadMetadata(ctx, 4); return err },
 		OpList:          func() error { _, err := f.List(ctx); return err },
 		OpDiscard:       func() error { return f.Discard(ctx, 4) },
+		OpWriteLedger:   func() error { return f.WriteLedger(ctx, nil) },
+		OpReadLedger:    func() error { _, err := f.ReadLedger(ctx); return err },
 	}
-	wantID := map[Op]int64{OpList: -1}
-	wantName := map[Op]string{OpWriteFile: "a", OpReadFile: "a", OpWriteMetadata: MetadataName, OpReadMetadata: MetadataName}
+	wantID := map[Op]int64{OpList: -1, OpWriteLedger: -1, OpReadLedger: -1}
+	wantName := map[Op]string{OpWriteFile: "a", OpReadFile: "a", OpWriteMetadata: MetadataName, OpReadMetadata: MetadataName,
+		OpWriteLedger: LedgerName, OpReadLedger: LedgerName}
 	for op, call := range calls {
 		var seen []string
 		f.FailWhen(func(o Op, id int64, name string) error {

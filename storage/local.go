@@ -435,3 +435,32 @@ func (l *Local) Discard(ctx context.Context, id int64) error {
 	}
 	return nil
 }
+
+// WriteLedger replaces <dir>/_ledger: a temporary file in dir, fsynced, renamed over it, and dir
+// fsynced, so a crash leaves the old ledger or the new one, whole.
+func (l *Local) WriteLedger(ctx context.Context, data []byte) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("storage: write ledger in %s: %w", l.dir, err)
+	}
+	final := filepath.Join(l.dir, LedgerName)
+	tmp := filepath.Join(l.dir, tmpPrefix+LedgerName+"-"+rand.Text())
+	if err := l.writeSynced(tmp, data, true); err != nil {
+		return fmt.Errorf("storage: write ledger %s: %w", tmp, err)
+	}
+	if err := l.fs.Rename(tmp, final); err != nil {
+		_ = l.fs.Remove(tmp)
+		return fmt.Errorf("storage: write ledger %s: %w", final, err)
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return fmt.Errorf("storage: write ledger %s: sync %s: %w", final, l.dir, err)
+	}
+	return nil
+}
+
+// ReadLedger returns the verified payload of <dir>/_ledger.
+func (l *Local) ReadLedger(ctx context.Context) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("storage: read ledger in %s: %w", l.dir, err)
+	}
+	return l.readVerified(filepath.Join(l.dir, LedgerName))
+}

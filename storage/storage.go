@@ -17,6 +17,10 @@ import (
 	"fmt"
 )
 
+// LedgerName is the name of the checkpoint ledger, beside the checkpoint directories (see
+// Storage.WriteLedger).
+const LedgerName = "_ledger"
+
 // MetadataName is the name of the file that makes a checkpoint complete. State file names may not
 // start with '_', so no state file can collide with it.
 const MetadataName = "_metadata"
@@ -43,6 +47,15 @@ type Storage interface {
 	List(ctx context.Context) ([]Entry, error)
 	// Discard deletes everything stored for checkpoint id. Discarding an absent id is not an error.
 	Discard(ctx context.Context, id int64) error
+	// WriteLedger replaces the checkpoint ledger (LedgerName, beside the checkpoints) with data,
+	// atomically and durably: after it returns nil a reader finds data (with a checksum); after it
+	// fails a reader finds the old ledger or the new one, whole. The ledger is the job's memory of
+	// what no checkpoint directory may be trusted to keep (checkpoint ids reserved, checkpoints
+	// reported failed; see checkpoint.Ledger), so it is never deleted with checkpoints.
+	WriteLedger(ctx context.Context, data []byte) error
+	// ReadLedger returns the verified ledger payload, or an error wrapping ErrNotFound when there
+	// is none, or ErrCorrupt when it fails its checksum.
+	ReadLedger(ctx context.Context) ([]byte, error)
 	// Location describes where the data lives, for messages (e.g. the directory path).
 	Location() string
 }

@@ -392,3 +392,34 @@ func (s *Storage) Discard(ctx context.Context, id int64) error {
 	}
 	return err
 }
+
+// WriteLedger replaces the ledger object (<prefix>_ledger) with one unconditional put: a put is
+// atomic, so a reader finds the old ledger or the new one. Like every write it needs the lease.
+func (s *Storage) WriteLedger(ctx context.Context, data []byte) error {
+	if err := storage.ContextErr(ctx); err != nil {
+		return fmt.Errorf("storage/blob: write ledger: %w", err)
+	}
+	if err := s.usable(); err != nil {
+		return fmt.Errorf("storage/blob: write ledger: %w", err)
+	}
+	key := s.loc.prefix + storage.LedgerName
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	if err := s.put(ctx, key, data, false); err != nil {
+		return s.fail(err, "write ledger %s", s.where(key))
+	}
+	return nil
+}
+
+// ReadLedger returns the verified payload of the ledger object.
+func (s *Storage) ReadLedger(ctx context.Context) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("storage/blob: read ledger: %w", err)
+	}
+	if err := s.usable(); err != nil {
+		return nil, fmt.Errorf("storage/blob: read ledger: %w", err)
+	}
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	return s.readVerified(ctx, s.loc.prefix+storage.LedgerName)
+}

@@ -94,7 +94,7 @@ func runChecks(t *testing.T, open Opener, checks []check) {
 // TestStorage checks the methods of storage.Storage on Instances from open, each check a parallel
 // subtest of t: round trip, the stored file format and layout, name and id validation, missing
 // files, List, detection of truncated and corrupted files and of a handle that does not match its
-// file, metadata written once, Discard, a cancelled context, and concurrent writers.
+// file, metadata written once, Discard, a cancelled context, concurrent writers, and the ledger.
 func TestStorage(t *testing.T, open Opener) {
 	runChecks(t, open, []check{
 		{"RoundTrip", testRoundTrip},
@@ -110,6 +110,7 @@ func TestStorage(t *testing.T, open Opener) {
 		{"Discard", testDiscard},
 		{"CancelledContext", testCancelledContext},
 		{"ConcurrentWriteFile", testConcurrentWriteFile},
+		{"Ledger", testLedger},
 	})
 }
 
@@ -463,5 +464,44 @@ func testConcurrentWriteFile(t *testing.T, in Instance) {
 	entries, err := in.List(ctx)
 	if err != nil || len(entries) != 3 {
 		t.Fatalf("List = %v, %v", entries, err)
+	}
+}
+
+// testLedger: no ledger reads as ErrNotFound; a written ledger reads back and is replaced whole;
+// it is no checkpoint (List ignores it) and survives the discard of every checkpoint; a damaged
+// one reads as ErrCorrupt.
+func testLedger(t *testing.T, in Instance) {
+	ctx := context.Background()
+	if _, err := in.ReadLedger(ctx); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("ReadLedger of a fresh storage: %v, want ErrNotFound", err)
+	}
+	for _, want := range []string{`{"reserved":16}`, `{"reserved":32,"failed":[7]}`} {
+		if err := in.WriteLedger(ctx, []byte(want)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := in.ReadLedger(ctx)
+		if err != nil || string(got) != want {
+			t.Fatalf("ReadLedger = %q, %v; want %q", got, err, want)
+		}
+	}
+	MustWrite(t, in, 1, "state", []byte("s"))
+	MustMeta(t, in, 1, "m")
+	if ids := IDs(t, in); !slices.Equal(ids, []int64{1}) {
+		t.Fatalf("List = %v, want [1]: the ledger is no checkpoint", ids)
+	}
+	if err := in.Discard(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.ReadLedger(ctx); err != nil {
+		t.Fatalf("ReadLedger after discarding every checkpoint: %v", err)
+	}
+	raw, ok := in.Get(t, storage.LedgerName)
+	if !ok {
+		t.Fatalf("no %s stored", storage.LedgerName)
+	}
+	raw[0] ^= 0xff
+	in.Put(t, storage.LedgerName, raw)
+	if _, err := in.ReadLedger(ctx); !storage.IsCorrupt(err) {
+		t.Fatalf("ReadLedger of a damaged ledger: %v, want ErrCorrupt", err)
 	}
 }
