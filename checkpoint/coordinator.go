@@ -23,8 +23,13 @@ type Config struct {
 	// includes Restored. Retention discards the oldest when newer ones complete.
 	Retained []int64
 	// NextID is the id of the next checkpoint; it must be greater than every id
-	// present in storage so a new checkpoint never reuses an old one's files.
+	// present in storage and every id the ledger reserved, so a new checkpoint
+	// never reuses an old one's id.
 	NextID int64
+	// Reserved is the highest id the durable ledger reserves (Ledger.Reserved).
+	// The coordinator triggers no id above the reservation of a durable ledger:
+	// it asks for more with WriteLedger first.
+	Reserved int64
 }
 
 // Coordinator decides when checkpoints start, when they are complete, and what
@@ -72,7 +77,25 @@ type Coordinator struct {
 
 	// triggerRequested is set by TriggerNow until the next trigger.
 	triggerRequested bool
+
+	// reserved is the highest id a durable ledger reserves.
+	// INVARIANT: every id triggered is <= reserved at the time of its trigger.
+	reserved int64
+	// ledgerWrite is the WriteLedger in flight, nil when none is.
+	// INVARIANT: at most one is in flight.
+	ledgerWrite *WriteLedger
+	// unrecorded are the checkpoints whose metadata write failed and that no
+	// durable ledger records as failed yet, increasing.
+	// INVARIANT: no metadata write starts while unrecorded is not empty.
+	unrecorded []int64
+	// ledgerRetryAt is when a failed ledger write may be tried again.
+	ledgerRetryAt time.Time
 }
+
+// ledgerRetryPause is how long the coordinator waits after a failed ledger
+// write before it tries again (each failure counts among the tolerable
+// checkpoint failures).
+const ledgerRetryPause = time.Second
 
 // pendingCheckpoint is a triggered checkpoint collecting acknowledgements, or
 // one whose metadata is being written.
@@ -127,6 +150,7 @@ func New(cfg Config) (*Coordinator, error) {
 		pending:  map[int64]*pendingCheckpoint{},
 		latest:   cfg.Restored,
 		retained: retained,
+		reserved: cfg.Reserved,
 	}, nil
 }
 
@@ -179,8 +203,47 @@ func (c *Coordinator) Step(now time.Time, ev Event) []Action {
 		out = c.metadataWritten(now, e, out)
 	case Committed:
 		out = c.committed(e, out)
+	case LedgerWritten:
+		out = c.ledgerWritten(now, e, out)
+	}
+	if len(c.unrecorded) > 0 {
+		out = c.requestLedger(now, out)
 	}
 	return c.maybeTrigger(now, out)
+}
+
+// requestLedger emits a WriteLedger that records every unrecorded failure
+// and, when the next id is not reserved, reserves IDReservation more ids;
+// unless a write is in flight, the job is stopping, or a failed write's
+// retry pause has not passed.
+func (c *Coordinator) requestLedger(now time.Time, out []Action) []Action {
+	if c.ledgerWrite != nil || c.stopped || now.Before(c.ledgerRetryAt) {
+		return out
+	}
+	w := WriteLedger{Reserved: c.reserved, Failed: slices.Clone(c.unrecorded)}
+	if c.nextID > c.reserved {
+		w.Reserved = c.nextID + IDReservation - 1
+	}
+	if w.Reserved == c.reserved && len(w.Failed) == 0 {
+		return out
+	}
+	c.ledgerWrite = &w
+	return append(out, w)
+}
+
+func (c *Coordinator) ledgerWritten(now time.Time, e LedgerWritten, out []Action) []Action {
+	w := c.ledgerWrite
+	if w == nil || w.Reserved != e.Reserved || !slices.Equal(w.Failed, e.Failed) {
+		return out // a duplicate or stale result
+	}
+	c.ledgerWrite = nil
+	if e.Err != nil {
+		c.ledgerRetryAt = now.Add(ledgerRetryPause)
+		return c.countFailure(fmt.Errorf("writing the checkpoint ledger: %w", e.Err), out)
+	}
+	c.reserved = max(c.reserved, e.Reserved)
+	c.unrecorded = slices.DeleteFunc(c.unrecorded, func(id int64) bool { return slices.Contains(e.Failed, id) })
+	return c.startWrite(now, out)
 }
 
 // expire fails every collecting checkpoint older than the timeout.
@@ -235,7 +298,7 @@ func (c *Coordinator) startWrite(now time.Time, out []Action) []Action {
 			next = p
 		}
 	}
-	if next == nil || c.stopped {
+	if next == nil || c.stopped || len(c.unrecorded) > 0 {
 		return out
 	}
 	next.writing = true
@@ -303,7 +366,11 @@ func (c *Coordinator) metadataWritten(now time.Time, e MetadataWritten, out []Ac
 				out = c.abandon(q, fmt.Errorf("the metadata write of newer checkpoint %d failed and may have landed: %w", p.id, e.Err), out)
 			}
 		}
-		return c.startWrite(now, c.fail(p, fmt.Errorf("writing metadata: %w", e.Err), out))
+		// Until the ledger records p as failed, no newer checkpoint may
+		// complete (startWrite waits): a recovery after that would restore p.
+		c.unrecorded = append(c.unrecorded, p.id)
+		out = c.fail(p, fmt.Errorf("writing metadata: %w", e.Err), out)
+		return c.requestLedger(now, out)
 	}
 	// The metadata is durable: p is complete and the new recovery point.
 	delete(c.pending, p.id)
@@ -378,11 +445,17 @@ func (c *Coordinator) taskFailed(e TaskFailed, out []Action) []Action {
 // tolerance.
 func (c *Coordinator) fail(p *pendingCheckpoint, reason error, out []Action) []Action {
 	out = c.abandon(p, reason, out)
+	return c.countFailure(fmt.Errorf("checkpoint %d: %w", p.id, reason), out)
+}
+
+// countFailure counts one checkpoint failure and fails the job when the
+// failures exceed the tolerance.
+func (c *Coordinator) countFailure(reason error, out []Action) []Action {
 	c.failures++
 	if c.failures > c.cfg.Options.TolerableFailures && !c.stopped {
 		c.stopped, c.jobFailed = true, true
-		out = append(out, FailJob{Err: fmt.Errorf("%d consecutive checkpoint failures exceed the tolerance of %d; last: checkpoint %d: %w",
-			c.failures, c.cfg.Options.TolerableFailures, p.id, reason)})
+		out = append(out, FailJob{Err: fmt.Errorf("%d consecutive checkpoint failures exceed the tolerance of %d; last: %w",
+			c.failures, c.cfg.Options.TolerableFailures, reason)})
 	}
 	return out
 }
@@ -410,6 +483,10 @@ func (c *Coordinator) maybeTrigger(now time.Time, out []Action) []Action {
 		if o.MinPause > 0 && (len(c.pending) > 0 || (!c.lastCompletion.IsZero() && now.Before(c.lastCompletion.Add(o.MinPause)))) {
 			return out
 		}
+	}
+	if c.nextID > c.reserved {
+		// The id is not reserved yet: reserve it (and the next ones) first.
+		return c.requestLedger(now, out)
 	}
 	id := c.nextID
 	c.nextID++

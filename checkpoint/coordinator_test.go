@@ -762,7 +762,10 @@ func TestCommittables_OfFailedCheckpointCarriedIntoNextComplete(t *testing.T) {
 		if got, want := fmtCommits(w.Metadata.Commits), fmt.Sprintf("[%d/sink:a]", id); got != want {
 			t.Fatalf("commits of %d = %s, want %s", id, got, want)
 		}
-		next := s.nextFrom(s.step(MetadataWritten{ID: id, Err: errBoom}))
+		acts := s.step(MetadataWritten{ID: id, Err: errBoom})
+		lw := one[WriteLedger](t, acts)
+		acts = append(acts, s.step(LedgerWritten{Reserved: lw.Reserved, Failed: lw.Failed})...)
+		next := s.nextFrom(acts)
 		m, _ := s.complete(next, sinkState(sink0, cm(id, "a"), cm(next, "b")))
 		if got, want := fmtCommits(m.Commits), fmt.Sprintf("[%d/sink:a,b]", next); got != want {
 			t.Fatalf("commits of %d = %s, want %s", next, got, want)

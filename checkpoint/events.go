@@ -55,7 +55,16 @@ type Committed struct {
 	Err error
 }
 
+// LedgerWritten reports the result of a WriteLedger action, with the
+// action's fields. Err nil means the ledger durably records them.
+type LedgerWritten struct {
+	Reserved int64
+	Failed   []int64
+	Err      error
+}
+
 func (Tick) isEvent()            {}
+func (LedgerWritten) isEvent()   {}
 func (RequestFinal) isEvent()    {}
 func (Acked) isEvent()           {}
 func (Declined) isEvent()        {}
@@ -138,7 +147,22 @@ type Finished struct {
 	ID int64
 }
 
+// WriteLedger asks the caller to record durably, in the checkpoint ledger
+// (see Ledger), that checkpoint ids up to Reserved may be in use and that
+// checkpoints Failed failed, in addition to what the ledger already holds,
+// then report LedgerWritten with the same fields. The coordinator emits at
+// most one at a time. Until the write is reported, it triggers no id above
+// the previous reservation, and it starts no metadata write while a failed
+// checkpoint is unrecorded: a checkpoint reported failed may be complete in
+// storage after all, and only the ledger keeps a recovery from restoring it
+// once a newer checkpoint completed.
+type WriteLedger struct {
+	Reserved int64
+	Failed   []int64
+}
+
 func (Trigger) isAction()        {}
+func (WriteLedger) isAction()    {}
 func (WriteMetadata) isAction()  {}
 func (NotifyComplete) isAction() {}
 func (CommitOutput) isAction()   {}

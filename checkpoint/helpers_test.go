@@ -60,8 +60,15 @@ func newScenario(t *testing.T, o Options, tasks ...TaskID) *scenario {
 	return newScenarioCfg(t, Config{Options: o, Pipeline: "p", JobID: "job", Tasks: tasks, NextID: 1})
 }
 
+// unreserved is the reservation of scenarios that are not about the ledger:
+// more ids than any scenario triggers, so no WriteLedger interleaves.
+const unreserved = 1 << 40
+
 func newScenarioCfg(t *testing.T, cfg Config) *scenario {
 	t.Helper()
+	if cfg.Reserved == 0 {
+		cfg.Reserved = unreserved
+	}
 	c, err := New(cfg)
 	if err != nil {
 		t.Fatalf("New(%+v): %v", cfg, err)
@@ -211,7 +218,18 @@ func (s *scenario) failCheckpoint(id int64, kind failureKind) []Action {
 		return s.step(Tick{})
 	case byMetadata:
 		one[WriteMetadata](s.t, s.ackAll(id))
-		return s.step(MetadataWritten{ID: id, Err: errBoom})
+		acts := s.step(MetadataWritten{ID: id, Err: errBoom})
+		// The failure is recorded in the ledger before anything newer may
+		// complete (unless the job fails); the ledger write succeeds here.
+		if len(find[FailJob](acts)) > 0 {
+			none[WriteLedger](s.t, acts)
+			return acts
+		}
+		w := one[WriteLedger](s.t, acts)
+		if !slices.Contains(w.Failed, id) {
+			s.t.Fatalf("WriteLedger after the failed metadata write of %d records %v", id, w.Failed)
+		}
+		return append(acts, s.step(LedgerWritten{Reserved: w.Reserved, Failed: w.Failed})...)
 	}
 	panic(kind)
 }
@@ -298,6 +316,8 @@ func fmtAction(a Action) string {
 		return fmt.Sprintf("FailJob{%v}", x.Err)
 	case Finished:
 		return fmt.Sprintf("Finished{%d}", x.ID)
+	case WriteLedger:
+		return fmt.Sprintf("WriteLedger{reserved=%d failed=%v}", x.Reserved, x.Failed)
 	}
 	return fmt.Sprintf("%T%+v", a, a)
 }

@@ -21,7 +21,10 @@ import (
 // Commands (times are offsets from the script's start, t0):
 //
 //	new tasks=a[0],b[0] [interval=10s timeout=30s min-pause=0s max-concurrent=1
-//	    tolerable=0 retain=1 restored=N retained=N,N next-id=N]
+//	    tolerable=0 retain=1 restored=N retained=N,N next-id=N reserved=N]
+//	                               (reserved: the durable ledger's reservation;
+//	                               default 1000000, so that scripts not about
+//	                               the ledger trigger without WriteLedger)
 //	tick <time>                    set the clock and step a Tick
 //	at <time>                      set the clock only
 //	ack <id> <task> [<p>:<data>…]  acknowledge with committables prepared at p
@@ -29,6 +32,7 @@ import (
 //	decline <id> <task>
 //	written <id> [err]             MetadataWritten
 //	committed <id> [err]           Committed
+//	ledger-written [err]           LedgerWritten of the last WriteLedger
 //	task-failed <task>
 //	final                          RequestFinal
 //	state                          latest, pending, consecutive failures
@@ -129,6 +133,8 @@ type scriptRunner struct {
 	tasks  []TaskID
 	now    time.Time
 	writes map[int64]*Metadata
+	// ledger is the last WriteLedger emitted.
+	ledger WriteLedger
 }
 
 func (r *scriptRunner) run(path string, b scriptBlock) []string {
@@ -176,7 +182,7 @@ func (r *scriptRunner) run(path string, b scriptBlock) []string {
 	var ev Event
 	switch f[0] {
 	case "new":
-		cfg := Config{Options: testOptions(), Pipeline: "script", JobID: "job", NextID: 1}
+		cfg := Config{Options: testOptions(), Pipeline: "script", JobID: "job", NextID: 1, Reserved: 1000000}
 		for _, kv := range f[1:] {
 			k, v, _ := strings.Cut(kv, "=")
 			n, _ := strconv.Atoi(v)
@@ -201,6 +207,8 @@ func (r *scriptRunner) run(path string, b scriptBlock) []string {
 				cfg.Restored = int64(n)
 			case "next-id":
 				cfg.NextID = int64(n)
+			case "reserved":
+				cfg.Reserved = int64(n)
 			case "retained":
 				for _, s := range strings.Split(v, ",") {
 					x, _ := strconv.ParseInt(s, 10, 64)
@@ -249,6 +257,11 @@ func (r *scriptRunner) run(path string, b scriptBlock) []string {
 		ev = MetadataWritten{ID: id(1), Err: errArg}
 	case "committed":
 		ev = Committed{ID: id(1), Err: errArg}
+	case "ledger-written":
+		if len(f) > 1 && f[1] == "err" {
+			errArg = errBoom
+		}
+		ev = LedgerWritten{Reserved: r.ledger.Reserved, Failed: r.ledger.Failed, Err: errArg}
 	case "task-failed":
 		ev = TaskFailed{Task: task(arg(1)), Err: errBoom}
 	case "final":
@@ -280,6 +293,9 @@ func (r *scriptRunner) step(ev Event) []string {
 	for _, a := range r.c.Step(r.now, ev) {
 		if w, ok := a.(WriteMetadata); ok {
 			r.writes[w.Metadata.ID] = w.Metadata
+		}
+		if w, ok := a.(WriteLedger); ok {
+			r.ledger = w
 		}
 		out = append(out, fmtAction(a))
 	}

@@ -15,9 +15,12 @@ import (
 // Coordinator, driven the way runtime/attempt.go drives it, model sink
 // subtasks that stage output at barriers and prune it on NotifyComplete, the
 // model committers and destinations of sim_sink_test.go, crash-consistent
-// checkpoint storage, and the recovery of runtime/recovery.go: re-commit the
-// recovery point's commits, abandon what else is staged, delete incomplete
-// checkpoints, apply retention and pick the next id from what storage holds.
+// checkpoint storage with its ledger (Ledger), and the recovery of
+// runtime/recovery.go: refuse to fall back past output a sink already
+// published (the fallback guard), re-commit the recovery point's commits,
+// abandon what else is staged, delete incomplete checkpoints and those the
+// ledger records as failed, apply retention and pick the next id above
+// every id stored or reserved.
 //
 // Faults: acknowledgements in any order, declines and timeouts; metadata
 // writes that fail, or become durable and report failure; discards that
@@ -30,7 +33,9 @@ import (
 // commits still run); and process crashes at any step, including between a
 // durable metadata write and its commit, in the middle of a commit of several
 // committables, during shutdown, and during every step of recovery
-// (re-commit, abandon, storage cleanup).
+// (re-commit, abandon, storage cleanup); ledger writes that fail, or land
+// and report failure; and an operator deleting the newest checkpoint while
+// the job is down (`ingest checkpoints delete --force`).
 //
 // Checked, after every step that changes a destination: a consumer sees only
 // output of complete checkpoints, no record twice, and of a destination-wide
@@ -38,7 +43,9 @@ import (
 // staged output of a complete checkpoint gone; Abandon never deletes output a
 // complete checkpoint holds. After every recovery and when the job finishes:
 // the visible output is exactly the records before the recovery point's (the
-// final checkpoint's) cut, each once.
+// final checkpoint's) cut, each once; a recovery refuses only after a
+// checkpoint was deleted. At every trigger: the id was reserved by a durable
+// ledger and never triggered before in the run (#12 item 1).
 //
 // Replay one seed: go test ./checkpoint -run '^TestCommitSimulation$' -commitseed=N -v
 
@@ -58,36 +65,41 @@ func TestCommitSimulation(t *testing.T) {
 		coverMin: 2000,
 		cover: func(t *testing.T, s commitStats) {
 			requireCovered(t, map[string]int{
-				"finished jobs":                      s.Finished,
-				"completions":                        s.Completions,
-				"published items":                    s.Published,
-				"abandoned items":                    s.AbandonedItems,
-				"crashes after an unreported write":  s.CrashWrittenUnreported,
-				"crashes with a commit queued":       s.CrashCommitQueued,
-				"crashes in the middle of a commit":  s.CrashMidCommit,
-				"crashes during shutdown":            s.CrashInShutdown,
-				"crashes during a recovery commit":   s.CrashMidRecoveryCommit,
-				"crashes during abandon":             s.CrashMidAbandon,
-				"crashes during storage cleanup":     s.CrashMidCleanup,
-				"recovery failures":                  s.RecoveryFailures,
-				"commit failures":                    s.CommitFailures,
-				"ambiguous commit failures":          s.AmbiguousFailures,
-				"committer retries":                  s.CommitRetries,
-				"failed actions":                     s.ActFailures,
-				"task failures":                      s.TaskFailures,
-				"lost notifications":                 s.NotifyLost,
-				"duplicated notifications":           s.NotifyDup,
-				"late notifications":                 s.NotifyLate,
-				"early notifications":                s.NotifyEarly,
-				"duplicated results":                 s.ResultDups,
-				"recoveries that published output":   s.Recommits,
-				"partly visible per-partition sinks": s.PartialVisible,
-				"checkpoint ids reused":              s.IDReuse,
-				"declines":                           s.Declines,
-				"timeouts":                           s.Timeouts,
-				"durable writes reported failed":     s.AmbiguousWrites,
-				"recoveries from such a checkpoint":  s.RestoredAmbiguous,
-				"failed discards":                    s.DiscardFailures,
+				"finished jobs":                       s.Finished,
+				"completions":                         s.Completions,
+				"published items":                     s.Published,
+				"abandoned items":                     s.AbandonedItems,
+				"crashes after an unreported write":   s.CrashWrittenUnreported,
+				"crashes with a commit queued":        s.CrashCommitQueued,
+				"crashes in the middle of a commit":   s.CrashMidCommit,
+				"crashes during shutdown":             s.CrashInShutdown,
+				"crashes during a recovery commit":    s.CrashMidRecoveryCommit,
+				"crashes during abandon":              s.CrashMidAbandon,
+				"crashes during storage cleanup":      s.CrashMidCleanup,
+				"recovery failures":                   s.RecoveryFailures,
+				"commit failures":                     s.CommitFailures,
+				"ambiguous commit failures":           s.AmbiguousFailures,
+				"committer retries":                   s.CommitRetries,
+				"failed actions":                      s.ActFailures,
+				"task failures":                       s.TaskFailures,
+				"lost notifications":                  s.NotifyLost,
+				"duplicated notifications":            s.NotifyDup,
+				"late notifications":                  s.NotifyLate,
+				"early notifications":                 s.NotifyEarly,
+				"duplicated results":                  s.ResultDups,
+				"recoveries that published output":    s.Recommits,
+				"partly visible per-partition sinks":  s.PartialVisible,
+				"ledger writes":                       s.LedgerWrites,
+				"failed ledger writes":                s.LedgerFailures,
+				"failed checkpoints skipped":          s.SkippedFailed,
+				"checkpoints deleted by an operator":  s.Deleted,
+				"recoveries refused":                  s.Refused,
+				"fallbacks past a deleted checkpoint": s.SafeFallbacks,
+				"declines":                            s.Declines,
+				"timeouts":                            s.Timeouts,
+				"durable writes reported failed":      s.AmbiguousWrites,
+				"recoveries from such a checkpoint":   s.RestoredAmbiguous,
+				"failed discards":                     s.DiscardFailures,
 			})
 		},
 	}, *commitSeed, *commitSeeds)
@@ -100,8 +112,9 @@ type commitStats struct {
 	CrashInShutdown, CrashMidRecoveryCommit, CrashMidAbandon, CrashMidCleanup    int
 	RecoveryFailures, AttemptFailures, CommitFailures, AmbiguousFailures         int
 	ActFailures, TaskFailures, NotifyLost, NotifyDup, NotifyLate, NotifyEarly    int
-	ResultDups, Recommits, PartialVisible, IDReuse, Declines, Timeouts, Restarts int
+	ResultDups, Recommits, PartialVisible, Declines, Timeouts, Restarts          int
 	AmbiguousWrites, RestoredAmbiguous, DiscardFailures, CommitRetries           int
+	LedgerWrites, LedgerFailures, SkippedFailed, Deleted, Refused, SafeFallbacks int
 }
 
 // csTask is one subtask of the simulated job.
@@ -166,9 +179,18 @@ type commitSim struct {
 	adopted map[int64]bool
 	// ghosts are checkpoints whose metadata write was durable but reported
 	// failed.
-	ghosts       map[int64]bool
-	attemptN     int
-	maxTriggered int64
+	ghosts   map[int64]bool
+	attemptN int
+	// ledger is the durable checkpoint ledger (Ledger).
+	ledger Ledger
+	// triggered is every checkpoint id ever triggered, in any attempt.
+	triggered map[int64]bool
+	// refused is set when a recovery refused to start (the fallback guard):
+	// the run ends there, as the job does.
+	refused bool
+	// deleted is set when an operator deleted a checkpoint since the last
+	// recovery.
+	deleted bool
 
 	// The current attempt (runtime/attempt.go).
 	coord *Coordinator
@@ -177,7 +199,7 @@ type commitSim struct {
 	// storeQ and commitQ are the store and commit workers' queues, each run
 	// in order; their results reach the driver in order.
 	storeQ     []Action
-	storeEv    []MetadataWritten
+	storeEv    []Event // MetadataWritten and LedgerWritten, in order
 	commitQ    []CommitOutput
 	cur        *csPublish
 	commitEv   []Committed
@@ -208,7 +230,7 @@ func runCommitSimWith(seed int64, logTail int, mutant string) simRun[commitStats
 func newCommitSim(seed int64, logTail int) *commitSim {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0xc0331))
 	s := &commitSim{rng: rng, now: t0, log: simLog{limit: logTail}, sinkByName: map[string]*csSink{},
-		store: map[int64]*Metadata{}, ever: map[int64]*Metadata{}, adopted: map[int64]bool{}, ghosts: map[int64]bool{}}
+		store: map[int64]*Metadata{}, ever: map[int64]*Metadata{}, adopted: map[int64]bool{}, ghosts: map[int64]bool{}, triggered: map[int64]bool{}}
 	sec := func(lo, hi int) time.Duration {
 		return time.Duration(lo)*time.Second + time.Duration(rng.IntN((hi-lo)*1000+1))*time.Millisecond
 	}
@@ -274,8 +296,13 @@ func (s *commitSim) fault(w int) bool {
 func (s *commitSim) run() {
 	s.recover("start")
 	steps := 100 + s.rng.IntN(400)
-	for s.stepN = 0; s.stepN < steps && s.finished == 0; s.stepN++ {
+	for s.stepN = 0; s.stepN < steps && s.finished == 0 && !s.refused; s.stepN++ {
 		s.randomStep(s.stepN > steps/2)
+	}
+	if s.refused {
+		s.stats.Seeds++
+		s.stats.Steps += s.stepN
+		return
 	}
 	s.noFaults = true
 	s.drain()
@@ -345,7 +372,7 @@ func (s *commitSim) randomStep(late bool) {
 		if s.cur != nil && s.cur.effect {
 			w[ckCrash] += 4
 		}
-		if slices.ContainsFunc(s.storeEv, func(e MetadataWritten) bool { return e.Err == nil }) || len(s.commitQ) > 0 {
+		if slices.ContainsFunc(s.storeEv, writtenOK) || len(s.commitQ) > 0 {
 			w[ckCrash] += 3
 		}
 		w[ckTaskFail] = 1
@@ -411,7 +438,7 @@ func (s *commitSim) randomStep(late bool) {
 // (RequestFinal), every message, write and commit goes through, and time
 // passes the timeout when only lost acknowledgements hold a checkpoint.
 func (s *commitSim) drain() {
-	for i := 0; s.finished == 0; i++ {
+	for i := 0; s.finished == 0 && !s.refused; i++ {
 		s.stepN++
 		if i > 20000 {
 			s.failf("liveness: the job did not finish within 20000 fault-free steps")
@@ -451,6 +478,9 @@ func (s *commitSim) drain() {
 // of the pipeline, recovering from the final checkpoint, must publish nothing
 // new and abandon what the job left staged.
 func (s *commitSim) end() {
+	if s.refused {
+		return
+	}
 	if s.cur != nil || len(s.commitQ) > 0 || len(s.commitEv) > 0 {
 		s.failf("Finished{%d} while a CommitOutput was still being carried out (\"the final checkpoint ID is complete and its output committed\")", s.finished)
 	}
@@ -461,6 +491,9 @@ func (s *commitSim) end() {
 	}
 	published := s.stats.Published
 	s.recover("rerun")
+	if s.refused {
+		s.failf("the next run of the finished job refused to start")
+	}
 	if s.coord.LatestComplete() != s.finished {
 		s.failf("the next run restores checkpoint %d, not the final checkpoint %d", s.coord.LatestComplete(), s.finished)
 	}
@@ -606,11 +639,17 @@ func (s *commitSim) act(a Action) bool {
 		if _, ok := s.store[x.ID]; ok {
 			s.failf("Trigger{%d}: the id is in storage (NextID must be above every stored id)", x.ID)
 		}
-		s.maxTriggered = max(s.maxTriggered, x.ID)
+		if s.triggered[x.ID] {
+			s.failf("Trigger{%d}: the id was triggered before (a checkpoint id is never reused in a pipeline's lifetime)", x.ID)
+		}
+		if x.ID > s.ledger.Reserved {
+			s.failf("Trigger{%d} above the durable ledger's reservation %d", x.ID, s.ledger.Reserved)
+		}
+		s.triggered[x.ID] = true
 		for _, t := range s.tasks {
 			t.inbox = append(t.inbox, csMsg{id: x.ID})
 		}
-	case WriteMetadata:
+	case WriteMetadata, WriteLedger:
 		s.storeQ = append(s.storeQ, x)
 	case NotifyComplete:
 		if s.fault(8) {
@@ -648,6 +687,26 @@ func (s *commitSim) storeOp() {
 	op := s.storeQ[0]
 	s.storeQ = s.storeQ[1:]
 	switch x := op.(type) {
+	case WriteLedger:
+		s.stats.LedgerWrites++
+		ev := LedgerWritten{Reserved: x.Reserved, Failed: x.Failed}
+		switch {
+		case s.fault(20):
+			s.stats.LedgerFailures++
+			ev.Err = errBoom
+		case s.fault(5):
+			// Durable, but reported failed (a lost answer): harmless, the
+			// coordinator writes the same facts again.
+			s.stats.LedgerFailures++
+			s.ledger = s.ledger.Apply(x)
+			ev.Err = errBoom
+		default:
+			s.ledger = s.ledger.Apply(x)
+		}
+		if s.log.on() {
+			s.logf("ledger write %+v: err %v, ledger reserved %d failed %v", x, ev.Err, s.ledger.Reserved, s.ledger.Failed)
+		}
+		s.storeEv = append(s.storeEv, ev)
 	case WriteMetadata:
 		switch {
 		case s.fault(20):
@@ -657,8 +716,10 @@ func (s *commitSim) storeOp() {
 			// write durable for sure nor undo it (storage.Local: the directory
 			// fsync after the rename failed, then removing the file failed;
 			// storage/blob: the put's outcome is unknown and the delete
-			// failed). The coordinator fails the checkpoint and discards it;
-			// a recovery may restore it.
+			// failed). The coordinator fails the checkpoint, discards it and
+			// records it as failed in the ledger before any newer checkpoint
+			// completes; a recovery before that may restore it, one after it
+			// never does.
 			s.stats.AmbiguousWrites++
 			s.persist(x.Metadata)
 			s.ghosts[x.Metadata.ID] = true
@@ -671,7 +732,9 @@ func (s *commitSim) storeOp() {
 		if newest := s.newestComplete(); x.ID == newest && s.adopted[x.ID] {
 			s.failf("Discard{%d} deletes the recovery point", x.ID)
 		}
-		if s.fault(10 * *commitStorageFaults) {
+		// Storage that could not undo a ghost's write often fails to
+		// delete it too: correlated failures.
+		if s.fault(10**commitStorageFaults) || s.ghosts[x.ID] && s.fault(150) {
 			// attempt.act logs a failed discard; the next recovery's cleanup
 			// deletes what is left.
 			s.stats.DiscardFailures++
@@ -688,15 +751,7 @@ func (s *commitSim) storeOp() {
 // commit in it is what its committer must be asked to publish.
 func (s *commitSim) persist(m *Metadata) {
 	if s.ever[m.ID] != nil {
-		// Only the id of a checkpoint that was durable but reported failed,
-		// then discarded and never restored, may come back: nothing of it was
-		// published.
-		if s.adopted[m.ID] || s.store[m.ID] != nil {
-			s.failf("checkpoint %d completed twice: its id was reused", m.ID)
-		}
-		for _, k := range s.sinks {
-			delete(k.own, m.ID)
-		}
+		s.failf("checkpoint %d completed twice: its id was reused", m.ID)
 	}
 	s.store[m.ID] = m
 	s.ever[m.ID] = m
@@ -823,4 +878,10 @@ func (s *commitSim) publishStep(p *csPublish) (fin bool, err error) {
 		p.st = next
 	}
 	return false, nil
+}
+
+// writtenOK reports whether e is a successful metadata write's result.
+func writtenOK(e Event) bool {
+	mw, ok := e.(MetadataWritten)
+	return ok && mw.Err == nil
 }

@@ -34,6 +34,8 @@ func TestSimulationsCatchBugs(t *testing.T) {
 		{"recovery skips the re-commit", commit("skip-recommit"), []string{"nothing committed is lost"}, 200},
 		{"recovery abandons before re-committing", commit("abandon-first"), []string{"nothing committed is lost"}, 200},
 		{"committer does not recognise a done commit", commit("not-idempotent"), []string{"visible twice", "nothing committed is lost"}, 200},
+		{"recovery falls back past published output", commit("no-fallback-guard"), []string{"is visible after recovering", "visible twice"}, 500},
+		{"recovery ignores the ledger's reservation", commit("ignore-ledger"), []string{"triggered before", "completed twice"}, 500},
 	}
 	for _, c := range cases {
 		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {

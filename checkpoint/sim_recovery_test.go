@@ -12,7 +12,7 @@ import (
 // crash kills the process: nothing queued runs any more.
 func (s *commitSim) crash() {
 	s.stats.Crashes++
-	if slices.ContainsFunc(s.storeEv, func(e MetadataWritten) bool { return e.Err == nil }) {
+	if slices.ContainsFunc(s.storeEv, writtenOK) {
 		s.stats.CrashWrittenUnreported++
 	}
 	if len(s.commitQ) > 0 {
@@ -33,6 +33,16 @@ func (s *commitSim) crash() {
 	}
 	if s.log.on() {
 		s.logf("crash")
+	}
+	if newest := s.newestComplete(); newest != 0 && s.fault(40) {
+		// An operator deletes the newest checkpoint while the job is down
+		// (`ingest checkpoints delete <newest> --force`), or it is lost.
+		s.stats.Deleted++
+		s.deleted = true
+		delete(s.store, newest)
+		if s.log.on() {
+			s.logf("operator deletes checkpoint %d", newest)
+		}
 	}
 	s.recover("crash")
 }
@@ -106,8 +116,46 @@ func (s *commitSim) tryRecover(why string) bool {
 	ids := s.storedIDs()
 	latest := s.newestComplete()
 	m := s.store[latest]
+	for _, id := range ids {
+		if id > latest && s.store[id] != nil && s.ledger.IsFailed(id) {
+			s.stats.SkippedFailed++ // a failed checkpoint whose metadata is stored
+			break
+		}
+	}
 	if s.log.on() {
 		s.logf("%s: recovering from %d", why, latest)
+	}
+	// The fallback guard (runtime/fallback.go): restoring latest replays
+	// every record after its cut, so if a sink already published output of
+	// a newer checkpoint (one deleted, or lost), it would publish it again.
+	if s.mutant != "no-fallback-guard" {
+		for _, k := range s.sinks {
+			if last := s.lastCommitted(k); last > latest {
+				if !s.deleted {
+					s.failf("recovery refused (sink %s published %d, past recovery point %d) although no checkpoint was deleted", k.name, last, latest)
+				}
+				s.stats.Refused++
+				s.refused = true
+				if s.log.on() {
+					s.logf("recovery refused: sink %s published %d, past %d", k.name, last, latest)
+				}
+				return true
+			}
+		}
+	}
+	if s.deleted {
+		s.stats.SafeFallbacks++
+		s.deleted = false
+		// Output that only a deleted checkpoint held is no longer any
+		// complete checkpoint's: abandoning it is right, the replay from
+		// latest stages it again.
+		for _, k := range s.sinks {
+			for _, it := range k.items {
+				if it.assigned > latest && s.store[it.assigned] == nil && it.where != itemVisible {
+					it.assigned = 0
+				}
+			}
+		}
 	}
 	if m != nil {
 		if s.ghosts[m.ID] && !s.adopted[m.ID] {
@@ -147,6 +195,9 @@ func (s *commitSim) tryRecover(why string) bool {
 	for _, id := range ids {
 		nextID = max(nextID, id+1)
 	}
+	if s.mutant != "ignore-ledger" {
+		nextID = max(nextID, s.ledger.Reserved+1)
+	}
 	discard := func(id int64) bool {
 		return s.steps(&s.stats.CrashMidCleanup, func() (bool, error) {
 			delete(s.store, id)
@@ -154,7 +205,19 @@ func (s *commitSim) tryRecover(why string) bool {
 		})
 	}
 	for _, id := range ids {
-		if id > latest && s.store[id] == nil && !discard(id) {
+		if (id > latest && s.store[id] == nil || s.ledger.IsFailed(id)) && !discard(id) {
+			return false
+		}
+	}
+	// The failed checkpoints are gone: the ledger forgets them.
+	if kept := slices.DeleteFunc(slices.Clone(s.ledger.Failed), func(id int64) bool { _, ok := s.store[id]; return !ok }); len(kept) < len(s.ledger.Failed) {
+		if !s.steps(&s.stats.CrashMidCleanup, func() (bool, error) {
+			if s.fault(20) {
+				return false, errBoom
+			}
+			s.ledger.Failed = kept
+			return true, nil
+		}) {
 			return false
 		}
 	}
@@ -181,15 +244,12 @@ func (s *commitSim) tryRecover(why string) bool {
 	// The destinations now hold exactly the records before the recovery
 	// point's cut: the new attempt replays from there.
 	s.checkCoverage(m, fmt.Sprintf("after recovering from %d", latest))
-	if nextID <= s.maxTriggered {
-		s.stats.IDReuse++
-	}
 	s.attemptN++
 	s.stats.Attempts++
 	tasks := slices.Clone(s.taskIDs)
 	s.rng.Shuffle(len(tasks), func(i, j int) { tasks[i], tasks[j] = tasks[j], tasks[i] })
 	c, err := New(Config{Options: s.opts, Pipeline: "sim", JobID: "sim-job", Tasks: tasks,
-		Restored: latest, Retained: retained, NextID: nextID})
+		Restored: latest, Retained: retained, NextID: nextID, Reserved: s.ledger.Reserved})
 	if err != nil {
 		s.failf("New after %s: %v", why, err)
 	}
@@ -220,16 +280,28 @@ func (s *commitSim) storedIDs() []int64 {
 	return ids
 }
 
-// newestComplete is what storage.Latest finds: the newest checkpoint with
-// metadata, 0 if none.
+// newestComplete is what the recovery chooses: the newest checkpoint with
+// metadata that the ledger does not record as failed, 0 if none.
 func (s *commitSim) newestComplete() int64 {
 	var n int64
 	for id, m := range s.store {
-		if m != nil && id > n {
+		if m != nil && id > n && !s.ledger.IsFailed(id) {
 			n = id
 		}
 	}
 	return n
+}
+
+// lastCommitted is what the sink's runtime.CommitTracker reports: the
+// newest checkpoint any of its output is visible under, 0 if none.
+func (s *commitSim) lastCommitted(k *csSink) int64 {
+	var last int64
+	for _, it := range k.items {
+		if it.where == itemVisible {
+			last = max(last, it.ckpt)
+		}
+	}
+	return last
 }
 
 // checkCoverage checks that the visible output of every sink subtask is

@@ -147,14 +147,20 @@ type sim struct {
 	store map[int64]*Metadata
 	// maxID is the largest checkpoint id ever triggered.
 	maxID int64
+	// reserved is the reservation of the durable ledger (Ledger.Reserved).
+	reserved int64
 
 	// The current incarnation (job attempt).
-	inc        int
-	coord      *Coordinator
-	responses  []simResponse // produced, not yet delivered
-	withheld   []simResponse // dropped acks: never delivered, or delivered late
-	delivered  []simResponse // delivered acks, for duplicates
-	writes     []*Metadata   // WriteMetadata in flight
+	inc       int
+	coord     *Coordinator
+	responses []simResponse // produced, not yet delivered
+	withheld  []simResponse // dropped acks: never delivered, or delivered late
+	delivered []simResponse // delivered acks, for duplicates
+	writes    []*Metadata   // WriteMetadata in flight
+	ledger    *WriteLedger  // WriteLedger in flight
+	// unrecorded are the checkpoints whose metadata write failed and that
+	// no durable ledger records yet.
+	unrecorded []int64
 	commits    []CommitOutput
 	down       bool // TaskFailed reported: the job is going down
 	failJob    bool // FailJob emitted: the runtime restarts the job
@@ -338,6 +344,8 @@ const (
 	kWriteFail
 	kCommitOK
 	kCommitFail
+	kLedgerOK
+	kLedgerFail
 	kCrash
 	kFinal
 	numKinds
@@ -386,6 +394,10 @@ func (s *sim) randomStep(lateInRun bool) {
 	if len(s.commits) > 0 {
 		w[kCommitOK] = 12
 		w[kCommitFail] = f / 2
+	}
+	if s.ledger != nil {
+		w[kLedgerOK] = 12
+		w[kLedgerFail] = f
 	}
 	if s.down {
 		w[kCrash] = 20 // the runtime restarts the job soon after a task failed
@@ -453,6 +465,10 @@ func (s *sim) randomStep(lateInRun bool) {
 	case kCommitFail:
 		s.stats.CommitFailures++
 		s.commitHead(errBoom)
+	case kLedgerOK:
+		s.ledgerResult(nil)
+	case kLedgerFail:
+		s.ledgerResult(errBoom)
 	case kCrash:
 		s.crash()
 	case kFinal:
@@ -488,6 +504,8 @@ func (s *sim) drain() {
 			s.deliverAck(s.takeResponse(&s.responses))
 		case len(s.writes) > 0:
 			s.writeOK(0)
+		case s.ledger != nil:
+			s.ledgerResult(nil)
 		case len(s.commits) > 0:
 			s.commitHead(nil)
 		default:
@@ -670,6 +688,7 @@ func (s *sim) restart(why string) {
 		t.staged = t.pos
 	}
 	s.responses, s.withheld, s.delivered, s.writes, s.commits = nil, nil, nil, nil, nil
+	s.ledger, s.unrecorded = nil, nil
 	s.down, s.failJob, s.finalAsked, s.started = false, false, false, false
 	s.failures = 0
 	s.triggeredAt = map[int64]time.Time{}
@@ -683,7 +702,7 @@ func (s *sim) restart(why string) {
 	tasks := slices.Clone(s.taskIDs)
 	s.rng.Shuffle(len(tasks), func(i, j int) { tasks[i], tasks[j] = tasks[j], tasks[i] })
 	c, err := New(Config{Options: s.opts, Pipeline: "sim", JobID: "sim-job", Tasks: tasks,
-		Restored: restored, Retained: slices.Clone(ids), NextID: s.maxID + 1})
+		Restored: restored, Retained: slices.Clone(ids), NextID: max(s.maxID, s.reserved) + 1, Reserved: s.reserved})
 	if err != nil {
 		s.failf("New after %s: %v", why, err)
 	}
@@ -701,6 +720,20 @@ func (s *sim) step(ev Event) {
 		s.lastTrigger = s.now
 	}
 	prevLatest := c.LatestComplete()
+	ledgerInFlight := false
+	if lw, ok := ev.(LedgerWritten); ok && s.ledger != nil && lw.Reserved == s.ledger.Reserved && slices.Equal(lw.Failed, s.ledger.Failed) {
+		ledgerInFlight = true
+		s.ledger = nil
+		if lw.Err == nil {
+			// The ledger is durable: the reservation and the failures it
+			// records hold from now on, across crashes.
+			s.reserved = max(s.reserved, lw.Reserved)
+			s.unrecorded = slices.DeleteFunc(s.unrecorded, func(id int64) bool { return slices.Contains(lw.Failed, id) })
+		}
+	}
+	if mw, ok := ev.(MetadataWritten); ok && mw.Err != nil && s.writing[mw.ID] {
+		s.unrecorded = append(s.unrecorded, mw.ID)
+	}
 	wasWriting := false
 	if mw, ok := ev.(MetadataWritten); ok {
 		wasWriting = s.writing[mw.ID]
@@ -764,6 +797,9 @@ func (s *sim) step(ev Event) {
 	// subsumed and task-failure aborts are not failures. Within a step the
 	// coordinator times out first, then handles the event.
 	failures := s.failures
+	if lw, ok := ev.(LedgerWritten); ok && lw.Err != nil && ledgerInFlight {
+		failures++ // a failed ledger write counts as a checkpoint failure
+	}
 	for _, a := range acts {
 		switch x := a.(type) {
 		case Abort:
@@ -834,6 +870,9 @@ func (s *sim) apply(ev Event, a Action, latest int64, pending []int64) {
 		if x.ID <= s.maxID {
 			s.failf("Trigger{%d} reuses an id <= %d (NextID: a new checkpoint never reuses an old one's files)", x.ID, s.maxID)
 		}
+		if x.ID > s.reserved {
+			s.failf("Trigger{%d} above the durable ledger's reservation %d (Ledger: every id triggered was reserved first)", x.ID, s.reserved)
+		}
 		s.maxID = x.ID
 		if !x.Timestamp.Equal(s.now) {
 			s.failf("Trigger{%d} timestamp %v, step time %v", x.ID, x.Timestamp, s.now)
@@ -870,6 +909,9 @@ func (s *sim) apply(ev Event, a Action, latest int64, pending []int64) {
 
 	case WriteMetadata:
 		m := x.Metadata
+		if len(s.unrecorded) > 0 {
+			s.failf("WriteMetadata{%d} while the failed metadata writes of %v are not recorded in the ledger (WriteLedger)", m.ID, s.unrecorded)
+		}
 		if s.wrote[m.ID] {
 			s.failf("WriteMetadata{%d} emitted twice", m.ID)
 		}
@@ -1002,6 +1044,20 @@ func (s *sim) apply(ev Event, a Action, latest int64, pending []int64) {
 		}
 		s.failJob = true
 
+	case WriteLedger:
+		if s.ledger != nil {
+			s.failf("WriteLedger%+v while WriteLedger%+v is in flight", x, *s.ledger)
+		}
+		if x.Reserved < s.reserved {
+			s.failf("WriteLedger%+v lowers the reservation %d", x, s.reserved)
+		}
+		for _, id := range x.Failed {
+			if !slices.Contains(s.unrecorded, id) {
+				s.failf("WriteLedger%+v records %d, whose metadata write did not fail (unrecorded %v)", x, id, s.unrecorded)
+			}
+		}
+		s.ledger = &x
+
 	case Finished:
 		cm, ok := ev.(Committed)
 		if !ok || cm.Err != nil || cm.ID != x.ID || !s.final[x.ID] || !s.complete[x.ID] {
@@ -1030,6 +1086,13 @@ func (s *sim) isFailure(ev Event, id int64) bool {
 		return e.ID == id && e.Err != nil
 	}
 	return false
+}
+
+// ledgerResult reports the WriteLedger in flight as written (err nil) or
+// failed.
+func (s *sim) ledgerResult(err error) {
+	w := *s.ledger
+	s.step(LedgerWritten{Reserved: w.Reserved, Failed: w.Failed, Err: err})
 }
 
 // dropWrite cancels the in-flight write of id: the runtime orders a Discard

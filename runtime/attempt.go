@@ -30,6 +30,7 @@ const (
 	evExited
 	evMetadataWritten
 	evCommitted
+	evLedgerWritten
 )
 
 // taskEvent is what subtasks and the job's workers report to the driver.
@@ -42,6 +43,8 @@ type taskEvent struct {
 	// took is a checkpoint's time from trigger to durable metadata
 	// (evMetadataWritten).
 	took time.Duration
+	// ledger is the ledger write an evLedgerWritten reports.
+	ledger checkpoint.WriteLedger
 }
 
 // attempt is one run of the job, from recovery to finish or failure.
@@ -67,6 +70,9 @@ type attempt struct {
 	async  sync.WaitGroup
 	store  *serial
 	commit *serial
+	// ledger is the durable checkpoint ledger; the store goroutine only
+	// (WriteLedger actions run there, one at a time).
+	ledger checkpoint.Ledger
 }
 
 // build creates channels, tasks and the coordinator for one attempt.
@@ -207,13 +213,14 @@ func (j *Job) build(ctx context.Context, n int, rec *recovery) (*attempt, error)
 	}
 	coord, err := checkpoint.New(checkpoint.Config{
 		Options: j.opts.Checkpoint, Pipeline: p.Name, JobID: rec.jobID, Tasks: taskIDs,
-		Restored: restored, Retained: retained, NextID: rec.nextID,
+		Restored: restored, Retained: retained, NextID: rec.nextID, Reserved: rec.ledger.Reserved,
 	})
 	if err != nil {
 		cancel(err)
 		return nil, err
 	}
 	a.coord = coord
+	a.ledger = rec.ledger
 	a.store, a.commit = newSerial(), newSerial()
 	return a, nil
 }
@@ -311,6 +318,15 @@ func (a *attempt) drive() error {
 					a.job.latest.Store(ev.id)
 					a.job.obs.completed(ev.id, ev.took)
 				}
+			case evLedgerWritten:
+				if lockLost(ev.err) {
+					failure = fmt.Errorf("writing the checkpoint ledger: %w", ev.err)
+					break
+				}
+				if ev.err != nil {
+					a.job.log.Warn("writing the checkpoint ledger failed; checkpoints wait for it and it is retried", "err", ev.err)
+				}
+				acts = a.coord.Step(time.Now(), checkpoint.LedgerWritten{Reserved: ev.ledger.Reserved, Failed: ev.ledger.Failed, Err: ev.err})
 			case evCommitted:
 				a.job.obs.committed(ev.id, ev.err)
 				acts = a.coord.Step(time.Now(), checkpoint.Committed{ID: ev.id, Err: ev.err})
@@ -420,6 +436,17 @@ func (a *attempt) act(act checkpoint.Action, finished *bool) error {
 				}
 			}
 			a.event(a.ctx, taskEvent{kind: evMetadataWritten, id: m.ID, err: err, took: time.Since(m.TriggeredAt)})
+		})
+	case checkpoint.WriteLedger:
+		a.store.do(func() {
+			// Queued behind the metadata write that failed, if any: its
+			// outcome is settled before the ledger says it failed.
+			l := a.ledger.Apply(x)
+			err := j.writeLedger(context.WithoutCancel(a.ctx), l)
+			if err == nil {
+				a.ledger = l
+			}
+			a.event(a.ctx, taskEvent{kind: evLedgerWritten, ledger: x, err: err})
 		})
 	case checkpoint.NotifyComplete:
 		if err := failpoint.Inject("job/after-metadata-before-notify"); err != nil {

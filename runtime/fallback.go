@@ -29,11 +29,19 @@ type sinkProgress struct {
 	unknown string
 }
 
-// checkFallback is called when the newest complete checkpoints are damaged
-// (c.damaged) and returns nil if recovery may go on from c.meta (or from no
-// checkpoint, when nil): every transactional sink reports output published
-// up to that checkpoint at most, or AllowDuplicates is set. Otherwise it
-// returns a *CorruptCheckpointError. It logs the checkpoints it skips.
+// checkFallback runs at every recovery and returns nil if recovery may go on
+// from c.meta (or from no checkpoint, when nil): every transactional sink
+// reports output published up to that checkpoint at most, or
+// AllowDuplicates is set.
+//
+// When newer complete checkpoints are damaged (c.damaged), a sink that
+// cannot tell counts as having published past the fallback, and the refusal
+// is a *CorruptCheckpointError; it logs the checkpoints it skips. When none
+// is, the recovery point is the newest checkpoint storage holds, and a sink
+// that published past it says that newer checkpoints were deleted or lost
+// without a trace (their directory or _metadata gone): the refusal is a
+// *PublishedPastError. Only a sink that reports so counts then: one that
+// cannot tell does not stop an ordinary recovery.
 func (j *Job) checkFallback(ctx context.Context, c *candidate) error {
 	var target int64
 	if c.meta != nil {
@@ -42,6 +50,10 @@ func (j *Job) checkFallback(ctx context.Context, c *candidate) error {
 	jobID := c.jobID
 	if jobID == "" {
 		jobID = j.jobID
+	}
+	damaged := len(c.damaged) > 0
+	if !damaged && jobID == "" {
+		return nil // a fresh start: no job whose output could be looked up
 	}
 	var past []sinkProgress
 	for _, n := range j.plan.Nodes {
@@ -60,15 +72,29 @@ func (j *Job) checkFallback(ctx context.Context, c *candidate) error {
 			switch {
 			case errors.Is(err, ErrCommitUnknown):
 				p.unknown = err.Error()
-			case err != nil:
+			case err != nil && damaged:
 				return fmt.Errorf("sink %s: finding the newest checkpoint it published, to decide whether damaged checkpoint %d can be skipped: %w", n.ID, c.damaged[0].id, err)
+			case err != nil:
+				return fmt.Errorf("sink %s: finding the newest checkpoint it published, to check that restoring checkpoint %d publishes nothing twice: %w", n.ID, target, err)
 			default:
 				p.last = last
 			}
 		}
-		if p.unknown != "" || p.last > target {
+		if p.last > target || p.unknown != "" && damaged {
 			past = append(past, p)
 		}
+	}
+	if !damaged {
+		if len(past) == 0 {
+			return nil
+		}
+		perr := &PublishedPastError{Location: j.storage.Location(), Restored: target, past: past}
+		if !j.opts.AllowDuplicates {
+			return perr
+		}
+		j.log.Warn("restoring although sinks published output of newer checkpoints, which were deleted or lost; that output is published again (--allow-duplicates: at-least-once for this recovery)",
+			"restored", target, "sinks", perr.describeSinks())
+		return nil
 	}
 	ferr := &CorruptCheckpointError{Location: j.storage.Location(), Fallback: target, damaged: c.damaged, past: past}
 	for _, d := range c.damaged {
@@ -155,3 +181,42 @@ func (e *CorruptCheckpointError) Unwrap() []error {
 	}
 	return errs
 }
+
+// PublishedPastError is the refusal to restore a checkpoint older than what
+// the sinks already published, when storage holds nothing newer: checkpoints
+// were deleted (`ingest checkpoints delete --force`, a retention tool) or
+// lost their directory or _metadata. Restoring replays every record after
+// the restored checkpoint, so that output would be published twice. It
+// wraps ErrIncompatible, so Run returns it at once.
+type PublishedPastError struct {
+	// Location is the checkpoint storage's location.
+	Location string
+	// Restored is the checkpoint recovery would restore, 0 for none.
+	Restored int64
+
+	past []sinkProgress
+}
+
+// Error says what the sinks published, what is missing and the ways on.
+func (e *PublishedPastError) Error() string {
+	target, replay := "no checkpoint", "starting without a checkpoint replays every record from the sources' start"
+	if e.Restored > 0 {
+		target = fmt.Sprintf("checkpoint %d", e.Restored)
+		replay = fmt.Sprintf("restoring checkpoint %d replays every record after it", e.Restored)
+	}
+	var newest int64
+	for _, p := range e.past {
+		newest = max(newest, p.last)
+	}
+	return fmt.Sprintf("the newest complete checkpoint in %s is %s, but %s: checkpoint %d and any between were deleted or lost (a missing checkpoint directory or _metadata), and %s, so that output would be published twice. "+
+		"Restore the missing checkpoint from a backup and run again, or run with --allow-duplicates (Options.AllowDuplicates) to restore %s and publish that output a second time (at-least-once for this recovery)",
+		e.Location, target, e.describeSinks(), newest, replay, target)
+}
+
+// describeSinks says, per sink, what it published after the restored checkpoint.
+func (e *PublishedPastError) describeSinks() string {
+	return (&CorruptCheckpointError{past: e.past}).describeSinks()
+}
+
+// Unwrap returns ErrIncompatible: a restart cannot bring the checkpoint back.
+func (e *PublishedPastError) Unwrap() error { return ErrIncompatible }

@@ -348,7 +348,7 @@ func TestCoordinatorTriggerNow(t *testing.T) {
 	o := checkpoint.DefaultOptions()
 	o.Interval, o.MinPause = time.Hour, time.Hour
 	task := checkpoint.TaskID{Operator: "a"}
-	c, err := checkpoint.New(checkpoint.Config{Options: o, Pipeline: "p", JobID: "j", Tasks: []checkpoint.TaskID{task}, NextID: 1})
+	c, err := checkpoint.New(checkpoint.Config{Options: o, Pipeline: "p", JobID: "j", Tasks: []checkpoint.TaskID{task}, NextID: 1, Reserved: 100})
 	if err != nil {
 		t.Fatal(err)
 	}

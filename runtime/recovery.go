@@ -29,6 +29,9 @@ type recovery struct {
 	dropped map[string]bool
 	// checked is set once the recovery point was checked against the plan.
 	checked bool
+	// ledger is the checkpoint ledger as the recovery left it (durable):
+	// the attempt's coordinator reserves ids above its reservation.
+	ledger checkpoint.Ledger
 }
 
 // recover finds the latest complete checkpoint whose every file verifies,
@@ -40,14 +43,24 @@ type recovery struct {
 // verified and checked.
 func (j *Job) recover(ctx context.Context) (*recovery, error) {
 	rec := &recovery{topology: j.plan.topology()}
-	c, err := j.chooseRecoveryPoint(ctx)
+	ledger, err := j.readLedger(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if len(c.damaged) > 0 {
-		if err := j.checkFallback(ctx, c); err != nil {
-			return nil, err
-		}
+	c, err := j.chooseRecoveryPoint(ctx, &ledger)
+	if err != nil {
+		return nil, err
+	}
+	if c.meta == nil && c.jobID == "" && ledger.JobID != "" {
+		// No checkpoint is left, but the ledger names the job that wrote
+		// them: its sinks' published output is looked up under that id.
+		c.jobID = ledger.JobID
+	}
+	// Every recovery, not only one that skips damage: a newest checkpoint
+	// that was deleted or lost its metadata leaves no trace but the sinks'
+	// published output.
+	if err := j.checkFallback(ctx, c); err != nil {
+		return nil, err
 	}
 	switch {
 	case c.meta != nil:
@@ -68,7 +81,7 @@ func (j *Job) recover(ctx context.Context) (*recovery, error) {
 	if err := j.publishRecoveryPoint(ctx, rec); err != nil {
 		return nil, err
 	}
-	if err := j.cleanStorage(ctx, rec); err != nil {
+	if err := j.cleanStorage(ctx, rec, ledger); err != nil {
 		return nil, err
 	}
 	if rec.meta != nil {
@@ -118,8 +131,10 @@ func (j *Job) publishRecoveryPoint(ctx context.Context, rec *recovery) error {
 }
 
 // cleanStorage deletes checkpoints newer than the recovery point (they never
-// completed, or could not be read) and applies retention; it picks the next id.
-func (j *Job) cleanStorage(ctx context.Context, rec *recovery) error {
+// completed, or could not be read) and those the ledger records as failed,
+// applies retention, picks the next id (above every id stored or reserved)
+// and settles the ledger.
+func (j *Job) cleanStorage(ctx context.Context, rec *recovery, ledger checkpoint.Ledger) error {
 	var latest int64
 	if rec.meta != nil {
 		latest = rec.meta.ID
@@ -131,10 +146,15 @@ func (j *Job) cleanStorage(ctx context.Context, rec *recovery) error {
 	// Ids keep increasing across in-process restarts: a checkpoint that
 	// failed before the restart was discarded and left nothing in storage,
 	// but its id was used (logs, metrics, sinks' staging).
-	rec.nextID = max(latest, j.triggered.Load()) + 1
+	rec.nextID = max(latest, j.triggered.Load(), ledger.Reserved) + 1
 	for _, e := range entries {
 		rec.nextID = max(rec.nextID, e.ID+1)
-		if e.ID > latest && !e.Complete {
+		switch {
+		case ledger.IsFailed(e.ID):
+			if err := j.storage.Discard(ctx, e.ID); err != nil {
+				return fmt.Errorf("discarding checkpoint %d, which failed: %w", e.ID, err)
+			}
+		case e.ID > latest && !e.Complete:
 			if err := j.storage.Discard(ctx, e.ID); err != nil {
 				return fmt.Errorf("discarding incomplete checkpoint %d: %w", e.ID, err)
 			}
@@ -149,12 +169,14 @@ func (j *Job) cleanStorage(ctx context.Context, rec *recovery) error {
 	if err != nil {
 		return fmt.Errorf("listing checkpoints in %s: %w", j.storage.Location(), err)
 	}
+	present := map[int64]bool{}
 	for _, e := range entries {
+		present[e.ID] = true
 		if e.Complete && e.ID <= latest {
 			rec.retained = append(rec.retained, e.ID)
 		}
 	}
-	return nil
+	return j.settleLedger(ctx, rec, ledger, present)
 }
 
 // restoreState returns the state of node subtask t from the recovery point and

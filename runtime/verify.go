@@ -55,13 +55,14 @@ func isDamage(err error) bool {
 	return storage.IsCorrupt(err) || errors.Is(err, storage.ErrNotFound) || state.IsCorrupt(err)
 }
 
-// chooseRecoveryPoint walks the complete checkpoints newest first and returns
+// chooseRecoveryPoint walks the complete checkpoints newest first (but those
+// the ledger records as failed) and returns
 // the first one whose metadata and every state file verify, with the newer
 // ones that did not. Any error other than damage (I/O, a cancelled context,
 // metadata of another pipeline or format) stops the walk and is returned:
 // falling back because of a passing failure would restore older state than
 // the sinks have published.
-func (j *Job) chooseRecoveryPoint(ctx context.Context) (*candidate, error) {
+func (j *Job) chooseRecoveryPoint(ctx context.Context, ledger *checkpoint.Ledger) (*candidate, error) {
 	entries, err := j.storage.List(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("listing checkpoints in %s: %w", j.storage.Location(), err)
@@ -70,6 +71,12 @@ func (j *Job) chooseRecoveryPoint(ctx context.Context) (*candidate, error) {
 	for i := len(entries) - 1; i >= 0; i-- {
 		e := entries[i]
 		if !e.Complete {
+			continue
+		}
+		if ledger.IsFailed(e.ID) {
+			// Reported failed, though its metadata is stored: the job went
+			// on as if it never completed (cleanStorage deletes it).
+			j.log.Warn("skipping a checkpoint that was reported failed although its metadata is stored", "checkpoint", e.ID, "storage", j.storage.Location())
 			continue
 		}
 		m, files, err := j.verifyCheckpoint(ctx, e.ID, c)
