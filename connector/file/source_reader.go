@@ -54,6 +54,10 @@ type reader[T any] struct {
 	// the policy's MaxRecordBytes when set, else MaxLineBytes.
 	maxLine   int
 	limitName string
+
+	// clock is the subtask's processing time (polls, watermark idleness):
+	// time.Now, or a test's clock set before Open.
+	clock func() time.Time
 }
 
 // SetBadRecords sets the subtask's bad-record policy (see
@@ -106,7 +110,10 @@ func (r *reader[T]) Open(ctx *runtime.Context) error {
 	r.known = map[string]*split{}
 	r.wm = watermark.NewTracker(r.cfg.Watermark)
 	r.patternParts = strings.Split(filepath.ToSlash(r.cfg.Path), "/")
-	now := time.Now()
+	if r.clock == nil {
+		r.clock = time.Now
+	}
+	now := r.clock()
 
 	var pos position
 	switch {
@@ -285,7 +292,7 @@ func (r *reader[T]) next() *split {
 }
 
 func (r *reader[T]) Read() (runtime.ReadResult, error) {
-	now := time.Now()
+	now := r.clock()
 	if !r.stopAtLatest() && !now.Before(r.nextPoll) {
 		if err := r.poll(now); err != nil {
 			return runtime.ReadResult{}, err
@@ -315,7 +322,7 @@ func (r *reader[T]) Read() (runtime.ReadResult, error) {
 		return runtime.ReadResult{}, err
 	}
 	var res runtime.ReadResult
-	now = time.Now()
+	now = r.clock()
 	res.Watermark, res.Idle = r.wm.Current(now.UnixNano())
 	switch {
 	case r.stopAtLatest():

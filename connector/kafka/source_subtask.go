@@ -63,6 +63,11 @@ type srcSubtask[T any] struct {
 	// setup is the bad-record policy (SetBadRecords); bad applies it.
 	setup stream.BadRecordSetup
 	bad   *stream.BadRecords
+
+	// clock is the processing time the watermark tracker is given:
+	// time.Now, or a test's clock set before Open. Only the task goroutine
+	// calls it.
+	clock func() time.Time
 }
 
 // SetBadRecords sets the subtask's bad-record policy (see
@@ -79,6 +84,9 @@ func (t *srcSubtask[T]) errorf(format string, args ...any) error {
 func (t *srcSubtask[T]) Open(ctx *runtime.Context) error {
 	t.cfg = &t.src.cfg
 	cfg := t.cfg
+	if t.clock == nil {
+		t.clock = time.Now
+	}
 	t.out = ctx.Output
 	t.log = ctx.Log
 	if t.log == nil {
@@ -143,7 +151,7 @@ func (t *srcSubtask[T]) Open(ctx *runtime.Context) error {
 		}
 	}
 
-	now := time.Now().UnixNano()
+	now := t.clock().UnixNano()
 	t.wm = watermark.NewTracker(cfg.Watermark)
 	t.parts = map[int32]*srcPart{}
 	assign := map[int32]kgo.Offset{}
@@ -244,7 +252,7 @@ func (t *srcSubtask[T]) Read() (runtime.ReadResult, error) {
 		return runtime.ReadResult{}, err
 	}
 	var res runtime.ReadResult
-	res.Watermark, res.Idle = t.wm.Current(time.Now().UnixNano())
+	res.Watermark, res.Idle = t.wm.Current(t.clock().UnixNano())
 	if len(batch) == 0 {
 		res.Wait = t.cfg.PollInterval
 	}
@@ -313,7 +321,7 @@ func (t *srcSubtask[T]) finish(part *srcPart) {
 // start: they were created, or grew into this subtask's share, after the
 // subtask opened, so nothing of them was read before.
 func (t *srcSubtask[T]) addPartitions(found []srcFound) {
-	now := time.Now().UnixNano()
+	now := t.clock().UnixNano()
 	assign := map[int32]kgo.Offset{}
 	for _, f := range found {
 		if t.parts[f.partition] != nil {
