@@ -56,6 +56,8 @@ type srcSubtask[T any] struct {
 
 	disc    *srcDiscovery
 	commits *srcGroupCommitter
+	// looks lists end offsets for idleness; nil without an idle timeout.
+	looks *srcIdleLooks
 	// pending are the positions of checkpoints not yet known complete, by
 	// increasing id (PositionAt).
 	pending []srcPending
@@ -213,6 +215,9 @@ func (t *srcSubtask[T]) Open(ctx *runtime.Context) error {
 	if cfg.Group != "" {
 		t.commits = startGroupCommitter(t.adm, cfg, t.log)
 	}
+	if it := cfg.Watermark.IdleTimeout; it > 0 {
+		t.looks = newIdleLooks(t.adm, cfg, it, t.log)
+	}
 	t.log.Info("kafka source opened", "topic", cfg.Topic, "partitions", len(t.parts), "restored", resume.restored, "bounded", bounded)
 	return nil
 }
@@ -252,7 +257,9 @@ func (t *srcSubtask[T]) Read() (runtime.ReadResult, error) {
 		return runtime.ReadResult{}, err
 	}
 	var res runtime.ReadResult
-	res.Watermark, res.Idle = t.wm.Current(t.clock().UnixNano())
+	now := t.clock()
+	t.lookForIdle(now)
+	res.Watermark, res.Idle = t.wm.Current(now.UnixNano())
 	if len(batch) == 0 {
 		res.Wait = t.cfg.PollInterval
 	}
@@ -429,9 +436,10 @@ func (t *srcSubtask[T]) NotifyComplete(id int64) error {
 func (t *srcSubtask[T]) Close() error {
 	t.disc.stop()
 	t.commits.stop()
+	t.looks.stop()
 	if t.cl != nil {
 		t.cl.Close()
 	}
-	t.disc, t.commits, t.cl = nil, nil, nil
+	t.disc, t.commits, t.looks, t.cl = nil, nil, nil, nil
 	return nil
 }
