@@ -266,9 +266,16 @@ func (r *reader[T]) Read() (runtime.ReadResult, error) {
 		}
 		return r.result(now, reconnectPoll), nil
 	}
+	asked := now
 	n, failure, err := r.fetch()
 	if err != nil {
 		return runtime.ReadResult{}, err
+	}
+	if n == 0 && failure == nil {
+		// The server answered the no-wait pull sent after asked with no
+		// message pending: the one look that may make the source idle
+		// (an outage or a stall, where it could not look, never does).
+		r.wm.CaughtUp(0, asked.UnixNano())
 	}
 	now = r.clock()
 	if failure != nil {
