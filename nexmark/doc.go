@@ -52,4 +52,8 @@
 // position is the next such n, and a restored subtask continues exactly. The
 // record time is the event's date_time in Unix nanoseconds; the watermark is
 // the largest record time emitted minus SourceConfig.MaxDelay minus 1ns.
+// A subtask never reports itself idle (there is no idle timeout): it always
+// has events to come, rate-limited or not, and they lie between the other
+// subtasks' in event time, so consumers that moved on without it would find
+// them late.
 package nexmark

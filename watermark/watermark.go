@@ -5,10 +5,20 @@
 // has seen event times up to T promises nothing earlier than T - MaxDelay
 // follows, so its watermark is T - MaxDelay - 1ns (a record exactly MaxDelay
 // behind the newest one is still on time). Idleness (IdleTimeout): a split
-// that produced nothing for IdleTimeout of processing time stops holding the
-// subtask's watermark back, and holds it again as soon as it produces a
-// record. The subtask's watermark is the minimum over its active splits; when
-// every split is idle (or it has none) the subtask is idle.
+// that produced nothing for IdleTimeout of processing time, and that its
+// source has since seen with nothing more to read (CaughtUp), stops holding
+// the subtask's watermark back; it holds it again as soon as it produces a
+// record, or when the source has not seen it caught up for IdleTimeout. The
+// subtask's watermark is the minimum over its active splits; when every
+// split is idle (or it has none) the subtask is idle.
+//
+// Time alone never makes a split idle. A split the engine did not look at
+// for a while (a long GC pause, VM steal, SIGSTOP, a busy machine) may hold
+// records of that whole while; counting it idle would let the other splits'
+// records of the same while move the watermark past them, and they would be
+// dropped as late. Only the source can tell "nothing to read" from "not
+// read": a Kafka partition's position at its end offset, a NATS consumer
+// without pending messages, a file read to its end.
 package watermark
 
 import (
@@ -27,8 +37,10 @@ type Strategy struct {
 	// split is in event-time order.
 	MaxDelay time.Duration
 	// IdleTimeout is how long a split may produce nothing before it stops
-	// holding the watermark back. The default value 0 means never: a quiet
-	// split holds the watermark until it produces again.
+	// holding the watermark back, provided its source has seen it with
+	// nothing more to read after that long (see Tracker.CaughtUp). The
+	// default value 0 means never: a quiet split holds the watermark until
+	// it produces again.
 	IdleTimeout time.Duration
 }
 
@@ -53,7 +65,11 @@ type split struct {
 	touched bool
 	// lastActive is the processing time (Unix ns) the split last produced.
 	lastActive int64
-	finished   bool
+	// caughtUp is the processing time (Unix ns) of the newest look at which
+	// the source saw the split with nothing more to read; valid when proven.
+	caughtUp int64
+	proven   bool
+	finished bool
 }
 
 // Tracker tracks the splits of one source subtask. It is not safe for
@@ -90,6 +106,41 @@ func (t *Tracker) Observe(i int, eventTime int64) {
 // Finish marks split i as ended: it no longer holds the watermark back.
 func (t *Tracker) Finish(i int) { t.splits[i].finished = true }
 
+// CaughtUp records that the source looked at split i at processing time at
+// (Unix ns) and found nothing more to read: every record available then has
+// been passed to Observe. at must not be later than the look itself: for a
+// request, the time it was sent, not the time its answer came. A look taken
+// before the split's last record, or before that record plus IdleTimeout,
+// proves nothing about the quiet that followed and does not make it idle.
+//
+// INVARIANT: a split is idle at now only when its newest look satisfies
+// lastActive + IdleTimeout <= at and now - at <= IdleTimeout: a look counts
+// for IdleTimeout, so a source keeps looking at its quiet splits at least
+// that often, and a look from before a longer stall counts for nothing after
+// it.
+func (t *Tracker) CaughtUp(i int, at int64) {
+	sp := &t.splits[i]
+	if !sp.proven || at > sp.caughtUp {
+		sp.caughtUp, sp.proven = at, true
+	}
+}
+
+// Quiet reports whether split i, active, has produced nothing for
+// IdleTimeout at processing time now, so that only a look finding nothing
+// to read (CaughtUp) is missing to make it idle. Sources whose looks cost a
+// request (Kafka: listing end offsets) ask it to look only at such splits.
+func (t *Tracker) Quiet(i int, now int64) bool {
+	sp := &t.splits[i]
+	return t.s.IdleTimeout > 0 && !sp.finished && !sp.touched && now-sp.lastActive >= int64(t.s.IdleTimeout)
+}
+
+// idle reports whether sp, not touched since the last Current, is idle at
+// now (see the invariant at CaughtUp).
+func (t *Tracker) idle(sp *split, now int64) bool {
+	it := int64(t.s.IdleTimeout)
+	return it > 0 && sp.proven && sp.caughtUp-sp.lastActive >= it && now-sp.caughtUp <= it
+}
+
 // Current returns the subtask's watermark at processing time now (Unix ns)
 // and whether the subtask is idle. The watermark never decreases: a split
 // that rejoins behind it produces late records, it does not move it back.
@@ -103,7 +154,7 @@ func (t *Tracker) Current(now int64) (wm int64, idle bool) {
 		}
 		if sp.touched {
 			sp.touched, sp.lastActive = false, now
-		} else if t.s.IdleTimeout > 0 && now-sp.lastActive >= int64(t.s.IdleTimeout) {
+		} else if t.idle(sp, now) {
 			continue
 		}
 		active = true

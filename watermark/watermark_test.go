@@ -33,6 +33,7 @@ func TestMinimumOverSplitsAndIdleness(t *testing.T) {
 		t.Fatalf("watermark %d before b's idle timeout, want 49", wm)
 	}
 	tr.Observe(a, 300)
+	tr.CaughtUp(b, 6*sec) // the source found nothing more to read in b
 	if wm, idle := tr.Current(6 * sec); wm != 299 || idle {
 		t.Fatalf("after b idled: %d idle=%v, want 299 active", wm, idle)
 	}
@@ -47,6 +48,8 @@ func TestMinimumOverSplitsAndIdleness(t *testing.T) {
 		t.Fatalf("b (at 60) holds the watermark at 299: got %d", wm)
 	}
 	// Everything idle: the subtask is idle and keeps its watermark.
+	tr.CaughtUp(a, 20*sec)
+	tr.CaughtUp(b, 20*sec)
 	if wm, idle := tr.Current(20 * sec); wm != 299 || !idle {
 		t.Fatalf("all idle: %d idle=%v, want 299 idle", wm, idle)
 	}

@@ -60,8 +60,12 @@ type Config struct {
 	EventInterval time.Duration
 	// Watermark is the watermark strategy. Records are in event-time order
 	// per subtask, so the zero value (watermark = last event time - 1ns)
-	// loses nothing; IdleTimeout lets a rate-limited subtask that emits
-	// nothing for that long stop holding the watermark back.
+	// loses nothing. IdleTimeout lets a rate-limited subtask that emitted
+	// nothing for that long, and whose rate allowed no record when it last
+	// looked, stop holding the watermark back; its next record lies between
+	// the other subtasks' in event time, so it may then be late. Without a
+	// rate a subtask always has records and is never idle; a subtask
+	// without lanes is always idle.
 	Watermark watermark.Strategy
 }
 
@@ -408,11 +412,14 @@ func (t *subtask[T]) Read() (runtime.ReadResult, error) {
 		n = min(n, max(left, 0))
 	}
 	var wait time.Duration
+	looked := time.Now()
+	nothingDue := false
 	if cfg.Rate > 0 {
 		perSubtask := cfg.Rate * float64(owned) / float64(stride)
-		due := int64(time.Since(t.opened).Seconds()*perSubtask) + 1 - t.emitted
+		due := int64(looked.Sub(t.opened).Seconds()*perSubtask) + 1 - t.emitted
 		if due <= 0 {
 			wait = time.Duration(float64(time.Second) * float64(1-due) / perSubtask)
+			nothingDue = true
 		}
 		n = min(n, max(due, 0))
 	}
@@ -433,8 +440,14 @@ func (t *subtask[T]) Read() (runtime.ReadResult, error) {
 			return runtime.ReadResult{}, err
 		}
 	}
-	// Come back by the idle timeout at the latest, so a rate that leaves the
-	// subtask quiet that long is reported idle.
+	if nothingDue {
+		// The rate allowed no record at looked: the generator's look that
+		// may make it idle. Without a rate it always has records to give.
+		t.wm.CaughtUp(0, looked.UnixNano())
+	}
+	// Come back by the idle timeout at the latest, to look again: a look
+	// counts for the idle timeout, and a rate that leaves the subtask quiet
+	// that long is then reported idle.
 	if it := cfg.Watermark.IdleTimeout; it > 0 && wait > it {
 		wait = it
 	}

@@ -89,8 +89,13 @@
 // latest a file read to its end is finished and no longer holds the
 // watermark back. Following, a file is never known to be complete: a quiet
 // file holds the watermark until Watermark.IdleTimeout makes it idle, and
-// its next record may then be late. A file that appears later holds the
-// watermark from then until it produces, and its records may be late.
+// its next record may then be late. A file is idle once it produced nothing
+// for IdleTimeout and a look after that found it at its end (a read that
+// reached the end, or a poll that found it not grown); polls come at least
+// every IdleTimeout/2 then, to keep it idle. A file the subtask did not get
+// to read (a stall of the engine, max_open_files) is never idle. A file
+// that appears later holds the watermark from then until it produces, and
+// its records may be late.
 // Within a file, records later than max_delay behind the file's newest are
 // late downstream.
 package file

@@ -54,6 +54,13 @@ type reader[T any] struct {
 	// the policy's MaxRecordBytes when set, else MaxLineBytes.
 	maxLine   int
 	limitName string
+
+	// clock is the subtask's processing time (polls, watermark idleness):
+	// time.Now, or a test's clock set before Open.
+	clock func() time.Time
+	// lookAt is the processing time (Unix ns) the current Read began: every
+	// look at a file in it (a poll's stat, a read to its end) came after.
+	lookAt int64
 }
 
 // SetBadRecords sets the subtask's bad-record policy (see
@@ -106,7 +113,10 @@ func (r *reader[T]) Open(ctx *runtime.Context) error {
 	r.known = map[string]*split{}
 	r.wm = watermark.NewTracker(r.cfg.Watermark)
 	r.patternParts = strings.Split(filepath.ToSlash(r.cfg.Path), "/")
-	now := time.Now()
+	if r.clock == nil {
+		r.clock = time.Now
+	}
+	now := r.clock()
 
 	var pos position
 	switch {
@@ -174,8 +184,19 @@ func (r *reader[T]) Open(ctx *runtime.Context) error {
 		r.listed = true
 		return nil
 	}
-	r.nextPoll = now.Add(r.cfg.PollInterval)
+	r.nextPoll = now.Add(r.pollEvery())
 	return r.discover(now)
+}
+
+// pollEvery is the time between two polls: PollInterval, or half the idle
+// timeout when that is shorter. A look at a file counts for the idle timeout
+// (watermark.Tracker.CaughtUp), and the polls are the looks at files read to
+// their end, so they must come often enough to keep a quiet file idle.
+func (r *reader[T]) pollEvery() time.Duration {
+	if it := r.cfg.Watermark.IdleTimeout; it > 0 && it/2 < r.cfg.PollInterval {
+		return max(it/2, time.Millisecond)
+	}
+	return r.cfg.PollInterval
 }
 
 // owns reports whether path is this subtask's: the file's key group, as
@@ -261,6 +282,8 @@ func (r *reader[T]) poll(now time.Time) error {
 			return s.truncated(fi.Size())
 		case fi.Size() > s.readOff():
 			s.pending = true
+		default:
+			r.wm.CaughtUp(s.idx, now.UnixNano()) // not grown: nothing to read
 		}
 	}
 	if gone {
@@ -285,12 +308,13 @@ func (r *reader[T]) next() *split {
 }
 
 func (r *reader[T]) Read() (runtime.ReadResult, error) {
-	now := time.Now()
+	now := r.clock()
+	r.lookAt = now.UnixNano()
 	if !r.stopAtLatest() && !now.Before(r.nextPoll) {
 		if err := r.poll(now); err != nil {
 			return runtime.ReadResult{}, err
 		}
-		r.nextPoll = now.Add(r.cfg.PollInterval)
+		r.nextPoll = now.Add(r.pollEvery())
 	}
 	var batch runtime.Batch[T]
 	for range len(r.splits) {
@@ -315,19 +339,15 @@ func (r *reader[T]) Read() (runtime.ReadResult, error) {
 		return runtime.ReadResult{}, err
 	}
 	var res runtime.ReadResult
-	now = time.Now()
+	now = r.clock()
 	res.Watermark, res.Idle = r.wm.Current(now.UnixNano())
 	switch {
 	case r.stopAtLatest():
 		res.Exhausted = !slices.ContainsFunc(r.splits, func(s *split) bool { return !s.done })
 	case len(batch) == 0:
-		// Nothing to read until the next poll; come back by the idle
-		// timeout at the latest so idleness is reported on time.
-		wait := r.nextPoll.Sub(now)
-		if it := r.cfg.Watermark.IdleTimeout; it > 0 && wait > it {
-			wait = it
-		}
-		res.Wait = max(wait, time.Millisecond)
+		// Nothing to read until the next poll (which comes often enough
+		// for idleness, see pollEvery).
+		res.Wait = max(r.nextPoll.Sub(now), time.Millisecond)
 	}
 	return res, nil
 }
@@ -421,10 +441,12 @@ func (r *reader[T]) failed(s *split, err error) error {
 	return err
 }
 
-// caughtUp closes s after it had nothing more to read.
+// caughtUp closes s after it had nothing more to read: a look that may
+// make it idle.
 func (r *reader[T]) caughtUp(s *split) {
 	s.release()
 	s.pending = false
+	r.wm.CaughtUp(s.idx, r.lookAt)
 	if s.end >= 0 && s.off >= s.end {
 		s.done = true
 		r.wm.Finish(s.idx)

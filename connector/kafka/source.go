@@ -30,8 +30,14 @@
 // time (helpers: RecordTimestamp, JSONEventTime, DecodeJSON). The watermark
 // strategy applies per partition through watermark.Tracker: a subtask's
 // watermark is the minimum over its partitions that are neither finished nor
-// idle; a partition with no record for IdleTimeout stops holding it back; a
-// subtask without partitions is idle.
+// idle; a subtask without partitions is idle. A partition is idle when it
+// produced no record for IdleTimeout and a listing of end offsets sent after
+// that (the last stable offsets under read_committed) found its position at
+// its end; while any partition is quiet the subtask lists them every
+// IdleTimeout/4 on a goroutine of its own, and a listing counts for
+// IdleTimeout. A partition the subtask did not get to read (a stall of the
+// engine, a fetch that favoured other partitions, a broker outage) is never
+// idle, so its records are not made late by the others'.
 //
 // New partitions. An unbounded source lists the topic's partitions every
 // DiscoveryInterval on a background goroutine; a new partition owned by the

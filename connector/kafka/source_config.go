@@ -86,7 +86,9 @@ type SourceConfig struct {
 	// time of that partition are on time. The zero value (in-order
 	// partitions, never idle) loses nothing when each partition is in
 	// event-time order, but a quiet partition then holds the watermark
-	// back: set IdleTimeout for topics with quiet partitions.
+	// back: set IdleTimeout for topics with quiet partitions. A partition
+	// is idle only once a listing of end offsets shows it read to its end
+	// after IdleTimeout without records (see the package doc).
 	Watermark watermark.Strategy
 	// ReadUncommitted reads records of open and aborted transactions too
 	// (Kafka's isolation.level=read_uncommitted). The default false reads

@@ -56,6 +56,8 @@ type srcSubtask[T any] struct {
 
 	disc    *srcDiscovery
 	commits *srcGroupCommitter
+	// looks lists end offsets for idleness; nil without an idle timeout.
+	looks *srcIdleLooks
 	// pending are the positions of checkpoints not yet known complete, by
 	// increasing id (PositionAt).
 	pending []srcPending
@@ -63,6 +65,11 @@ type srcSubtask[T any] struct {
 	// setup is the bad-record policy (SetBadRecords); bad applies it.
 	setup stream.BadRecordSetup
 	bad   *stream.BadRecords
+
+	// clock is the processing time the watermark tracker is given:
+	// time.Now, or a test's clock set before Open. Only the task goroutine
+	// calls it.
+	clock func() time.Time
 }
 
 // SetBadRecords sets the subtask's bad-record policy (see
@@ -79,6 +86,9 @@ func (t *srcSubtask[T]) errorf(format string, args ...any) error {
 func (t *srcSubtask[T]) Open(ctx *runtime.Context) error {
 	t.cfg = &t.src.cfg
 	cfg := t.cfg
+	if t.clock == nil {
+		t.clock = time.Now
+	}
 	t.out = ctx.Output
 	t.log = ctx.Log
 	if t.log == nil {
@@ -143,7 +153,7 @@ func (t *srcSubtask[T]) Open(ctx *runtime.Context) error {
 		}
 	}
 
-	now := time.Now().UnixNano()
+	now := t.clock().UnixNano()
 	t.wm = watermark.NewTracker(cfg.Watermark)
 	t.parts = map[int32]*srcPart{}
 	assign := map[int32]kgo.Offset{}
@@ -205,6 +215,9 @@ func (t *srcSubtask[T]) Open(ctx *runtime.Context) error {
 	if cfg.Group != "" {
 		t.commits = startGroupCommitter(t.adm, cfg, t.log)
 	}
+	if it := cfg.Watermark.IdleTimeout; it > 0 {
+		t.looks = newIdleLooks(t.adm, cfg, it, t.log)
+	}
 	t.log.Info("kafka source opened", "topic", cfg.Topic, "partitions", len(t.parts), "restored", resume.restored, "bounded", bounded)
 	return nil
 }
@@ -244,7 +257,9 @@ func (t *srcSubtask[T]) Read() (runtime.ReadResult, error) {
 		return runtime.ReadResult{}, err
 	}
 	var res runtime.ReadResult
-	res.Watermark, res.Idle = t.wm.Current(time.Now().UnixNano())
+	now := t.clock()
+	t.lookForIdle(now)
+	res.Watermark, res.Idle = t.wm.Current(now.UnixNano())
 	if len(batch) == 0 {
 		res.Wait = t.cfg.PollInterval
 	}
@@ -313,7 +328,7 @@ func (t *srcSubtask[T]) finish(part *srcPart) {
 // start: they were created, or grew into this subtask's share, after the
 // subtask opened, so nothing of them was read before.
 func (t *srcSubtask[T]) addPartitions(found []srcFound) {
-	now := time.Now().UnixNano()
+	now := t.clock().UnixNano()
 	assign := map[int32]kgo.Offset{}
 	for _, f := range found {
 		if t.parts[f.partition] != nil {
@@ -421,9 +436,10 @@ func (t *srcSubtask[T]) NotifyComplete(id int64) error {
 func (t *srcSubtask[T]) Close() error {
 	t.disc.stop()
 	t.commits.stop()
+	t.looks.stop()
 	if t.cl != nil {
 		t.cl.Close()
 	}
-	t.disc, t.commits, t.cl = nil, nil, nil
+	t.disc, t.commits, t.looks, t.cl = nil, nil, nil, nil
 	return nil
 }

@@ -108,7 +108,7 @@ func (r *reader[T]) failed(cause error) error {
 		backoff *= 2
 	}
 	backoff = min(backoff, maxRetryBackoff)
-	r.retryAt = time.Now().Add(backoff)
+	r.retryAt = r.clock().Add(backoff)
 	r.log.Warn("nats source: reading failed; retrying from the position", "stream", r.cfg.Stream, "sequence", r.pos.Next,
 		"attempt", r.failures, "max_retries", r.cfg.MaxRetries, "backoff", backoff, "err", cause)
 	return nil

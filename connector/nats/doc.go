@@ -72,7 +72,13 @@
 // JetStream store time), JSON and JSONWithTime (a top-level JSON field,
 // RFC 3339 or epoch milliseconds) are ready-made. The stream is one split of a
 // watermark.Tracker: the watermark is the newest event time minus MaxDelay
-// minus 1ns, and after IdleTimeout without messages the source is idle.
+// minus 1ns. The source is idle once it received no message for IdleTimeout
+// and a pull sent after that found no message pending; it stays idle while
+// its pulls (every PollInterval) keep finding none. A source that cannot
+// pull (the server is down or restarting, the consumer is being recreated,
+// the engine itself stalled) is never idle, however long that lasts: messages
+// may be waiting, and counting it idle would let the pipeline's other inputs
+// move the watermark past them.
 //
 // # Bad messages
 //

@@ -67,6 +67,9 @@ type reader[T any] struct {
 	reconnected atomic.Bool
 
 	wm *watermark.Tracker
+	// clock is the reader's processing time (watermark idleness, retry
+	// backoff): time.Now, or a test's clock set before Open.
+	clock func() time.Time
 
 	// setup is the bad-record policy (SetBadRecords; hasSetup says it was
 	// called); bad applies it.
@@ -81,6 +84,9 @@ func (r *reader[T]) SetBadRecords(s stream.BadRecordSetup) { r.setup, r.hasSetup
 
 func (r *reader[T]) Open(ctx *runtime.Context) error {
 	r.cfg = &r.src.cfg
+	if r.clock == nil {
+		r.clock = time.Now
+	}
 	r.out = ctx.Output
 	r.log = ctx.Log
 	if r.log == nil {
@@ -123,7 +129,7 @@ func (r *reader[T]) Open(ctx *runtime.Context) error {
 	}
 	st := info.State
 	r.wm = watermark.NewTracker(r.cfg.Watermark)
-	r.wm.AddSplit(time.Now().UnixNano())
+	r.wm.AddSplit(r.clock().UnixNano())
 
 	if restored != nil {
 		r.pos = *restored
@@ -228,7 +234,7 @@ func (r *reader[T]) checkReachable(st jetstream.StreamState) error {
 }
 
 func (r *reader[T]) Read() (runtime.ReadResult, error) {
-	now := time.Now()
+	now := r.clock()
 	if r.exhausted {
 		return r.result(now, 0), nil
 	}
@@ -260,11 +266,18 @@ func (r *reader[T]) Read() (runtime.ReadResult, error) {
 		}
 		return r.result(now, reconnectPoll), nil
 	}
+	asked := now
 	n, failure, err := r.fetch()
 	if err != nil {
 		return runtime.ReadResult{}, err
 	}
-	now = time.Now()
+	if n == 0 && failure == nil {
+		// The server answered the no-wait pull sent after asked with no
+		// message pending: the one look that may make the source idle
+		// (an outage or a stall, where it could not look, never does).
+		r.wm.CaughtUp(0, asked.UnixNano())
+	}
+	now = r.clock()
 	if failure != nil {
 		r.dropConsumer()
 		if ferr := r.failed(failure); ferr != nil {
