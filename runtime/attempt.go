@@ -499,7 +499,7 @@ func (a *attempt) publish(x checkpoint.CommitOutput) error {
 	if err := failpoint.Inject("job/after-metadata-before-commit"); err != nil {
 		return err
 	}
-	ctx := context.WithoutCancel(a.ctx)
+	ctx := a.job.commitContext(context.WithoutCancel(a.ctx))
 	for _, c := range x.Commits {
 		var cm Committer
 		for _, n := range a.job.plan.Nodes {

@@ -56,6 +56,11 @@ type Options struct {
 	// such a restore is refused. Flink: --allowNonRestoredState.
 	// The default value is false. CLI: ingest run --allow-non-restored-state.
 	AllowNonRestoredState bool
+	// AcceptLostOutput lets commits publish what is left of staged output
+	// that was deleted or damaged outside the protocol (a staged file gone or
+	// failing its checksum), logging each item left out, instead of stopping
+	// the job: an explicit acceptance of data loss (--accept-lost-output).
+	AcceptLostOutput bool
 }
 
 // Stats are counters of a job, safe to read while it runs.

@@ -78,6 +78,9 @@ func (j *Job) recover(ctx context.Context) (*recovery, error) {
 	if err := j.checkPlanMatches(rec); err != nil {
 		return nil, err
 	}
+	if err := j.claimDestinations(ctx, rec); err != nil {
+		return nil, err
+	}
 	if err := j.publishRecoveryPoint(ctx, rec); err != nil {
 		return nil, err
 	}
@@ -109,7 +112,7 @@ func (j *Job) publishRecoveryPoint(ctx context.Context, rec *recovery) error {
 			if cm == nil {
 				return incompatible(fmt.Errorf("checkpoint %d holds output of sink %q that the pipeline no longer has as a transactional sink", rec.meta.ID, c.Sink))
 			}
-			if err := cm.Commit(ctx, rec.jobID, c); err != nil {
+			if err := cm.Commit(j.commitContext(ctx), rec.jobID, c); err != nil {
 				return fmt.Errorf("re-committing output of checkpoint %d, sink %s, at recovery: %w", c.Checkpoint, c.Sink, err)
 			}
 		}
@@ -261,4 +264,15 @@ func (j *Job) checkPlanMatches(rec *recovery) error {
 	}
 	rec.checked = true
 	return nil
+}
+
+// commitContext is the context of every Commit: it carries the job's log
+// (LoggerFrom) and the permission to publish around lost staged output
+// (Options.AcceptLostOutput).
+func (j *Job) commitContext(ctx context.Context) context.Context {
+	ctx = WithLogger(ctx, j.log)
+	if j.opts.AcceptLostOutput {
+		return WithLostOutputAccepted(ctx)
+	}
+	return ctx
 }

@@ -132,10 +132,10 @@ type RunOptions struct {
 	Restart runtime.RestartOptions
 	// Log receives the job's log; nil discards it.
 	Log *slog.Logger
-	// AllowDuplicates and AllowNonRestoredState are the recovery permissions
-	// of runtime.Options (ingest run --allow-duplicates,
-	// --allow-non-restored-state).
-	AllowDuplicates, AllowNonRestoredState bool
+	// AllowDuplicates, AllowNonRestoredState and AcceptLostOutput are the
+	// recovery permissions of runtime.Options (ingest run --allow-duplicates,
+	// --allow-non-restored-state, --accept-lost-output).
+	AllowDuplicates, AllowNonRestoredState, AcceptLostOutput bool
 }
 
 // NewJob plans the pipeline and returns a job ready to Run.
@@ -169,7 +169,7 @@ func (p *Pipeline) NewJob(o RunOptions) (*runtime.Job, error) {
 		}
 	}
 	return runtime.NewJob(plan, runtime.Options{Checkpoint: o.Checkpoint, Storage: st, Restart: o.Restart, Log: o.Log,
-		AllowDuplicates: o.AllowDuplicates, AllowNonRestoredState: o.AllowNonRestoredState})
+		AllowDuplicates: o.AllowDuplicates, AllowNonRestoredState: o.AllowNonRestoredState, AcceptLostOutput: o.AcceptLostOutput})
 }
 
 // Run plans and runs the pipeline until it finishes, ctx is cancelled or

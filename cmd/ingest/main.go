@@ -124,7 +124,7 @@ func validateCmd() *cobra.Command {
 }
 
 func runCmd() *cobra.Command {
-	var allowDuplicates, allowNonRestored bool
+	var allowDuplicates, allowNonRestored, acceptLost bool
 	var srv serving // serve.go: --http, --log-format, progress
 	cmd := &cobra.Command{
 		Use:   "run FILE",
@@ -150,7 +150,7 @@ unless --allow-non-restored-state drops it.`,
 			log := slog.New(srv.logHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo, ReplaceAttr: redactAttr(p)}))
 			fmt.Fprint(stderr, describe(p))
 			opts := withLog(p, log)
-			opts.AllowDuplicates, opts.AllowNonRestoredState = allowDuplicates, allowNonRestored
+			opts.AllowDuplicates, opts.AllowNonRestoredState, opts.AcceptLostOutput = allowDuplicates, allowNonRestored, acceptLost
 			job, err := p.Stream.NewJob(opts)
 			if err != nil {
 				return &exitError{code: exitConfig, err: p.RedactError(err)}
@@ -179,7 +179,9 @@ unless --allow-non-restored-state drops it.`,
 		},
 	}
 	cmd.Flags().BoolVar(&allowDuplicates, "allow-duplicates", false,
-		"fall back past a damaged newest checkpoint even if a sink already published its output, which is then published again (at-least-once for this recovery)")
+		"restore an older checkpoint than what a sink already published (a damaged, deleted or lost newest checkpoint), publishing that output again (at-least-once for this recovery)")
+	cmd.Flags().BoolVar(&acceptLost, "accept-lost-output", false,
+		"publish what is left of staged sink output that was deleted or damaged outside the engine, logging each file left out, instead of stopping (data loss, accepted)")
 	cmd.Flags().BoolVar(&allowNonRestored, "allow-non-restored-state", false,
 		"drop the checkpointed state of operators the pipeline no longer has instead of refusing to start")
 	srv.flags(cmd.Flags())

@@ -109,7 +109,7 @@ func TestParquetSinkStagesAndCommits(t *testing.T) {
 		}
 	}
 	c0, c1 := snapshot(t, w0, 1), snapshot(t, w1, 1)
-	if len(c0) != 1 || !strings.HasSuffix(string(c0[0].Data), ".parquet") {
+	if len(c0) != 1 || !strings.HasSuffix(file.StagedName(c0[0].Data), ".parquet") {
 		t.Fatalf("committables %+v, want one .parquet file", c0)
 	}
 	if got := committedParquet(t, dir); len(got) != 0 {

@@ -8,11 +8,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -20,11 +21,6 @@ import (
 	"github.com/ingest-engine/ingest/internal/failpoint"
 	"github.com/ingest-engine/ingest/runtime"
 )
-
-// ErrStagedOutputLost marks a commit whose staged file is gone: neither in
-// staging nor already moved. It means output was deleted outside the
-// protocol; the commit fails rather than publish a partial checkpoint.
-var ErrStagedOutputLost = errors.New("staged output lost")
 
 // Encoder appends one record's encoding (without the newline) to dst. An
 // error fails the sink subtask: a record is never replaced or dropped.
@@ -74,49 +70,6 @@ func (s *Sink[T]) NewSubtask() runtime.Operator {
 
 func pendingDir(dir string) string { return filepath.Join(dir, "_staging", "pending") }
 
-// CommittedDir is where checkpoint id's output of job is published.
-func CommittedDir(dir, jobID string, id int64) string {
-	return filepath.Join(dir, fmt.Sprintf("ckpt-%010d-%s", id, jobID))
-}
-
-// LastCommitted returns the newest checkpoint whose output of job jobID is
-// published under the sink's directory (its CommittedDir exists), 0 if none
-// (runtime.CommitTracker). Empty checkpoints publish no directory, which
-// does not matter: there is nothing of theirs to publish twice.
-func (c committer) LastCommitted(_ context.Context, jobID, _ string) (int64, error) {
-	des, err := os.ReadDir(c.dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("file sink: listing published checkpoints in %s: %w", c.dir, err)
-	}
-	var last int64
-	for _, de := range des {
-		if id, ok := parseCommittedDir(de.Name(), jobID); ok && de.IsDir() {
-			last = max(last, id)
-		}
-	}
-	return last, nil
-}
-
-// parseCommittedDir returns the checkpoint id of a CommittedDir name of job
-// jobID.
-func parseCommittedDir(name, jobID string) (int64, bool) {
-	digits, ok := strings.CutPrefix(name, "ckpt-")
-	if !ok {
-		return 0, false
-	}
-	if digits, ok = strings.CutSuffix(digits, "-"+jobID); !ok || len(digits) < 10 {
-		return 0, false
-	}
-	id, err := strconv.ParseInt(digits, 10, 64)
-	if err != nil || id < 0 || digits[0] == '+' {
-		return 0, false
-	}
-	return id, true
-}
-
 // writer is one sink subtask.
 type writer[T any] struct {
 	sink *Sink[T]
@@ -125,6 +78,10 @@ type writer[T any] struct {
 	seq  int
 	f    *os.File
 	w    *bufio.Writer
+	// sum counts and checksums what w writes to f: the committable records
+	// both, and the commit verifies them.
+	sum  checksumWriter
+	dir  string // the sink's directory, absolute
 	file string // current staging file name, "" when none is open
 	// pending are the files prepared and not yet known committed.
 	// INVARIANT: reported in every Snapshot until NotifyComplete(id >= PreparedAt).
@@ -138,6 +95,7 @@ func (w *writer[T]) Open(ctx *runtime.Context) error {
 	var token [4]byte
 	_, _ = rand.Read(token[:])
 	w.name = fmt.Sprintf("part-%d-%s-%s", ctx.Task.Subtask, ctx.JobID, hex.EncodeToString(token[:]))
+	w.dir = absDir(w.sink.dir)
 	return nil
 }
 
@@ -150,10 +108,11 @@ func (w *writer[T]) ProcessBatch(_ int, r runtime.Records) error {
 			return fmt.Errorf("file sink: opening staging file: %w", err)
 		}
 		w.f = f
+		w.sum = checksumWriter{w: f}
 		if w.w == nil {
-			w.w = bufio.NewWriterSize(f, 256<<10)
+			w.w = bufio.NewWriterSize(&w.sum, 256<<10)
 		} else {
-			w.w.Reset(f)
+			w.w.Reset(&w.sum)
 		}
 		w.enc.reset(w.w)
 	}
@@ -175,7 +134,8 @@ func (w *writer[T]) Snapshot(id int64) (runtime.Snapshot, error) {
 		if err := syncDir(pendingDir(w.sink.dir)); err != nil {
 			return runtime.Snapshot{}, fmt.Errorf("file sink: %w", err)
 		}
-		w.pending = append(w.pending, checkpoint.Committable{PreparedAt: id, Data: []byte(w.file)})
+		staged := stagedFile{Dir: w.dir, File: w.file, Size: w.sum.n, CRC: w.sum.crc}
+		w.pending = append(w.pending, checkpoint.Committable{PreparedAt: id, Data: staged.encode()})
 		w.file = ""
 	}
 	return runtime.Snapshot{Committables: slices.Clone(w.pending)}, nil
@@ -216,98 +176,6 @@ func (w *writer[T]) Close() error {
 		w.f = nil
 	}
 	return nil
-}
-
-// committer publishes staged files; it is stateless, all it needs is in the
-// commit and on disk.
-type committer struct{ dir string }
-
-// Commit publishes c's files in one directory rename. It recognises an
-// already published checkpoint, and resumes a commit a crash interrupted.
-func (c committer) Commit(_ context.Context, jobID string, cm checkpoint.Commit) error {
-	final := CommittedDir(c.dir, jobID, cm.Checkpoint)
-	if _, err := os.Stat(final); err == nil {
-		return nil // already committed
-	}
-	if len(cm.Committables) == 0 {
-		return nil
-	}
-	tmp := filepath.Join(c.dir, "_staging", fmt.Sprintf("commit-%s-%d", jobID, cm.Checkpoint))
-	if err := os.MkdirAll(tmp, 0o755); err != nil {
-		return fmt.Errorf("file sink: %w", err)
-	}
-	for i, name := range cm.Committables {
-		if i > 0 {
-			if err := failpoint.Inject("sink/file/mid-commit"); err != nil {
-				return err
-			}
-		}
-		src := filepath.Join(pendingDir(c.dir), string(name))
-		dst := filepath.Join(tmp, string(name))
-		if _, err := os.Stat(dst); err == nil {
-			continue // moved before a crash
-		}
-		if err := os.Rename(src, dst); err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				// Retrying cannot bring the file back: fail at once.
-				return fmt.Errorf("file sink: committing checkpoint %d: staged file %s: %w (%w)", cm.Checkpoint, src, ErrStagedOutputLost, runtime.ErrIncompatible)
-			}
-			return fmt.Errorf("file sink: committing checkpoint %d: %w", cm.Checkpoint, err)
-		}
-	}
-	if err := syncDir(tmp); err != nil {
-		return fmt.Errorf("file sink: %w", err)
-	}
-	if err := os.Rename(tmp, final); err != nil {
-		return fmt.Errorf("file sink: publishing checkpoint %d: %w", cm.Checkpoint, err)
-	}
-	if err := syncDir(c.dir); err != nil {
-		return fmt.Errorf("file sink: %w", err)
-	}
-	return nil
-}
-
-// Abandon deletes everything under <path>/_staging: at recovery, after the
-// recovery point's commits were published, nothing left there will ever be
-// published. The sink's directory must belong to one pipeline.
-func (c committer) Abandon(_ context.Context, _ string) (int, error) {
-	staging := filepath.Join(c.dir, "_staging")
-	var files []string
-	err := filepath.WalkDir(staging, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return err
-		}
-		if !d.IsDir() {
-			files = append(files, path)
-		}
-		return nil
-	})
-	if err != nil {
-		return 0, fmt.Errorf("file sink: listing %s: %w", staging, err)
-	}
-	if len(files) == 0 {
-		return 0, nil
-	}
-	n := len(files)
-	// One file at a time, so a crash can stop the abandon halfway
-	// (failpoint sink/file/mid-abandon): the next recovery deletes the rest.
-	for i, f := range files {
-		if i > 0 {
-			if err := failpoint.Inject("sink/file/mid-abandon"); err != nil {
-				return 0, err
-			}
-		}
-		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return 0, fmt.Errorf("file sink: abandoning %s: %w", f, err)
-		}
-	}
-	if err := os.RemoveAll(staging); err != nil {
-		return 0, fmt.Errorf("file sink: abandoning %s: %w", staging, err)
-	}
-	return n, syncDir(c.dir)
 }
 
 // Sweep deletes the files under <path>/_staging that another job left,
@@ -415,4 +283,18 @@ func syncDir(dir string) error {
 		return fmt.Errorf("syncing directory %s: %w", dir, err)
 	}
 	return nil
+}
+
+// checksumWriter passes writes to w, counting the bytes and their CRC-32C.
+type checksumWriter struct {
+	w   io.Writer
+	n   int64
+	crc uint32
+}
+
+func (c *checksumWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	c.crc = crc32.Update(c.crc, castagnoli, p[:n])
+	return n, err
 }
