@@ -38,3 +38,23 @@ func TestHostileQ4EarlyBidTimerKeepsLaterBids(t *testing.T) {
 		sameRows(t, fmt.Sprintf("q4 p=%d", p), runEvents(t, "q4", evs, p), encode(t, want))
 	}
 }
+
+// TestHostileQ11TouchingBidExactlyDelayBehind: a bid exactly 10 s (the gap)
+// after a bidder's session started touches that session, and is on time when
+// it comes exactly the watermark delay (4 s) behind the newest bid. The
+// session must not have fired before it: one session of three bids, not two.
+//
+// Defends "A restart must not lose accepted data" (the same rows whatever
+// the order of on-time events, as a replay may deliver them) — #12 item 14.
+func TestHostileQ11TouchingBidExactlyDelayBehind(t *testing.T) {
+	base := nexmark.BaseTime
+	evs := []nexmark.Event{
+		bidAt(1, 5, base),        // session [base, base+10 s)
+		bidAt(1, 5, base+14_000), // the watermark reaches base+10 s - 1ns
+		bidAt(1, 5, base+10_000), // exactly 4 s behind: on time; touches [base, base+10 s)
+	}
+	want := []SessionRow{{Bidder: 7, BidCount: 3, StartTime: base, EndTime: base + 24_000}}
+	for _, p := range []int{1, 2} {
+		sameRows(t, fmt.Sprintf("q11 p=%d", p), runEvents(t, "q11", evs, p), encode(t, want))
+	}
+}
