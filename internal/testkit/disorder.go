@@ -74,6 +74,16 @@ func CheckDisorder[T any](recs []T, timeOf func(T) int64, maxDelay int64) error 
 	return nil
 }
 
+// DefaultSeeds returns n, or a fifth of it (at least 1) under the race
+// detector, which makes seeded tests several times slower: the default seed
+// count of a seeded test keeps its package within a few seconds either way.
+func DefaultSeeds(n int) int {
+	if RaceEnabled {
+		return max(1, n/5)
+	}
+	return n
+}
+
 // RunSeeds runs fn once per seed as a subtest named "seed=N": the one seed
 // when one is not 0, else seeds 1..n. A failing seed's log says how to run
 // it alone: replay is the command without the seed flag, for example

@@ -28,7 +28,7 @@ import (
 
 var (
 	oooSeed  = flag.Int64("seed", 0, "TestJoinsOutOfOrder: run only this seed")
-	oooSeeds = flag.Int("seeds", 20, "TestJoinsOutOfOrder: number of seeds to run (1..N)")
+	oooSeeds = flag.Int("seeds", testkit.DefaultSeeds(20), "TestJoinsOutOfOrder: number of seeds to run (1..N); a fifth of the default under -race")
 )
 
 // cogroupSpec is a window cogroup that emits, for every record of a key's

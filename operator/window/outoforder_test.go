@@ -25,7 +25,7 @@ import (
 
 var (
 	oooSeed  = flag.Int64("seed", 0, "TestWindowsOutOfOrder: run only this seed")
-	oooSeeds = flag.Int("seeds", 25, "TestWindowsOutOfOrder: number of seeds to run (1..N)")
+	oooSeeds = flag.Int("seeds", testkit.DefaultSeeds(25), "TestWindowsOutOfOrder: number of seeds to run (1..N); a fifth of the default under -race")
 )
 
 // disordered is one seed's input: records, the steps a source emits them in
