@@ -193,3 +193,31 @@ func TestQueriesOutOfOrderInputShape(t *testing.T) {
 			atExpiry, onBoundary, time.Duration(WatermarkDelay), exactDelay, bidBeforeAuction)
 	}
 }
+
+// The generator's own disorder (OutOfOrderGroupSize: times shuffled within
+// groups of 300 events, 3 s of event time, within the 4 s watermark delay)
+// through the real Nexmark source gives every stateful query its reference
+// result.
+func TestQueriesGeneratorOutOfOrder(t *testing.T) {
+	cfg := nexmark.DefaultConfig()
+	cfg.OutOfOrderGroupSize = 300
+	evs := generate(t, cfg, oooEvents)
+	behind, maxSeen := 0, evs[0].DateTime()
+	for _, e := range evs {
+		if e.DateTime() < maxSeen {
+			behind++
+		}
+		if e.DateTime() < maxSeen-WatermarkDelay.Milliseconds() {
+			t.Fatalf("event %d is more than the watermark delay behind: the test input would have late events", e.EventID)
+		}
+		maxSeen = max(maxSeen, e.DateTime())
+	}
+	if behind < len(evs)/4 {
+		t.Fatalf("only %d of %d events are behind the running maximum: not out of order", behind, len(evs))
+	}
+	for _, q := range oooQueries {
+		if q.stateful {
+			q.check(t, q.name+" over the generator's out-of-order events", runQuery(t, q.name, cfg, oooEvents, 2), evs)
+		}
+	}
+}
