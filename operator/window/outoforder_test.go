@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/ingest-engine/ingest/internal/testkit"
 	"github.com/ingest-engine/ingest/operator/window"
@@ -45,11 +46,16 @@ func (d disordered) String() string {
 // at an instant before or after a grid point, so MaxTimestamps and window
 // ends are hit exactly), and cuts a permutation within the delay into steps
 // of 1..8 records, each followed by the bounded-out-of-orderness watermark.
-func disorderedInput(rng *rand.Rand) disordered {
+// n and keys are the number of records and keys, drawn when 0.
+func disorderedInput(rng *rand.Rand, n, keys int) disordered {
 	grid := []int64{1, 5, 10, 25}[rng.IntN(4)]
 	d := disordered{grid: grid, maxDelay: []int64{0, grid, 4 * grid, 37, 100, 250}[rng.IntN(6)]}
-	n := 300 + rng.IntN(400)
-	keys := 1 + rng.IntN(4)
+	if n == 0 {
+		n = 300 + rng.IntN(400)
+	}
+	if keys == 0 {
+		keys = 1 + rng.IntN(4)
+	}
 	start := []int64{0, -2000, 1_000_000}[rng.IntN(3)]
 	span := int64(n/3 + 1) // grid points: about three records per point
 	for range n {
@@ -153,7 +159,7 @@ func (s spec) reference(recs []runtime.Record[ev]) []out {
 func TestWindowsOutOfOrder(t *testing.T) {
 	testkit.RunSeeds(t, "go test ./operator/window -run '^TestWindowsOutOfOrder$'", *oooSeed, *oooSeeds, func(t *testing.T, seed uint64) {
 		rng := rand.New(rand.NewPCG(seed, 14))
-		in := disorderedInput(rng)
+		in := disorderedInput(rng, 0, 0)
 		for _, s := range windowSpecs {
 			want := s.reference(in.recs)
 			if len(want) == 0 {
@@ -180,4 +186,34 @@ func TestWindowsOutOfOrder(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Through the runtime (two source subtasks, three window subtasks, hash
+// partitioning, checkpoints every millisecond, a transactional sink) with
+// two injected failures and restarts, a seed's out-of-order input commits
+// exactly the reference's output.
+func TestRuntimeWindowsOutOfOrderWithFailures(t *testing.T) {
+	// Enough records and keys that every window subtask has some and the
+	// run spans checkpoints before each failure.
+	in := disorderedInput(rand.New(rand.NewPCG(1, 14)), 3000, 8)
+	for _, s := range []spec{
+		{kind: "tumbling", size: 100, lateness: 250},
+		{kind: "sliding", size: 100, slide: 25, merge: true},
+		{kind: "sliding", size: 100, slide: 40},
+		{kind: "session", gap: 30},
+		{kind: "session", gap: 30, lateness: 200},
+	} {
+		t.Run(s.String(), func(t *testing.T) {
+			want := s.reference(in.recs)
+			plan := failAt(in.steps, 0.4, 0.7)
+			got, stats := job{spec: s, steps: in.steps, srcPar: 2, winPar: 3, perCheckpoint: 10,
+				interval: time.Millisecond, fail: plan}.run(t)
+			if !slices.Equal(got, want) {
+				t.Fatalf("over %v: committed output differs from the reference\n%s", in, diffOuts(got, want))
+			}
+			if n := plan.injected(); n != 2 || stats.Restarts != 2 {
+				t.Errorf("%d failures injected, %d restarts; want 2 and 2 (the run ended too soon?)", n, stats.Restarts)
+			}
+		})
+	}
 }
