@@ -94,8 +94,11 @@ func (f *q4Winning) OnTimer(c *process.Context[int64, winningBid], d process.Dom
 	id := c.Key()
 	a, ok := f.info.Get(id)
 	if !ok {
-		// The watermark passed bids of an auction that has not arrived.
-		f.pending.Clear(id)
+		// The watermark passed bids of an auction that has not arrived:
+		// those bids can no longer qualify (the auction, when it comes on
+		// time, is later than the watermark, so later than them). Bids
+		// after this timer's time still wait: each has its own timer.
+		f.dropDue(id, c.Time())
 		return nil
 	}
 	if c.Time() != nanos(a.Expires) {
@@ -107,6 +110,19 @@ func (f *q4Winning) OnTimer(c *process.Context[int64, winningBid], d process.Dom
 	f.info.Clear(id)
 	f.max.Clear(id)
 	return nil
+}
+
+// dropDue removes the waiting bids of auction id at or before t.
+// INVARIANT: a waiting bid is released only by the timer at its own time or
+// a later one, never by an earlier timer of the same auction.
+func (f *q4Winning) dropDue(id, t int64) {
+	var keep []auctionOrBid
+	for _, b := range f.pending.Get(id) {
+		if nanos(b.DateTime) > t {
+			keep = append(keep, b)
+		}
+	}
+	f.pending.Update(id, keep) // an empty keep clears
 }
 
 // avgAcc is a category's running sum and count of winning prices.

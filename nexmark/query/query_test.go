@@ -3,8 +3,10 @@ package query
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/ingest-engine/ingest/internal/testkit"
 	"github.com/ingest-engine/ingest/nexmark"
 	"github.com/ingest-engine/ingest/runtime"
+	"github.com/ingest-engine/ingest/storage"
 	"github.com/ingest-engine/ingest/stream"
 )
 
@@ -128,12 +131,8 @@ func bidsOf(evs []nexmark.Event) []nexmark.Bid {
 	return out
 }
 
-func TestStatelessQueries(t *testing.T) {
-	cfg := nexmark.DefaultConfig()
-	evs := generate(t, cfg, testEvents)
-	var q0 []Q0Row
-	var q1 []Q1Row
-	var q2 []Q2Row
+// wantStateless returns the rows q0, q1 and q2 produce from evs.
+func wantStateless(evs []nexmark.Event) (q0 []Q0Row, q1 []Q1Row, q2 []Q2Row) {
 	for _, b := range bidsOf(evs) {
 		q0 = append(q0, Q0Row{b.Auction, b.Bidder, b.Price, b.DateTime, b.Extra})
 		// 0.908 × price, exactly, in thousandths.
@@ -142,6 +141,13 @@ func TestStatelessQueries(t *testing.T) {
 			q2 = append(q2, Q2Row{b.Auction, b.Price})
 		}
 	}
+	return q0, q1, q2
+}
+
+func TestStatelessQueries(t *testing.T) {
+	cfg := nexmark.DefaultConfig()
+	evs := generate(t, cfg, testEvents)
+	q0, q1, q2 := wantStateless(evs)
 	sameRows(t, "q0", runQuery(t, "q0", cfg, testEvents, 2), encode(t, q0))
 	sameRows(t, "q1", runQuery(t, "q1", cfg, testEvents, 2), encode(t, q1))
 	sameRows(t, "q2", runQuery(t, "q2", cfg, testEvents, 3), encode(t, q2))
@@ -156,11 +162,11 @@ func TestDecimal3(t *testing.T) {
 	}
 }
 
-func TestQ4(t *testing.T) {
-	cfg := nexmark.DefaultConfig()
-	evs := generate(t, cfg, testEvents)
-	// Reference: the max qualifying bid per auction, then the average per
-	// category over auctions with at least one.
+// wantQ4 returns q4's final average per category and the number of
+// auctions with a winning bid (q4 emits one row for each): the max
+// qualifying bid per auction, then the average per category over auctions
+// with at least one.
+func wantQ4(evs []nexmark.Event) (final map[int64]int64, closed int) {
 	auctions := map[int64]*nexmark.Auction{}
 	for _, e := range evs {
 		if e.Type == nexmark.AuctionEvent {
@@ -179,7 +185,6 @@ func TestQ4(t *testing.T) {
 	}
 	type acc struct{ sum, n int64 }
 	perCat := map[int64]*acc{}
-	closed := 0
 	for id, m := range maxPrice {
 		c := auctions[id].Category
 		if perCat[c] == nil {
@@ -189,12 +194,25 @@ func TestQ4(t *testing.T) {
 		perCat[c].n++
 		closed++
 	}
-	got := runQuery(t, "q4", cfg, testEvents, 2)
-	// One row per closed auction; the last row of a category is its final
-	// average (a category's rows come from one subtask, in order, and
-	// committed files are read in checkpoint order).
+	final = map[int64]int64{}
+	for c, a := range perCat {
+		final[c] = a.sum / a.n
+	}
+	return final, closed
+}
+
+// checkQ4 compares q4's result lines with wantQ4's: one row per closed
+// auction; the last row of a category is its final average (a category's
+// rows come from one subtask, in order, and committed files are read in
+// checkpoint order).
+func checkQ4(t *testing.T, name string, got []string, evs []nexmark.Event) {
+	t.Helper()
+	final, closed := wantQ4(evs)
+	if closed == 0 {
+		t.Fatalf("%s: no auction has a winning bid: the test proves nothing", name)
+	}
 	if len(got) != closed {
-		t.Fatalf("q4: %d rows, want one per auction with a winning bid (%d)", len(got), closed)
+		t.Fatalf("%s: %d rows, want one per auction with a winning bid (%d)", name, len(got), closed)
 	}
 	last := map[int64]int64{}
 	for _, l := range got {
@@ -204,19 +222,25 @@ func TestQ4(t *testing.T) {
 		}
 		last[r.ID] = r.Final
 	}
-	for c, a := range perCat {
-		if want := a.sum / a.n; last[c] != want {
-			t.Errorf("q4 category %d: final average %d, want %d", c, last[c], want)
+	for c, want := range final {
+		if last[c] != want {
+			t.Errorf("%s category %d: final average %d, want %d", name, c, last[c], want)
 		}
 	}
-	if len(last) != len(perCat) {
-		t.Errorf("q4: %d categories, want %d", len(last), len(perCat))
+	if len(last) != len(final) {
+		t.Errorf("%s: %d categories, want %d", name, len(last), len(final))
 	}
 }
 
-func TestQ7(t *testing.T) {
+func TestQ4(t *testing.T) {
 	cfg := nexmark.DefaultConfig()
 	evs := generate(t, cfg, testEvents)
+	checkQ4(t, "q4", runQuery(t, "q4", cfg, testEvents, 2), evs)
+}
+
+// wantQ7 returns q7's rows: per 10 s window, the bids of [start, end]
+// (inclusive: BETWEEN) priced at the maximum of [start, end).
+func wantQ7(evs []nexmark.Event) []Q7Row {
 	bs := bidsOf(evs)
 	const size = int64(10_000) // ms
 	maxIn := map[int64]int64{}
@@ -234,50 +258,119 @@ func TestQ7(t *testing.T) {
 			}
 		}
 	}
-	sameRows(t, "q7", runQuery(t, "q7", cfg, testEvents, 2), encode(t, want))
+	return want
+}
+
+func TestQ7(t *testing.T) {
+	cfg := nexmark.DefaultConfig()
+	evs := generate(t, cfg, testEvents)
+	sameRows(t, "q7", runQuery(t, "q7", cfg, testEvents, 2), encode(t, wantQ7(evs)))
 }
 
 // sliceSource replays a fixed list of events: subtask s of P emits the
-// events with index % P == s; its position is the next index.
-type sliceSource struct{ evs []nexmark.Event }
+// events with index % P == s; its position is the next index. Its watermark
+// trails the largest time it emitted by WatermarkDelay (and 1ns).
+type sliceSource struct {
+	evs []nexmark.Event
+	// batch is the most events one Read emits (0: 1), the watermark
+	// following each batch.
+	batch int
+	// fail, when set, makes the source fail once (see failOnce).
+	fail *failOnce
+}
 
-func (s sliceSource) NewSubtask() runtime.Source { return &sliceSubtask{evs: s.evs} }
+func (s sliceSource) NewSubtask() runtime.Source {
+	return &sliceSubtask{evs: s.evs, batch: s.batch, fail: s.fail}
+}
 func (sliceSource) Guarantee() runtime.Guarantee { return runtime.ExactlyOnce }
 func (sliceSource) Describe() string             { return "test events" }
 
 type sliceSubtask struct {
 	evs     []nexmark.Event
+	batch   int
+	fail    *failOnce
 	ctx     *runtime.Context
 	next, p int
-	max     int64
+	// max is the watermark: the largest event time emitted, less the delay.
+	max int64
 }
 
 func (s *sliceSubtask) Open(ctx *runtime.Context) error {
 	s.ctx, s.p, s.next, s.max = ctx, ctx.Parallelism, ctx.Task.Subtask, runtime.MinWatermark
 	if ctx.Restored != nil {
-		return json.Unmarshal(ctx.Restored.Inline, &s.next)
+		if err := json.Unmarshal(ctx.Restored.Inline, &s.next); err != nil {
+			return err
+		}
+		// The watermark the subtask had at its position.
+		for i := ctx.Task.Subtask; i < s.next; i += s.p {
+			s.max = max(s.max, s.evs[i].EventTimeNanos()-int64(WatermarkDelay)-1)
+		}
 	}
 	return nil
 }
 
+// failOnce makes subtask 0 of a sliceSource fail once, when it reaches event
+// index at and two checkpoints were triggered since (Position calls): with
+// one checkpoint at a time, the first of them completed, so the job restores
+// state taken with about that many events in it.
+type failOnce struct {
+	at        int
+	positions atomic.Int32
+	fired     atomic.Bool
+}
+
+// due says whether subtask s at index next is where the failure waits.
+func (f *failOnce) due(s *sliceSubtask) bool {
+	return f != nil && s.ctx.Task.Subtask == 0 && s.next >= f.at && !f.fired.Load()
+}
+
 func (s *sliceSubtask) Read() (runtime.ReadResult, error) {
+	if s.fail.due(s) {
+		if s.fail.positions.Load() < 2 {
+			return runtime.ReadResult{Watermark: s.max, Wait: 100 * time.Microsecond}, nil
+		}
+		s.fail.fired.Store(true)
+		return runtime.ReadResult{}, errors.New("test: injected source failure")
+	}
 	if s.next >= len(s.evs) {
 		return runtime.ReadResult{Watermark: s.max, Exhausted: true}, nil
 	}
-	e := s.evs[s.next]
-	s.next += s.p
-	t := e.EventTimeNanos()
-	s.max = max(s.max, t-int64(WatermarkDelay)-1)
-	err := s.ctx.Output.Emit(runtime.Batch[nexmark.Event]{{Value: e, Time: t}})
+	var b runtime.Batch[nexmark.Event]
+	for range max(1, s.batch) {
+		if s.next >= len(s.evs) || s.fail.due(s) {
+			break
+		}
+		e := s.evs[s.next]
+		s.next += s.p
+		t := e.EventTimeNanos()
+		s.max = max(s.max, t-int64(WatermarkDelay)-1)
+		b = append(b, runtime.Record[nexmark.Event]{Value: e, Time: t})
+	}
+	err := s.ctx.Output.Emit(b)
 	return runtime.ReadResult{Watermark: s.max}, err
 }
 
-func (s *sliceSubtask) Position() ([]byte, error) { return json.Marshal(s.next) }
-func (s *sliceSubtask) Close() error              { return nil }
+func (s *sliceSubtask) Position() ([]byte, error) {
+	if s.fail.due(s) {
+		s.fail.positions.Add(1)
+	}
+	return json.Marshal(s.next)
+}
+func (s *sliceSubtask) Close() error { return nil }
 
 // runEvents runs query name over evs with parallelism p and returns the
 // committed lines.
 func runEvents(t *testing.T, name string, evs []nexmark.Event, p int) []string {
+	t.Helper()
+	lines, _ := runEventsWith(t, name, evs, p, 1, nil)
+	return lines
+}
+
+// runEventsWith is runEvents with source batches of up to batch events and,
+// when fail is set, the source failing once as fail says and the job
+// restarting from its last complete checkpoint; it returns the job's stats
+// too.
+func runEventsWith(t *testing.T, name string, evs []nexmark.Event, p, batch int, fail *failOnce) ([]string, runtime.Stats) {
 	t.Helper()
 	q, err := Lookup(name)
 	if err != nil {
@@ -285,10 +378,23 @@ func runEvents(t *testing.T, name string, evs []nexmark.Event, p int) []string {
 	}
 	dir := t.TempDir()
 	pl := stream.New("test-"+name, stream.DefaultParallelism(p))
-	q.Build(pl, stream.From[nexmark.Event](pl, "events", sliceSource{evs}), dir+"/out")
+	q.Build(pl, stream.From[nexmark.Event](pl, "events", sliceSource{evs: evs, batch: batch, fail: fail}), dir+"/out")
+	// In-memory checkpoint storage: checkpoints cost no fsync, so they come
+	// as often as the interval says.
+	st, err := storage.NewCrashFS().NewLocal("/checkpoints")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck := checkpoint.DefaultOptions()
+	ck.Interval = 20 * time.Millisecond
+	jb, err := pl.NewJob(stream.RunOptions{Storage: st, Checkpoint: ck,
+		Restart: runtime.RestartOptions{Delay: time.Millisecond, MaxAttempts: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := pl.Run(ctx, stream.RunOptions{CheckpointDir: dir + "/ck"}); err != nil {
+	if err := jb.Run(ctx); err != nil {
 		t.Fatal(err)
 	}
 	lines, err := testkit.ReadCommitted(dir + "/out")
@@ -299,7 +405,7 @@ func runEvents(t *testing.T, name string, evs []nexmark.Event, p int) []string {
 	for i, l := range lines {
 		out[i] = string(l.Text)
 	}
-	return out
+	return out, jb.Stats()
 }
 
 func bidAt(auction, price, ms int64) nexmark.Event {
@@ -333,32 +439,40 @@ func TestQ7BoundaryTie(t *testing.T) {
 	}
 }
 
-func TestQ12(t *testing.T) {
-	cfg := nexmark.DefaultConfig()
-	evs := generate(t, cfg, testEvents)
+// checkQ12 checks q12's processing-time windows: each 10 s of wall-clock
+// time, and over all of them every bid counted once for its bidder (which
+// windows they fell into depends on when they were processed).
+func checkQ12(t *testing.T, name string, lines []string, evs []nexmark.Event) {
+	t.Helper()
 	want := map[int64]int64{}
 	for _, b := range bidsOf(evs) {
 		want[b.Bidder]++
 	}
 	got := map[int64]int64{}
-	for _, l := range runQuery(t, "q12", cfg, testEvents, 2) {
+	for _, l := range lines {
 		var r SessionRow
 		if err := json.Unmarshal([]byte(l), &r); err != nil {
 			t.Fatal(err)
 		}
 		if r.EndTime-r.StartTime != 10_000 || r.StartTime%10_000 != 0 {
-			t.Fatalf("q12 row %s: not a 10 s processing-time window", l)
+			t.Fatalf("%s row %s: not a 10 s processing-time window", name, l)
 		}
 		got[r.Bidder] += r.BidCount
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("q12: bids per bidder over all windows differ from the bid count: %d bidders, want %d", len(got), len(want))
+		t.Fatalf("%s: bids per bidder over all windows differ from the bid count: %d bidders, want %d", name, len(got), len(want))
 	}
 }
 
-func TestQ3(t *testing.T) {
+func TestQ12(t *testing.T) {
 	cfg := nexmark.DefaultConfig()
 	evs := generate(t, cfg, testEvents)
+	checkQ12(t, "q12", runQuery(t, "q12", cfg, testEvents, 2), evs)
+}
+
+// wantQ3 returns q3's rows: category-10 auctions with sellers from OR, ID
+// or CA.
+func wantQ3(evs []nexmark.Event) []Q3Row {
 	persons := map[int64]*nexmark.Person{}
 	for _, e := range evs {
 		if e.Type == nexmark.PersonEvent {
@@ -375,12 +489,18 @@ func TestQ3(t *testing.T) {
 			want = append(want, Q3Row{p.Name, p.City, p.State, e.Auction.ID})
 		}
 	}
-	sameRows(t, "q3", runQuery(t, "q3", cfg, testEvents, 2), encode(t, want))
+	return want
 }
 
-func TestQ5(t *testing.T) {
+func TestQ3(t *testing.T) {
 	cfg := nexmark.DefaultConfig()
 	evs := generate(t, cfg, testEvents)
+	sameRows(t, "q3", runQuery(t, "q3", cfg, testEvents, 2), encode(t, wantQ3(evs)))
+}
+
+// wantQ5 returns q5's rows: per sliding window (10 s every 2 s), the
+// auctions with the most bids.
+func wantQ5(evs []nexmark.Event) []Q5Row {
 	const size, slide = int64(10_000), int64(2_000)
 	counts := map[int64]map[int64]int64{} // window start → auction → count
 	for _, b := range bidsOf(evs) {
@@ -404,12 +524,18 @@ func TestQ5(t *testing.T) {
 			}
 		}
 	}
-	sameRows(t, "q5", runQuery(t, "q5", cfg, testEvents, 2), encode(t, want))
+	return want
 }
 
-func TestQ8(t *testing.T) {
+func TestQ5(t *testing.T) {
 	cfg := nexmark.DefaultConfig()
 	evs := generate(t, cfg, testEvents)
+	sameRows(t, "q5", runQuery(t, "q5", cfg, testEvents, 2), encode(t, wantQ5(evs)))
+}
+
+// wantQ8 returns q8's rows: people who opened an auction in the 10 s window
+// they registered in.
+func wantQ8(evs []nexmark.Event) []Q8Row {
 	const size = int64(10_000)
 	type pw struct{ id, w int64 }
 	sellers := map[pw]bool{}
@@ -428,12 +554,17 @@ func TestQ8(t *testing.T) {
 			want = append(want, Q8Row{e.Person.ID, e.Person.Name, w})
 		}
 	}
-	sameRows(t, "q8", runQuery(t, "q8", cfg, testEvents, 3), encode(t, want))
+	return want
 }
 
-func TestQ11(t *testing.T) {
+func TestQ8(t *testing.T) {
 	cfg := nexmark.DefaultConfig()
 	evs := generate(t, cfg, testEvents)
+	sameRows(t, "q8", runQuery(t, "q8", cfg, testEvents, 3), encode(t, wantQ8(evs)))
+}
+
+// wantQ11 returns q11's rows: each bidder's sessions (gap 10 s).
+func wantQ11(evs []nexmark.Event) []SessionRow {
 	const gap = int64(10_000)
 	byBidder := map[int64][]int64{}
 	for _, b := range bidsOf(evs) {
@@ -455,5 +586,11 @@ func TestQ11(t *testing.T) {
 		}
 		want = append(want, SessionRow{bidder, n, start, end})
 	}
-	sameRows(t, "q11", runQuery(t, "q11", cfg, testEvents, 2), encode(t, want))
+	return want
+}
+
+func TestQ11(t *testing.T) {
+	cfg := nexmark.DefaultConfig()
+	evs := generate(t, cfg, testEvents)
+	sameRows(t, "q11", runQuery(t, "q11", cfg, testEvents, 2), encode(t, wantQ11(evs)))
 }

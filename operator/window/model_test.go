@@ -129,7 +129,14 @@ func newModel(s spec) *model {
 	return &model{spec: s, wm: runtime.MinWatermark, wins: map[string][]*mwin{}}
 }
 
-func (m *model) maxTs(w *mwin) int64 { return w.end - 1 }
+// maxTs is when a window fires and the event time of its result: end-1, or
+// end for a session (a record at end still touches it).
+func (m *model) maxTs(w *mwin) int64 {
+	if m.kind == "session" {
+		return w.end
+	}
+	return w.end - 1
+}
 
 func (m *model) cleanup(w *mwin) int64 {
 	if m.maxTs(w) > math.MaxInt64-m.lateness {
@@ -139,7 +146,7 @@ func (m *model) cleanup(w *mwin) int64 {
 }
 
 func (m *model) emit(key string, w *mwin) {
-	o := out{Key: key, Start: w.start, End: w.end, N: int64(len(w.vals)), Time: w.end - 1}
+	o := out{Key: key, Start: w.start, End: w.end, N: int64(len(w.vals)), Time: m.maxTs(w)}
 	for _, v := range w.vals {
 		o.Sum += v
 	}

@@ -16,9 +16,18 @@ import (
 // session [t, t+gap), and sessions of a key that overlap or touch are merged
 // into one (Flink's EventTimeSessionWindows: records at most gap apart are in
 // one session), their accumulators combined with agg.Merge, which is
-// required. When the watermark reaches a session's end-1 (its MaxTimestamp)
-// the session fires: output(key, Window{first record, last record + gap},
-// accumulator) with event time end-1.
+// required. When the watermark reaches a session's end the session fires:
+// output(key, Window{first record, last record + gap}, accumulator) with
+// event time end.
+//
+// A session fires at end, not at end-1 (its MaxTimestamp) as Flink's does:
+// a record at exactly end touches the session and merges with it, and such
+// a record is on time until the watermark reaches end (with a watermark of
+// maxSeen - maxDelay - 1ns it is exactly maxDelay behind). Firing at end-1
+// would emit a session that an on-time record then extends: two results
+// where the records make one. Its result carries event time end for the
+// same reason: the watermark forwarded before the firing may be end-1, and a
+// result at end-1 would be late downstream.
 //
 // opts are node options (stream.Parallelism) and window options
 // (AllowedLateness, LateRecordsTo). With an allowed lateness, a record within
@@ -54,7 +63,7 @@ type session[A any] struct {
 	// timer operation.
 	timer int64
 	// fired says the session was emitted; it is kept for the allowed
-	// lateness. INVARIANT: after a call returns, fired == (end-1 <= the
+	// lateness. INVARIANT: after a call returns, fired == (end <= the
 	// operator's watermark).
 	fired bool
 	acc   A
@@ -107,13 +116,14 @@ func (w *sessionOp[T, K, A, O]) Open(ctx *runtime.Context) error {
 	return nil
 }
 
-// due is when a session's timer must fire: at its MaxTimestamp until it
-// fired, then at its cleanup time (MaxTimestamp + allowed lateness).
+// due is when a session's timer must fire: at its end until it fired (a
+// record at end still touches it: see Session), then at its cleanup time
+// (end + allowed lateness).
 func (w *sessionOp[T, K, A, O]) due(s *session[A]) int64 {
 	if s.fired {
-		return satAdd(s.end-1, w.lateness)
+		return satAdd(s.end, w.lateness)
 	}
-	return s.end - 1
+	return s.end
 }
 
 // own returns set ready to be written: set itself when it belongs to the
@@ -162,7 +172,7 @@ func (w *sessionOp[T, K, A, O]) add(rec runtime.Record[T]) {
 			start, end = min(lo, set.s[first].start), max(hi, set.s[last-1].end)
 		}
 	}
-	if satAdd(end-1, w.lateness) <= w.wm {
+	if satAdd(end, w.lateness) <= w.wm {
 		// Only possible when it merges with nothing: an existing session's
 		// cleanup time is after the watermark.
 		w.late.add(rec)
@@ -180,7 +190,7 @@ func (w *sessionOp[T, K, A, O]) add(rec runtime.Record[T]) {
 		se := &set.s[first]
 		// Behind the watermark already (within the allowed lateness): it
 		// fires at once.
-		se.fired = se.end-1 <= w.wm
+		se.fired = se.end <= w.wm
 		se.timer = w.due(se)
 		w.timers.Register(key, se.start, se.timer)
 		if se.fired {
@@ -199,7 +209,7 @@ func (w *sessionOp[T, K, A, O]) add(rec runtime.Record[T]) {
 	// A session that grows past the watermark is pending again; one whose
 	// end is still behind it fires again at once, within the allowed
 	// lateness.
-	se.fired = se.end-1 <= w.wm
+	se.fired = se.end <= w.wm
 	set.s = slices.Delete(set.s, first+1, last)
 	se = &set.s[first]
 	if due := w.due(se); se.start != oldStart || oldTimer > due {
@@ -216,7 +226,7 @@ func (w *sessionOp[T, K, A, O]) add(rec runtime.Record[T]) {
 // may keep a reference to the accumulator, so set is no longer written in
 // place: callers emit after their last write to set.
 func (w *sessionOp[T, K, A, O]) emit(key K, set *sessionSet[A], s session[A]) {
-	w.results = append(w.results, runtime.Record[O]{Value: w.output(key, Window{Start: s.start, End: s.end}, s.acc), Time: s.end - 1})
+	w.results = append(w.results, runtime.Record[O]{Value: w.output(key, Window{Start: s.start, End: s.end}, s.acc), Time: s.end})
 	if set.epoch == w.cur {
 		set.epoch = 0
 	}
@@ -234,7 +244,7 @@ func (w *sessionOp[T, K, A, O]) onTimer(key K, start, ts int64) error {
 	}
 	set = w.own(key, set)
 	se := &set.s[i]
-	if se.fired || se.end-1 > ts {
+	if se.fired || se.end > ts {
 		if due := w.due(se); due > ts {
 			// The session grew since the timer was registered, or it
 			// fired and its allowed lateness grew since a restore.

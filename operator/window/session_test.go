@@ -14,7 +14,8 @@ func outs(recs []runtime.Record[res]) []out { return outsOf(slices.Clone(recs)) 
 
 // A session is [first record, last record + gap); records at most gap apart
 // (touching sessions included, as in Flink) are one session; it fires when
-// the watermark reaches end-1, with that event time.
+// the watermark reaches end (a record at end still touches it), with that
+// event time.
 func TestSessionBasics(t *testing.T) {
 	h := open[ev, res](t, spec{kind: "session", gap: 10}.newOp(t), fullRange(), nil)
 	h.process(t,
@@ -22,20 +23,20 @@ func TestSessionBasics(t *testing.T) {
 		rec("a", 4, 25),                  // [25,35): 25-5 > 10
 		rec("b", 8, 3), rec("b", 16, 13), // [3,23): 13 == 3+10 touches
 	)
-	if got := h.watermark(t, 13); len(got) != 0 {
-		t.Fatalf("watermark 13 fired %v before a[0,15) ended", outs(got))
+	if got := h.watermark(t, 14); len(got) != 0 {
+		t.Fatalf("watermark 14 fired %v before a[0,15) ended: a record at 15 would still touch it", outs(got))
 	}
-	got := outs(h.watermark(t, 14))
-	if want := []out{{"a", 0, 15, 2, 3, 14}}; !slices.Equal(got, want) {
-		t.Fatalf("watermark 14: %v, want %v", got, want)
+	got := outs(h.watermark(t, 15))
+	if want := []out{{"a", 0, 15, 2, 3, 15}}; !slices.Equal(got, want) {
+		t.Fatalf("watermark 15: %v, want %v", got, want)
 	}
 	// A record bridging nothing: b's session grows to [3,33) and fires later.
 	h.process(t, rec("b", 32, 23))
-	if got := h.watermark(t, 31); len(got) != 0 {
-		t.Fatalf("watermark 31 fired %v", outs(got))
+	if got := h.watermark(t, 32); len(got) != 0 {
+		t.Fatalf("watermark 32 fired %v", outs(got))
 	}
 	got = outs(h.watermark(t, runtime.MaxWatermark))
-	want := []out{{"a", 25, 35, 1, 4, 34}, {"b", 3, 33, 3, 56, 32}}
+	want := []out{{"a", 25, 35, 1, 4, 35}, {"b", 3, 33, 3, 56, 33}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("final: %v, want %v", got, want)
 	}
@@ -61,7 +62,7 @@ func TestSessionMergeOutOfOrder(t *testing.T) {
 	}
 	h.process(t, rec("k", 64, 95)) // moves the start to 95
 	got := outs(h.watermark(t, runtime.MaxWatermark))
-	want := []out{{"k", 95, 140, 6, 1 + 2 + 8 + 16 + 32 + 64, 139}, {"k", 160, 170, 1, 4, 169}}
+	want := []out{{"k", 95, 140, 6, 1 + 2 + 8 + 16 + 32 + 64, 140}, {"k", 160, 170, 1, 4, 170}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("%v, want %v", got, want)
 	}
@@ -85,7 +86,7 @@ func TestSessionMergeAcrossRestore(t *testing.T) {
 	r := open[ev, res](t, newOp, fullRange(), &checkpoint.SubtaskState{Watermark: 60}, snap)
 	r.process(t, rec("k", 16, 111))
 	got := outs(r.watermark(t, runtime.MaxWatermark))
-	if want := []out{{"k", 100, 130, 4, 1 + 2 + 4 + 16, 129}}; !slices.Equal(got, want) {
+	if want := []out{{"k", 100, 130, 4, 1 + 2 + 4 + 16, 130}}; !slices.Equal(got, want) {
 		t.Fatalf("after restore: %v, want %v", got, want)
 	}
 }
@@ -97,32 +98,35 @@ func TestSessionMergeAcrossRestore(t *testing.T) {
 func TestSessionLateness(t *testing.T) {
 	h := open[ev, res](t, spec{kind: "session", gap: 10, lateness: 50}.newOp(t), fullRange(), nil)
 	h.process(t, rec("k", 1, 100))
-	if got := outs(h.watermark(t, 200)); !slices.Equal(got, []out{{"k", 100, 110, 1, 1, 109}}) {
+	if got := outs(h.watermark(t, 200)); !slices.Equal(got, []out{{"k", 100, 110, 1, 1, 110}}) {
 		t.Fatalf("first firing: %v", got)
 	}
-	// The watermark jumped past 109+50: the session fired and went in one
+	// The watermark jumped past 110+50: the session fired and went in one
 	// step, so a record for it is late.
 	h.process(t, rec("k", 2, 105))
 	if d, _ := h.op.(window.LateCounter).LateRecords(); d != 1 {
 		t.Fatalf("%d late records, want 1", d)
 	}
 	h.process(t, rec("k", 1, 300))
-	h.watermark(t, 320) // [300,310) fires, kept until 359
+	h.watermark(t, 320) // [300,310) fires, kept until 360
 	h.process(t, rec("k", 2, 305))
 	got := outs(h.out.recs[len(h.out.recs)-1:])
-	if want := []out{{"k", 300, 315, 2, 3, 314}}; !slices.Equal(got, want) {
+	if want := []out{{"k", 300, 315, 2, 3, 315}}; !slices.Equal(got, want) {
 		t.Fatalf("late record within lateness: %v, want %v", got, want)
 	}
 	n := len(h.out.recs)
-	h.process(t, rec("k", 4, 312)) // [312,322) merges: [300,322), its end-1 321 > 320: pending again
+	h.process(t, rec("k", 4, 312)) // [312,322) merges: [300,322), its end 322 > 320: pending again
 	if len(h.out.recs) != n {
 		t.Fatalf("a session growing past the watermark fired at once: %v", outs(h.out.recs[n:]))
 	}
-	got = outs(h.watermark(t, 321))
-	if want := []out{{"k", 300, 322, 3, 7, 321}}; !slices.Equal(got, want) {
+	if got := h.watermark(t, 321); len(got) != 0 {
+		t.Fatalf("watermark 321 fired %v before the merged session's end 322", outs(got))
+	}
+	got = outs(h.watermark(t, 322))
+	if want := []out{{"k", 300, 322, 3, 7, 322}}; !slices.Equal(got, want) {
 		t.Fatalf("merged session: %v, want %v", got, want)
 	}
-	h.watermark(t, 321+50)
+	h.watermark(t, 322+50)
 	if e, tm := window.StateSize(h.op); e != 0 || tm != 0 {
 		t.Fatalf("after the lateness: %d keys with sessions, %d timers", e, tm)
 	}

@@ -24,7 +24,10 @@
 //
 // A window [Start, End) fires when the watermark reaches End-1
 // (Window.MaxTimestamp): output(key, window, accumulator) is emitted with
-// event time End-1. A window no record of a key fell into emits nothing for
+// event time End-1. A session fires one instant later, when the watermark
+// reaches End, and its output has event time End: a record at End still
+// merges with it (see Session). In what follows, a session's MaxTimestamp
+// is its End. A window no record of a key fell into emits nothing for
 // that key. With allowed lateness L (default 0) a window's state is kept
 // while the watermark is below MaxTimestamp+L; a record for the window
 // arriving in that time updates it and the window fires again at once, so
@@ -54,8 +57,10 @@ type Window struct {
 	Start, End int64
 }
 
-// MaxTimestamp is the last instant inside the window; results carry it as
-// their event time and the window fires when the watermark reaches it.
+// MaxTimestamp is the last instant inside the window; results of tumbling
+// and sliding windows carry it as their event time and such a window fires
+// when the watermark reaches it. (A session fires at End instead: see
+// Session.)
 func (w Window) MaxTimestamp() int64 { return w.End - 1 }
 
 // Result is a window's output: its key, its interval and the final accumulator.
@@ -218,9 +223,9 @@ type opBase[T any, K comparable, O any] struct {
 	epochs
 
 	// wm is the watermark processed.
-	// INVARIANT: every timer at or before wm has fired, so every window (or
-	// session) whose MaxTimestamp <= wm has fired and every one whose cleanup
-	// time <= wm is gone.
+	// INVARIANT: every timer at or before wm has fired, so every window
+	// whose MaxTimestamp <= wm (every session whose End <= wm) has fired
+	// and every one whose cleanup time <= wm is gone.
 	wm int64
 	// results collects the output of the call in progress; it is emitted
 	// (and replaced) before the call returns.

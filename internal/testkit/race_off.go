@@ -1,0 +1,6 @@
+//go:build !race
+
+package testkit
+
+// RaceEnabled says the binary was built with -race (see DefaultSeeds).
+const RaceEnabled = false
