@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ingest-engine/ingest/runtime"
 )
 
 // inactiveThreshold is how long the server keeps a consumer nobody pulls
@@ -70,6 +72,14 @@ func (r *reader[T]) resume() error {
 	next := r.pos.Next
 	if err := r.createConsumer(startAt(next), true); err != nil {
 		return err
+	}
+	if r.pos.Next < next {
+		// The server moved a start past the stream's end back to it.
+		at := r.pos.Next
+		r.pos.Next = next
+		r.dropConsumer()
+		return fmt.Errorf("%s: %w (%w): a consumer asked to start at sequence %d starts at %d: the stream's last sequence is below the position: was the stream deleted and recreated?",
+			r.where, ErrPositionLost, runtime.ErrIncompatible, next, at)
 	}
 	if r.pos.Next != next {
 		if err := r.missing(next, r.pos.Next-1, true); err != nil {

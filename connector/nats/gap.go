@@ -297,6 +297,9 @@ func (r *reader[T]) passed(lo, hi uint64) error {
 // every one of them was missing before the source began. resume says that
 // lo is the sequence the source resumes at (a restore, a new consumer).
 func (r *reader[T]) missing(lo, hi uint64, resume bool) error {
+	if lo > hi {
+		return nil
+	}
 	n := hi - lo + 1 - r.cont.baseline.count(lo, hi)
 	if n == 0 {
 		return nil

@@ -593,3 +593,33 @@ func TestGapQuietFilterKeepsUp(t *testing.T) {
 		t.Fatalf("restoring the quiet source's position %s: %v", pos, err)
 	}
 }
+
+// A stream deleted and recreated under the source (#12 item 4a): its new
+// messages begin again at sequence 1, below the position, where a consumer
+// at the position never looks. The source's look at the stream finds its
+// last sequence gone back and stops the job (ErrPositionLost) instead of
+// waiting forever past the new messages.
+func TestGapStreamRecreated(t *testing.T) {
+	t.Parallel()
+	f := newStream(t, requireServer(t))
+	f.publishEvents(0, 400, 5)
+	cfg := f.config()
+	cfg.BatchSize = 20
+	st := open(t, eventSource(t, cfg), nil)
+	st.readUntil(t, 20)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := f.js.DeleteStream(ctx, f.name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.js.CreateStream(ctx, jetstream.StreamConfig{Name: f.name, Subjects: []string{f.name + ".>"}}); err != nil {
+		t.Fatal(err)
+	}
+	f.publishEvents(1000, 1005, 5)
+	err := st.readToEnd(t)
+	if !errors.Is(err, nats.ErrPositionLost) || !errors.Is(err, runtime.ErrIncompatible) || !strings.Contains(err.Error(), "recreated") {
+		t.Fatalf("Read: %v, want ErrPositionLost saying the stream was recreated", err)
+	}
+	t.Log(err)
+	checkIDs(t, ids(st.out.recs), 0, 20)
+}
