@@ -119,6 +119,13 @@
 //     messages removed while the job was down. A restore whose next sequence
 //     itself is gone fails with ErrPositionLost (and ErrGap).
 //
+// A mirror records the sequences of its origin it does not hold (filtered
+// out, deleted there) as deleted ones: a source reading a mirror checks it
+// as with a filter, and a sequence found missing past the last look is
+// taken for such a skipped one (so a message deleted from the mirror soon
+// after it arrived is not detected there). A per-message TTL that removes a
+// message before the source read it is a gap like max_age.
+//
 // The source tracks at most 65536 deleted sequences inside the stream (the
 // stream info lists them: about 0.5 MB); with more, a stream cannot be
 // proven continuous and Open fails, unless OnGapSkip.

@@ -118,6 +118,10 @@ type continuity struct {
 	// baseline holds the sequences missing when the source opened: nothing
 	// was lost there while it ran. removed holds those found missing since.
 	baseline, removed holes
+	// mirror is set for a mirror stream: it records the sequences of its
+	// origin it does not hold (filtered out, deleted there) as deleted
+	// ones, so one missing past the last look is not taken as removed.
+	mirror bool
 	// untracked is set when more sequences are missing inside the stream
 	// than maxTrackedHoles (on_gap skip only): interior deletions are then
 	// not detected.
@@ -204,9 +208,11 @@ func coversStream(filter string, cfg jetstream.StreamConfig) bool {
 // initContinuity takes the stream's state at Open as the baseline: what is
 // missing now was removed before the source began.
 func (r *reader[T]) initContinuity(info *jetstream.StreamInfo, at time.Time) error {
-	r.filtered = !coversStream(r.cfg.Subject, info.Config)
 	c := &r.cont
-	*c = continuity{}
+	*c = continuity{mirror: info.Config.Mirror != nil}
+	// A mirror's skipped sequences are told from removed ones by a look
+	// (relist), as for a filter.
+	r.filtered = !coversStream(r.cfg.Subject, info.Config) || c.mirror
 	st := info.State
 	if st.NumDeleted > 0 {
 		if st.NumDeleted > maxTrackedHoles {
@@ -433,7 +439,9 @@ func (r *reader[T]) relist(st jetstream.StreamState) (jetstream.StreamState, err
 		if seq < st.FirstSeq {
 			continue
 		}
-		if c.baseline.count(seq, seq) == 1 {
+		// A mirror's new sequences past the last look that it does not
+		// hold are its origin's skipped ones, not removed messages.
+		if c.baseline.count(seq, seq) == 1 || c.mirror && seq > c.last {
 			baseline = append(baseline, seq)
 		} else {
 			removed = append(removed, seq)
