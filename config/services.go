@@ -15,8 +15,8 @@ func init() {
 }
 
 // natsSource builds `type: nats` (url, stream, subject, start, stop_at,
-// watermark, event_time, fields). Without event_time the JetStream store
-// time is the event time.
+// on_gap, watermark, event_time, fields). Without event_time the JetStream
+// store time is the event time.
 func (b *builder) natsSource(name string, m *mapping, par stream.NodeOption) (named, bool) {
 	cfg := nats.SourceConfig{
 		URL:       m.str("url", "nats://127.0.0.1:4222"),
@@ -31,6 +31,14 @@ func (b *builder) natsSource(name string, m *mapping, par stream.NodeOption) (na
 			return named{}, false
 		}
 		cfg.Start = start
+	}
+	if v := m.str("on_gap", ""); v != "" {
+		g, err := nats.ParseOnGap(v)
+		if err != nil {
+			m.fail("on_gap", m.get("on_gap"), "unknown value %q (known: fail, skip)", v)
+			return named{}, false
+		}
+		cfg.OnGap = g
 	}
 	latest, ok := m.stopAtLatest()
 	if !ok || cfg.Stream == "" {

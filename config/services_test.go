@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -131,5 +132,40 @@ sinks:
 		if got[k] != a {
 			t.Fatalf("window %v: %+v, want %+v", k, got[k], a)
 		}
+	}
+}
+
+// on_gap reaches the NATS source (#12 item 4a): skip reads on past removed
+// messages, fail (the default) stops the job; another value is an error
+// naming the line.
+func TestConfigNATSOnGap(t *testing.T) {
+	src := func(onGap string) string {
+		return `pipeline: p
+sources:
+  events:
+    type: nats
+    url: nats://127.0.0.1:1
+    stream: s
+    fields: {id: int}
+` + onGap + `sinks:
+  out:
+    type: stdout
+    input: events
+`
+	}
+	for _, tc := range []struct{ line, want string }{
+		{"", ""},
+		{"    on_gap: fail\n", ""},
+		{"    on_gap: skip\n", "on_gap skip"},
+	} {
+		p, _ := load(t, src(tc.line))
+		plan := mustPlan(t, p)
+		if got := strings.Contains(plan, "on_gap skip"); got != (tc.want != "") {
+			t.Errorf("%q: plan %q", tc.line, plan)
+		}
+	}
+	lines := parseErrs(t, src("    on_gap: sometimes\n"))
+	if want := `p.yaml:8: sources.events.on_gap: unknown value "sometimes" (known: fail, skip)`; !hasLine(lines, want) {
+		t.Errorf("errors:\n  %s\nwant a line starting %q", strings.Join(lines, "\n  "), want)
 	}
 }

@@ -26,6 +26,9 @@ func BenchmarkSource(b *testing.B) {
 
 	b.Run("raw/batch=1000", func(b *testing.B) { benchRead(b, f, 1000, raw) })
 	b.Run("raw/batch=100", func(b *testing.B) { benchRead(b, f, 100, raw) })
+	// A filter that reads one subject of four: the source proves, once per
+	// batch, that the sequences between hold other subjects' messages.
+	b.Run("raw/filter-one-of-four/batch=1000", func(b *testing.B) { benchReadFiltered(b, f, 1000, raw) })
 	b.Run("json-time-field/batch=1000", func(b *testing.B) { benchRead(b, f, 1000, nats.JSONWithTime[event]("ts")) })
 	b.Run("pipeline-to-discard/batch=1000", func(b *testing.B) {
 		cfg := f.config()
@@ -50,9 +53,19 @@ func BenchmarkSource(b *testing.B) {
 
 // benchRead drains the stream with one subtask per iteration.
 func benchRead[T any](b *testing.B, f *fixture, batch int, decode func(nats.Message) (T, int64, error)) {
+	benchDrain(b, f, "", batch, benchMessages, decode)
+}
+
+// benchReadFiltered drains subject ev.1 of the stream (a quarter of it).
+func benchReadFiltered[T any](b *testing.B, f *fixture, batch int, decode func(nats.Message) (T, int64, error)) {
+	benchDrain(b, f, f.subject("ev.1"), batch, benchMessages/4, decode)
+}
+
+func benchDrain[T any](b *testing.B, f *fixture, subject string, batch, want int, decode func(nats.Message) (T, int64, error)) {
 	cfg := f.config()
 	cfg.StopAt = nats.StopAtLatest
 	cfg.BatchSize = batch
+	cfg.Subject = subject
 	src, err := nats.NewSource(cfg, decode)
 	if err != nil {
 		b.Fatal(err)
@@ -65,10 +78,10 @@ func benchRead[T any](b *testing.B, f *fixture, batch int, decode func(nats.Mess
 			b.Fatal(err)
 		}
 		st.drain(b)
-		if len(st.out.recs) != benchMessages {
-			b.Fatalf("read %d messages, want %d", len(st.out.recs), benchMessages)
+		if len(st.out.recs) != want {
+			b.Fatalf("read %d messages, want %d", len(st.out.recs), want)
 		}
 		_ = st.src.Close()
 	}
-	b.ReportMetric(float64(benchMessages*b.N)/time.Since(start).Seconds(), "msgs/s")
+	b.ReportMetric(float64(want*b.N)/time.Since(start).Seconds(), "msgs/s")
 }

@@ -24,6 +24,32 @@ const (
 	StopAtLatest StopAt = "latest"
 )
 
+// OnGap says what the source does with messages removed from the stream
+// (a purge, a retention limit, a deletion) before it read them: the stream
+// sequences it would have to skip.
+type OnGap string
+
+const (
+	// OnGapFail stops the job with an error wrapping ErrGap that names the
+	// stream, the subject and the removed sequences. It is the default: a
+	// restart cannot bring removed messages back.
+	OnGapFail OnGap = "fail"
+	// OnGapSkip reads on past the removed messages: each range is logged at
+	// WARN and counted (Source.SkippedGaps, stored with the position).
+	OnGapSkip OnGap = "skip"
+)
+
+// ParseOnGap reads the spelling of an OnGap: fail or skip ("" is fail).
+func ParseOnGap(s string) (OnGap, error) {
+	switch g := OnGap(s); g {
+	case "":
+		return OnGapFail, nil
+	case OnGapFail, OnGapSkip:
+		return g, nil
+	}
+	return "", fmt.Errorf("on_gap %q: want fail or skip", s)
+}
+
 // StartPolicy names where a fresh start begins.
 type StartPolicy int
 
@@ -139,6 +165,10 @@ type SourceConfig struct {
 	// (OnErrorSkip, or OnErrorDeadLetter to keep the messages), which
 	// overrides this field.
 	SkipDecodeErrors bool
+	// OnGap is what the source does with messages removed from the stream
+	// before it read them (see doc.go, "Continuity"). The default value
+	// OnGapFail stops the job.
+	OnGap OnGap
 	// Options are extra connection options (credentials, TLS, a name); they
 	// are applied after the source's own.
 	Options []natsgo.Option
@@ -191,6 +221,11 @@ func (c SourceConfig) withDefaults() (SourceConfig, error) {
 		c.ReconnectWait = DefaultReconnectWait
 	}
 	var errs []error
+	if g, err := ParseOnGap(string(c.OnGap)); err != nil {
+		errs = append(errs, err)
+	} else {
+		c.OnGap = g
+	}
 	if c.Stream == "" {
 		errs = append(errs, errors.New("stream is required"))
 	} else if strings.ContainsAny(c.Stream, " \t\r\n.*>/\\") {

@@ -37,7 +37,9 @@
 // This is what the library's "ordered consumer" does, done in the open: the
 // source checks that the consumer sequences it receives are contiguous (a
 // pull answered while the connection dropped can lose messages under
-// AckPolicy none) and that stream sequences only grow; on a gap, a pull
+// AckPolicy none), that stream sequences only grow, and that the stream
+// sequences it goes past held nothing it should have read (see
+// Continuity); on a gap in consumer sequences, a pull
 // error or a pull left unanswered (the consumer was deleted: the server
 // answers nothing, and nats.go gives up after 1s) it deletes the consumer and
 // creates a new one at its own position. After the connection reconnects it
@@ -91,12 +93,69 @@
 // sequence; raw: the payload). The position moves past a skipped or
 // dead-lettered message, and the counts are stored with the position.
 //
+// # Continuity
+//
+// A consumer steps over removed messages without a word: after a purge, a
+// retention limit (max_msgs, max_bytes, max_age) that overtook the reader,
+// or DeleteMsg ahead of it, the next message it delivers simply has a
+// higher stream sequence. So the source proves that every sequence it goes
+// past without reading it held nothing it should have read:
+//
+//   - Without a subject filter (or with one that matches the whole stream:
+//     a stream whose one subject is the filter, or ">"), a sequence the
+//     consumer goes past is missing from the stream, and is a gap unless it
+//     was already missing when the source opened. No extra request.
+//   - With a filter, the sequences between two messages normally hold other
+//     subjects' messages. After a batch that went past any, and before it
+//     is emitted, the source asks for the stream's state (one stream info
+//     request per batch, not per message or sequence): a sequence below the
+//     stream's first sequence now, or among its deleted sequences, that was
+//     not missing when the source opened, is a gap. The stream keeps no
+//     record of a removed message's subject, so this is conservative:
+//     another subject's message removed while the source crossed its
+//     sequence (within that request's round trip), or ahead of it, counts
+//     too.
+//   - A source that finds nothing to read moves its position past other
+//     subjects' messages, at most once a second (one message lookup): the
+//     stream's retention does not overtake a quiet filtered source, and its
+//     checkpoints are not left behind the stream's first sequence.
+//   - The position stores a horizon: the stream's last sequence at the
+//     source's last look, and how many sequences from the position to it
+//     were missing then. A restore that finds more of them missing found
+//     messages removed while the job was down. A restore whose next sequence
+//     itself is gone fails with ErrPositionLost (and ErrGap).
+//
+// A mirror records the sequences of its origin it does not hold (filtered
+// out, deleted there) as deleted ones: a source reading a mirror checks it
+// as with a filter, and a sequence found missing past the last look is
+// taken for such a skipped one (so a message deleted from the mirror soon
+// after it arrived is not detected there). A per-message TTL that removes a
+// message before the source read it is a gap like max_age.
+//
+// The source tracks at most 65536 deleted sequences inside the stream (the
+// stream info lists them: about 0.5 MB); with more, a stream cannot be
+// proven continuous and Open fails, unless OnGapSkip.
+//
+// A gap stops the job (OnGapFail, the default) with an error wrapping ErrGap
+// and runtime.ErrIncompatible, so the job does not restart into it: a
+// restart cannot bring removed messages back. It names the stream, the
+// subject and the removed sequences, and says why (the stream now begins
+// at N: a purge or a retention limit; deleted); nothing read after the gap
+// is committed (or even emitted, unless a look at the stream failed and
+// Position, which proves what is left before every checkpoint, finds it). SourceConfig.OnGap = OnGapSkip (YAML on_gap: skip)
+// reads on past gaps instead: each range is logged at WARN (the first 20 per
+// 10s, then counted in the next warning) and counted in the position
+// (Source.SkippedGaps; with a filter the count of sequences is an upper
+// bound of the filter's messages lost).
+//
 // # Guarantee and its limits
 //
-// The source is exactly-once (replayable) as long as the messages from the
-// checkpointed position on are still in the stream when it is restored.
-// Messages removed before they were read (retention limits, purge, a
-// recreated stream) make the checkpoint unreachable: Open refuses it with
-// ErrPositionLost rather than silently skip. With a subject filter this check
-// is conservative: it cannot tell whether removed messages matched.
+// The source is exactly-once (replayable) as long as the stream keeps the
+// messages from the checkpointed position on; when it does not, the source
+// stops the job rather than skip them (see Continuity), unless told to skip.
+// One limit: at a restore, sequences past the checkpoint's horizon (stored
+// after the source's last look before the checkpoint, within about a
+// second of it) that are missing are not told apart from ones missing
+// before the job began, so messages stored then and removed while the job
+// was down are not detected.
 package nats

@@ -27,6 +27,7 @@ func FuzzDecodePosition(f *testing.F) {
 	for _, p := range []position{
 		{Stream: "FUZZSEED", Next: 1},
 		{Stream: "FUZZSEED", Subject: "fuzzseed.a", Next: 31, End: 30, HasEnd: true, MaxTime: &maxTime},
+		{Stream: "FUZZSEED", Next: 7, Horizon: 400, Holes: 3, Gaps: &GapTally{Ranges: 2, Sequences: 12}},
 	} {
 		b, err := p.encode()
 		if err != nil {
@@ -48,7 +49,10 @@ func FuzzDecodePosition(f *testing.F) {
 				continue
 			}
 			if !parsed || p.Stream != cfg.Stream || p.Subject != cfg.Subject || p.Next < 1 ||
-				(p.HasEnd && p.Next-1 > p.End) || (!p.HasEnd && p.End != 0) {
+				(p.HasEnd && p.Next-1 > p.End) || (!p.HasEnd && p.End != 0) ||
+				(p.Horizon != 0 && (p.Horizon < p.Next || p.HasEnd && p.Horizon > p.End)) ||
+				(p.Holes != 0 && (p.Horizon == 0 || p.Holes > p.Horizon-p.Next+1)) ||
+				(p.Gaps != nil && (p.Gaps.Ranges < 0 || p.Gaps.Sequences < p.Gaps.Ranges)) {
 				t.Fatalf("%q accepted for stream %q subject %q as %+v", data, cfg.Stream, cfg.Subject, p)
 			}
 			b, err := p.encode()
@@ -117,7 +121,8 @@ func checkParseTime(t *testing.T, raw []byte, ts int64, err error) {
 	}
 }
 
-// A position past its end, or with an end but no has_end, is refused: the
+// A position past its end, or with an end but no has_end, or a horizon
+// outside next … end, or more holes than fit below it, is refused: the
 // reader never writes one, so it is damaged.
 func TestDecodePositionChecksEnd(t *testing.T) {
 	cfg := &SourceConfig{Stream: "S"}
@@ -129,6 +134,12 @@ func TestDecodePositionChecksEnd(t *testing.T) {
 		{`{"stream":"S","next":1,"has_end":true}`, true}, // the stream was empty at the first start
 		{`{"stream":"S","next":32,"end":30,"has_end":true}`, false},
 		{`{"stream":"S","next":5,"end":30}`, false},
+		{`{"stream":"S","next":5,"horizon":9,"holes":5}`, true},
+		{`{"stream":"S","next":5,"horizon":9,"holes":6}`, false},
+		{`{"stream":"S","next":5,"holes":1}`, false},
+		{`{"stream":"S","next":5,"horizon":4}`, false},
+		{`{"stream":"S","next":5,"end":30,"has_end":true,"horizon":31}`, false},
+		{`{"stream":"S","next":5,"gaps":{"ranges":2,"sequences":1}}`, false},
 	} {
 		_, err := decodePosition([]byte(tc.inline), cfg)
 		if (err == nil) != tc.ok {

@@ -83,6 +83,13 @@ func uniqueName(t testing.TB) string {
 
 func newStream(t testing.TB, url string) *fixture {
 	t.Helper()
+	return newStreamWith(t, url, nil)
+}
+
+// newStreamWith is newStream with the stream's configuration changed by
+// edit (limits, for example) before it is created.
+func newStreamWith(t testing.TB, url string, edit func(*jetstream.StreamConfig)) *fixture {
+	t.Helper()
 	nc, err := natsgo.Connect(url)
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +101,11 @@ func newStream(t testing.TB, url string) *fixture {
 	f := &fixture{t: t, url: url, nc: nc, js: js, name: uniqueName(t)}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: f.name, Subjects: []string{f.name + ".>"}}); err != nil {
+	sc := jetstream.StreamConfig{Name: f.name, Subjects: []string{f.name + ".>"}}
+	if edit != nil {
+		edit(&sc)
+	}
+	if _, err := js.CreateStream(ctx, sc); err != nil {
 		t.Fatalf("creating stream %s: %v", f.name, err)
 	}
 	t.Cleanup(func() {

@@ -75,7 +75,10 @@ func toLine(k int64, w window.Window, a agg) windowLine {
 // after a checkpoint completed in that attempt (so the restart restores
 // one), and sleeps pace per batch so a run spans many checkpoints.
 type chaos struct {
-	pace   time.Duration
+	pace time.Duration
+	// before, if set, is called once, before the first batch is processed.
+	before func()
+	once   sync.Once
 	mu     sync.Mutex
 	failIn []int
 	failed map[int]bool
@@ -109,6 +112,9 @@ func (o *chaosOp) NotifyComplete(int64) error { o.completed++; return nil }
 
 func (o *chaosOp) ProcessBatch(_ int, r runtime.Records) error {
 	c := o.c
+	if c.before != nil {
+		c.once.Do(c.before)
+	}
 	if c.pace > 0 {
 		time.Sleep(c.pace)
 	}

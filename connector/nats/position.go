@@ -38,6 +38,15 @@ type position struct {
 	// Bad counts the bad records skipped or dead-lettered before Next (nil:
 	// none), so the counts resume with the position.
 	Bad *stream.BadRecordTally `json:"bad,omitempty"`
+	// Horizon is the stream's last sequence at the source's last look at
+	// it (at most End), when that is at or past Next; Holes is how many
+	// sequences from Next to Horizon were missing then and had been since
+	// before the source began. More missing there at a restore were removed
+	// since the checkpoint: a gap (ErrGap). Both 0: no horizon.
+	Horizon uint64 `json:"horizon,omitempty"`
+	Holes   uint64 `json:"holes,omitempty"`
+	// Gaps counts the gaps skipped under OnGapSkip before Next (nil: none).
+	Gaps *GapTally `json:"gaps,omitempty"`
 }
 
 // decodePosition parses a restored position and checks that it belongs to
@@ -60,6 +69,17 @@ func decodePosition(inline []byte, cfg *SourceConfig) (position, error) {
 	}
 	if !p.HasEnd && p.End != 0 {
 		return p, fmt.Errorf("restoring position %s: an end sequence %d without has_end", inline, p.End)
+	}
+	// The reader stores a horizon at or past Next (and at most End), and
+	// holes inside it.
+	if p.Horizon != 0 && (p.Horizon < p.Next || p.HasEnd && p.Horizon > p.End) {
+		return p, fmt.Errorf("restoring position %s: horizon %d outside next %d … end: the source never stores one", inline, p.Horizon, p.Next)
+	}
+	if p.Holes != 0 && (p.Horizon == 0 || p.Holes > p.Horizon-p.Next+1) {
+		return p, fmt.Errorf("restoring position %s: %d holes do not fit between next %d and horizon %d", inline, p.Holes, p.Next, p.Horizon)
+	}
+	if g := p.Gaps; g != nil && (g.Ranges < 0 || g.Sequences < g.Ranges) {
+		return p, fmt.Errorf("restoring position %s: a gap count of %d ranges and %d sequences", inline, g.Ranges, g.Sequences)
 	}
 	return p, nil
 }

@@ -41,9 +41,12 @@ type reader[T any] struct {
 	js  jetstream.JetStream
 	str jetstream.Stream
 
-	// pos is the replay position; pos.MaxTime is filled in by Position.
+	// pos is the replay position; pos.MaxTime, Bad, Horizon, Holes and
+	// Gaps are filled in by Position.
 	// INVARIANT: pos.Next is one past the last message emitted (or skipped
-	// as bad), or the resolved start before the first.
+	// as bad), or past sequences proven (or being proven, cont.crossed) to
+	// hold no message of the filter, or the resolved start before the
+	// first.
 	pos       position
 	maxTime   int64
 	seenTime  bool
@@ -70,6 +73,20 @@ type reader[T any] struct {
 	// clock is the reader's processing time (watermark idleness, retry
 	// backoff): time.Now, or a test's clock set before Open.
 	clock func() time.Time
+
+	// filtered says that the consumer's filter leaves out some of the
+	// stream's messages: a sequence it goes past may hold another
+	// subject's message. Without it, such a sequence is missing.
+	filtered bool
+	// cont is what the reader knows of the stream's missing sequences, to
+	// prove that it skips none it should have read (gap.go).
+	cont continuity
+	// gapTally counts the gaps skipped under OnGapSkip; gapLogAt,
+	// gapLogged and gapUnlogged rate-limit their warnings.
+	gapTally    GapTally
+	gapLogAt    time.Time
+	gapLogged   int
+	gapUnlogged int
 
 	// setup is the bad-record policy (SetBadRecords; hasSetup says it was
 	// called); bad applies it.
@@ -128,11 +145,18 @@ func (r *reader[T]) Open(ctx *runtime.Context) error {
 		return err
 	}
 	st := info.State
+	if err := r.initContinuity(info, time.Now()); err != nil {
+		return err
+	}
 	r.wm = watermark.NewTracker(r.cfg.Watermark)
 	r.wm.AddSplit(r.clock().UnixNano())
 
 	if restored != nil {
 		r.pos = *restored
+		if restored.Gaps != nil {
+			r.gapTally = *restored.Gaps
+		}
+		r.src.gaps.set(r.gapTally)
 		if err := r.checkReachable(st); err != nil {
 			return err
 		}
@@ -148,13 +172,17 @@ func (r *reader[T]) Open(ctx *runtime.Context) error {
 			r.pos.End, r.pos.HasEnd = 0, false
 			r.log.Info("nats source: stop_at latest was unset after the checkpoint; reading without end", "stream", r.cfg.Stream)
 		}
+		if err := r.checkHorizon(*restored, st); err != nil {
+			return err
+		}
 		if r.pos.HasEnd && r.pos.Next > r.pos.End {
 			r.exhausted = true
 			return nil
 		}
-		return r.createConsumer(startAt(r.pos.Next), true)
+		return r.resume()
 	}
 
+	r.src.gaps.set(GapTally{})
 	r.pos = position{Stream: r.cfg.Stream, Subject: r.cfg.Subject}
 	if r.cfg.StopAt == StopAtLatest {
 		r.pos.End, r.pos.HasEnd = st.LastSeq, true
@@ -219,7 +247,9 @@ func (r *reader[T]) streamInfo() (*jetstream.StreamInfo, error) {
 	return str.CachedInfo(), nil
 }
 
-// checkReachable refuses a restored position the stream cannot serve.
+// checkReachable refuses a restored position the stream cannot serve: a
+// stream that ends before it (recreated), or one that now begins after it
+// (a gap, which on_gap skip reads on past).
 func (r *reader[T]) checkReachable(st jetstream.StreamState) error {
 	next := r.pos.Next
 	if st.LastSeq+1 < next {
@@ -227,8 +257,10 @@ func (r *reader[T]) checkReachable(st jetstream.StreamState) error {
 			r.where, ErrPositionLost, runtime.ErrIncompatible, next, st.LastSeq)
 	}
 	if st.FirstSeq > next {
-		return fmt.Errorf("%s: %w (%w): the checkpoint continues at sequence %d but the stream now begins at %d: messages %d-%d were removed (limits or purge) before they were read",
-			r.where, ErrPositionLost, runtime.ErrIncompatible, next, st.FirstSeq, next, st.FirstSeq-1)
+		if err := r.missing(next, st.FirstSeq-1, true); err != nil {
+			return err
+		}
+		r.pos.Next = st.FirstSeq
 	}
 	return nil
 }
@@ -251,11 +283,14 @@ func (r *reader[T]) Read() (runtime.ReadResult, error) {
 		if !r.nc.IsConnected() {
 			return r.result(now, reconnectPoll), nil
 		}
-		if err := r.createConsumer(startAt(r.pos.Next), true); err != nil {
+		if err := r.resume(); err != nil {
 			if ferr := r.failed(err); ferr != nil {
 				return runtime.ReadResult{}, ferr
 			}
 			return r.result(now, r.retryAt.Sub(now)), nil
+		}
+		if r.exhausted {
+			return r.result(now, 0), nil
 		}
 	}
 	if !r.nc.IsConnected() {
@@ -266,7 +301,7 @@ func (r *reader[T]) Read() (runtime.ReadResult, error) {
 		}
 		return r.result(now, reconnectPoll), nil
 	}
-	asked := now
+	asked, began := now, time.Now()
 	n, failure, err := r.fetch()
 	if err != nil {
 		return runtime.ReadResult{}, err
@@ -278,23 +313,37 @@ func (r *reader[T]) Read() (runtime.ReadResult, error) {
 		r.wm.CaughtUp(0, asked.UnixNano())
 	}
 	now = r.clock()
-	if failure != nil {
+	switch {
+	case failure != nil:
 		r.dropConsumer()
 		if ferr := r.failed(failure); ferr != nil {
 			return runtime.ReadResult{}, ferr
 		}
-	} else if n == 0 && r.pos.HasEnd && !r.exhausted {
+	case n == 0 && !r.exhausted:
 		// Only a successful look-up ends a series of failures: one that
 		// keeps failing must not be forgiven by the empty pulls around it.
-		if err := r.checkEnd(); err != nil {
+		if err := r.advanceQuiet(began); err != nil {
 			if ferr := r.failed(err); ferr != nil {
 				return runtime.ReadResult{}, ferr
 			}
 		} else {
 			r.failures = 0
 		}
-	} else {
+	default:
 		r.failures = 0
+	}
+	if r.proveDue(now) {
+		if len(r.cont.crossed) > 0 {
+			if err := r.proveCrossed(); err != nil {
+				return runtime.ReadResult{}, err
+			}
+		} else if err := r.prove(); err != nil {
+			if errors.Is(err, ErrGap) || errors.Is(err, ErrPositionLost) {
+				return runtime.ReadResult{}, err
+			}
+			r.log.Warn("nats source: looking at the stream's state failed; trying again", "stream", r.cfg.Stream, "err", err)
+		}
+		now = r.clock()
 	}
 	if n > 0 || r.exhausted {
 		return r.result(now, 0), nil
@@ -323,9 +372,21 @@ func (r *reader[T]) fetch() (n int, failure, err error) {
 				md.Sequence.Consumer, md.Sequence.Stream, r.wantCons, r.pos.Next)
 			break
 		}
+		if seq := md.Sequence.Stream; seq > r.pos.Next {
+			// The consumer went past sequences: other subjects' messages,
+			// or removed ones.
+			hi := seq - 1
+			if r.pos.HasEnd {
+				hi = min(hi, r.pos.End)
+			}
+			if err := r.passed(r.pos.Next, hi); err != nil {
+				return n, nil, err
+			}
+		}
 		r.wantCons++
 		n++
 		if r.pos.HasEnd && md.Sequence.Stream > r.pos.End {
+			r.pos.Next = r.pos.End + 1
 			r.exhausted = true
 			break
 		}
@@ -369,6 +430,9 @@ func (r *reader[T]) fetch() (n int, failure, err error) {
 			failure = fmt.Errorf("pull request unanswered after %v (%d messages): the consumer is gone (deleted, or lost with a server restart)", took.Round(time.Millisecond), n)
 		}
 	}
+	if err := r.proveCrossed(); err != nil {
+		return n, nil, err
+	}
 	if len(batch) > 0 {
 		if err := r.out.Emit(batch); err != nil {
 			return n, nil, err
@@ -395,8 +459,30 @@ func (r *reader[T]) result(now time.Time, wait time.Duration) runtime.ReadResult
 	return res
 }
 
+// Position proves the ranges crossed since the last look first: the
+// checkpoint must not hold a position past a gap (an error here fails the
+// task, and a gap stops the job).
 func (r *reader[T]) Position() ([]byte, error) {
+	if len(r.cont.crossed) > 0 {
+		if err := r.prove(); err != nil {
+			return nil, err
+		}
+	}
 	p := r.pos
+	p.Horizon, p.Holes, p.Gaps = 0, 0, nil
+	if c := &r.cont; !c.untracked {
+		h := c.last
+		if p.HasEnd {
+			h = min(h, p.End)
+		}
+		if h >= p.Next {
+			p.Horizon, p.Holes = h, c.baseline.count(p.Next, h)
+		}
+	}
+	if r.gapTally != (GapTally{}) {
+		t := r.gapTally
+		p.Gaps = &t
+	}
 	if r.seenTime {
 		t := r.maxTime
 		p.MaxTime = &t

@@ -18,6 +18,8 @@ var ErrBadMessage = errors.New("bad message")
 type Source[T any] struct {
 	cfg    SourceConfig
 	decode func(Message) (T, int64, error)
+	// gaps is the subtask's tally of skipped gaps (SkippedGaps).
+	gaps gapCounter
 }
 
 // NewSource returns a source reading cfg's stream with decode, which turns a
@@ -58,6 +60,9 @@ func (s *Source[T]) Describe() string {
 	d += " from " + s.cfg.Start.String()
 	if s.cfg.StopAt == StopAtLatest {
 		d += " until the last message at start"
+	}
+	if s.cfg.OnGap == OnGapSkip {
+		d += ", on_gap skip"
 	}
 	return d + " (" + s.cfg.shownURL() + ")"
 }
