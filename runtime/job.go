@@ -103,6 +103,10 @@ func NewJob(plan *Plan, opts Options) (*Job, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	// Storage calls that hang are reported in the job's log while they hang.
+	if r, ok := opts.Storage.(storage.SlowCallReporter); ok && opts.Log != nil {
+		r.ReportSlowCalls(log, 0)
+	}
 	return &Job{plan: plan, opts: opts, storage: opts.Storage, log: log, stop: make(chan struct{})}, nil
 }
 
