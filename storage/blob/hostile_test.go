@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -299,5 +301,67 @@ func TestBlobReportsAHangingCall(t *testing.T) {
 	})
 	if strings.Contains(log.String(), testSecret) || strings.Contains(log.String(), testKeyID) {
 		t.Errorf("the log shows the credentials:\n%s", log.String())
+	}
+}
+
+// fakeIMDS is an EC2 instance-metadata service that answers nothing and
+// counts the requests it gets; the AWS SDK is pointed at it, in the
+// environment, instead of 169.254.169.254.
+func fakeIMDS(t *testing.T) *atomic.Int64 {
+	t.Helper()
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	// Nothing else in the credential chain: no keys, no profile, no web
+	// identity, no container credentials.
+	for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+		"AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+		"AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_EC2_METADATA_DISABLED"} {
+		t.Setenv(k, "")
+	}
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", srv.URL)
+	return &n
+}
+
+// A pipeline sends no traffic to an address its user did not configure: an
+// s3 URL without credentials, where nothing else provides them, is refused
+// at Open with a message saying how to give them, and the instance-metadata
+// address is never asked; instance_metadata=true opts in. (#12 item 4f)
+func TestS3DoesNotAskInstanceMetadataUnlessAllowed(t *testing.T) {
+	imds := fakeIMDS(t)
+	f := newFakeS3(t)
+	bare := fmt.Sprintf("s3://ck/p?endpoint=%s&region=us-east-1&use_path_style=true", f.srv.URL)
+	for _, raw := range []string{bare, bare + "&role=arn:aws:iam::123456789012:role/ingest"} {
+		s, err := Open(context.Background(), raw, nil)
+		if err == nil {
+			_, lerr := s.List(context.Background())
+			s.Close()
+			t.Errorf("Open(%s) without credentials succeeded (List: %v); want a refusal naming instance_metadata=true", raw, lerr)
+		} else if !strings.Contains(err.Error(), "instance_metadata=true") || !strings.Contains(err.Error(), "AWS_ACCESS_KEY_ID") {
+			t.Errorf("Open without credentials = %v, want a message naming the ways to give them", err)
+		}
+	}
+	if n := imds.Load(); n != 0 {
+		t.Fatalf("the instance-metadata address was asked %d times without the user allowing it", n)
+	}
+
+	s, err := Open(context.Background(), bare+"&instance_metadata=true", nil)
+	if err != nil {
+		t.Fatalf("Open with instance_metadata=true: %v", err)
+	}
+	defer s.Close()
+	if _, err := s.List(context.Background()); err == nil {
+		t.Fatal("List succeeded without credentials")
+	}
+	if imds.Load() == 0 {
+		t.Fatal("with instance_metadata=true the SDK did not ask the instance-metadata service: the test proves nothing")
+	}
+	if _, err := Open(context.Background(), bare+"&instance_metadata=maybe", nil); err == nil || !strings.Contains(err.Error(), "want true or false") {
+		t.Errorf("instance_metadata=maybe: %v, want a refusal", err)
 	}
 }
