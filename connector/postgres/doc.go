@@ -86,6 +86,8 @@
 //	anything else      57014 cancelled, 57P04 database dropped,     restart     restart
 //	                   58xxx, XX internal errors, …
 //
+// What each outcome means:
+//
 //   - retry: the operation (a COPY chunk, a commit, a registration) is
 //     retried in place SinkConfig.CommitRetries times with backoff; then the
 //     subtask fails and the job restarts.
