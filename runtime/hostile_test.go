@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/ingest-engine/ingest/connector/datagen"
 	"github.com/ingest-engine/ingest/runtime"
+	"github.com/ingest-engine/ingest/storage"
+	"github.com/ingest-engine/ingest/stream"
 )
 
 // Hostile cases of the runtime: each test names the sentence of
@@ -170,5 +173,33 @@ func TestStopEndsTheRestartPause(t *testing.T) {
 	}
 	if r := job.Stats().Restarts; r != 1 {
 		t.Errorf("Restarts = %d, want 1", r)
+	}
+}
+
+// slowCallSpy is checkpoint storage that records the log a job gives it for
+// reporting calls that hang.
+type slowCallSpy struct {
+	*storage.Local
+	log   *slog.Logger
+	after time.Duration
+}
+
+func (s *slowCallSpy) ReportSlowCalls(log *slog.Logger, after time.Duration) {
+	s.log, s.after = log, after
+}
+
+// checkpointing.txt: "Monitor at least: … checkpoint-storage latency" — a
+// job hands its log to storage that reports hanging calls, so a store that
+// stops answering shows in the job's log while it hangs, with the default
+// threshold. (#12 item 4d)
+func TestJobGivesStorageItsLogForSlowCalls(t *testing.T) {
+	spy := &slowCallSpy{Local: newLocal(t)}
+	log := slog.New(slog.DiscardHandler)
+	p := countPipeline(t, datagen.Config{Count: 10, Keys: 2}, 1, 1, newTxStore[keyCount](), nil)
+	if _, err := p.NewJob(stream.RunOptions{Storage: spy, Checkpoint: fastCheckpoints(0), Restart: quickRestarts(0), Log: log}); err != nil {
+		t.Fatal(err)
+	}
+	if spy.log != log || spy.after != 0 {
+		t.Fatalf("ReportSlowCalls got (%v, %v), want the job's log and the default threshold", spy.log, spy.after)
 	}
 }
