@@ -57,7 +57,8 @@ type RestartOptions struct {
 	MaxAttempts int
 	// Clock measures the budget and waits out the pauses; nil is the wall
 	// clock. Tests give a fake one, so that a strategy whose pauses add up
-	// to minutes runs in milliseconds.
+	// to minutes runs in milliseconds. Its dynamic type must be comparable
+	// (a pointer, say): options are compared with their zero value.
 	Clock RestartClock
 }
 
