@@ -314,15 +314,45 @@ func (b *builder) checkpoint(m *mapping) (checkpoint.Options, string, runtime.De
 	return o, dir, require
 }
 
+// restart reads the restart block. Every field is optional; max_attempts
+// keeps the meaning it had under the former fixed-delay strategy (restarts
+// in a row without a completed checkpoint; 0 turns restarts off), so an
+// explicit old block still bounds the restarts as it did, with growing
+// pauses unless it sets multiplier: 1.
 func (b *builder) restart(m *mapping) runtime.RestartOptions {
 	o := runtime.DefaultRestartOptions()
 	o.Delay = m.duration("delay", o.Delay)
-	if o.Delay < 0 {
-		b.e.add(m.get("delay"), m.field("delay"), "must not be negative")
+	m.nonNegative("delay", o.Delay >= 0)
+	o.MaxDelay = m.duration("max_delay", o.MaxDelay)
+	m.positive("max_delay", o.MaxDelay > 0)
+	o.Multiplier = m.float("multiplier", o.Multiplier)
+	if m.vals["multiplier"] != nil && !m.bad["multiplier"] && o.Multiplier < 1 {
+		m.fail("multiplier", m.vals["multiplier"], "must be at least 1 (1: a fixed delay)")
 	}
-	o.MaxAttempts = int(m.int("max_attempts", int64(o.MaxAttempts)))
-	if o.MaxAttempts < 0 {
-		b.e.add(m.get("max_attempts"), m.field("max_attempts"), "must not be negative")
+	o.Jitter = m.float("jitter", o.Jitter)
+	if m.vals["jitter"] != nil && !m.bad["jitter"] && (o.Jitter < 0 || o.Jitter >= 1) {
+		m.fail("jitter", m.vals["jitter"], "must be at least 0 and below 1 (0.1: each delay varies by up to ±10%%)")
+	}
+	o.GiveUpAfter = m.duration("give_up_after", o.GiveUpAfter)
+	m.nonNegative("give_up_after", o.GiveUpAfter >= 0)
+	attempts := m.int("max_attempts", -1)
+	switch {
+	case attempts == 0:
+		// Restarts off: the first failure ends the job.
+		o.GiveUpAfter, o.MaxAttempts = 0, 0
+	case attempts > 0:
+		o.MaxAttempts = int(attempts)
+	case m.vals["max_attempts"] != nil && !m.bad["max_attempts"]:
+		m.fail("max_attempts", m.vals["max_attempts"], "must not be negative")
+	case m.vals["give_up_after"] != nil && o.GiveUpAfter == 0:
+		m.fail("give_up_after", m.vals["give_up_after"], "0 (no time limit) needs max_attempts: restarts must end")
+	}
+	if len(m.bad) == 0 && (o.GiveUpAfter > 0 || o.MaxAttempts > 0) {
+		if o.MaxDelay < o.Delay {
+			m.fail("max_delay", m.line("max_delay"), "%v is shorter than delay %v", o.MaxDelay, o.Delay)
+		} else if o.Delay == 0 && o.Multiplier > 1 {
+			m.fail("delay", m.line("delay"), "0 never grows: give a positive delay, or multiplier: 1 for restarts without a pause")
+		}
 	}
 	m.done()
 	return o

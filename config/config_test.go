@@ -173,8 +173,8 @@ func TestDefaultsMatchReadme(t *testing.T) {
 	if p.Restart.Delay != time.Second {
 		t.Errorf("restart.delay default %v, want 1s", p.Restart.Delay)
 	}
-	if p.Restart.MaxAttempts != 10 {
-		t.Errorf("restart.max_attempts default %d, want 10", p.Restart.MaxAttempts)
+	if want := runtime.DefaultRestartOptions(); p.Restart != want {
+		t.Errorf("restart defaults %+v, want %+v (delay 1s, max_delay 1m, multiplier 2, jitter 0.1, give_up_after 10m, no max_attempts)", p.Restart, want)
 	}
 	plan, err := p.Stream.Plan()
 	if err != nil {
@@ -242,8 +242,8 @@ sinks:
 	if p.CheckpointDir != "/abs/ckpts" {
 		t.Errorf("absolute checkpoint dir became %q", p.CheckpointDir)
 	}
-	if p.Restart.Delay != 0 || p.Restart.MaxAttempts != 0 {
-		t.Errorf("restart %+v, want zero delay and attempts", p.Restart)
+	if p.Restart.Delay != 0 || p.Restart.MaxAttempts != 0 || p.Restart.GiveUpAfter != 0 {
+		t.Errorf("restart %+v, want zero delay and restarts off (max_attempts: 0)", p.Restart)
 	}
 	plan, err := p.Stream.Plan()
 	if err != nil {
@@ -353,5 +353,40 @@ sinks:
 	ns := nodes(t, p)
 	if ns["second"].Inputs[0].From != ns["first"] || ns["first"].Inputs[0].From != ns["events"] {
 		t.Fatal("transforms not wired by input name")
+	}
+}
+
+// The restart block: every field read; an explicit block of the former
+// fixed-delay strategy (delay, max_attempts) still bounds restarts by
+// attempts, with the new growing pauses unless it sets multiplier: 1; and
+// max_attempts: 0 still turns restarts off. (#12 item 4d)
+func TestRestartBlock(t *testing.T) {
+	block := func(lines string) string {
+		return strings.Replace(minimalYAML, "sources:", "restart:\n"+lines+"sources:", 1)
+	}
+	for _, c := range []struct {
+		name, block string
+		want        runtime.RestartOptions
+	}{
+		{"every field", "  delay: 2s\n  max_delay: 30s\n  multiplier: 1.5\n  jitter: 0\n  give_up_after: 1h\n  max_attempts: 50\n",
+			runtime.RestartOptions{Delay: 2 * time.Second, MaxDelay: 30 * time.Second, Multiplier: 1.5, GiveUpAfter: time.Hour, MaxAttempts: 50}},
+		{"former block", "  delay: 1s\n  max_attempts: 10\n",
+			runtime.RestartOptions{Delay: time.Second, MaxDelay: time.Minute, Multiplier: 2, Jitter: 0.1, GiveUpAfter: 10 * time.Minute, MaxAttempts: 10}},
+		{"former fixed delay", "  delay: 1s\n  multiplier: 1\n  max_attempts: 10\n",
+			runtime.RestartOptions{Delay: time.Second, MaxDelay: time.Minute, Multiplier: 1, Jitter: 0.1, GiveUpAfter: 10 * time.Minute, MaxAttempts: 10}},
+		{"restarts off", "  max_attempts: 0\n",
+			runtime.RestartOptions{Delay: time.Second, MaxDelay: time.Minute, Multiplier: 2, Jitter: 0.1}},
+		{"attempts only", "  give_up_after: 0s\n  max_attempts: 3\n",
+			runtime.RestartOptions{Delay: time.Second, MaxDelay: time.Minute, Multiplier: 2, Jitter: 0.1, MaxAttempts: 3}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, _ := load(t, block(c.block))
+			if p.Restart != c.want {
+				t.Errorf("restart %+v, want %+v", p.Restart, c.want)
+			}
+			if err := p.Restart.Validate(); err != nil {
+				t.Errorf("loaded restart options invalid: %v", err)
+			}
+		})
 	}
 }

@@ -167,6 +167,13 @@ func TestCheckpointAndRestartErrors(t *testing.T) {
 		{edit(5, "  delay: -1s"), "p.yaml:5: restart.delay: must not be negative"},
 		{edit(5, "  delay: 1"), `p.yaml:5: restart.delay: "1" is not a duration`},
 		{edit(5, "  max_attempts: -2"), "p.yaml:5: restart.max_attempts: must not be negative"},
+		{edit(5, "  max_delay: 0s"), "p.yaml:5: restart.max_delay: must be positive"},
+		{edit(5, "  max_delay: 500ms"), "p.yaml:5: restart.max_delay: 500ms is shorter than delay 1s"},
+		{edit(5, "  multiplier: 0.5"), "p.yaml:5: restart.multiplier: must be at least 1"},
+		{edit(5, "  jitter: 1.5"), "p.yaml:5: restart.jitter: must be at least 0 and below 1"},
+		{edit(5, "  give_up_after: -1m"), "p.yaml:5: restart.give_up_after: must not be negative"},
+		{edit(5, "  give_up_after: 0s"), "p.yaml:5: restart.give_up_after: 0 (no time limit) needs max_attempts: restarts must end"},
+		{edit(5, "  delay: 0s"), "p.yaml:5: restart.delay: 0 never grows: give a positive delay, or multiplier: 1"},
 		{edit(1, "parallelism: 0"), "p.yaml:1: parallelism: must be positive"},
 		{edit(1, "max_parallelism: -4"), "p.yaml:1: max_parallelism: must be between 1 and 32768"},
 	} {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	mrand "math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,24 +15,6 @@ import (
 	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/storage"
 )
-
-// RestartOptions is the fixed-delay restart strategy.
-type RestartOptions struct {
-	// Delay is the pause before a failed job restarts.
-	// The default value is 1s. Flink: restart-strategy.fixed-delay.delay.
-	Delay time.Duration
-	// MaxAttempts is how many restarts in a row the job may make without
-	// completing a checkpoint in between; one more failure ends Run with the
-	// error. A completed checkpoint resets the count, so a long-running job
-	// survives occasional failures but not a crash loop.
-	// The default value is 10. Flink: restart-strategy.fixed-delay.attempts.
-	MaxAttempts int
-}
-
-// DefaultRestartOptions returns the documented defaults.
-func DefaultRestartOptions() RestartOptions {
-	return RestartOptions{Delay: time.Second, MaxAttempts: 10}
-}
 
 // Options configures a Job.
 type Options struct {
@@ -118,12 +101,16 @@ func NewJob(plan *Plan, opts Options) (*Job, error) {
 	if opts.Storage == nil {
 		return nil, errors.New("job options: Storage is required")
 	}
-	if opts.Restart.Delay < 0 || opts.Restart.MaxAttempts < 0 {
-		return nil, fmt.Errorf("restart options: delay %v and max attempts %d must not be negative", opts.Restart.Delay, opts.Restart.MaxAttempts)
+	if err := opts.Restart.Validate(); err != nil {
+		return nil, fmt.Errorf("restart options: %w", err)
 	}
 	log := opts.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	// Storage calls that hang are reported in the job's log while they hang.
+	if r, ok := opts.Storage.(storage.SlowCallReporter); ok && opts.Log != nil {
+		r.ReportSlowCalls(log, 0)
 	}
 	return &Job{plan: plan, opts: opts, storage: opts.Storage, log: log, stop: make(chan struct{})}, nil
 }
@@ -154,7 +141,11 @@ func (j *Job) Run(ctx context.Context) error {
 		}
 		defer release()
 	}
-	failures := 0
+	clock := j.opts.Restart.clock()
+	b := newBackoff(j.opts.Restart)
+	// stop ends one pause, the first after Stop; later ones run their course
+	// so that an attempt failing at once while stopping does not spin.
+	stop := j.stop
 	for n := 0; ; n++ {
 		before := j.completed.Load()
 		err := j.runAttempt(ctx, n)
@@ -164,19 +155,22 @@ func (j *Job) Run(ctx context.Context) error {
 		// A lost or foreign lock (storage.ErrLocked) is not cured by a
 		// restart either: another process owns the checkpoints now, and a
 		// recovery would abandon its staged sink output.
-		if ctx.Err() != nil || errors.Is(err, ErrIncompatible) || errors.Is(err, storage.ErrLocked) {
+		if ctx.Err() != nil || errors.Is(err, ErrIncompatible) || errors.Is(err, ErrUnrecoverable) || errors.Is(err, storage.ErrLocked) {
 			return err
 		}
-		if j.completed.Load() > before {
-			failures = 0
+		now := clock.Now()
+		delay, giveUp := b.failed(now, j.completed.Load() > before, mrand.Float64())
+		if giveUp != nil {
+			return fmt.Errorf("pipeline %s failed and %w: %w", j.plan.Name, giveUp, err)
 		}
-		failures++
-		if failures > j.opts.Restart.MaxAttempts {
-			return fmt.Errorf("pipeline %s failed and %d restarts in a row did not help: %w", j.plan.Name, j.opts.Restart.MaxAttempts, err)
-		}
-		j.log.Warn("job failed; restarting from the last complete checkpoint", "err", err, "attempt", n+1, "delay", j.opts.Restart.Delay)
+		j.log.Warn("job failed; restarting from the last complete checkpoint", "err", err, "attempt", n+1,
+			"delay", delay.Round(time.Millisecond), "restarts_in_a_row", b.streak, "budget_left", b.remaining(now).Round(time.Second))
+		// A Stop during the pause ends it: the next attempt starts at once
+		// and stops gracefully, with its final checkpoint.
 		select {
-		case <-time.After(j.opts.Restart.Delay):
+		case <-clock.After(delay):
+		case <-stop:
+			stop = nil
 		case <-ctx.Done():
 			return err
 		}

@@ -281,7 +281,8 @@ func (j *Job) TriggerCheckpoint() (int64, error) {
 }
 
 // ErrorClass classifies an attempt failure for recoveries by cause:
-// "incompatible" (ErrIncompatible), "lock" (storage.ErrLocked), "cancelled",
+// "incompatible" (ErrIncompatible), "unrecoverable" (ErrUnrecoverable),
+// "lock" (storage.ErrLocked), "cancelled",
 // "recovery" (recovering from the checkpoint failed), "commit" (publishing
 // a complete checkpoint's output failed), "checkpoint" (more consecutive
 // checkpoint failures than tolerated), "panic" (user or connector code

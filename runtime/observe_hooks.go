@@ -563,6 +563,8 @@ func classify(err error, origin string) string {
 		return ""
 	case errors.Is(err, ErrIncompatible):
 		return "incompatible"
+	case errors.Is(err, ErrUnrecoverable):
+		return "unrecoverable"
 	case errors.Is(err, storage.ErrLocked):
 		return "lock"
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

@@ -389,6 +389,7 @@ func TestErrorClass(t *testing.T) {
 	}{
 		{errors.New("x"), "task"},
 		{runtime.ErrIncompatible, "incompatible"},
+		{runtime.ErrUnrecoverable, "unrecoverable"},
 		{storage.ErrLocked, "lock"},
 		{storage.ErrCorrupt, "corrupt"},
 		{errors.New("count[0]: panic: boom"), "panic"},

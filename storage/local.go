@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/ingest-engine/ingest/internal/failpoint"
 )
@@ -38,13 +40,26 @@ type Local struct {
 	dir string // immutable
 	fs  fsys   // immutable
 
+	// slow reports calls that hang (ReportSlowCalls).
+	slow SlowCalls
+
 	mu sync.Mutex
 	// synced holds the checkpoint ids whose directory exists and whose entry in dir has been fsynced.
 	// INVARIANT: an id is added only after MkdirAll and SyncDir(dir) both returned nil.
 	synced map[int64]bool // guarded by mu
 }
 
-var _ Storage = (*Local)(nil)
+var (
+	_ Storage          = (*Local)(nil)
+	_ SlowCallReporter = (*Local)(nil)
+)
+
+// ReportSlowCalls implements SlowCallReporter: a call whose filesystem
+// operations hang (a stuck disk, an unresponsive network filesystem) is
+// reported while it hangs.
+func (l *Local) ReportSlowCalls(log *slog.Logger, after time.Duration) {
+	l.slow.Report(log, l.dir, after)
+}
 
 // NewLocal returns storage in directory dir, creating it (and fsyncing it into its parent) if it
 // does not exist.
@@ -187,6 +202,7 @@ func (l *Local) WriteFile(ctx context.Context, id int64, name string, data []byt
 	if err := validName(name); err != nil {
 		return Handle{}, err
 	}
+	defer l.slow.Begin(fmt.Sprintf("write state file %s of checkpoint %d", name, id))()
 	if err := l.ensureDir(id, nil); err != nil {
 		return Handle{}, err
 	}
@@ -209,6 +225,7 @@ func (l *Local) ReadFile(ctx context.Context, h Handle) ([]byte, error) {
 	if err := validName(h.Name); err != nil {
 		return nil, err
 	}
+	defer l.slow.Begin(fmt.Sprintf("read state file %s of checkpoint %d", h.Name, h.Checkpoint))()
 	path := filepath.Join(l.chkDir(h.Checkpoint), h.Name)
 	payload, err := l.readVerified(path)
 	if err != nil {
@@ -314,6 +331,9 @@ var errAbandoned = errors.New("storage: metadata write abandoned before the rena
 
 // writeMetadata is WriteMetadata's work; a nil fence never refuses the rename.
 func (l *Local) writeMetadata(id int64, data []byte, fence *renameFence) error {
+	// Watched here rather than in WriteMetadata: an abandoned write goes on
+	// in the background, and a disk that hangs it is what to report.
+	defer l.slow.Begin(fmt.Sprintf("write metadata of checkpoint %d", id))()
 	dir := l.chkDir(id)
 	final := filepath.Join(dir, MetadataName)
 	if fence.isAbandoned() {
@@ -365,6 +385,7 @@ func (l *Local) ReadMetadata(ctx context.Context, id int64) ([]byte, error) {
 	if err := checkID(id); err != nil {
 		return nil, err
 	}
+	defer l.slow.Begin(fmt.Sprintf("read metadata of checkpoint %d", id))()
 	return l.readVerified(filepath.Join(l.chkDir(id), MetadataName))
 }
 
@@ -374,6 +395,7 @@ func (l *Local) List(ctx context.Context) ([]Entry, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("storage: list %s: %w", l.dir, err)
 	}
+	defer l.slow.Begin("list checkpoints")()
 	des, err := l.fs.ReadDir(l.dir)
 	if err != nil {
 		return nil, fmt.Errorf("storage: list %s: %w", l.dir, err)
@@ -405,6 +427,7 @@ func (l *Local) Discard(ctx context.Context, id int64) error {
 	if err := checkID(id); err != nil {
 		return err
 	}
+	defer l.slow.Begin(fmt.Sprintf("discard checkpoint %d", id))()
 	l.mu.Lock()
 	delete(l.synced, id)
 	l.mu.Unlock()

@@ -18,6 +18,14 @@ const LockName = ".lock"
 // cure it, so a job stops at once on an error wrapping it.
 var ErrLocked = errors.New("storage: checkpoint directory is in use")
 
+// ErrLockLapsed marks a call refused because the lock of the storage lapsed: it could not be
+// renewed in time because the store did not answer (storage/blob's lease). Unlike ErrLocked it is
+// not final: no call may use the storage while it lasts, so that nothing this process writes can
+// race a process that took over meanwhile, but once a renewal finds that nobody else took the lock
+// it is held again and calls succeed. A job fails and restarts (with its restart strategy) instead
+// of stopping.
+var ErrLockLapsed = errors.New("storage: checkpoint storage lock lapsed")
+
 // Locker is implemented by storage that can be claimed by one job at a time.
 // Two processes running the same pipeline would each abandon the other's
 // staged output and interleave checkpoints.

@@ -88,9 +88,9 @@ func describe(p *config.Pipeline) string {
 	}
 	s := fmt.Sprintf("pipeline %s\n%s"+
 		"checkpoints: every %s, mode %s, timeout %s, min pause %s, max concurrent %d, tolerable failures %d, retain %d, in %s\n"+
-		"restarts: fixed delay %s, at most %d in a row without a checkpoint\n",
+		"restarts: %s\n",
 		p.Name, plan.Describe(), interval, o.Mode, o.Timeout, o.MinPause, o.MaxConcurrent, o.TolerableFailures, o.Retain,
-		p.CheckpointDir, p.Restart.Delay, p.Restart.MaxAttempts)
+		p.CheckpointDir, p.Restart)
 	lines := p.Delivery().Lines()
 	s += "delivery guarantee: " + lines[0]
 	if p.Require != runtime.DeliveryNone {

@@ -40,12 +40,12 @@ func (c committer) Claim(_ context.Context, pipeline, sink, jobID string) (strin
 	}
 	var o owner
 	if err := json.Unmarshal(data, &o); err != nil || o.Pipeline == "" {
-		return "", fmt.Errorf("file sink: %s does not say which pipeline owns %s (%v): restore or delete it (%w)", path, c.dir, err, runtime.ErrIncompatible)
+		return "", fmt.Errorf("file sink: %s does not say which pipeline owns %s (%v): restore or delete it (%w)", path, c.dir, err, runtime.ErrUnrecoverable)
 	}
 	if o.Pipeline != pipeline || o.Sink != sink {
 		return "", fmt.Errorf("file sink: %s belongs to sink %q of pipeline %q (%s), not to sink %q of pipeline %q: two sinks writing one path would delete each other's staged output at recovery. "+
 			"Give each sink its own path; if that pipeline is gone for good and the output is to be kept, delete %s (%w)",
-			c.dir, o.Sink, o.Pipeline, path, sink, pipeline, path, runtime.ErrIncompatible)
+			c.dir, o.Sink, o.Pipeline, path, sink, pipeline, path, runtime.ErrUnrecoverable)
 	}
 	if o.Job == jobID {
 		return "", nil

@@ -273,7 +273,7 @@ func checkPublished(final, jobID string, id int64, files []stagedFile) error {
 func publishedDiffers(final string, id int64, why string) error {
 	return fmt.Errorf("file sink: checkpoint %d is published at %s with other content (%s): the same checkpoint id named other output, which happens when the checkpoint ledger (_ledger in the checkpoint storage) was deleted or replaced. "+
 		"Nothing was published over it; move %s away to publish this checkpoint's output, or keep it and point the sink at a new path: %w (%w)",
-		id, final, why, final, ErrPublishedDiffers, runtime.ErrIncompatible)
+		id, final, why, final, ErrPublishedDiffers, runtime.ErrUnrecoverable)
 }
 
 // verifyStaged checks that the file at path is f: present, f.Size bytes,
@@ -303,14 +303,14 @@ func verifyStaged(path string, f stagedFile) error {
 }
 
 // stagedError explains a lost or damaged staged file and the ways on. A
-// restart cannot repair the file: it wraps runtime.ErrIncompatible.
+// restart cannot repair the file: it wraps runtime.ErrUnrecoverable.
 func stagedError(id int64, err error) error {
 	if !errors.Is(err, ErrStagedOutputLost) && !errors.Is(err, ErrStagedOutputDamaged) {
 		return fmt.Errorf("file sink: committing checkpoint %d: %w", id, err)
 	}
 	return fmt.Errorf("file sink: committing checkpoint %d: %w. It was changed or deleted outside the engine, and publishing the checkpoint without it would lose its records silently. "+
 		"Restore the file, or restore an older checkpoint (ingest checkpoints delete the newer ones, then run with --allow-duplicates: output after the older checkpoint is published again), "+
-		"or run with --accept-lost-output to publish the rest and lose that file's records (logged) (%w)", id, err, runtime.ErrIncompatible)
+		"or run with --accept-lost-output to publish the rest and lose that file's records (logged) (%w)", id, err, runtime.ErrUnrecoverable)
 }
 
 // writeManifest writes m into dir and fsyncs it.

@@ -68,8 +68,8 @@ func TestHostileStagedFileDamaged(t *testing.T) {
 				t.Fatal(err)
 			}
 			err := s.Committer().Commit(context.Background(), job, commitOf(3, c0, c1))
-			if !errors.Is(err, k.want) || !errors.Is(err, runtime.ErrIncompatible) {
-				t.Fatalf("Commit = %v, want %v and ErrIncompatible", err, k.want)
+			if !errors.Is(err, k.want) || !errors.Is(err, runtime.ErrUnrecoverable) {
+				t.Fatalf("Commit = %v, want %v and ErrUnrecoverable", err, k.want)
 			}
 			for _, want := range []string{path, "--allow-duplicates", "--accept-lost-output"} {
 				if !strings.Contains(err.Error(), want) {
@@ -121,7 +121,7 @@ func TestHostileReusedIDIsNotAlreadyCommitted(t *testing.T) {
 	}
 	second := stageOne(t, s, 1, 7, "second")
 	err := s.Committer().Commit(context.Background(), job, commitOf(7, second))
-	if !errors.Is(err, file.ErrPublishedDiffers) || !errors.Is(err, runtime.ErrIncompatible) {
+	if !errors.Is(err, file.ErrPublishedDiffers) || !errors.Is(err, runtime.ErrUnrecoverable) {
 		t.Fatalf("Commit of other output under id 7 = %v, want ErrPublishedDiffers", err)
 	}
 	if !strings.Contains(err.Error(), "ledger") {
@@ -187,7 +187,7 @@ func TestHostileSharedSinkPath(t *testing.T) {
 	}
 
 	err := newJob(t, hostilePipeline(t, "second", out), memStorage(t), 0).Run(context.Background())
-	if !errors.Is(err, runtime.ErrIncompatible) || !strings.Contains(err.Error(), `pipeline "first"`) {
+	if !errors.Is(err, runtime.ErrUnrecoverable) || !strings.Contains(err.Error(), `pipeline "first"`) {
 		t.Fatalf("second pipeline on the same path: Run = %v, want a refusal naming pipeline first", err)
 	}
 	if _, err := os.Stat(inFlight); err != nil {

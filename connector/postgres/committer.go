@@ -127,7 +127,7 @@ func (cm committer) publish(ctx context.Context, conn *pgx.Conn, jobID string, c
 		return nil // published before; the deferred rollback undoes this attempt
 	}
 	if n := deleted.RowsAffected(); n != p.rows {
-		return fmt.Errorf("%d of the commit's %d staged rows are in %s: %w (%w)", n, p.rows, d.staging, ErrStagedOutputLost, runtime.ErrIncompatible)
+		return fmt.Errorf("%d of the commit's %d staged rows are in %s: %w (%w)", n, p.rows, d.staging, ErrStagedOutputLost, runtime.ErrUnrecoverable)
 	}
 	if err := failpoint.Inject("sink/postgres/mid-commit"); err != nil {
 		return err

@@ -75,7 +75,7 @@ func (d *destination) ensure(ctx context.Context) error {
 		})
 	})
 	if err != nil {
-		return fmt.Errorf("setting up the tables: %w", classify(err))
+		return fmt.Errorf("setting up the tables: %w", classifySetup(err))
 	}
 	d.ready = true
 	return nil
@@ -120,7 +120,7 @@ func (d *destination) claimStaging(ctx context.Context, tx pgx.Tx) error {
 		}
 	case *got != mark:
 		return fmt.Errorf("staging table %s is used by sinks whose writers are registered elsewhere (%q), this sink registers them in %s: each would take the other's staged rows for abandoned; set staging_table to a table of its own, or use the same control schema (%w)",
-			d.staging, *got, d.sql.writers, runtime.ErrIncompatible)
+			d.staging, *got, d.sql.writers, runtime.ErrUnrecoverable)
 	}
 	return nil
 }

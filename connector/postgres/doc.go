@@ -61,11 +61,54 @@
 //
 // Each sink subtask holds one connection (its copies run one at a time) and
 // the committer one more, kept while the sink is in use and closed when the
-// job ends. Transient errors (connection lost, server restarting,
-// serialization failure, deadlock) are retried SinkConfig.CommitRetries
-// times with backoff; a permanent one (a value the column refuses, a
-// constraint violation, a missing column or privilege) wraps
-// runtime.ErrIncompatible, so the job stops instead of restarting into it.
+// job ends.
+//
+// # Errors
+//
+// Every error is classified, as franz-go's kerr marks Kafka errors
+// retriable, by what it calls for: by its SQLSTATE class (PostgreSQL manual,
+// Appendix A), and by whether the sink had already set up and checked its
+// tables (once per sink, at its first use).
+//
+//	class              SQLSTATE                                     at setup    afterwards
+//	connection         08xxx, and network errors, EOF, timeouts     retry       retry
+//	transaction        40001 serialization, 40P01 deadlock,         retry       retry
+//	                   40003 completion unknown
+//	resources          53xxx (disk full, out of memory,             retry       retry
+//	                   too many connections), 55P03 lock timeout
+//	shutdown           57P01 admin, 57P02 crash, 57P03 starting,    retry       retry
+//	                   57P05 idle session timeout
+//	schema, access     42xxx (undefined table or column, missing    stop        restart
+//	                   privilege, no unique index), 28xxx
+//	                   authorization, 3D000 unknown database
+//	data               22xxx data exception, 23xxx and 40002        stop        stop
+//	                   constraint violations
+//	anything else      57014 cancelled, 57P04 database dropped,     restart     restart
+//	                   58xxx, XX internal errors, …
+//
+// What each outcome means:
+//
+//   - retry: the operation (a COPY chunk, a commit, a registration) is
+//     retried in place SinkConfig.CommitRetries times with backoff; then the
+//     subtask fails and the job restarts.
+//   - restart: the subtask fails at once, and the job restarts from its last
+//     complete checkpoint with its restart strategy (runtime.RestartOptions:
+//     growing pauses, a time budget), re-committing what the checkpoint
+//     staged. A target table renamed for a while mid-run ends here: commits
+//     and recoveries fail with undefined_table (42P01), the log says the
+//     table may have been renamed or dropped, and once it is back the job
+//     publishes everything exactly once. If it is not back within the
+//     budget, the job stops with the error.
+//   - stop: the same records fail the same way on every replay (a value the
+//     column refuses, a constraint violation), or the configuration does not
+//     fit the database (at setup: a table to create or a missing column or
+//     privilege, a wrong password or database): the error wraps
+//     runtime.ErrUnrecoverable and the job stops at once, exit code 1.
+//
+// A destination error never wraps runtime.ErrIncompatible: that marks a
+// checkpoint that does not fit the pipeline (here only a committable that
+// does not decode). Staged rows deleted outside the protocol
+// (ErrStagedOutputLost) stop the job too: a restart cannot bring them back.
 //
 // # Failpoints
 //

@@ -384,8 +384,8 @@ func TestStagedRowsLost(t *testing.T) {
 	f.exec("DELETE FROM " + f.quoted("out__ingest_staging") + " WHERE id = 2")
 	for range 2 {
 		err := s.Committer().Commit(context.Background(), testJob, c)
-		if !errors.Is(err, postgres.ErrStagedOutputLost) || !errors.Is(err, runtime.ErrIncompatible) {
-			t.Fatalf("Commit with a lost row: %v, want ErrStagedOutputLost and runtime.ErrIncompatible", err)
+		if !errors.Is(err, postgres.ErrStagedOutputLost) || !errors.Is(err, runtime.ErrUnrecoverable) || errors.Is(err, runtime.ErrIncompatible) {
+			t.Fatalf("Commit with a lost row: %v, want ErrStagedOutputLost and runtime.ErrUnrecoverable (not the checkpoint's fault)", err)
 		}
 		if n := f.count("out"); n != 0 {
 			t.Fatalf("a commit with a lost row published %d rows", n)
@@ -577,7 +577,7 @@ func TestTableChecks(t *testing.T) {
 	cfg = f.config("nokey", postgres.Upsert, "id")
 	cfg.CreateTable = false
 	_, err = newItemSink(t, cfg).Committer().Abandon(ctx, testJob)
-	if err == nil || !strings.Contains(err.Error(), "unique index") || !errors.Is(err, runtime.ErrIncompatible) {
+	if err == nil || !strings.Contains(err.Error(), "unique index") || !errors.Is(err, runtime.ErrUnrecoverable) || errors.Is(err, runtime.ErrIncompatible) {
 		t.Errorf("upsert without a unique index: %v", err)
 	}
 	// With one, it works.
@@ -622,8 +622,8 @@ func TestRefusedValueFailsStaging(t *testing.T) {
 	w := openWriter(t, s, 0, testJob)
 	write(t, w, "abc", "too long")
 	_, err = w.Snapshot(1)
-	if err == nil || !strings.Contains(err.Error(), "out__ingest_staging") || !errors.Is(err, runtime.ErrIncompatible) {
-		t.Fatalf("Snapshot after a refused value: %v, want an error naming the staging table, marked incompatible", err)
+	if err == nil || !strings.Contains(err.Error(), "out__ingest_staging") || !errors.Is(err, runtime.ErrUnrecoverable) || errors.Is(err, runtime.ErrIncompatible) {
+		t.Fatalf("Snapshot after a refused value: %v, want an error naming the staging table, marked unrecoverable", err)
 	}
 	t.Log(err)
 }
@@ -686,8 +686,8 @@ func TestStagingTableBelongsToOneControlSchema(t *testing.T) {
 	cfg := f.config("out", postgres.Append)
 	cfg.ControlSchema = other
 	_, err := newItemSink(t, cfg).Committer().Abandon(ctx, testJob)
-	if err == nil || !errors.Is(err, runtime.ErrIncompatible) {
-		t.Fatalf("a sink with another control schema on the same staging table: %v, want a refusal wrapping runtime.ErrIncompatible", err)
+	if err == nil || !errors.Is(err, runtime.ErrUnrecoverable) || errors.Is(err, runtime.ErrIncompatible) {
+		t.Fatalf("a sink with another control schema on the same staging table: %v, want a refusal wrapping runtime.ErrUnrecoverable", err)
 	}
 	for _, want := range []string{"out__ingest_staging", other, "set staging_table"} {
 		if !strings.Contains(err.Error(), want) {

@@ -50,6 +50,9 @@ func (p WindowPipeline) YAML() string {
 	if p.RestartDelay != 0 || p.MaxAttempts != 0 {
 		line("restart:")
 		opt("  ", "delay", p.RestartDelay, p.RestartDelay != 0)
+		// A fixed delay: the tests that set one count on restarts that
+		// come quickly however many fail in a row.
+		opt("  ", "multiplier", 1, p.RestartDelay != 0)
 		opt("  ", "max_attempts", p.MaxAttempts, p.MaxAttempts != 0)
 	}
 	line("sources:")

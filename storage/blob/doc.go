@@ -37,12 +37,23 @@
 // # Locking
 //
 // Object stores have no flock. Storage implements storage.Locker with a lease: a lock object
-// <prefix>.lease created with IfNotExist and renewed every Lease/3; a holder that lost it or could
-// not renew it for 3/4 of Lease refuses every later call, and another process takes over a lock
-// only after watching it unchanged for a whole Lease, or at once if it names a dead process of the
-// same PID namespace (a crash on the same machine). The protocol and its limits are described in
-// lock.go; in short, it assumes requests are not delayed by more than Lease/4, and the metadata's
-// conditional create remains a second line of defence.
+// <prefix>.lease created with IfNotExist and renewed every Lease/3. A holder that could not renew
+// it for 3/4 of Lease (the store did not answer) refuses every call with storage.ErrLockLapsed
+// until a renewal finds the object unchanged by anyone else, and then holds the lock again: an
+// outage of the store longer than the lease costs a job a restart, not its lock. A holder that
+// finds the object deleted or naming another owner has lost it for good (storage.ErrLocked: the
+// job stops). Another process takes over a lock only after watching it unchanged for a whole
+// Lease, or at once if it names a dead process of the same PID namespace (a crash on the same
+// machine). The protocol and its limits are described in lock.go; in short, it assumes requests
+// are not delayed by more than Lease/4, and the metadata's conditional create remains a second
+// line of defence.
+//
+// # Slow calls
+//
+// Storage implements storage.SlowCallReporter: a job gives it its log, and a call outstanding
+// longer than storage.DefaultSlowCall (10 s) is logged at WARN, naming the call and the location,
+// once a minute while it hangs, and at INFO when it returns. The lock's lapses (WARN), renewals
+// after a lapse (INFO) and loss (ERROR) go to the same log.
 //
 // # Limits
 //

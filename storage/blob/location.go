@@ -42,6 +42,9 @@ const (
 	paramLease   = "lease"
 	paramTimeout = "timeout"
 	paramPrefix  = "prefix"
+	// paramInstanceMetadata (s3 only) lets the AWS SDK ask the EC2 instance-metadata service for
+	// credentials when nothing else provides them. It is taken by openS3, not by parseLocation.
+	paramInstanceMetadata = "instance_metadata"
 )
 
 // schemeRE matches a URL scheme followed by "://": what tells a URL from a local path.

@@ -22,11 +22,18 @@ import (
 //   - Acquire: create <prefix>.lease (LeaseName) with IfNotExist, holding a random owner token.
 //     Only one of several concurrent creators succeeds.
 //   - Hold: rewrite the object every Lease/3 with an increasing sequence number, after checking it
-//     still names this owner. A holder that finds another owner, or has not renewed for 3/4 of
-//     Lease, has lost the lock for good: every later call fails with storage.ErrLocked, so it can
-//     complete no checkpoint and delete nothing, and a restart of its job stops at its first List,
-//     before the recovery abandons staged sink output (the job fails once its restarts are used
-//     up).
+//     still names this owner at a sequence number this holder wrote. A failed renewal is retried
+//     every Lease/12.
+//   - Lapse: a holder that has not renewed for 3/4 of Lease (the store did not answer) refuses
+//     every call with storage.ErrLockLapsed, so it can complete no checkpoint and delete nothing
+//     while another process may be taking over, and a restart of its job fails at its first List,
+//     before the recovery abandons staged sink output. It keeps trying to renew: a renewal that
+//     finds the object unchanged by anyone else (this owner token, a sequence number this holder
+//     wrote) rewrites it, and the lock is held again: an outage of the store longer than the lease
+//     costs the job a restart, not its lock.
+//   - Lose: a holder that finds the object deleted, overwritten or naming another owner has lost
+//     the lock for good (fencing): every later call fails with storage.ErrLocked, and the job
+//     stops.
 //   - Take over: a lock object is stale when it stays unchanged for a whole Lease, watched by the
 //     process that wants it (no clocks are compared, so clock skew between machines does not
 //     matter), or at once when it names a process of the same PID namespace on the same boot that
@@ -77,10 +84,19 @@ type lease struct {
 	stop  chan struct{}
 	done  chan struct{}
 
+	// confirmed is the sequence number of the last renewal known to have landed; rec.Seq is the
+	// last one attempted. The object names this holder at a sequence number in between if nobody
+	// else wrote it. Owned by the renewing goroutine.
+	confirmed int64
+
 	mu sync.Mutex
 	// renewed is when the last successful write of the lock object started (monotonic clock).
 	renewed time.Time // guarded by mu
+	// lapsed is non-nil while the lock is lapsed: not renewed for 3/4 of Lease. It wraps
+	// storage.ErrLockLapsed; a successful renewal clears it.
+	lapsed error // guarded by mu
 	// lost is non-nil once the lock is lost; it never becomes nil again.
+	// INVARIANT: lost != nil implies nothing clears it and no renewal runs any more.
 	lost error // guarded by mu
 }
 
@@ -232,17 +248,24 @@ func (s *Storage) hold(key string, rec lockRecord, acquired time.Time) func() er
 	}
 }
 
-// valid returns nil while the lock is held and fresh, else an error wrapping storage.ErrLocked.
+// valid returns nil while the lock is held and fresh, an error wrapping storage.ErrLockLapsed
+// while it is lapsed, and one wrapping storage.ErrLocked once it is lost.
 func (l *lease) valid() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.lost == nil {
-		if age := time.Since(l.renewed); age >= l.s.opts.Lease*3/4 {
-			l.loseLocked(fmt.Errorf("%w: the lock on %s was not renewed for %v (lease %v): another process may have taken over",
-				storage.ErrLocked, l.s.loc.base, age.Round(time.Millisecond), l.s.opts.Lease))
+	if l.lost != nil {
+		return l.lost
+	}
+	if age := time.Since(l.renewed); age >= l.s.opts.Lease*3/4 && l.lapsed == nil {
+		l.lapsed = fmt.Errorf("%w: the lock on %s was not renewed for %v (lease %v): the store did not answer; "+
+			"no call may use it until a renewal finds that no other process took over",
+			storage.ErrLockLapsed, l.s.loc.base, age.Round(time.Millisecond), l.s.opts.Lease)
+		if log := l.s.slow.Logger(); log != nil {
+			log.Warn("checkpoint storage lock lapsed: every storage call fails until it is renewed", "storage", l.s.loc.base,
+				"not_renewed_for", age.Round(time.Millisecond), "lease", l.s.opts.Lease)
 		}
 	}
-	return l.lost
+	return l.lapsed
 }
 
 // loseLocked records that the lock is lost, for good. l.mu must be held.
@@ -253,10 +276,13 @@ func (l *lease) loseLocked(err error) {
 	}
 }
 
-// run renews the lock every Lease/3 until release or until it is lost.
+// run renews the lock every Lease/3, and every Lease/12 after a failed renewal, until release or
+// until it is lost. A lapsed lock is renewed like a fresh one: renew checks that nobody else wrote
+// the object.
 func (l *lease) run() {
 	defer close(l.done)
-	t := time.NewTicker(l.s.opts.Lease / 3)
+	period, retry := l.s.opts.Lease/3, max(l.s.opts.Lease/12, time.Millisecond)
+	t := time.NewTimer(period)
 	defer t.Stop()
 	for {
 		select {
@@ -264,24 +290,34 @@ func (l *lease) run() {
 			return
 		case <-t.C:
 		}
-		if l.valid() != nil {
+		if errors.Is(l.valid(), storage.ErrLocked) {
 			return
 		}
 		start := time.Now()
 		err := l.renew()
-		if errors.Is(err, storage.ErrLocked) {
+		switch {
+		case errors.Is(err, storage.ErrLocked):
 			l.mu.Lock()
 			l.loseLocked(err)
 			l.mu.Unlock()
+			if log := l.s.slow.Logger(); log != nil {
+				log.Error("checkpoint storage lock lost: another process holds it now", "storage", l.s.loc.base, "err", err)
+			}
 			return
-		}
-		if err == nil {
+		case err == nil:
 			l.mu.Lock()
 			l.renewed = start
+			lapsed := l.lapsed
+			l.lapsed = nil
 			l.mu.Unlock()
+			if log := l.s.slow.Logger(); lapsed != nil && log != nil {
+				log.Info("checkpoint storage lock renewed after it lapsed: no other process took over", "storage", l.s.loc.base)
+			}
+			t.Reset(period)
+		default:
+			// The store did not answer: retry soon; valid refuses calls once the lease runs out.
+			t.Reset(retry)
 		}
-		// Any other error is transient: the next tick retries, and valid fences once the lease
-		// runs out.
 	}
 }
 
@@ -299,10 +335,17 @@ func (l *lease) renew() error {
 		return err
 	case cur.Owner != l.owner:
 		return fmt.Errorf("%w: the lock on %s was taken over by host %s pid %d", storage.ErrLocked, l.s.loc.base, cur.Host, cur.PID)
+	case cur.Seq < l.confirmed || cur.Seq > l.rec.Seq:
+		return fmt.Errorf("%w: the lock object %s was overwritten: it names this holder at renewal %d, which it did not write (wrote %d..%d)",
+			storage.ErrLocked, l.s.where(l.key), cur.Seq, l.confirmed, l.rec.Seq)
 	}
 	l.rec.Seq++
 	l.rec.Renewed = time.Now().UTC()
-	return l.s.putLock(ctx, l.key, l.rec, false)
+	if err := l.s.putLock(ctx, l.key, l.rec, false); err != nil {
+		return err
+	}
+	l.confirmed = l.rec.Seq
+	return nil
 }
 
 // release stops renewing and deletes the lock object if it still names this owner.

@@ -39,8 +39,13 @@ func OpenStorage(ctx context.Context, dirOrURL string) (storage.Storage, error) 
 // Options; every other parameter goes to the gocloud.dev driver (for s3 see
 // gocloud.dev/aws.V2ConfigFromURLParams and gocloud.dev/blob/s3blob.URLOpener). Credentials in
 // an s3 URL are used as static credentials; without them the AWS SDK's default chain applies
-// (environment, shared config, instance metadata). No message, Location() or error shows the
-// credentials or the value of a parameter whose name suggests a secret.
+// (environment, shared config and profiles, web identity, container credentials), except its last
+// resort, the EC2 instance-metadata service (169.254.169.254): an s3 URL for which nothing else
+// provides credentials is refused, naming the ways to give them, unless it sets
+// instance_metadata=true (as on an EC2 instance with a role; a profile whose credential_source is
+// Ec2InstanceMetadata needs it too). The parameter role=ARN assumes that role with those
+// credentials. No message, Location() or error shows the credentials or the value of a parameter
+// whose name suggests a secret.
 //
 // Close releases the bucket.
 func Open(ctx context.Context, rawURL string, o *Options) (*Storage, error) {

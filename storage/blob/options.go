@@ -17,10 +17,11 @@ type Options struct {
 	// The default value is 1 minute.
 	Timeout time.Duration
 	// Lease is how long the lock taken by Lock stays valid without a renewal. The holder renews it
-	// every Lease/3 and stops using the storage (every call fails with storage.ErrLocked) once no
-	// renewal succeeded for 3/4 of Lease; another process takes a lock over only after seeing it
-	// unchanged for a whole Lease. Longer leases ride out longer storage outages, shorter ones let
-	// a restart on another machine take over sooner after a crash. (Kubernetes leader election,
+	// every Lease/3 and stops using the storage (every call fails with storage.ErrLockLapsed) once
+	// no renewal succeeded for 3/4 of Lease, until a renewal finds the lock object still its own;
+	// another process takes a lock over only after seeing it unchanged for a whole Lease. Longer
+	// leases let a job work through longer storage outages without a restart, shorter ones let a
+	// restart on another machine take over sooner after a crash. (Kubernetes leader election,
 	// which Flink's HA uses, defaults to a 15 s lease.)
 	// The default value is 30 seconds.
 	Lease time.Duration

@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	gcblob "gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
@@ -42,6 +44,8 @@ type Storage struct {
 	owned  bool           // immutable; Close closes bucket
 	loc    *location      // immutable
 	opts   Options        // immutable
+	// slow reports calls that hang, and the lease's lapses (ReportSlowCalls).
+	slow storage.SlowCalls
 
 	mu sync.Mutex
 	// held is the lock taken by Lock, nil when none is held.
@@ -49,9 +53,16 @@ type Storage struct {
 }
 
 var (
-	_ storage.Storage = (*Storage)(nil)
-	_ storage.Locker  = (*Storage)(nil)
+	_ storage.Storage          = (*Storage)(nil)
+	_ storage.Locker           = (*Storage)(nil)
+	_ storage.SlowCallReporter = (*Storage)(nil)
 )
+
+// ReportSlowCalls implements storage.SlowCallReporter: a call whose requests hang (a store that
+// stops answering) is reported while it hangs, and so are the lock's lapses and renewals.
+func (s *Storage) ReportSlowCalls(log *slog.Logger, after time.Duration) {
+	s.slow.Report(log, s.loc.base, after)
+}
 
 func newStorage(b *gcblob.Bucket, owned bool, loc *location, opts Options) *Storage {
 	return &Storage{bucket: b, owned: owned, loc: loc, opts: opts}
@@ -95,9 +106,9 @@ func (s *Storage) timeout(ctx context.Context) (context.Context, context.CancelF
 	return context.WithTimeout(ctx, s.opts.Timeout)
 }
 
-// usable returns nil if this Storage may be used: it holds no lock, or a valid one. A process that
-// lost its lock (another may have taken over) must not write or delete anything, and must not read
-// either: a job's restart begins with List and Latest, and refusing them keeps the restart from
+// usable returns nil if this Storage may be used: it holds no lock, or a valid one. A process whose
+// lock lapsed or was lost (another may have taken over) must not write or delete anything, and must
+// not read either: a job's restart begins with List and Latest, and refusing them keeps the restart from
 // reaching the recovery step that abandons staged sink output, which would delete the new
 // holder's.
 func (s *Storage) usable() error {
@@ -162,6 +173,7 @@ func (s *Storage) WriteFile(ctx context.Context, id int64, name string, data []b
 	if err := s.usable(); err != nil {
 		return storage.Handle{}, err
 	}
+	defer s.slow.Begin(fmt.Sprintf("write state file %s of checkpoint %d", name, id))()
 	key := s.dirKey(id) + name
 	if err := s.put(ctx, key, data, false); err != nil {
 		return storage.Handle{}, s.fail(err, "write %s", s.where(key))
@@ -184,6 +196,7 @@ func (s *Storage) ReadFile(ctx context.Context, h storage.Handle) ([]byte, error
 	if err := s.usable(); err != nil {
 		return nil, fmt.Errorf("storage/blob: read %s of checkpoint %d: %w", h.Name, h.Checkpoint, err)
 	}
+	defer s.slow.Begin(fmt.Sprintf("read state file %s of checkpoint %d", h.Name, h.Checkpoint))()
 	key := s.dirKey(h.Checkpoint) + h.Name
 	payload, err := s.readVerified(ctx, key)
 	if err != nil {
@@ -220,6 +233,7 @@ func (s *Storage) WriteMetadata(ctx context.Context, id int64, data []byte) erro
 	if err := s.usable(); err != nil {
 		return fmt.Errorf("storage/blob: write metadata of checkpoint %d: %w", id, err)
 	}
+	defer s.slow.Begin(fmt.Sprintf("write metadata of checkpoint %d", id))()
 	key := s.dirKey(id) + storage.MetadataName
 	want := append(bytes.Clone(data), storage.Trailer(data)...)
 
@@ -262,6 +276,7 @@ func (s *Storage) ReadMetadata(ctx context.Context, id int64) ([]byte, error) {
 	if err := s.usable(); err != nil {
 		return nil, fmt.Errorf("storage/blob: read metadata of checkpoint %d: %w", id, err)
 	}
+	defer s.slow.Begin(fmt.Sprintf("read metadata of checkpoint %d", id))()
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
 	return s.readVerified(ctx, s.dirKey(id)+storage.MetadataName)
@@ -278,6 +293,7 @@ func (s *Storage) List(ctx context.Context) ([]storage.Entry, error) {
 	if err := s.usable(); err != nil {
 		return nil, fmt.Errorf("storage/blob: list %s: %w", s.loc.base, err)
 	}
+	defer s.slow.Begin("list checkpoints")()
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
 	it := s.bucket.List(&gcblob.ListOptions{Prefix: s.loc.prefix, Delimiter: "/"})
@@ -357,6 +373,7 @@ func (s *Storage) Discard(ctx context.Context, id int64) error {
 	if err := s.usable(); err != nil {
 		return fmt.Errorf("storage/blob: discard checkpoint %d: %w", id, err)
 	}
+	defer s.slow.Begin(fmt.Sprintf("discard checkpoint %d", id))()
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
 	dir := s.dirKey(id)
