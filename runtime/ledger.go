@@ -55,15 +55,20 @@ func (j *Job) writeLedger(ctx context.Context, l checkpoint.Ledger) error {
 }
 
 // settleLedger is the recovery's last storage step: the ledger names the job,
-// forgets failed checkpoints that are gone, and is written when that changed
-// anything (or when there was none), before any subtask may stage output
-// under the job's id.
+// forgets failed checkpoints that are gone, reserves the attempt's first ids,
+// and is written when that changed anything (or when there was none),
+// before any subtask may stage output under the job's id.
 func (j *Job) settleLedger(ctx context.Context, rec *recovery, read checkpoint.Ledger, present map[int64]bool) error {
 	l := read
 	l.Pipeline, l.JobID = j.plan.Name, rec.jobID
 	l.Failed = slices.DeleteFunc(slices.Clone(l.Failed), func(id int64) bool { return !present[id] })
+	if l.Reserved < rec.nextID {
+		// Reserved now, so that the attempt's first checkpoint does not
+		// wait for a ledger write.
+		l.Reserved = rec.nextID + checkpoint.IDReservation - 1
+	}
 	rec.ledger = l
-	if l.Version != 0 && l.JobID == read.JobID && slices.Equal(l.Failed, read.Failed) {
+	if l.Version != 0 && l.JobID == read.JobID && l.Reserved == read.Reserved && slices.Equal(l.Failed, read.Failed) {
 		return nil
 	}
 	if err := j.writeLedger(ctx, l); err != nil {
