@@ -2,7 +2,10 @@ package postgres
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ingest-engine/ingest/checkpoint"
@@ -56,6 +59,21 @@ type publication struct {
 	rows                         int64
 }
 
+// digest names the publication's content: every batch's writer and sequence
+// range, in order. Writers are registered with unique ids, so two commits
+// with the same digest publish the same staged rows.
+func (p *publication) digest() string {
+	var b strings.Builder
+	for i := range p.writer {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%d:%d-%d", p.writer[i], p.first[i], p.end[i])
+	}
+	sum := sha256.Sum256([]byte(b.String()))
+	return hex.EncodeToString(sum[:16])
+}
+
 func (p *publication) add(b batch) {
 	p.prepared = append(p.prepared, b.Prepared)
 	p.subtask = append(p.subtask, b.Subtask)
@@ -87,7 +105,9 @@ func (cm committer) publish(ctx context.Context, conn *pgx.Conn, jobID string, c
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
 	b := &pgx.Batch{}
 	b.Queue(d.sql.maxProgress, d.cfg.Pipeline, c.Sink, jobID)
-	b.Queue(d.sql.insertProgress, d.cfg.Pipeline, c.Sink, jobID, c.Checkpoint, d.target.String(), p.rows)
+	digest := p.digest()
+	b.Queue(d.sql.insertProgress, d.cfg.Pipeline, c.Sink, jobID, c.Checkpoint, d.target.String(), p.rows, digest)
+	b.Queue(d.sql.progressOf, d.cfg.Pipeline, c.Sink, jobID, c.Checkpoint)
 	b.Queue(d.sql.publish, p.prepared, p.subtask, p.writer, p.first, p.end)
 	b.Queue(d.sql.deleteStaged, p.writer, p.first, p.end)
 	prune := d.cfg.ProgressHistory > 0
@@ -104,6 +124,12 @@ func (cm committer) publish(ctx context.Context, conn *pgx.Conn, jobID string, c
 	if err != nil {
 		res.Close()
 		return fmt.Errorf("recording the checkpoint in %s: %w", d.sql.progress, err)
+	}
+	var recordedRows int64
+	var recorded string
+	if err := res.QueryRow().Scan(&recordedRows, &recorded); err != nil {
+		res.Close()
+		return fmt.Errorf("reading the checkpoint's row in %s: %w", d.sql.progress, err)
 	}
 	if _, err := res.Exec(); err != nil {
 		res.Close()
@@ -123,8 +149,19 @@ func (cm committer) publish(ctx context.Context, conn *pgx.Conn, jobID string, c
 	if err := res.Close(); err != nil {
 		return err
 	}
-	if inserted.RowsAffected() == 0 || (prune && c.Checkpoint < newest-d.cfg.ProgressHistory) {
-		return nil // published before; the deferred rollback undoes this attempt
+	if inserted.RowsAffected() == 0 {
+		// Published before, if by this very commit: a checkpoint id is
+		// never taken for what its row says, only with its content.
+		if (recorded != "" && recorded != digest) || (recorded == "" && recordedRows != p.rows) {
+			return fmt.Errorf("checkpoint %d of job %s is recorded in %s as published with other rows (%d rows, batches %q; this commit: %d rows, batches %q): "+
+				"the same checkpoint id named other output, which happens when the checkpoint ledger (_ledger in the checkpoint storage) was deleted or replaced. "+
+				"Nothing was published; the staged rows stay. Delete that progress row to publish them, or give the sink another job: %w (%w)",
+				c.Checkpoint, jobID, d.sql.progress, recordedRows, recorded, p.rows, digest, ErrPublishedDiffers, runtime.ErrUnrecoverable)
+		}
+		return nil // the deferred rollback undoes this attempt
+	}
+	if prune && c.Checkpoint < newest-d.cfg.ProgressHistory {
+		return nil // published before and its progress row pruned
 	}
 	if n := deleted.RowsAffected(); n != p.rows {
 		return fmt.Errorf("%d of the commit's %d staged rows are in %s: %w (%w)", n, p.rows, d.staging, ErrStagedOutputLost, runtime.ErrUnrecoverable)

@@ -22,6 +22,14 @@ import (
 // rows).
 var ErrStagedOutputLost = errors.New("staged output lost")
 
+// ErrPublishedDiffers marks a commit of a checkpoint that ingest_sink_progress
+// records as published with other rows: the same checkpoint id named other
+// output (the engine never reuses an id; this happens when its checkpoint
+// ledger was deleted or replaced). The commit publishes nothing rather than
+// take the record for its own and drop its rows; it wraps
+// runtime.ErrUnrecoverable.
+var ErrPublishedDiffers = errors.New("published output differs")
+
 // Errors are classified the way franz-go's kerr marks Kafka errors
 // retriable: by what they call for, decided by the SQLSTATE's class
 // (PostgreSQL manual, Appendix A) and by whether the sink had set up and

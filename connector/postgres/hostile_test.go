@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -279,4 +280,37 @@ func TestOutageLongerThanTheFormerRestartBudgetIsSurvived(t *testing.T) {
 	}
 	t.Logf("stats %+v", job.Stats())
 	checkWindows(t, f, testkit.ExpectedWindows(pipeCount, windowKeys, datagen.DefaultStartTime, time.Millisecond, time.Second))
+}
+
+// #12 item 1 at the sink: a checkpoint ingest_sink_progress records as
+// published counts as this commit's only when the record names the same
+// staged rows. The same id naming other rows (the checkpoint ledger deleted
+// and the id used again) fails loudly, publishing nothing and keeping the
+// rows staged, instead of answering "already committed" and dropping them.
+// checkpointing.txt: "A prepared commit can be retried, completed, or
+// identified as already committed without publishing duplicates."
+func TestHostileReusedIDIsNotAlreadyCommitted(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	s := newItemSink(t, f.config("out", postgres.Append))
+	w0, w1 := openWriter(t, s, 0, testJob), openWriter(t, s, 1, testJob)
+	write(t, w0, item{1, "first", 0})
+	first := commitOf(7, 0, snapshot(t, w0, 7))
+	commit(t, s.Committer(), testJob, first)
+	commit(t, s.Committer(), testJob, first) // the same commit again: recognised
+	write(t, w1, item{2, "second", 0})
+	second := commitOf(7, 0, snapshot(t, w1, 7))
+	err := s.Committer().Commit(context.Background(), testJob, second)
+	if !errors.Is(err, postgres.ErrPublishedDiffers) || !errors.Is(err, runtime.ErrUnrecoverable) {
+		t.Fatalf("Commit of other rows under id 7 = %v, want ErrPublishedDiffers", err)
+	}
+	if !strings.Contains(err.Error(), "ledger") {
+		t.Errorf("the error does not name the likely cause: %v", err)
+	}
+	if got := f.items("out"); len(got) != 1 || got[0].Name != "first" {
+		t.Fatalf("target holds %v, want the first commit's row only", got)
+	}
+	if n := f.count("out__ingest_staging"); n != 1 {
+		t.Fatalf("%d rows staged after the refused commit, want the second's 1", n)
+	}
 }

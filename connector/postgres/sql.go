@@ -28,7 +28,7 @@ type statements struct {
 	// first seq, $3 end seq: arrays).
 	deleteStaged string
 
-	maxProgress, insertProgress, pruneProgress string
+	maxProgress, insertProgress, progressOf, pruneProgress string
 
 	register, heartbeat string
 	// abandonWriters unregisters the writers of job $3 of pipeline $1 on
@@ -104,6 +104,10 @@ func buildStatements(target, staging table, control string, cfg SinkConfig, colu
   committed_at timestamptz NOT NULL DEFAULT now(),
   PRIMARY KEY (pipeline, sink, job, checkpoint)
 )`, s.progress),
+		// batches identifies what a checkpoint's commit published (see
+		// publication.digest); tables made by older versions gain it, NULL
+		// in their rows.
+		fmt.Sprintf("ALTER TABLE %s ADD COLUMN IF NOT EXISTS batches text", s.progress),
 		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
   writer bigint PRIMARY KEY,
   pipeline text NOT NULL,
@@ -162,7 +166,8 @@ func buildStatements(target, staging table, control string, cfg SinkConfig, colu
 		s.staging, quoteCol(writerColumn), quoteCol(seqColumn), quoteCol(seqColumn))
 
 	s.maxProgress = fmt.Sprintf("SELECT coalesce(max(checkpoint), 0) FROM %s WHERE pipeline = $1 AND sink = $2 AND job = $3", s.progress)
-	s.insertProgress = fmt.Sprintf("INSERT INTO %s (pipeline, sink, job, checkpoint, target, rows) VALUES ($1, $2, $3, $4, $5, $6)\nON CONFLICT (pipeline, sink, job, checkpoint) DO NOTHING", s.progress)
+	s.insertProgress = fmt.Sprintf("INSERT INTO %s (pipeline, sink, job, checkpoint, target, rows, batches) VALUES ($1, $2, $3, $4, $5, $6, $7)\nON CONFLICT (pipeline, sink, job, checkpoint) DO NOTHING", s.progress)
+	s.progressOf = fmt.Sprintf("SELECT rows, coalesce(batches, '') FROM %s WHERE pipeline = $1 AND sink = $2 AND job = $3 AND checkpoint = $4", s.progress)
 	s.pruneProgress = fmt.Sprintf("DELETE FROM %s WHERE pipeline = $1 AND sink = $2 AND job = $3 AND checkpoint < $4", s.progress)
 
 	s.register = fmt.Sprintf("INSERT INTO %s (writer, pipeline, sink, job, subtask, staging) VALUES ($1, $2, $3, $4, $5, $6)\nON CONFLICT (writer) DO NOTHING", s.writers)
