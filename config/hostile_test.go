@@ -1,6 +1,8 @@
 package config_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -57,5 +59,70 @@ func TestHostileOnReplaceOption(t *testing.T) {
 	errs := parseErrs(t, fileSourceYAML("    on_replace: ignore\n"))
 	if !hasLine(errs, `p.yaml:8: sources.in.on_replace: unknown value "ignore" (known: fail, reread)`) {
 		t.Errorf("errors %q", errs)
+	}
+}
+
+// csvPipeline is a pipeline reading dir's in/*.csv with the given extra
+// source lines (stop_at latest) into a file sink out.
+func csvPipeline(extra string) string {
+	return `pipeline: csv
+checkpoint: {interval: 50ms, dir: ckpts}
+restart: {delay: 10ms, max_attempts: 0}
+sources:
+  files:
+    type: file
+    format: csv
+    path: in/*.csv
+    event_time: {field: ts}
+    stop_at: latest
+` + extra + `sinks:
+  out: {type: file, input: files, path: out}
+`
+}
+
+// "A restart must not lose accepted data" starts with accepting it: a CSV
+// file that begins with a UTF-8 byte order mark (as spreadsheet exports do)
+// loads with declared fields and is read whole. The check of the header at
+// load time reads it as the source does. #12 item 8.
+func TestHostileCSVByteOrderMark(t *testing.T) {
+	dir := t.TempDir()
+	writeAt(t, filepath.Join(dir, "in", "a.csv"), "\ufeffid,ts,value\n1,2026-01-01T00:00:00Z,5\n2,2026-01-01T00:00:01Z,6\n")
+	path := writePipeline(t, dir, csvPipeline("    fields: {id: int, ts: time, value: int}\n"))
+	p, err := config.Load(path)
+	if err != nil {
+		t.Fatalf("Load of a CSV file with a byte order mark:\n%v", err)
+	}
+	if err := runToEnd(t, p); err != nil {
+		t.Fatal(err)
+	}
+	sameLines(t, "committed rows", committedLines(t, dir, "out"), []string{
+		`{"id":1,"ts":"2026-01-01T00:00:00Z","value":5}`,
+		`{"id":2,"ts":"2026-01-01T00:00:01Z","value":6}`,
+	})
+}
+
+// Bad input gets a clear error: a header whose column names hold
+// invisible characters (a zero-width space, a byte order mark after the
+// start) shows them escaped, so the user sees why "qty" is not "qty".
+// #12 item 8.
+func TestHostileCSVHeaderInvisibleCharacters(t *testing.T) {
+	dir := t.TempDir()
+	writeAt(t, filepath.Join(dir, "in", "a.csv"), "ts,\u200bqty,\ufeffkey,plain name\n2026-01-01T00:00:00Z,1,2,3\n")
+	path := writePipeline(t, dir, csvPipeline("    fields: {ts: time, qty: int}\n"))
+	_, err := config.Load(path)
+	want := `no column "qty" in the header of ` + filepath.Join("in", "a.csv") + ` (columns: ts, "\u200bqty", "\ufeffkey", "plain name")`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Load: %v\nwant an error containing %s", err, want)
+	}
+}
+
+// writeAt writes content to path, creating its directory.
+func writeAt(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -59,6 +59,8 @@ type reader[T any] struct {
 	// the policy's MaxRecordBytes when set, else MaxLineBytes.
 	maxLine   int
 	limitName string
+	// headerOnly: nextLine returns once a CSV header is read (CSVHeaders).
+	headerOnly bool
 }
 
 // SetBadRecords sets the subtask's bad-record policy (see
@@ -465,6 +467,9 @@ func (r *reader[T]) nextLine(s *split) (l Line, ok bool, err error) {
 								return l, false, fmt.Errorf("file source: %s:%d: %w", s.path, number, err)
 							}
 							s.header, s.headerEnd = h, s.off
+							if r.headerOnly {
+								return l, false, nil
+							}
 							continue
 						}
 						fields := r.csv.strings()
