@@ -37,7 +37,11 @@
 // Decoder as a Line with its path, line number and byte offset; decode
 // errors, CSV records with the wrong number of fields and records longer
 // than MaxLineBytes fail the subtask with an error naming
-// path:line (byte offset N).
+// path:line (byte offset N), unless a bad-record policy (stream.OnBadRecords)
+// skips them. A CSV record that is malformed or longer than the limit ends,
+// as a bad record, at the first line break after its start, and reading
+// resumes on the next line: a quoted field is bounded by the limit, so an
+// unterminated quote makes one line bad, not the rest of the file.
 //
 // # Source: file identity, replacement and rotation
 //

@@ -1,6 +1,7 @@
 package file_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ingest-engine/ingest/connector/file"
+	"github.com/ingest-engine/ingest/stream"
 )
 
 // This file holds the hostile cases of the file source: what a user who
@@ -598,4 +600,112 @@ func TestHostileStopAtLatestListing(t *testing.T) {
 			t.Fatalf("read %v, want 1001..1010 and 2001..2010 once", got)
 		}
 	})
+}
+
+// csvRecords returns CSV lines (columns id,key,value,ts) of the records
+// with ids from..to-1.
+func csvRecords(from, to int64) string {
+	var b strings.Builder
+	for id := from; id < to; id++ {
+		b.WriteString(csvLine(id, "k", id, id))
+	}
+	return b.String()
+}
+
+// skipped returns the skipped-record count in a position.
+func skipped(t *testing.T, pos []byte) int64 {
+	t.Helper()
+	var p struct {
+		Bad *struct {
+			Skipped int64 `json:"skipped"`
+		} `json:"bad"`
+	}
+	if err := json.Unmarshal(pos, &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Bad == nil {
+		return 0
+	}
+	return p.Bad.Skipped
+}
+
+// "A restart must not lose accepted data": an unterminated quote in a CSV
+// record does not turn the rest of the file into one bad record. A quoted
+// field is bounded by max_record_bytes, and a bad record ends at the first
+// line break after its start, where reading resumes: with on_error: skip
+// exactly that line is skipped and every record after it read once, with
+// stop_at latest and following; with on_error: fail the error names the file
+// and the line. #12 item 9.
+func TestHostileCSVUnterminatedQuote(t *testing.T) {
+	const header = "id,key,value,ts\n"
+	content := header + csvRecords(1001, 1004) + "1004,\"k,1004,1004\n" + csvRecords(1005, 1200)
+	want := append(idRange(1001, 1004), idRange(1005, 1200)...)
+	for _, stop := range []file.StopAt{file.StopAtLatest, file.StopNever} {
+		t.Run(fmt.Sprint("stop_at ", stop), func(t *testing.T) {
+			dir := t.TempDir()
+			writeFile(t, filepath.Join(dir, "a.csv"), content)
+			cfg := file.SourceConfig{Path: filepath.Join(dir, "*.csv"), Format: file.FormatCSV, StopAt: stop, PollInterval: time.Nanosecond}
+			st := openPolicy(t, newSource(t, cfg, recDecoder(t)), stream.BadRecordPolicy{OnError: stream.OnErrorSkip, MaxRecordBytes: 1024}, nil)
+			if stop == file.StopAtLatest {
+				st.drain()
+			} else {
+				st.readUntilQuiet()
+			}
+			if got := sortedIDs(st); !slices.Equal(got, want) {
+				t.Fatalf("read %d records %v, want the %d records around the bad line once", len(got), got, len(want))
+			}
+			if n := skipped(t, st.position()); n != 1 {
+				t.Fatalf("%d records skipped, want 1 (the line with the unterminated quote)", n)
+			}
+		})
+	}
+	t.Run("fail", func(t *testing.T) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "a.csv")
+		writeFile(t, path, content)
+		cfg := file.SourceConfig{Path: filepath.Join(dir, "*.csv"), Format: file.FormatCSV, StopAt: file.StopAtLatest}
+		st := openPolicy(t, newSource(t, cfg, recDecoder(t)), stream.BadRecordPolicy{OnError: stream.OnErrorFail, MaxRecordBytes: 1024}, nil)
+		err := readErr(st, 100)
+		if err == nil || !strings.Contains(err.Error(), path+":5 ") || !strings.Contains(err.Error(), "not closed") {
+			t.Fatalf("error %v, want one naming %s:5 and the quote not closed", err, path)
+		}
+	})
+}
+
+// The same across a checkpoint: a position taken while an oversized record
+// (an unterminated quote on a line longer than max_record_bytes, still
+// being written) is being skipped resumes at that record, which is then skipped
+// once, and every record after it is read once, by the subtask that went on
+// and by one restored from the position. #12 item 9.
+func TestHostileCSVSkipAcrossRestore(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a.csv")
+	writeFile(t, path, "id,key,value,ts\n"+csvRecords(1001, 1004)+"1004,\""+strings.Repeat("x", 3000))
+	cfg := file.SourceConfig{Path: filepath.Join(dir, "*.csv"), Format: file.FormatCSV, PollInterval: time.Nanosecond}
+	src := newSource(t, cfg, recDecoder(t))
+	policy := stream.BadRecordPolicy{OnError: stream.OnErrorSkip, MaxRecordBytes: 1024}
+	st := openPolicy(t, src, policy, nil)
+	st.readUntilQuiet()
+	pos := st.position() // mid-skip
+	if n := skipped(t, pos); n != 0 {
+		t.Fatalf("%d records skipped before the bad record's end was read", n)
+	}
+	appendFile(t, path, strings.Repeat("y", 3000)+",1004,1004\n"+csvRecords(1005, 1100)) // the quote is never closed
+	st.readUntilQuiet()
+	st.readUntilQuiet()
+	if got := sortedIDs(st); !slices.Equal(got, append(idRange(1001, 1004), idRange(1005, 1100)...)) {
+		t.Fatalf("the subtask that went on read %v", got)
+	}
+	if n := skipped(t, st.position()); n != 1 {
+		t.Fatalf("the subtask that went on skipped %d records, want 1", n)
+	}
+	again := openPolicy(t, src, policy, pos)
+	again.readUntilQuiet()
+	again.readUntilQuiet()
+	if got := sortedIDs(again); !slices.Equal(got, idRange(1005, 1100)) {
+		t.Fatalf("the restored subtask read %v, want 1005..1099 once", got)
+	}
+	if n := skipped(t, again.position()); n != 1 {
+		t.Fatalf("the restored subtask skipped %d records, want 1", n)
+	}
 }

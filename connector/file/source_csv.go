@@ -29,8 +29,9 @@ type csvRecord struct {
 // of data returns errIncomplete. It returns the bytes the record spans with
 // its terminator and the line breaks it spans (its terminator included). On
 // a syntax error n is where in data the error was found, outside any quoted
-// field (len(data) for a quoted field still open at the end of the file):
-// the record is taken to end at the first line break from there.
+// field (len(data) for a quoted field still open at the end of the file);
+// the reader takes a bad record to end at the first line break after its
+// start, wherever the error was found.
 func (r *csvRecord) parse(data []byte, comma byte, final bool) (n, lines int, err error) {
 	r.text, r.ends = r.text[:0], r.ends[:0]
 	i := 0

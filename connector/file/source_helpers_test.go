@@ -14,6 +14,7 @@ import (
 	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/connector/file"
 	"github.com/ingest-engine/ingest/runtime"
+	"github.com/ingest-engine/ingest/stream"
 )
 
 // rec is what the source tests decode lines into.
@@ -246,4 +247,22 @@ func openLogged[T any](t testing.TB, src *file.Source[T], inline []byte) (*srcTa
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	return &srcTask[T]{t: t, src: st, out: out}, h
+}
+
+// openPolicy opens subtask 0 of 1 of src under the bad-record policy p,
+// restored from inline when not nil.
+func openPolicy[T any](t testing.TB, src *file.Source[T], p stream.BadRecordPolicy, inline []byte) *srcTask[T] {
+	t.Helper()
+	out := &collector[T]{}
+	st := src.NewSubtask()
+	st.(stream.BadRecordReader).SetBadRecords(stream.BadRecordSetup{Policy: p})
+	ctx := &runtime.Context{Task: checkpoint.TaskID{Operator: "files"}, Parallelism: 1, MaxParallelism: 128, Output: out, JobID: "job"}
+	if inline != nil {
+		ctx.Restored = &checkpoint.SubtaskState{Task: ctx.Task, Inline: inline}
+	}
+	if err := st.Open(ctx); err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return &srcTask[T]{t: t, src: st, out: out}
 }

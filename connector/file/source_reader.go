@@ -82,6 +82,7 @@ func (e *badLine) Error() string { return e.err.Error() }
 // badLine returns the bad record of s starting at byte start on line
 // number, with its bytes raw and cause.
 func (r *reader[T]) badLine(s *split, start, number int64, raw []byte, cause error) *badLine {
+	raw = raw[:min(len(raw), r.maxLine)] // what a dead letter keeps
 	return &badLine{
 		rec: stream.BadRecord{Partition: s.path, Offset: start, Line: number, Raw: raw, Err: cause},
 		err: fmt.Errorf("file source: %s:%d (byte offset %d): %w", s.path, number, start, cause),
@@ -426,26 +427,37 @@ func (r *reader[T]) nextLine(s *split) (l Line, ok bool, err error) {
 					if header {
 						return l, false, fmt.Errorf("file source: %s: the header is longer than %s %d", s.where(), r.limitName, r.maxLine)
 					}
-					r.startSkip(s, start, number, data, csv)
+					if j := bytes.IndexByte(data, '\n'); j >= 0 {
+						// CSV only: a line break inside a quoted field
+						// still open after the size limit. Bounded by it,
+						// the record ends at its first line break.
+						cause := r.tooLong()
+						if j < r.maxLine {
+							cause = fmt.Errorf("a quoted field is not closed within %s %d", r.limitName, r.maxLine)
+						}
+						s.consume(j+1, 1)
+						return l, false, r.badLine(s, start, number, trimEOL(data[:j+1]), cause)
+					}
+					r.startSkip(s, start, number, data)
 					continue
 				case err != nil:
-					// A CSV syntax error at data[n]: the record ends at the
-					// first line break from there.
+					// A CSV syntax error. The record ends at the first line
+					// break after its start, not after the error: a quote
+					// it opened may be closed by a later record's, and the
+					// records in between must not go with it.
 					if header {
 						return l, false, fmt.Errorf("file source: %s: %w", s.where(), err)
 					}
-					j := bytes.IndexByte(data[n:], '\n')
+					j := bytes.IndexByte(data, '\n')
 					switch {
 					case j >= 0:
-						m := n + j + 1
-						s.consume(m, bytes.Count(data[:m], []byte{'\n'}))
-						return l, false, r.badLine(s, start, number, trimEOL(data[:m]), err)
+						s.consume(j+1, 1)
+						return l, false, r.badLine(s, start, number, trimEOL(data[:j+1]), err)
 					case final:
-						s.consume(len(data), bytes.Count(data, []byte{'\n'}))
+						s.consume(len(data), 0)
 						return l, false, r.badLine(s, start, number, data, err)
 					case len(data) >= r.maxLine:
-						r.startSkip(s, start, number, data, false)
-						s.skip.discard(s, n)
+						r.startSkip(s, start, number, data)
 						continue
 					}
 				case n > r.maxLine:
@@ -496,10 +508,10 @@ func (r *reader[T]) nextLine(s *split) (l Line, ok bool, err error) {
 }
 
 // startSkip starts skipping the oversized record at the start of data,
-// which begins at byte start on line number; quotes says its end is the
-// first line break outside CSV quotes.
-func (r *reader[T]) startSkip(s *split, start, number int64, data []byte, quotes bool) {
-	k := &oversized{start: start, number: number, quotes: quotes}
+// which begins at byte start on line number and ends at the first line
+// break (a CSV record too: a quote it opened is bounded by the size limit).
+func (r *reader[T]) startSkip(s *split, start, number int64, data []byte) {
+	k := &oversized{start: start, number: number}
 	if r.bad.KeepsRaw() {
 		k.raw = bytes.Clone(data[:min(len(data), r.maxLine)])
 	}
@@ -513,21 +525,9 @@ func (r *reader[T]) startSkip(s *split, start, number int64, data []byte, quotes
 func (r *reader[T]) skipOversized(s *split, final bool) *badLine {
 	k := s.skip
 	data := s.buf[s.pos:]
-	end := -1
-	if k.quotes {
-		for i, c := range data {
-			if c == '"' {
-				k.inQuote = !k.inQuote
-			} else if c == '\n' && !k.inQuote {
-				end = i + 1
-				break
-			}
-		}
-	} else if i := bytes.IndexByte(data, '\n'); i >= 0 {
-		end = i + 1
-	}
+	end := bytes.IndexByte(data, '\n') + 1
 	switch {
-	case end >= 0:
+	case end > 0:
 	case final:
 		end = len(data)
 	default:

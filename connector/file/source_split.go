@@ -65,8 +65,8 @@ type split struct {
 }
 
 // oversized is a record longer than the size limit that a split is
-// skipping: its bytes are discarded as they are read, so it is never
-// buffered whole. The split's offset stays at the record's start until its
+// skipping up to its first line break: its bytes are discarded as they are
+// read, so it is never buffered whole. The split's offset stays at the record's start until its
 // end is found: a checkpoint taken meanwhile resumes at the record, which is
 // then found oversized again.
 type oversized struct {
@@ -77,10 +77,6 @@ type oversized struct {
 	// raw is the record's first bytes, up to the limit (kept for the
 	// dead-letter output only).
 	raw []byte
-	// quotes: the record is CSV and its end is the first line break
-	// outside double quotes (inQuote tracks them); otherwise the first
-	// line break.
-	quotes, inQuote bool
 }
 
 // discard drops the first m buffered bytes of s as part of the record.
