@@ -659,17 +659,19 @@ func TestHostileCSVUnterminatedQuote(t *testing.T) {
 			}
 		})
 	}
-	t.Run("fail", func(t *testing.T) {
-		dir := t.TempDir()
-		path := filepath.Join(dir, "a.csv")
-		writeFile(t, path, content)
-		cfg := file.SourceConfig{Path: filepath.Join(dir, "*.csv"), Format: file.FormatCSV, StopAt: file.StopAtLatest}
-		st := openPolicy(t, newSource(t, cfg, recDecoder(t)), stream.BadRecordPolicy{OnError: stream.OnErrorFail, MaxRecordBytes: 1024}, nil)
-		err := readErr(st, 100)
-		if err == nil || !strings.Contains(err.Error(), path+":5 ") || !strings.Contains(err.Error(), "not closed") {
-			t.Fatalf("error %v, want one naming %s:5 and the quote not closed", err, path)
-		}
-	})
+	for _, stop := range []file.StopAt{file.StopAtLatest, file.StopNever} {
+		t.Run(fmt.Sprint("fail, stop_at ", stop), func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "a.csv")
+			writeFile(t, path, content)
+			cfg := file.SourceConfig{Path: filepath.Join(dir, "*.csv"), Format: file.FormatCSV, StopAt: stop, PollInterval: time.Nanosecond}
+			st := openPolicy(t, newSource(t, cfg, recDecoder(t)), stream.BadRecordPolicy{OnError: stream.OnErrorFail, MaxRecordBytes: 1024}, nil)
+			err := readErr(st, 100)
+			if err == nil || !strings.Contains(err.Error(), path+":5 ") || !strings.Contains(err.Error(), "not closed") {
+				t.Fatalf("error %v, want one naming %s:5 and the quote not closed", err, path)
+			}
+		})
+	}
 }
 
 // The same across a checkpoint: a position taken while an oversized record
