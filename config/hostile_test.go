@@ -126,3 +126,75 @@ func writeAt(t *testing.T, path, content string) {
 		t.Fatal(err)
 	}
 }
+
+// loopYAML is a pipeline whose file source reads glob and whose file sink
+// writes into sink.
+func loopYAML(glob, sink string) string {
+	return `pipeline: loop
+sources:
+  in:
+    type: file
+    path: ` + glob + `
+    event_time: {field: ts}
+    fields: {ts: time}
+sinks:
+  out: {type: file, input: in, path: ` + sink + `}
+`
+}
+
+// "A restart must not ... repeat already-visible output": a file sink
+// writing where its pipeline's own file source reads would feed its output
+// back as input, growing it with every checkpoint. It is refused at
+// validation, naming the source and the sink, whether the paths are written
+// alike, with "..", absolute against relative, or through symbolic links;
+// a sink beside the source's files is accepted. #12 item 13.
+func TestHostileSinkFeedsOwnSource(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{"in/sub", "out", "data"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(filepath.Join(dir, "out"), filepath.Join(dir, "in", "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dir, "out"), filepath.Join(dir, "outlink")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, glob, sink string
+		refused          bool
+	}{
+		{"glob over the sink's output", "out/*/*.jsonl", "out", true},
+		{"dot-dot", "in/../out/*/*.jsonl", "./out", true},
+		{"absolute sink", "out/*/*", filepath.Join(dir, "out"), true},
+		{"wildcard over the sink directory", "data/*/*/*.jsonl", "data/results", true},
+		{"the sink's staging read literally", "out/_staging/pending/*", "out", true},
+		{"symlinked directory matched by a wildcard", "in/*/*/*.jsonl", "out", true},
+		{"symlinked directory in the glob's prefix", "outlink/*/*.jsonl", "out", true},
+		{"symlinked sink path", "out/*/*.jsonl", "outlink", true},
+		{"source beside the sink", "in/*.jsonl", "out", false},
+		{"sink below the source's files but deeper than the glob", "data/*.jsonl", "data/out", false},
+		{"other directory", "in/sub/*.jsonl", "out", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, "p.yaml")
+			if err := os.WriteFile(path, []byte(loopYAML(tc.glob, tc.sink)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := config.Load(path)
+			if !tc.refused {
+				if err != nil {
+					t.Fatalf("refused %s reading %s:\n%v", tc.sink, tc.glob, err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("accepted a file sink at %s with a file source reading %s", tc.sink, tc.glob)
+			}
+			if msg := err.Error(); !strings.Contains(msg, `p.yaml:9: sinks.out.path:`) || !strings.Contains(msg, `source "in"`) || !strings.Contains(msg, "its own output") {
+				t.Fatalf("error %q: want it at the sink's path naming source \"in\" and the loop", msg)
+			}
+		})
+	}
+}

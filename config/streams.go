@@ -79,6 +79,9 @@ func (b *builder) fileSource(name string, m *mapping, par stream.NodeOption) (na
 	default:
 		m.fail("on_replace", m.get("on_replace"), "unknown value %q (known: fail, reread)", v)
 	}
+	if cfg.Path != "" {
+		b.fileGlobs = append(b.fileGlobs, fileGlob{source: name, glob: cfg.Path})
+	}
 	latest, ok := m.stopAtLatest()
 	if !ok || cfg.Path == "" {
 		return named{}, false
