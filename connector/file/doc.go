@@ -100,9 +100,10 @@
 // stays with the subtask reading it. Few files can spread unevenly (three
 // files may hash to two subtasks): give the source more files than
 // subtasks. A job restored from a version 1 position goes on assigning
-// files by the hash of their path (as version 1 did) until it starts
-// afresh; a rotated file renamed to a path another subtask owns is then
-// read again by that subtask, so rotate such jobs at parallelism 1.
+// files by the hash of their path (as version 1 did), so that no file
+// changes subtask; a file renamed to a path another subtask owns then stops
+// the source with an error (that subtask would read it again): restore such
+// a job at parallelism 1 to follow rotations.
 //
 // # Source: replay position and rescaling
 //

@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/connector/file"
+	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/stream"
 )
 
@@ -709,5 +711,70 @@ func TestHostileCSVSkipAcrossRestore(t *testing.T) {
 	}
 	if n := skipped(t, again.position()); n != 1 {
 		t.Fatalf("the restored subtask skipped %d records, want 1", n)
+	}
+}
+
+// A job restored from a version 1 position assigns files by path: a file
+// rotated to a name another subtask owns by path cannot be followed (that
+// subtask would read it again from its start), so the subtask that read it
+// stops, naming both paths and the remedy, rather than let it be read
+// twice. #12 item 3.
+func TestHostileRotationAcrossSubtasksAfterVersion1Restore(t *testing.T) {
+	dir := t.TempDir()
+	cfg := follow(filepath.Join(dir, "*.jsonl"))
+	src := newSource(t, cfg, recDecoder(t))
+	openAt := func(sub int, inline string) (*srcTask[rec], error) {
+		out := &collector[rec]{}
+		st := src.NewSubtask()
+		ctx := &runtime.Context{Task: checkpoint.TaskID{Operator: "files", Subtask: sub}, Parallelism: 2, MaxParallelism: 128, Output: out,
+			Restored: &checkpoint.SubtaskState{Inline: []byte(inline)}}
+		err := st.Open(ctx)
+		t.Cleanup(func() { _ = st.Close() })
+		return &srcTask[rec]{t: t, src: st, out: out}, err
+	}
+	// Which names does each subtask own by path? Restored from empty
+	// version 1 positions, each reads the files it owns.
+	for i := range 16 {
+		writeFile(t, filepath.Join(dir, fmt.Sprintf("n%02d.jsonl", i)), jsonRecords(int64(1000+i), int64(1001+i)))
+	}
+	owner := map[int64]int{}
+	for sub := range 2 {
+		st, err := openAt(sub, `{"version":1,"files":[]}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.readUntilQuiet()
+		for _, id := range sortedIDs(st) {
+			owner[id] = sub
+		}
+	}
+	from, to := "", ""
+	for i := range 16 {
+		switch name := filepath.Join(dir, fmt.Sprintf("n%02d.jsonl", i)); {
+		case owner[int64(1000+i)] == 0 && from == "":
+			from = name
+		case owner[int64(1000+i)] == 1 && to == "":
+			to = name
+		}
+	}
+	if from == "" || to == "" {
+		t.Fatalf("16 names do not spread over 2 subtasks: %v", owner)
+	}
+	for i := range 16 {
+		if p := filepath.Join(dir, fmt.Sprintf("n%02d.jsonl", i)); p != from {
+			_ = os.Remove(p)
+		}
+	}
+	writeFile(t, from, jsonRecords(1001, 1011))
+	st, err := openAt(0, fmt.Sprintf(`{"version":1,"files":[{"path":%q,"offset":%d,"line":4}]}`, from, len(jsonRecords(1001, 1005))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.readUntilQuiet()
+	rename(t, from, to)
+	writeFile(t, from, jsonRecords(1011, 1020))
+	err = readErr(st, 20)
+	if err == nil || !strings.Contains(err.Error(), from) || !strings.Contains(err.Error(), to) || !strings.Contains(err.Error(), "parallelism 1") {
+		t.Fatalf("error %v, want one naming %s renamed to %s, another subtask's, and the remedy", err, from, to)
 	}
 }

@@ -291,7 +291,9 @@ func (r *reader[T]) place(s *split, l *look, restoring bool) error {
 	case s.f != nil:
 		// Read on through the open file, unless it was truncated or
 		// rewritten in place meanwhile.
-		s.path = at.path
+		if err := r.renamed(s, at.path); err != nil {
+			return err
+		}
 		id, changed, err := s.id.confirm(s.f, s.readOff())
 		if err != nil {
 			return err
@@ -326,12 +328,27 @@ func (r *reader[T]) place(s *split, l *look, restoring bool) error {
 		// Another file with the inode number of s's file, which is gone.
 		return r.lost(s, l)
 	}
-	if at.path != s.path {
-		r.log.Info("file source: file renamed; reading on under its new name", "path", s.path, "new_path", at.path, "offset", s.off)
-		s.path = at.path
+	if err := r.renamed(s, at.path); err != nil {
+		return err
 	}
 	s.id = id
 	s.grown(id.Size)
+	return nil
+}
+
+// renamed moves s to path, where its file is now. Files assigned by path
+// (a job restored from a version 1 position) cannot follow a rename to a
+// path another subtask owns: it would read the file again from its start.
+func (r *reader[T]) renamed(s *split, path string) error {
+	if path == s.path {
+		return nil
+	}
+	if r.byPath && !r.owns(path) {
+		return fmt.Errorf("file source: %s was renamed to %s, which another subtask reads: this job, restored from a checkpoint of an earlier version, assigns files to subtasks by path, so that subtask would read it again from its start. "+
+			"Restore the job at parallelism 1 (a rescale keeps its progress), where every file is one subtask's, to follow rotations", s.path, path)
+	}
+	r.log.Info("file source: file renamed; reading on under its new name", "path", s.path, "new_path", path, "offset", s.off)
+	s.path = path
 	return nil
 }
 
