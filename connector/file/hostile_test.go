@@ -778,3 +778,24 @@ func TestHostileRotationAcrossSubtasksAfterVersion1Restore(t *testing.T) {
 		t.Fatalf("error %v, want one naming %s renamed to %s, another subtask's, and the remedy", err, from, to)
 	}
 }
+
+// A job that followed its files, restored with stop_at latest and
+// on_replace: reread after one of them was truncated: the truncated file is
+// read again from its start and the other files are listed and read too.
+// #12 item 3.
+func TestHostileTruncatedThenStopAtLatestReread(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.jsonl"), filepath.Join(dir, "b.jsonl")
+	writeFile(t, a, jsonRecords(1001, 1011))
+	st := openSource(t, newSource(t, follow(filepath.Join(dir, "*.jsonl")), recDecoder(t)), 0, 1, nil)
+	st.readUntilQuiet()
+	pos := st.position()
+	_ = st.src.Close()
+	writeFile(t, a, jsonRecords(5000, 5003)) // truncated, rewritten
+	writeFile(t, b, jsonRecords(6000, 6005))
+	again := openSource(t, newSource(t, file.SourceConfig{Path: filepath.Join(dir, "*.jsonl"), StopAt: file.StopAtLatest, OnReplace: file.ReplaceReread}, recDecoder(t)), 0, 1, pos)
+	again.drain()
+	if got := sortedIDs(again); !slices.Equal(got, append(idRange(5000, 5003), idRange(6000, 6005)...)) {
+		t.Fatalf("read %v, want 5000..5002 and 6000..6004 once", got)
+	}
+}

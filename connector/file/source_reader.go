@@ -200,7 +200,9 @@ func (r *reader[T]) Open(ctx *runtime.Context) error {
 		}
 		s.end = fi.Size()
 		if s.end < s.off {
-			return r.rewritten(s, fmt.Sprintf("it is %d bytes, shorter than the %d bytes already read", s.end, s.off))
+			if err := r.rewritten(s, fmt.Sprintf("it is %d bytes, shorter than the %d bytes already read", s.end, s.off)); err != nil {
+				return err
+			}
 		}
 	}
 	r.compact()
