@@ -91,6 +91,10 @@ type builder struct {
 	// checkpointDir and paths are the directories claimed so far.
 	checkpointDir string
 	paths         map[string]*yaml.Node
+	// fileGlobs and fileSinks are the file sources' globs and the file
+	// sinks' directories, checked against each other (checkFeedback).
+	fileGlobs []fileGlob
+	fileSinks []fileSinkDir
 	// sides are the side outputs declared so far, in file order; their
 	// streams are in streams under "node.output".
 	sides []sideOutput
@@ -194,6 +198,7 @@ func Parse(path string, data []byte) (*Pipeline, error) {
 	sinks.done()
 	top.done()
 	b.unreadSideOutputs()
+	b.checkFeedback()
 	if len(e.list) > 0 {
 		return nil, errors.Join(scrubErrors(out.secrets, e.list)...)
 	}

@@ -122,6 +122,9 @@ func (b *builder) sink(name string, k *yaml.Node, m *mapping) {
 	case "file":
 		path := b.path(m.required("path"))
 		b.claimPath(path, m)
+		if path != "" {
+			b.fileSinks = append(b.fileSinks, fileSinkDir{sink: name, dir: path, at: m.get("path"), field: m.field("path")})
+		}
 		switch format := m.str("format", "jsonl"); format {
 		case "jsonl":
 			b.onlyParquet(m)

@@ -1,12 +1,8 @@
 package config
 
 import (
-	"encoding/csv"
-	"errors"
 	"fmt"
-	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -48,7 +44,7 @@ func (b *builder) csvFileSource(name string, m *mapping, par stream.NodeOption, 
 		b.e.add(m.node, m.field("event_time"), "is required for this source: name the column with the event time, e.g. event_time: {field: ts}")
 		return named{}, false
 	}
-	if m.vals["fields"] != nil && !b.checkCSVHeaders(m, cfg, schema) || !policyOK {
+	if m.vals["fields"] != nil && !b.checkCSVHeaders(m, cfg, policy.MaxRecordBytes, schema) || !policyOK {
 		return named{}, false
 	}
 	src, err := file.NewSource(cfg, csvDecoder(schema, ti))
@@ -125,58 +121,58 @@ func isJSONNumber(s string) bool {
 	return i == len(s)
 }
 
-// checkCSVHeaders reads the header of every file the glob matches now and
-// reports each declared field that one of them lacks, at the field's line.
-// Files that appear later are checked as they are read (see csvDecoder).
-func (b *builder) checkCSVHeaders(m *mapping, cfg file.SourceConfig, schema *row.Schema) bool {
-	files, err := filepath.Glob(cfg.Path)
+// checkCSVHeaders reads the header of every file the source would read now
+// (with its reader, file.CSVHeaders: a byte order mark is no part of the
+// first name) and reports each declared field that one of them lacks, at
+// the field's line. Files that appear later are checked as they are read
+// (see csvDecoder).
+func (b *builder) checkCSVHeaders(m *mapping, cfg file.SourceConfig, maxRecordBytes int, schema *row.Schema) bool {
+	headers, err := file.CSVHeaders(cfg, maxRecordBytes)
 	if err != nil {
-		b.e.add(m.get("path"), m.field("path"), "%q is not a valid glob: %v", cfg.Path, err)
+		b.e.add(m.get("path"), m.field("path"), "%v", err)
 		return false
 	}
-	slices.Sort(files)
 	ok := true
 	missing := map[string]bool{}
-	for _, f := range files {
-		header, err := readCSVHeader(f)
-		if err != nil {
-			b.e.add(m.get("path"), m.field("path"), "%v", err)
+	for _, h := range headers {
+		if h.Err != nil {
+			b.e.add(m.get("path"), m.field("path"), "%v", h.Err)
 			ok = false
 			continue
 		}
-		if header == nil {
+		if h.Names == nil {
 			continue // empty so far: checked when its header is read
 		}
 		for _, fld := range schema.Fields {
-			if missing[fld.Name] || slices.Contains(header, fld.Name) {
+			if missing[fld.Name] || slices.Contains(h.Names, fld.Name) {
 				continue
 			}
 			missing[fld.Name] = true
 			ok = false
-			b.e.add(fieldKey(m, fld.Name), m.field("fields")+"."+fld.Name, "no column %q in the header of %s (columns: %s)", fld.Name, b.relPath(f), strings.Join(header, ", "))
+			b.e.add(fieldKey(m, fld.Name), m.field("fields")+"."+fld.Name, "no column %q in the header of %s (columns: %s)", fld.Name, b.relPath(h.Path), showNames(h.Names))
 		}
 	}
 	return ok
 }
 
-// readCSVHeader returns the first record of the CSV file at path, nil for an
-// empty file.
-func readCSVHeader(path string) ([]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading the header of %s: %w", path, err)
+// showNames lists column names for an error message: as they are when
+// plain, quoted with Go escapes when a name holds an invisible or
+// non-printing character (a byte order mark, a zero-width space), a quote,
+// a comma or a space, so the reader sees why "qty" is not "qty".
+func showNames(names []string) string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = showName(n)
 	}
-	defer f.Close()
-	r := csv.NewReader(f)
-	r.FieldsPerRecord = -1
-	header, err := r.Read()
-	if errors.Is(err, io.EOF) {
-		return nil, nil
+	return strings.Join(out, ", ")
+}
+
+// showName renders one name as showNames does.
+func showName(n string) string {
+	if q := strconv.Quote(n); n == "" || q[1:len(q)-1] != n || strings.ContainsAny(n, ", ") {
+		return q
 	}
-	if err != nil {
-		return nil, fmt.Errorf("reading the header of %s: %w", path, err)
-	}
-	return header, nil
+	return n
 }
 
 // fieldKey returns the key node of field name under m's fields, or the
@@ -213,7 +209,7 @@ func columnsOf(schema *row.Schema, h *file.Header) (*csvColumns, error) {
 	c := &csvColumns{header: h, index: make([]int, len(schema.Fields))}
 	for i, f := range schema.Fields {
 		if c.index[i] = h.Index(f.Name); c.index[i] < 0 {
-			return nil, fmt.Errorf("no column %q in the header (columns: %s)", f.Name, strings.Join(h.Names, ", "))
+			return nil, fmt.Errorf("no column %q in the header (columns: %s)", f.Name, showNames(h.Names))
 		}
 	}
 	return c, nil

@@ -57,8 +57,8 @@ func (b *builder) kafkaSource(name string, m *mapping, par stream.NodeOption) (n
 }
 
 // fileSource builds `type: file` (path glob relative to the pipeline file,
-// format, stop_at, watermark, event_time, fields): JSON Lines by default,
-// or CSV with a header line (see csvFileSource).
+// format, stop_at, on_replace, watermark, event_time, fields): JSON Lines
+// by default, or CSV with a header line (see csvFileSource).
 func (b *builder) fileSource(name string, m *mapping, par stream.NodeOption) (named, bool) {
 	cfg := file.SourceConfig{
 		Path:      b.path(m.required("path")),
@@ -72,6 +72,15 @@ func (b *builder) fileSource(name string, m *mapping, par stream.NodeOption) (na
 			m.has(k) // the other fields cannot be checked against an unknown format
 		}
 		return named{}, false
+	}
+	switch v := m.str("on_replace", string(file.ReplaceFail)); file.ReplacePolicy(v) {
+	case file.ReplaceFail, file.ReplaceReread:
+		cfg.OnReplace = file.ReplacePolicy(v)
+	default:
+		m.fail("on_replace", m.get("on_replace"), "unknown value %q (known: fail, reread)", v)
+	}
+	if cfg.Path != "" {
+		b.fileGlobs = append(b.fileGlobs, fileGlob{source: name, glob: cfg.Path})
 	}
 	latest, ok := m.stopAtLatest()
 	if !ok || cfg.Path == "" {

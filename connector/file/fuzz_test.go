@@ -116,7 +116,8 @@ func csvEncode(fields []string, comma byte) []byte {
 // subtask's replay position back from a checkpoint, arbitrary bytes. The
 // seed corpus, testdata/fuzz/FuzzDecodePosition, holds positions of real
 // runs (a CSV source with stop_at latest, JSON Lines sources following
-// their files). It never panics; garbage and positions that break the
+// their files), in format version 1; the seeds below add version 2 ones,
+// with identities. It never panics; garbage and positions that break the
 // format's rules are errors; an accepted position obeys the rules the
 // reader relies on, and encodes (as encodePosition does, with JSON) to
 // bytes that decode to the same position.
@@ -126,6 +127,8 @@ func FuzzDecodePosition(f *testing.F) {
 		{Version: positionVersion, Files: []filePosition{}},
 		{Version: positionVersion, Files: []filePosition{{Path: "/in/a.jsonl", Offset: 680, Line: 5, MaxTime: &maxTime}, {Path: "/in/b.jsonl"}}},
 		{Version: positionVersion, Listed: true, Files: []filePosition{{Path: "/in/t.csv", Offset: 26, Line: 1, End: &end, HeaderEnd: 26}, {Path: "/in/u.csv", Offset: 2521, Line: 49, End: &end, HeaderEnd: 20, Done: true}}},
+		{Version: positionVersion, ByPath: true, Seen: []uint64{7, 12}, Files: []filePosition{{Path: "/in/a.jsonl", Offset: 680, Line: 5, AtEnd: true, ID: &fileID{Dev: 2049, Ino: 9, Size: 680, HeadLen: 680, HeadCRC: 0xdeadbeef}}}},
+		{Version: legacyPositionVersion, Files: []filePosition{{Path: "/in/a.jsonl", Offset: 680, Line: 5}}},
 	} {
 		b, err := json.Marshal(p) // as encodePosition writes it
 		if err != nil {

@@ -47,9 +47,6 @@ var ErrPublishedDiffers = errors.New("published output differs")
 // output skip it.
 const manifestName = "_manifest.json"
 
-// castagnoli is the CRC-32C table of staged files' checksums.
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 // stagedFile is what one committable says: the file a sink subtask staged at
 // a barrier, where, and what it holds.
 type stagedFile struct {

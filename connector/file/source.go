@@ -34,6 +34,20 @@ const (
 	StopAtLatest StopAt = "latest"
 )
 
+// ReplacePolicy says what a Source does when the path of a file it reads
+// comes to name another file, or the file is truncated or rewritten.
+type ReplacePolicy string
+
+const (
+	// ReplaceFail stops the source with an error naming the file: the
+	// source cannot tell a new file from a rewritten copy of the old one,
+	// whose records reading it from the start would repeat.
+	ReplaceFail ReplacePolicy = "fail"
+	// ReplaceReread reads the file now under the path from its start, as a
+	// new file, and logs a warning about the one it replaces.
+	ReplaceReread ReplacePolicy = "reread"
+)
+
 // Defaults of SourceConfig.
 const (
 	DefaultPollInterval = time.Second
@@ -71,6 +85,12 @@ type SourceConfig struct {
 	// Comma is the CSV field separator, an ASCII character other than a
 	// quote or a line break. The default value is ','.
 	Comma rune
+	// OnReplace says what happens when a file is replaced under its path
+	// (the path names another file: mv of a new file over it, rotation to a
+	// name the glob does not match), truncated, or rewritten in place. A file
+	// renamed to a name the glob matches is followed under its new name
+	// whatever OnReplace says. The default value is ReplaceFail.
+	OnReplace ReplacePolicy
 	// Watermark is the watermark strategy, applied per file.
 	Watermark watermark.Strategy
 }
@@ -95,6 +115,9 @@ func (c SourceConfig) withDefaults() (SourceConfig, error) {
 	if c.Comma == 0 {
 		c.Comma = ','
 	}
+	if c.OnReplace == "" {
+		c.OnReplace = ReplaceFail
+	}
 	var errs []error
 	if c.Path == "" {
 		errs = append(errs, errors.New("path is required: a glob of the files to read"))
@@ -108,6 +131,9 @@ func (c SourceConfig) withDefaults() (SourceConfig, error) {
 	}
 	if c.StopAt != StopNever && c.StopAt != StopAtLatest {
 		errs = append(errs, fmt.Errorf("stop_at %q: want %s or nothing (follow the files)", c.StopAt, StopAtLatest))
+	}
+	if c.OnReplace != ReplaceFail && c.OnReplace != ReplaceReread {
+		errs = append(errs, fmt.Errorf("on_replace %q: want %s or %s", c.OnReplace, ReplaceFail, ReplaceReread))
 	}
 	if c.PollInterval < 0 {
 		errs = append(errs, fmt.Errorf("poll_interval %v must be positive", c.PollInterval))
@@ -158,19 +184,24 @@ func (s *Source[T]) Config() SourceConfig { return s.cfg }
 func (s *Source[T]) Type() string { return "file" }
 
 // Guarantee: the source replays from the byte offsets in a checkpoint, as
-// long as files are only appended to (see the package documentation).
+// long as files are only appended to or rotated by renaming (see the package
+// documentation); a file replaced under its path stops it by default.
 func (s *Source[T]) Guarantee() runtime.Guarantee { return runtime.ExactlyOnce }
 
 // RescalableInline reports that positions can be merged and split again:
 // restored at another parallelism, each subtask takes the files it owns now
-// (by the hash of their path) from every old subtask's position.
+// (by the hash of their inode number) from every old subtask's position.
 func (s *Source[T]) RescalableInline() bool { return true }
 
-// Describe names the glob, the format and when the source stops.
+// Describe names the glob, the format, when the source stops and, when it
+// is not the default, what it does with a replaced file.
 func (s *Source[T]) Describe() string {
 	stop := fmt.Sprintf("following, polling every %v", s.cfg.PollInterval)
 	if s.cfg.StopAt == StopAtLatest {
 		stop = "stop_at latest"
+	}
+	if s.cfg.OnReplace == ReplaceReread {
+		stop += ", on_replace reread"
 	}
 	return fmt.Sprintf("file %s (%s, %s)", s.cfg.Path, s.cfg.Format, stop)
 }

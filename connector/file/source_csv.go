@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
+	"path/filepath"
+	"strings"
 )
 
 // errIncomplete says the buffered bytes end inside a record: the record is
@@ -26,8 +29,9 @@ type csvRecord struct {
 // of data returns errIncomplete. It returns the bytes the record spans with
 // its terminator and the line breaks it spans (its terminator included). On
 // a syntax error n is where in data the error was found, outside any quoted
-// field (len(data) for a quoted field still open at the end of the file):
-// the record is taken to end at the first line break from there.
+// field (len(data) for a quoted field still open at the end of the file);
+// the reader takes a bad record to end at the first line break after its
+// start, wherever the error was found.
 func (r *csvRecord) parse(data []byte, comma byte, final bool) (n, lines int, err error) {
 	r.text, r.ends = r.text[:0], r.ends[:0]
 	i := 0
@@ -110,4 +114,68 @@ func (r *csvRecord) strings() []string {
 		start = e
 	}
 	return r.fields
+}
+
+// CSVHeader is the header of one CSV file as a source reads it.
+type CSVHeader struct {
+	// Path is the file's path as the glob matched it.
+	Path string
+	// Names are the header's column names; nil when the file has no
+	// complete header yet (it is checked when the source reads it).
+	Names []string
+	// Err is why the header could not be read: the file is gone, a CSV
+	// syntax error, a header longer than the record size limit.
+	Err error
+}
+
+// CSVHeaders reads the header of every file the source that cfg
+// configures would read now (hidden files skipped), in path order, with the
+// source's own reader: a byte order mark and blank lines before the header
+// are skipped. The size limit of the header is maxRecordBytes when it is
+// positive (as a bad-record policy's MaxRecordBytes replaces it in the
+// source), else cfg.MaxLineBytes. The YAML layer checks declared fields
+// against the headers before the job starts.
+func CSVHeaders(cfg SourceConfig, maxRecordBytes int) ([]CSVHeader, error) {
+	cfg.Format = FormatCSV
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("file source: %w", err)
+	}
+	r := &reader[struct{}]{cfg: &cfg, maxLine: cfg.MaxLineBytes, limitName: "max_line_bytes", headerOnly: true}
+	if maxRecordBytes > 0 {
+		r.maxLine, r.limitName = maxRecordBytes, "max_record_bytes"
+	}
+	r.patternParts = strings.Split(filepath.ToSlash(cfg.Path), "/")
+	l, err := r.look()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]CSVHeader, 0, len(l.files))
+	for _, m := range l.files {
+		h := CSVHeader{Path: m.path}
+		h.Names, h.Err = r.header(m.path, m.size)
+		out = append(out, h)
+	}
+	return out, nil
+}
+
+// header reads the header of the CSV file at path, size bytes long, as
+// nextLine does (a last line without a line break ends the header); nil
+// when the file has none yet.
+func (r *reader[T]) header(path string, size int64) ([]string, error) {
+	s := &split{path: path, end: size}
+	defer s.release()
+	for {
+		_, ok, err := r.nextLine(s)
+		switch {
+		case s.header != nil:
+			return s.header.Names, nil
+		case errors.Is(err, errMoved):
+			return nil, fmt.Errorf("file source: reading the header of %s: %w", path, fs.ErrNotExist)
+		case err != nil:
+			return nil, err
+		case !ok:
+			return nil, nil
+		}
+	}
 }

@@ -1,15 +1,20 @@
 package file_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/connector/file"
 	"github.com/ingest-engine/ingest/runtime"
+	"github.com/ingest-engine/ingest/stream"
 )
 
 // rec is what the source tests decode lines into.
@@ -179,4 +184,85 @@ func jsonLine(id int64, key string, value, ts int64) string {
 // csvLine is the CSV line of the same record (columns id,key,value,ts).
 func csvLine(id int64, key string, value, ts int64) string {
 	return fmt.Sprintf("%d,%s,%d,%d\n", id, key, value, ts)
+}
+
+// tryOpen opens subtask 0 of 1 of src restored from inline; the error is
+// Open's.
+func tryOpen[T any](t testing.TB, src *file.Source[T], inline []byte) (*srcTask[T], error) {
+	out := &collector[T]{}
+	st := src.NewSubtask()
+	ctx := &runtime.Context{Task: checkpoint.TaskID{Operator: "files"}, Parallelism: 1, MaxParallelism: 128, Output: out, JobID: "job"}
+	if inline != nil {
+		ctx.Restored = &checkpoint.SubtaskState{Task: ctx.Task, Inline: inline}
+	}
+	err := st.Open(ctx)
+	t.Cleanup(func() { _ = st.Close() })
+	return &srcTask[T]{t: t, src: st, out: out}, err
+}
+
+// logRecords is a slog.Handler keeping the records logged.
+type logRecords struct {
+	mu   sync.Mutex
+	recs []slog.Record
+}
+
+func (h *logRecords) Enabled(context.Context, slog.Level) bool { return true }
+func (h *logRecords) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.recs = append(h.recs, r.Clone())
+	return nil
+}
+func (h *logRecords) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *logRecords) WithGroup(string) slog.Handler      { return h }
+
+// find returns the first record at level whose message contains msg, with
+// its attributes rendered key=value.
+func (h *logRecords) find(level slog.Level, msg string) (string, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, r := range h.recs {
+		if r.Level == level && strings.Contains(r.Message, msg) {
+			s := r.Message
+			r.Attrs(func(a slog.Attr) bool { s += " " + a.String(); return true })
+			return s, true
+		}
+	}
+	return "", false
+}
+
+// openLogged opens subtask 0 of 1 of src, restored from inline when not nil,
+// logging to the returned handler.
+func openLogged[T any](t testing.TB, src *file.Source[T], inline []byte) (*srcTask[T], *logRecords) {
+	t.Helper()
+	h := &logRecords{}
+	out := &collector[T]{}
+	st := src.NewSubtask()
+	ctx := &runtime.Context{Task: checkpoint.TaskID{Operator: "files"}, Parallelism: 1, MaxParallelism: 128, Output: out, JobID: "job", Log: slog.New(h)}
+	if inline != nil {
+		ctx.Restored = &checkpoint.SubtaskState{Task: ctx.Task, Inline: inline}
+	}
+	if err := st.Open(ctx); err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return &srcTask[T]{t: t, src: st, out: out}, h
+}
+
+// openPolicy opens subtask 0 of 1 of src under the bad-record policy p,
+// restored from inline when not nil.
+func openPolicy[T any](t testing.TB, src *file.Source[T], p stream.BadRecordPolicy, inline []byte) *srcTask[T] {
+	t.Helper()
+	out := &collector[T]{}
+	st := src.NewSubtask()
+	st.(stream.BadRecordReader).SetBadRecords(stream.BadRecordSetup{Policy: p})
+	ctx := &runtime.Context{Task: checkpoint.TaskID{Operator: "files"}, Parallelism: 1, MaxParallelism: 128, Output: out, JobID: "job"}
+	if inline != nil {
+		ctx.Restored = &checkpoint.SubtaskState{Task: ctx.Task, Inline: inline}
+	}
+	if err := st.Open(ctx); err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return &srcTask[T]{t: t, src: st, out: out}
 }

@@ -14,7 +14,7 @@ import (
 func TestUnionPositions(t *testing.T) {
 	enc := func(listed bool, bad stream.BadRecordTally, files ...*split) []byte {
 		t.Helper()
-		b, err := encodePosition(listed, files, bad)
+		b, err := encodePosition(listed, false, files, nil, bad)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -33,13 +32,19 @@ type reader[T any] struct {
 	maxP int
 	kgs  state.KeyGroupRange
 	// splits are the subtask's files in the order found; known indexes
-	// them by path.
+	// them by knownKey (inode, or path where there is none).
 	splits []*split
 	known  map[string]*split
+	// seen holds the path of every file the glob matched at the last look,
+	// this subtask's or not, by inode number ("" for the files of another
+	// subtask a restored position lists; see isNew).
+	seen map[uint64]string
 	// listed: stop_at latest, the file list is fixed (see position.Listed).
 	listed bool
-	// rr is the round-robin cursor over splits; open counts open files.
-	rr, open int
+	// byPath: files are assigned to subtasks by path (position.ByPath).
+	byPath bool
+	// rr is the round-robin cursor over splits.
+	rr int
 	// nextPoll is when a following subtask next globs and stats.
 	nextPoll time.Time
 	wm       *watermark.Tracker
@@ -54,6 +59,8 @@ type reader[T any] struct {
 	// the policy's MaxRecordBytes when set, else MaxLineBytes.
 	maxLine   int
 	limitName string
+	// headerOnly: nextLine returns once a CSV header is read (CSVHeaders).
+	headerOnly bool
 
 	// clock is the subtask's processing time (polls, watermark idleness):
 	// time.Now, or a test's clock set before Open.
@@ -82,6 +89,7 @@ func (e *badLine) Error() string { return e.err.Error() }
 // badLine returns the bad record of s starting at byte start on line
 // number, with its bytes raw and cause.
 func (r *reader[T]) badLine(s *split, start, number int64, raw []byte, cause error) *badLine {
+	raw = raw[:min(len(raw), r.maxLine)] // what a dead letter keeps
 	return &badLine{
 		rec: stream.BadRecord{Partition: s.path, Offset: start, Line: number, Raw: raw, Err: cause},
 		err: fmt.Errorf("file source: %s:%d (byte offset %d): %w", s.path, number, start, cause),
@@ -148,11 +156,24 @@ func (r *reader[T]) Open(ctx *runtime.Context) error {
 		return fmt.Errorf("file source %s: %w", r.cfg.Path, err)
 	}
 	r.bad = bad
+	r.byPath = pos.ByPath
+	union := ctx.RestoredUnion != nil
+	r.seen = map[uint64]string{}
+	for _, ino := range pos.Seen {
+		r.seen[ino] = ""
+	}
+	var sizeNow []*split
 	for _, fp := range pos.Files {
-		if !r.owns(fp.Path) {
+		if union && !r.ownsEntry(fp) {
+			if fp.ID != nil && fp.ID.Ino != 0 {
+				r.seen[fp.ID.Ino] = ""
+			}
 			continue // another subtask's, after a rescale
 		}
-		s := &split{path: fp.Path, off: fp.Offset, line: fp.Line, headerEnd: fp.HeaderEnd, end: -1}
+		s := &split{path: fp.Path, off: fp.Offset, line: fp.Line, headerEnd: fp.HeaderEnd, end: -1, atEnd: fp.AtEnd}
+		if fp.ID != nil {
+			s.id, s.hasID = *fp.ID, true
+		}
 		if fp.MaxTime != nil {
 			s.maxTime, s.timed = *fp.MaxTime, true
 		}
@@ -163,29 +184,54 @@ func (r *reader[T]) Open(ctx *runtime.Context) error {
 		case pos.Listed:
 			s.end, s.done = *fp.End, fp.Done
 		default:
-			// Switched to stop_at latest: read to the size now.
-			fi, err := os.Stat(fp.Path)
-			if err != nil {
-				return fmt.Errorf("file source: %s was read to byte %d and cannot be read to its end now: %w", fp.Path, fp.Offset, err)
-			}
-			s.end = fi.Size()
-			if s.end < s.off {
-				return s.truncated(s.end)
-			}
+			// Switched to stop_at latest: read to the size now (below,
+			// once the file is found).
+			sizeNow = append(sizeNow, s)
 		}
 		r.add(s, now)
 	}
+	// Every restored file is found again by its identity, before anything
+	// is read: renamed files are followed, replaced ones are refused (or
+	// read from their start, with on_replace: reread).
+	l, err := r.look()
+	if err != nil {
+		return err
+	}
+	if err := r.placeAll(l, true); err != nil {
+		return err
+	}
+	for _, s := range sizeNow {
+		if s.dropped {
+			continue
+		}
+		fi, err := os.Stat(s.path)
+		if err != nil {
+			return fmt.Errorf("file source: %s was read to byte %d and cannot be read to its end now: %w", s.path, s.off, err)
+		}
+		s.end = fi.Size()
+		if s.end < s.off {
+			if err := r.rewritten(s, fmt.Sprintf("it is %d bytes, shorter than the %d bytes already read", s.end, s.off)); err != nil {
+				return err
+			}
+		}
+	}
+	r.compact()
 	if r.stopAtLatest() {
 		if !pos.Listed {
-			if err := r.discover(now); err != nil {
+			if err := r.discover(l, now); err != nil {
 				return err
 			}
 		}
 		r.listed = true
+		r.remember(l)
 		return nil
 	}
 	r.nextPoll = now.Add(r.pollEvery())
-	return r.discover(now)
+	if err := r.discover(l, now); err != nil {
+		return err
+	}
+	r.remember(l)
+	return nil
 }
 
 // pollEvery is the time between two polls: PollInterval, or half the idle
@@ -199,106 +245,19 @@ func (r *reader[T]) pollEvery() time.Duration {
 	return r.cfg.PollInterval
 }
 
-// owns reports whether path is this subtask's: the file's key group, as
-// keyed state would place the path as a key, is in the subtask's range.
-func (r *reader[T]) owns(path string) bool {
-	return r.kgs.Contains(state.KeyGroupFor(state.HashKey(path), r.maxP))
-}
-
-// hidden reports whether a component of path that a wildcard of the
-// pattern matched begins with '.' or '_'.
-func (r *reader[T]) hidden(path string) bool {
-	parts := strings.Split(filepath.ToSlash(path), "/")
-	if len(parts) != len(r.patternParts) {
-		return false
-	}
-	for i, p := range r.patternParts {
-		if strings.ContainsAny(p, `*?[\`) && (strings.HasPrefix(parts[i], ".") || strings.HasPrefix(parts[i], "_")) {
-			return true
-		}
-	}
-	return false
-}
-
-// add makes s one of the subtask's splits.
-func (r *reader[T]) add(s *split, now time.Time) {
-	s.idx = r.wm.AddSplit(now.UnixNano())
-	if s.timed {
-		r.wm.Observe(s.idx, s.maxTime)
-	}
-	if s.done {
-		r.wm.Finish(s.idx)
-	}
-	s.pending = !s.done
-	r.splits = append(r.splits, s)
-	r.known[s.path] = s
-}
-
-// discover adds the files matching the glob that are this subtask's and
-// not yet known. With stop_at latest their ends are their sizes now.
-func (r *reader[T]) discover(now time.Time) error {
-	matches, err := filepath.Glob(r.cfg.Path)
-	if err != nil {
-		return fmt.Errorf("file source: glob %s: %w", r.cfg.Path, err)
-	}
-	for _, m := range matches {
-		if r.known[m] != nil || !r.owns(m) || r.hidden(m) {
-			continue
-		}
-		fi, err := os.Stat(m)
-		if err != nil || !fi.Mode().IsRegular() {
-			continue // gone again, or a directory
-		}
-		s := &split{path: m, end: -1}
-		if r.stopAtLatest() {
-			s.end = fi.Size()
-		}
-		r.add(s, now)
-	}
-	return nil
-}
-
-// poll (following only) marks files that grew as pending, forgets files
-// that were deleted, and discovers new files.
-func (r *reader[T]) poll(now time.Time) error {
-	gone := false
-	for _, s := range r.splits {
-		if s.pending {
-			continue
-		}
-		fi, err := os.Stat(s.path)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			// Deleted after it was read to its end: nothing more will
-			// come. A file created later under its path is a new file.
-			r.log.Info("file source: file deleted; forgetting it", "path", s.path, "offset", s.off)
-			r.wm.Finish(s.idx)
-			s.release()
-			delete(r.known, s.path)
-			s.path, gone = "", true
-		case err != nil:
-			return fmt.Errorf("file source: %w", err)
-		case fi.Size() < s.readOff():
-			return s.truncated(fi.Size())
-		case fi.Size() > s.readOff():
-			s.pending = true
-		default:
-			r.wm.CaughtUp(s.idx, now.UnixNano()) // not grown: nothing to read
-		}
-	}
-	if gone {
-		r.splits = slices.DeleteFunc(r.splits, func(s *split) bool { return s.path == "" })
-	}
-	return r.discover(now)
-}
-
 // next picks the split to read: round-robin over pending splits, opening a
 // closed one only while fewer than MaxOpenFiles are open.
 func (r *reader[T]) next() *split {
 	n := len(r.splits)
+	open := 0
+	for _, s := range r.splits {
+		if s.f != nil {
+			open++
+		}
+	}
 	for i := range n {
 		s := r.splits[(r.rr+i)%n]
-		if !s.pending || (s.f == nil && r.open >= r.cfg.MaxOpenFiles) {
+		if !s.pending || s.dropped || (s.f == nil && open >= r.cfg.MaxOpenFiles) {
 			continue
 		}
 		r.rr = (r.rr + i + 1) % n
@@ -356,16 +315,6 @@ func (r *reader[T]) Read() (runtime.ReadResult, error) {
 // nothing more for now it is closed: finished with stop_at latest, no
 // longer pending when following.
 func (r *reader[T]) readSplit(s *split, batch runtime.Batch[T]) (_ runtime.Batch[T], err error) {
-	wasOpen := s.f != nil
-	defer func() {
-		if isOpen := s.f != nil; isOpen != wasOpen {
-			if isOpen {
-				r.open++
-			} else {
-				r.open--
-			}
-		}
-	}()
 	if r.cfg.Format == FormatCSV && s.header == nil && s.headerEnd > 0 {
 		if s.header, err = r.readHeader(s); err != nil {
 			return batch, r.failed(s, err)
@@ -415,7 +364,7 @@ func (r *reader[T]) readSplit(s *split, batch runtime.Batch[T]) (_ runtime.Batch
 // readHeader reads the header of a CSV split restored past it: the file's
 // first record, which must end where the position says it did.
 func (r *reader[T]) readHeader(s *split) (*Header, error) {
-	h := &split{path: s.path, end: s.headerEnd}
+	h := &split{path: s.path, end: s.headerEnd, id: s.id, hasID: s.hasID}
 	defer h.release()
 	for {
 		_, ok, err := r.nextLine(h)
@@ -432,24 +381,38 @@ func (r *reader[T]) readHeader(s *split) (*Header, error) {
 	return h.header, nil
 }
 
-// failed closes s's file and returns err; a missing file is named as such.
+// failed closes s's file and returns err. An open that found s's path
+// gone or naming another file (errMoved), and a file found truncated or
+// rewritten, are not failures yet: relocate and rewritten decide, and
+// return nil when s reads on (renamed, or on_replace: reread).
 func (r *reader[T]) failed(s *split, err error) error {
-	s.release()
-	if errors.Is(err, fs.ErrNotExist) && !s.done {
-		return fmt.Errorf("%w (read up to byte %d of it; a file must stay until it is read to its end)", err, s.off)
+	var rw *rewrittenError
+	switch {
+	case errors.Is(err, errMoved):
+		err = r.relocate(s)
+	case errors.As(err, &rw):
+		err = r.rewritten(s, rw.why)
+		r.compact()
+	default:
+		s.release()
 	}
 	return err
 }
 
 // caughtUp closes s after it had nothing more to read: a look that may
-// make it idle.
+// make it idle; a retiring split is then dropped.
 func (r *reader[T]) caughtUp(s *split) {
 	s.release()
-	s.pending = false
+	s.pending, s.atEnd = false, true
 	r.wm.CaughtUp(s.idx, r.lookAt)
 	if s.end >= 0 && s.off >= s.end {
 		s.done = true
 		r.wm.Finish(s.idx)
+	}
+	if s.retiring {
+		r.log.Info("file source: finished reading the file that left the glob", "path", s.path, "offset", s.off)
+		r.drop(s)
+		r.compact()
 	}
 }
 
@@ -485,26 +448,37 @@ func (r *reader[T]) nextLine(s *split) (l Line, ok bool, err error) {
 					if header {
 						return l, false, fmt.Errorf("file source: %s: the header is longer than %s %d", s.where(), r.limitName, r.maxLine)
 					}
-					r.startSkip(s, start, number, data, csv)
+					if j := bytes.IndexByte(data, '\n'); j >= 0 {
+						// CSV only: a line break inside a quoted field
+						// still open after the size limit. Bounded by it,
+						// the record ends at its first line break.
+						cause := r.tooLong()
+						if j < r.maxLine {
+							cause = fmt.Errorf("a quoted field is not closed within %s %d", r.limitName, r.maxLine)
+						}
+						s.consume(j+1, 1)
+						return l, false, r.badLine(s, start, number, trimEOL(data[:j+1]), cause)
+					}
+					r.startSkip(s, start, number, data)
 					continue
 				case err != nil:
-					// A CSV syntax error at data[n]: the record ends at the
-					// first line break from there.
+					// A CSV syntax error. The record ends at the first line
+					// break after its start, not after the error: a quote
+					// it opened may be closed by a later record's, and the
+					// records in between must not go with it.
 					if header {
 						return l, false, fmt.Errorf("file source: %s: %w", s.where(), err)
 					}
-					j := bytes.IndexByte(data[n:], '\n')
+					j := bytes.IndexByte(data, '\n')
 					switch {
 					case j >= 0:
-						m := n + j + 1
-						s.consume(m, bytes.Count(data[:m], []byte{'\n'}))
-						return l, false, r.badLine(s, start, number, trimEOL(data[:m]), err)
+						s.consume(j+1, 1)
+						return l, false, r.badLine(s, start, number, trimEOL(data[:j+1]), err)
 					case final:
-						s.consume(len(data), bytes.Count(data, []byte{'\n'}))
+						s.consume(len(data), 0)
 						return l, false, r.badLine(s, start, number, data, err)
 					case len(data) >= r.maxLine:
-						r.startSkip(s, start, number, data, false)
-						s.skip.discard(s, n)
+						r.startSkip(s, start, number, data)
 						continue
 					}
 				case n > r.maxLine:
@@ -526,6 +500,9 @@ func (r *reader[T]) nextLine(s *split) (l Line, ok bool, err error) {
 								return l, false, fmt.Errorf("file source: %s:%d: %w", s.path, number, err)
 							}
 							s.header, s.headerEnd = h, s.off
+							if r.headerOnly {
+								return l, false, nil
+							}
 							continue
 						}
 						fields := r.csv.strings()
@@ -552,10 +529,10 @@ func (r *reader[T]) nextLine(s *split) (l Line, ok bool, err error) {
 }
 
 // startSkip starts skipping the oversized record at the start of data,
-// which begins at byte start on line number; quotes says its end is the
-// first line break outside CSV quotes.
-func (r *reader[T]) startSkip(s *split, start, number int64, data []byte, quotes bool) {
-	k := &oversized{start: start, number: number, quotes: quotes}
+// which begins at byte start on line number and ends at the first line
+// break (a CSV record too: a quote it opened is bounded by the size limit).
+func (r *reader[T]) startSkip(s *split, start, number int64, data []byte) {
+	k := &oversized{start: start, number: number}
 	if r.bad.KeepsRaw() {
 		k.raw = bytes.Clone(data[:min(len(data), r.maxLine)])
 	}
@@ -569,21 +546,9 @@ func (r *reader[T]) startSkip(s *split, start, number int64, data []byte, quotes
 func (r *reader[T]) skipOversized(s *split, final bool) *badLine {
 	k := s.skip
 	data := s.buf[s.pos:]
-	end := -1
-	if k.quotes {
-		for i, c := range data {
-			if c == '"' {
-				k.inQuote = !k.inQuote
-			} else if c == '\n' && !k.inQuote {
-				end = i + 1
-				break
-			}
-		}
-	} else if i := bytes.IndexByte(data, '\n'); i >= 0 {
-		end = i + 1
-	}
+	end := bytes.IndexByte(data, '\n') + 1
 	switch {
-	case end >= 0:
+	case end > 0:
 	case final:
 		end = len(data)
 	default:
@@ -620,13 +585,23 @@ func parseJSONLine(data []byte, final bool) (n, lines int, text []byte, err erro
 }
 
 func (r *reader[T]) Position() ([]byte, error) {
-	return encodePosition(r.listed, r.splits, r.bad.Tally())
+	mine := make(map[uint64]bool, len(r.splits))
+	for _, s := range r.splits {
+		mine[s.id.Ino] = true
+	}
+	var seen []uint64
+	for ino := range r.seen {
+		if !mine[ino] {
+			seen = append(seen, ino)
+		}
+	}
+	slices.Sort(seen)
+	return encodePosition(r.listed, r.byPath, r.splits, seen, r.bad.Tally())
 }
 
 func (r *reader[T]) Close() error {
 	for _, s := range r.splits {
 		s.release()
 	}
-	r.open = 0
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"slices"
 )
@@ -35,6 +36,18 @@ type split struct {
 	// cleared when a read reaches the end of the file and set by a poll
 	// that finds the file grown.
 	pending bool
+	// atEnd: the file was read to its end at the last look (see
+	// filePosition.AtEnd).
+	atEnd bool
+	// id is the identity of the file (see fileID), valid when hasID: taken
+	// when the file is first seen, or on restore from a version 1 position.
+	id    fileID
+	hasID bool
+	// retiring: the file left the glob (or its path names another file)
+	// while open; it is read to its end through f and then dropped.
+	retiring bool
+	// dropped: the split is to be removed (see reader.compact).
+	dropped bool
 	// header is a CSV file's header, nil until read; headerEnd is the
 	// offset after it, 0 until read.
 	header    *Header
@@ -52,8 +65,8 @@ type split struct {
 }
 
 // oversized is a record longer than the size limit that a split is
-// skipping: its bytes are discarded as they are read, so it is never
-// buffered whole. The split's offset stays at the record's start until its
+// skipping up to its first line break: its bytes are discarded as they are
+// read, so it is never buffered whole. The split's offset stays at the record's start until its
 // end is found: a checkpoint taken meanwhile resumes at the record, which is
 // then found oversized again.
 type oversized struct {
@@ -64,10 +77,6 @@ type oversized struct {
 	// raw is the record's first bytes, up to the limit (kept for the
 	// dead-letter output only).
 	raw []byte
-	// quotes: the record is CSV and its end is the first line break
-	// outside double quotes (inQuote tracks them); otherwise the first
-	// line break.
-	quotes, inQuote bool
 }
 
 // discard drops the first m buffered bytes of s as part of the record.
@@ -110,8 +119,15 @@ func (s *split) fill(maxLine int) (bool, error) {
 	}
 	if s.f == nil {
 		f, err := os.Open(s.path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, errMoved
+		}
 		if err != nil {
 			return false, fmt.Errorf("file source: opening %s: %w", s.path, err)
+		}
+		if err := s.verify(f); err != nil {
+			_ = f.Close()
+			return false, err
 		}
 		s.f = f
 	}
@@ -140,18 +156,50 @@ func (s *split) fill(maxLine int) (bool, error) {
 		return false, fmt.Errorf("file source: %w", err)
 	}
 	if fi.Size() < at || (s.end >= 0 && fi.Size() < s.end) {
-		return false, s.truncated(fi.Size())
+		return false, &rewrittenError{why: fmt.Sprintf("it is %d bytes, shorter than the %d bytes already read or listed by stop_at latest", fi.Size(), max(at, s.end))}
 	}
 	return false, nil
 }
 
-// truncated is the error of a file that shrank below what was read.
-func (s *split) truncated(size int64) error {
-	read := s.readOff()
-	if s.end > read {
-		read = s.end
+// errMoved says a split's path is gone or names another file than the
+// split's: the reader finds out where the file went (reader.relocate).
+var errMoved = errors.New("the file is no longer under its path")
+
+// rewrittenError says a split's file, still under its path, got shorter
+// than what was read or its first bytes changed.
+type rewrittenError struct{ why string }
+
+func (e *rewrittenError) Error() string { return "the file was truncated or rewritten: " + e.why }
+
+// verify checks that f, just opened under s's path, is s's file: errMoved
+// when it is another file, a *rewrittenError when it is s's file but
+// shorter than what was read or with other first bytes. A split without an
+// identity takes f's.
+func (s *split) verify(f *os.File) error {
+	if !s.hasID {
+		id, err := takeID(f)
+		if err != nil {
+			return err
+		}
+		s.id, s.hasID = id, true
+		return nil
 	}
-	return fmt.Errorf("file source: %s is %d bytes, shorter than the %d bytes already read or promised by stop_at latest: it was truncated or replaced, and files must only be appended to", s.path, size, read)
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("file source: %w", err)
+	}
+	if k := keyOf(fi); k.ok && k != s.id.key() {
+		return errMoved
+	}
+	id, changed, err := s.id.confirm(f, max(s.readOff(), s.end))
+	if err != nil {
+		return err
+	}
+	if changed != "" {
+		return &rewrittenError{why: changed}
+	}
+	s.id = id
+	return nil
 }
 
 // release closes the file and keeps at most the unconsumed tail (a partial

@@ -20,7 +20,7 @@ func TestSourceConfigDefaultsAndValidation(t *testing.T) {
 	s := newSource(t, file.SourceConfig{Path: "./in/*.jsonl"}, recDecoder(t))
 	got := s.Config()
 	if got.Format != file.FormatJSONLines || got.StopAt != file.StopNever || got.PollInterval != time.Second ||
-		got.BatchSize != 1024 || got.MaxLineBytes != 1<<20 || got.MaxOpenFiles != 64 || got.Comma != ',' || got.Path != "in/*.jsonl" {
+		got.BatchSize != 1024 || got.MaxLineBytes != 1<<20 || got.MaxOpenFiles != 64 || got.Comma != ',' || got.Path != "in/*.jsonl" || got.OnReplace != file.ReplaceFail {
 		t.Errorf("defaults: %+v", got)
 	}
 	if s.Guarantee() != runtime.ExactlyOnce || s.Type() != "file" {
@@ -29,12 +29,12 @@ func TestSourceConfigDefaultsAndValidation(t *testing.T) {
 	if d := s.Describe(); !strings.Contains(d, "in/*.jsonl") || !strings.Contains(d, "following") {
 		t.Errorf("Describe = %q", d)
 	}
-	_, err := file.NewSource(file.SourceConfig{Path: "[", Format: "xml", StopAt: "earliest", BatchSize: -1, Comma: '"',
+	_, err := file.NewSource(file.SourceConfig{Path: "[", Format: "xml", StopAt: "earliest", BatchSize: -1, Comma: '"', OnReplace: "ignore",
 		Watermark: watermark.Strategy{MaxDelay: -1}}, recDecoder(t))
 	if err == nil {
 		t.Fatal("NewSource accepted an invalid configuration")
 	}
-	for _, want := range []string{`path "[" is not a valid glob`, `format "xml"`, `stop_at "earliest"`, "batch_size -1", `comma '"'`, "max_delay"} {
+	for _, want := range []string{`path "[" is not a valid glob`, `format "xml"`, `stop_at "earliest"`, "batch_size -1", `comma '"'`, `on_replace "ignore"`, "max_delay"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}
@@ -510,7 +510,7 @@ func TestSourceTruncatedFile(t *testing.T) {
 			break
 		}
 	}
-	if err == nil || !strings.Contains(err.Error(), "truncated or replaced") || !strings.Contains(err.Error(), path) {
+	if err == nil || !strings.Contains(err.Error(), "truncated or rewritten") || !strings.Contains(err.Error(), path) {
 		t.Fatalf("error %v, want one naming %s as truncated", err, path)
 	}
 }
@@ -683,11 +683,7 @@ func TestSourcePositionSupportsUnionRescale(t *testing.T) {
 	src := newSource(t, file.SourceConfig{Path: filepath.Join(dir, "*.jsonl"), StopAt: file.StopAtLatest, BatchSize: 15}, recDecoder(t))
 	// Two old subtasks read a part each.
 	var got []int64
-	var union struct {
-		Version int               `json:"version"`
-		Listed  bool              `json:"listed"`
-		Files   []json.RawMessage `json:"files"`
-	}
+	var union [][]byte
 	for s := range 2 {
 		st := openSource(t, src, s, 2, nil)
 		for range 7 {
@@ -696,25 +692,20 @@ func TestSourcePositionSupportsUnionRescale(t *testing.T) {
 		for _, v := range st.values() {
 			got = append(got, v.ID)
 		}
-		var p struct {
-			Version int
-			Listed  bool
-			Files   []json.RawMessage
-		}
-		if err := json.Unmarshal(st.position(), &p); err != nil {
+		union = append(union, st.position())
+	}
+	// Three new subtasks each restored from the union, as the runtime
+	// restores a source that declares RescalableInline.
+	for s := range 3 {
+		out := &collector[rec]{}
+		sub := src.NewSubtask()
+		ctx := &runtime.Context{Task: checkpoint.TaskID{Operator: "files", Subtask: s}, Parallelism: 3, MaxParallelism: 128, Output: out, RestoredUnion: union}
+		if err := sub.Open(ctx); err != nil {
 			t.Fatal(err)
 		}
-		union.Version, union.Listed = p.Version, p.Listed
-		union.Files = append(union.Files, p.Files...)
-	}
-	inline, err := json.Marshal(union)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Three new subtasks each restored from the union.
-	for s := range 3 {
-		st := openSource(t, src, s, 3, inline)
+		st := &srcTask[rec]{t: t, src: sub, out: out}
 		st.drain()
+		_ = sub.Close()
 		for _, v := range st.values() {
 			got = append(got, v.ID)
 		}
@@ -729,7 +720,7 @@ func TestSourcePositionSupportsUnionRescale(t *testing.T) {
 // the source.
 func TestSourceRefusesUnknownPosition(t *testing.T) {
 	src := newSource(t, file.SourceConfig{Path: filepath.Join(t.TempDir(), "*.jsonl")}, recDecoder(t))
-	for _, inline := range []string{`{"version":2,"files":[]}`, `not json`, `{"version":1,"listed":true,"files":[{"path":"x","offset":1}]}`} {
+	for _, inline := range []string{`{"version":3,"files":[]}`, `not json`, `{"version":1,"listed":true,"files":[{"path":"x","offset":1}]}`} {
 		st := src.NewSubtask()
 		err := st.Open(&runtime.Context{Parallelism: 1, MaxParallelism: 128, Output: &collector[rec]{}, Restored: &checkpoint.SubtaskState{Inline: []byte(inline)}})
 		if err == nil || !strings.Contains(err.Error(), "file source") || !strings.Contains(err.Error(), "position") {
