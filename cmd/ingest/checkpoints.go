@@ -51,8 +51,11 @@ func deleteCheckpointCmd() *cobra.Command {
 blob URL alike. The newest complete checkpoint is the point the next run
 recovers from: deleting it needs --force, and the next run then recovers from
 the complete checkpoint before it (replaying more input) or, with none left,
-starts from the beginning. The command refuses while a process running the
-pipeline holds the checkpoint storage's lock.`,
+starts from the beginning. If a sink already published the deleted
+checkpoint's output, that run is refused, since the replay would publish it
+again, unless it is given --allow-duplicates. Checkpoint ids are never used
+again: the storage's ledger remembers them. The command refuses while a
+process running the pipeline holds the checkpoint storage's lock.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, id, err := loadWithID(args)
@@ -338,7 +341,7 @@ func deleteCheckpoint(ctx context.Context, w io.Writer, p *config.Pipeline, id i
 	if newest := newestComplete(ctx, st, entries); newest == id && !force {
 		return &exitError{code: exitFailed, err: fmt.Errorf(
 			"not deleting checkpoint %d: it is the newest complete checkpoint, the one the next run recovers from; "+
-				"use --force to delete it anyway (the next run then recovers from an older checkpoint, or from the beginning)", id)}
+				"use --force to delete it anyway (the next run then recovers from an older checkpoint, or from the beginning, and is refused if a sink already published this checkpoint's output, unless --allow-duplicates)", id)}
 	}
 	if err := st.Discard(ctx, id); err != nil {
 		return &exitError{code: exitFailed, err: p.RedactError(fmt.Errorf("deleting checkpoint %d: %w", id, err))}
