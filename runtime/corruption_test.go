@@ -255,9 +255,17 @@ func produce(t *testing.T, publishFinal bool) template {
 	if err != nil {
 		t.Fatal(err)
 	}
+	job := newJob(t, corruptionPipeline(pacedEvents{count: cCount, per: cPer}, tm.out), st, corruptionOptions(), quickRestarts(0))
 	if !publishFinal {
 		disable := failpoint.Enable("job/after-metadata-before-commit", func() error {
-			_, data, _, err := storage.Latest(context.Background(), st)
+			// The job's recovery point, not storage's newest checkpoint: a
+			// commit of the checkpoint before the final one may run after the
+			// final metadata landed and before the job took it as complete.
+			latest := job.Stats().Latest
+			if latest == 0 {
+				return nil
+			}
+			data, err := st.ReadMetadata(context.Background(), latest)
 			if err != nil {
 				return err
 			}
@@ -272,7 +280,6 @@ func produce(t *testing.T, publishFinal bool) template {
 		})
 		defer disable()
 	}
-	job := newJob(t, corruptionPipeline(pacedEvents{count: cCount, per: cPer}, tm.out), st, corruptionOptions(), quickRestarts(0))
 	err = runBounded(t, job)
 	switch {
 	case publishFinal && err != nil:

@@ -121,9 +121,10 @@ type committer struct{ dir string }
 // lost output (runtime.WithLostOutputAccepted): the commit then publishes
 // the rest and the manifest lists what it left out.
 //
-// Files are published under the directory they were staged in: after the
-// sink's path changed, the output of checkpoints staged before the change is
-// published (or recognised as published) under the old path.
+// After the sink's path changed, output staged before the change is
+// recognised where it was published, or published where it now is when the
+// directory was moved with its staging; otherwise the commit fails naming
+// both paths (see stagedIn).
 func (c committer) Commit(ctx context.Context, jobID string, cm checkpoint.Commit) error {
 	if len(cm.Committables) == 0 {
 		return nil
@@ -136,7 +137,7 @@ func (c committer) Commit(ctx context.Context, jobID string, cm checkpoint.Commi
 		}
 		files[i] = f
 	}
-	dir, err := c.stagedIn(ctx, cm.Checkpoint, files)
+	dir, err := c.stagedIn(ctx, jobID, cm.Checkpoint, files)
 	if err != nil {
 		return err
 	}
@@ -198,27 +199,65 @@ func (c committer) Commit(ctx context.Context, jobID string, cm checkpoint.Commi
 	return nil
 }
 
-// stagedIn returns the directory files were staged in: the sink's, or the
-// one its committables record when the sink's path changed since. All files
-// of a commit were staged in one directory.
-func (c committer) stagedIn(ctx context.Context, id int64, files []stagedFile) (string, error) {
+// stagedIn returns the directory to publish files in: the sink's, unless the
+// committables record another one (the sink's path changed since they were
+// staged). Then:
+//   - the sink's directory is still right when it holds the checkpoint's
+//     published directory or every staged file (the whole directory was
+//     moved or copied, staging included);
+//   - the recorded one when the checkpoint was published there: the commit
+//     is already done, and done recognises it;
+//   - anything else is an error naming both paths and the ways on, since
+//     the staged output is under the old path and publishing it there would
+//     be a surprise, and not publishing it would lose it.
+//
+// All files of a commit were staged in one directory.
+func (c committer) stagedIn(ctx context.Context, jobID string, id int64, files []stagedFile) (string, error) {
 	now := absDir(c.dir)
-	dir := ""
+	was := ""
 	for _, f := range files {
 		d := f.Dir
 		if d == "" {
 			d = now // an older committable: staged where the sink writes
 		}
-		if dir != "" && d != dir {
-			return "", fmt.Errorf("file sink: checkpoint %d's output was staged in two directories, %s and %s (%w)", id, dir, d, runtime.ErrIncompatible)
+		if was != "" && d != was {
+			return "", fmt.Errorf("file sink: checkpoint %d's output was staged in two directories, %s and %s (%w)", id, was, d, runtime.ErrUnrecoverable)
 		}
-		dir = d
+		was = d
 	}
-	if dir != now {
-		runtime.LoggerFrom(ctx).Warn("the file sink's path changed: the output of a checkpoint staged before the change is published under the old path; later checkpoints write to the new one",
-			"checkpoint", id, "staged_in", dir, "path", now)
+	if was == now {
+		return now, nil
 	}
-	return dir, nil
+	if exists(CommittedDir(now, jobID, id)) || allStaged(now, jobID, id, files) {
+		return now, nil // moved or copied with its staging
+	}
+	if exists(CommittedDir(was, jobID, id)) {
+		runtime.LoggerFrom(ctx).Info("the file sink's path changed: this checkpoint's output was published under the old path",
+			"checkpoint", id, "old_path", was, "path", now)
+		return was, nil
+	}
+	return "", fmt.Errorf("file sink: checkpoint %d's output was staged under %s, but the sink's path is now %s: nothing is lost, but it is still to be published. "+
+		"Set the path back to %s for one run (the output is published there, and later checkpoints stage nothing there), "+
+		"or move the files of %s into %s before running with the new path (%w)",
+		id, was, now, was, pendingDir(was), pendingDir(now), runtime.ErrUnrecoverable)
+}
+
+// allStaged reports whether every file is staged under dir (pending, or
+// moved into its commit directory by an interrupted commit).
+func allStaged(dir, jobID string, id int64, files []stagedFile) bool {
+	tmp := filepath.Join(dir, "_staging", fmt.Sprintf("commit-%s-%d", jobID, id))
+	for _, f := range files {
+		if !exists(filepath.Join(pendingDir(dir), f.File)) && !exists(filepath.Join(tmp, f.File)) {
+			return false
+		}
+	}
+	return true
+}
+
+// exists reports whether path exists.
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // checkPublished decides whether the existing committed directory final is

@@ -132,9 +132,11 @@ func TestHostileReusedIDIsNotAlreadyCommitted(t *testing.T) {
 	}
 }
 
-// #12 item 6: a sink whose path changed between runs publishes the output
-// staged before the change where it was staged (and recognises it there
-// when it was already published) instead of reporting it lost.
+// #12 item 6: a sink whose path changed between runs recognises output
+// published under the old path, publishes output whose directory was moved
+// with its staging where it now is, and for output still staged under the
+// old path says so, naming both paths and the ways on, instead of reporting
+// staged output lost.
 func TestHostileChangedSinkPath(t *testing.T) {
 	root := t.TempDir()
 	oldDir, newDir := filepath.Join(root, "old"), filepath.Join(root, "new")
@@ -147,15 +149,37 @@ func TestHostileChangedSinkPath(t *testing.T) {
 	if err := moved.Commit(context.Background(), job, commitOf(4, published)); err != nil {
 		t.Fatalf("re-commit of checkpoint 4 after the path changed: %v", err)
 	}
-	if err := moved.Commit(context.Background(), job, commitOf(5, staged)); err != nil {
-		t.Fatalf("commit of checkpoint 5, staged before the path changed: %v", err)
+	err := moved.Commit(context.Background(), job, commitOf(5, staged))
+	if errors.Is(err, file.ErrStagedOutputLost) || !errors.Is(err, runtime.ErrUnrecoverable) {
+		t.Fatalf("commit of checkpoint 5, staged before the path changed: %v, want a refusal that is not 'lost'", err)
 	}
-	got := committed(t, oldDir)
-	if len(got) != 2 {
-		t.Fatalf("under the old path: %v, want checkpoints 4 and 5", got)
+	for _, want := range []string{oldDir, newDir, "nothing is lost", "Set the path back"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not say %q: %v", want, err)
+		}
 	}
 	if got := committed(t, newDir); len(got) != 0 {
-		t.Fatalf("under the new path: %v, want nothing yet", got)
+		t.Fatalf("under the new path: %v, want nothing", got)
+	}
+	// The remedy: the old path for one commit.
+	if err := textSink(oldDir).Committer().Commit(context.Background(), job, commitOf(5, staged)); err != nil {
+		t.Fatalf("commit of checkpoint 5 under its old path: %v", err)
+	}
+	if got := committed(t, oldDir); len(got) != 2 {
+		t.Fatalf("under the old path: %v, want checkpoints 4 and 5", got)
+	}
+
+	// A directory moved with its staging is published where it now is.
+	again := stageOne(t, textSink(oldDir), 0, 6, "again")
+	movedDir := filepath.Join(root, "moved")
+	if err := os.Rename(oldDir, movedDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := textSink(movedDir).Committer().Commit(context.Background(), job, commitOf(6, again)); err != nil {
+		t.Fatalf("commit of checkpoint 6 after moving the directory: %v", err)
+	}
+	if got := committed(t, movedDir); len(got) != 3 {
+		t.Fatalf("under the moved path: %v, want checkpoints 4, 5 and 6", got)
 	}
 }
 
