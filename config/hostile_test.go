@@ -3,10 +3,13 @@ package config_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -191,4 +194,65 @@ sinks:
 		`{"k":"Yf8=","v2":"AQ==","same":true,"n":1}`,
 		`{"k":"Yf8=","v2":"Ag==","same":true,"n":1}`,
 	})
+}
+
+// "Monitor at least: … Recovery count and replay volume": what a source
+// drops must reach the log in full. Only the first skipped record of a burst
+// was logged (#12 item 10); now each source subtask logs its totals when it
+// closes, the source's being those of ingest_source_bad_records_total.
+func TestHostileSkipTotalsInTheLog(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a pipeline")
+	}
+	dir := t.TempDir()
+	var in strings.Builder
+	for i := range 500 {
+		if i%5 == 0 {
+			fmt.Fprintf(&in, "{\"key\":\"k\xff\",\"ts\":\"2026-01-01T00:00:00Z\"}\n")
+		} else {
+			fmt.Fprintf(&in, "{\"key\":\"k%d\",\"ts\":\"2026-01-01T00:00:00Z\"}\n", i%7)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "in"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "in", "a.jsonl"), []byte(in.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := config.Parse(filepath.Join(dir, "p.yaml"), []byte(utf8Pipeline("    type: file\n    path: in/*.jsonl\n", "skip", "string")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log strings.Builder
+	opts := p.RunOptions()
+	opts.Log = slog.New(slog.NewTextHandler(&syncWriter{w: &log}, nil))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := p.Stream.Run(ctx, opts); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Stream.BadRecordCounts()["in"]; got.Skipped != 100 {
+		t.Fatalf("counts %+v, want 100 skipped", got)
+	}
+	var closing []string
+	for _, l := range strings.Split(log.String(), "\n") {
+		if strings.Contains(l, "closing after bad records") {
+			closing = append(closing, l)
+		}
+	}
+	if len(closing) == 0 || !strings.Contains(closing[len(closing)-1], " skipped=100 ") || !strings.Contains(closing[len(closing)-1], "subtask_skipped=100 ") {
+		t.Errorf("the log's last word on bad records: %q, want skipped=100 (the metric's value)\n%s", closing, log.String())
+	}
+}
+
+// syncWriter serialises the writes of the job's goroutines.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(b)
 }
