@@ -185,11 +185,12 @@ func appendUnquoted(dst, body []byte) (_ []byte, fault string) {
 	start := len(dst)
 	for i := 0; i < len(body); {
 		if body[i] != '\\' {
-			j := i + 1
+			j, high := i+1, body[i]
 			for j < len(body) && body[j] != '\\' {
+				high |= body[j]
 				j++
 			}
-			if run := body[i:j]; fault == "" && !utf8.Valid(run) {
+			if run := body[i:j]; fault == "" && high >= utf8.RuneSelf && !utf8.Valid(run) {
 				fault = invalidUTF8(run, len(dst)-start)
 			}
 			dst = append(dst, body[i:j]...)
