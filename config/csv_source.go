@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -252,14 +253,21 @@ func csvDecoder(schema *row.Schema, ti int) file.Decoder[row.Row] {
 }
 
 // csvValue parses the CSV text s as a value of kind k. An empty s is null,
-// except for a string, where it is "".
+// except for a string or bytes, where it is empty. A string must be valid
+// UTF-8: the file's bytes are kept as they are, so that two distinct values
+// never become one, and a bytes field takes any.
 func csvValue(s string, k row.Kind) (row.Value, error) {
-	if s == "" && k != row.String {
+	if s == "" && k != row.String && k != row.Bytes {
 		return row.Value{}, nil
 	}
 	switch k {
 	case row.String:
+		if !utf8.ValidString(s) {
+			return row.Value{}, fmt.Errorf("%q: invalid UTF-8 at byte %d; a bytes field keeps it", s, invalidUTF8At(s))
+		}
 		return row.StringValue(s), nil
+	case row.Bytes:
+		return row.BytesValue(s), nil
 	case row.Int:
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
@@ -292,4 +300,15 @@ func csvValue(s string, k row.Kind) (row.Value, error) {
 		return row.TimeValue(ns), nil
 	}
 	return row.Value{}, fmt.Errorf("unsupported kind %v", k)
+}
+
+// invalidUTF8At returns the offset of the first byte of s that is not valid
+// UTF-8, len(s) when s is valid.
+func invalidUTF8At(s string) int {
+	for i, r := range s {
+		if r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD") {
+			return i
+		}
+	}
+	return len(s)
 }

@@ -123,7 +123,7 @@ func (b *builder) expression(n *yaml.Node, field string, schema *row.Schema, wan
 }
 
 // kindNames are the values of a map field's type.
-var kindNames = map[string]row.Kind{"int": row.Int, "float": row.Float, "string": row.String, "bool": row.Bool, "time": row.Time}
+var kindNames = map[string]row.Kind{"int": row.Int, "float": row.Float, "string": row.String, "bool": row.Bool, "time": row.Time, "bytes": row.Bytes}
 
 // filter builds a filter transform: the records for which where is true.
 func (b *builder) filter(name string, m *mapping) {
@@ -186,7 +186,7 @@ func (b *builder) mapTransform(name string, m *mapping) {
 			}
 			if t := typed.str("type", ""); t != "" {
 				if want = kindNames[t]; want == row.Null {
-					typed.fail("type", typed.get("type"), "unknown type %q (known: bool, float, int, string, time)", t)
+					typed.fail("type", typed.get("type"), "unknown type %q (known: bool, bytes, float, int, string, time)", t)
 				}
 			}
 			typed.done()

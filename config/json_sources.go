@@ -24,8 +24,9 @@ import (
 // a first record to infer its schema from.
 const sampleTimeout = 10 * time.Second
 
-// kinds are the field types a `fields:` declaration may name.
-var kinds = map[string]row.Kind{"int": row.Int, "float": row.Float, "string": row.String, "bool": row.Bool, "time": row.Time}
+// kinds are the field types a `fields:` declaration may name. A string
+// field takes valid UTF-8 text only; a bytes field takes any bytes.
+var kinds = map[string]row.Kind{"int": row.Int, "float": row.Float, "string": row.String, "bool": row.Bool, "time": row.Time, "bytes": row.Bytes}
 
 // jsonSchema reads a JSON source's `fields: {name: type, ...}` and
 // `event_time: {field: name}`. Without fields it calls sample for a first
@@ -79,7 +80,7 @@ func (b *builder) declaredFields(m *mapping) *row.Schema {
 		t := m.str(k, "")
 		kind, known := kinds[t]
 		if !known {
-			b.e.add(m.get(k), m.field(k), "unknown type %q (known: bool, float, int, string, time)", t)
+			b.e.add(m.get(k), m.field(k), "unknown type %q (known: bool, bytes, float, int, string, time)", t)
 			ok = false
 			continue
 		}

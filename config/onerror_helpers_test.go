@@ -51,9 +51,11 @@ func (r inputRecord) raw() string { return r.text[:min(len(r.text), maxRecord)] 
 
 var badInputBase = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// jsonRecords returns n JSON records tagged tag: every tenth from the third
-// on is malformed, from the fifth has a string id, from the seventh has no
-// event time, from the ninth is longer than maxRecord; the rest are good.
+// jsonRecords returns n JSON records tagged tag: every tenth from the first
+// on has a name that is not valid UTF-8 (a byte 0xff, or from the eleventh
+// on a lone surrogate escape), from the third is malformed, from the fifth
+// has a string id, from the seventh has no event time, from the ninth is
+// longer than maxRecord; the rest are good.
 func jsonRecords(n int, tag string) []inputRecord {
 	out := make([]inputRecord, n)
 	for i := range out {
@@ -62,6 +64,11 @@ func jsonRecords(n int, tag string) []inputRecord {
 		name := fmt.Sprintf("%s-%d", tag, i)
 		r := &out[i]
 		switch i % 10 {
+		case 1:
+			r.text, r.cause = fmt.Sprintf("{\"id\":%d,\"name\":\"%s\xff\",\"ts\":%q}", i, name, tss), "invalid UTF-8 at byte"
+			if i%20 == 11 {
+				r.text, r.cause = fmt.Sprintf(`{"id":%d,"name":"%s\udfff","ts":%q}`, i, name, tss), `lone surrogate \udfff`
+			}
 		case 3:
 			r.text, r.cause = fmt.Sprintf(`{"id":%d,"name":}`, i), "invalid JSON at byte"
 		case 5:
@@ -81,8 +88,9 @@ func jsonRecords(n int, tag string) []inputRecord {
 // csvRecords returns n CSV records (header id,name,ts) tagged tag: every
 // tenth from the first on is good with a quoted name spanning two lines;
 // from the third has a bare quote, from the fifth a string id, from the
-// seventh no event time, from the eighth too few fields, from the ninth is
-// longer than maxRecord; the rest are good.
+// sixth a name that is not valid UTF-8, from the seventh no event time, from
+// the eighth too few fields, from the ninth is longer than maxRecord; the
+// rest are good.
 func csvRecords(n int, tag string) []inputRecord {
 	out := make([]inputRecord, n)
 	for i := range out {
@@ -98,6 +106,8 @@ func csvRecords(n int, tag string) []inputRecord {
 			r.text, r.cause = fmt.Sprintf(`%d,na"me,%s`, i, tss), `bare "`
 		case 5:
 			r.text, r.cause = fmt.Sprintf("five,%s,%s", name, tss), `"five" is not an int`
+		case 6:
+			r.text, r.cause = fmt.Sprintf("%d,%s\xfe,%s", i, name, tss), "invalid UTF-8 at byte"
 		case 7:
 			r.text, r.cause = fmt.Sprintf("%d,%s,", i, name), `event time field "ts" is missing or null`
 		case 8:

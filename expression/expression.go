@@ -5,7 +5,7 @@
 // schema of the rows it will see: an unknown field, a syntax error or a type
 // mismatch is found then, with its position, not when the first record
 // arrives. Each field of the row is a variable of the field's type (int,
-// float, string, bool, time.Time); the record's event time is the variable
+// float, string, bool, time.Time, []byte for bytes); the record's event time is the variable
 // event_time (a time.Time in UTC) unless the row has a field of that name.
 //
 // An Evaluator runs compiled programs record after record with one reused VM
@@ -136,6 +136,8 @@ func goType(k row.Kind) types.Type {
 		return types.Bool
 	case row.Time:
 		return types.TypeOf(time.Time{})
+	case row.Bytes:
+		return types.TypeOf([]byte(nil))
 	}
 	return types.Any
 }
@@ -143,6 +145,7 @@ func goType(k row.Kind) types.Type {
 var (
 	timeType     = reflect.TypeFor[time.Time]()
 	durationType = reflect.TypeFor[time.Duration]()
+	bytesType    = reflect.TypeFor[[]byte]()
 )
 
 // kindOf maps the static result type of an expression to a row kind; ok is
@@ -154,6 +157,9 @@ func kindOf(t reflect.Type) (row.Kind, bool) {
 	}
 	if t == timeType {
 		return row.Time, true
+	}
+	if t == bytesType {
+		return row.Bytes, true
 	}
 	switch t.Kind() {
 	case reflect.Interface:
@@ -206,7 +212,7 @@ func Compile(schema *row.Schema, source string, want row.Kind) (p *Program, err 
 	node := prog.Node()
 	static, ok := kindOf(node.Type())
 	if !ok {
-		return nil, &Error{Msg: fmt.Sprintf("the result is %s; a field holds int, float, string, bool or time", describeType(node.Type()))}
+		return nil, &Error{Msg: fmt.Sprintf("the result is %s; a field holds int, float, string, bool, time or bytes", describeType(node.Type()))}
 	}
 	p.static, p.kind = static, static
 	if want != row.Null {
@@ -414,6 +420,8 @@ func toGo(v row.Value) any {
 		return v.Bool()
 	case row.Time:
 		return time.Unix(0, v.Int()).UTC()
+	case row.Bytes:
+		return []byte(v.Str())
 	}
 	return nil
 }
@@ -471,6 +479,9 @@ func convert(out any, k row.Kind) (row.Value, bool) {
 	case row.String:
 		s, ok := out.(string)
 		return row.StringValue(s), ok
+	case row.Bytes:
+		b, ok := out.([]byte)
+		return row.BytesValue(string(b)), ok
 	case row.Time:
 		t, ok := out.(time.Time)
 		if !ok || t.Before(minTime) || t.After(maxTime) {

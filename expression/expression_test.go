@@ -128,7 +128,7 @@ func TestCompileErrors(t *testing.T) {
 		{"value +\n  pricee", row.Null, "line 2, column 3: unknown name pricee"},
 		{"value + 1", row.Bool, "the result is int, want bool"},
 		{"price", row.Int, "the result is float, want int: convert it with int()"},
-		{"[value]", row.Null, "the result is an array; a field holds int, float, string, bool or time"},
+		{"[value]", row.Null, "the result is an array; a field holds int, float, string, bool, time or bytes"},
 		{"now", row.Null, "the result is a function (call it?)"},
 		{"value()", row.Null, "column 1: int is not callable"},
 	} {

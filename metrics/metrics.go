@@ -6,7 +6,9 @@
 //
 // The collector is pull-based: each scrape takes one Observation and turns
 // it into constant metrics, so the runtime's hot path knows nothing of
-// Prometheus.
+// Prometheus. Every counter and histogram has a series for each known label
+// value from the start, at 0 (Prometheus' convention, which increase() and
+// absent() alerts need); only watermarks are absent until they exist.
 //
 //	reg := prometheus.NewRegistry()
 //	reg.MustRegister(metrics.NewCollector(job))
@@ -184,8 +186,16 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(pendingCommit, float64(ck.PendingCommit))
 	counter(committedTotal, float64(ck.Committed))
 
+	// Every cause and class from the start, at 0 until it happens.
+	seen := map[[2]string]bool{}
 	for _, r := range o.Recoveries {
 		counter(recoveries, float64(r.Count), r.Cause, r.Class)
+		seen[[2]string{r.Cause, r.Class}] = true
+	}
+	for _, k := range knownRecoveries() {
+		if !seen[k] {
+			counter(recoveries, 0, k[0], k[1])
+		}
 	}
 	counter(replayed, float64(o.ReplayedRecords))
 	counter(replayUnmeasured, float64(o.ReplayUnknown))
@@ -214,6 +224,17 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
+}
+
+// knownRecoveries are the cause and class label values of
+// ingest_recoveries_total: a start from a checkpoint (no class), and a
+// restart of each class.
+func knownRecoveries() [][2]string {
+	out := [][2]string{{"checkpoint", ""}}
+	for _, c := range runtime.RestartClasses {
+		out = append(out, [2]string{"restart", c})
+	}
+	return out
 }
 
 // seconds is t as Unix seconds with a fraction.

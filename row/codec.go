@@ -7,8 +7,8 @@ import (
 )
 
 // ValueCodec encodes Values for keyed state: a kind byte, then a varint (Int,
-// Time), 8 bytes (Float), a byte (Bool) or a uvarint length and bytes (String).
-// It implements state.Codec[Value].
+// Time), 8 bytes (Float), a byte (Bool) or a uvarint length and bytes (String,
+// Bytes). It implements state.Codec[Value].
 type ValueCodec struct{}
 
 // Name identifies the encoding in snapshots.
@@ -24,7 +24,7 @@ func (ValueCodec) Append(dst []byte, v Value) []byte {
 		dst = binary.LittleEndian.AppendUint64(dst, v.n)
 	case Bool:
 		dst = append(dst, byte(v.n))
-	case String:
+	case String, Bytes:
 		dst = binary.AppendUvarint(dst, uint64(len(v.s)))
 		dst = append(dst, v.s...)
 	}
@@ -62,7 +62,7 @@ func (ValueCodec) Decode(src []byte) (Value, int, error) {
 		}
 		v.n = uint64(p[0] & 1)
 		return v, 2, nil
-	case String:
+	case String, Bytes:
 		l, n := binary.Uvarint(p)
 		if n <= 0 || uint64(len(p)-n) < l {
 			return Value{}, 0, errTruncated

@@ -20,6 +20,8 @@ func InferSchema(samples ...[]byte) (*Schema, error) {
 //   - other numbers (3.0, 1e3, integers past int64): Float, since producers
 //     write floats that way; a field with both is Float;
 //   - strings: String, or Time when o.TimeFields names the field (see there);
+//     a string that is not valid Unicode text (see NewJSONDecoder) is an
+//     error, as is a member name that is not: inference does not guess Bytes;
 //   - true and false: Bool;
 //   - objects and arrays: String, holding the raw JSON text; a field with
 //     both strings and nested values is String;
@@ -200,7 +202,12 @@ func inferSample(data []byte, member func(name string, t jsonType, raw []byte, f
 			break
 		}
 		if memberErr == nil {
-			memberErr = member(string(appendUnquoted(nil, key)), t, data[val:end], flags)
+			name, fault := appendUnquoted(nil, key)
+			if fault != "" {
+				memberErr = fmt.Errorf("member name %q: %s; declare the fields (members of other names are ignored)", name, fault)
+			} else {
+				memberErr = member(string(name), t, data[val:end], flags)
+			}
 		}
 		i, done, err = nextMember(data, end)
 	}

@@ -22,6 +22,7 @@ var benchInputs = []struct{ name, in string }{
 	{"5fields-epoch-ms", `{"id":12345,"price":19.99,"name":"widget","ok":true,"ts":1767323045123}`},
 	{"5fields-zone", `{"id":12345,"price":19.99,"name":"widget","ok":true,"ts":"2026-01-02T04:04:05.123+01:00"}`},
 	{"5fields-reordered", `{"ts":"2026-01-02T03:04:05.123Z","ok":true,"name":"widget","price":19.99,"id":12345}`},
+	{"5fields-utf8", `{"id":12345,"price":19.99,"name":"wïdget délüxe – 東京","ok":true,"ts":"2026-01-02T03:04:05.123Z"}`},
 	{"5fields-escaped", `{"id":12345,"price":19.99,"name":"w\u00efdget \"deluxe\"\n","ok":true,"ts":"2026-01-02T03:04:05.123Z"}`},
 	{"5fields+5unknown", `{"id":12345,"user":{"id":7,"tags":["a","b"]},"price":19.99,"sku":"X-1","name":"widget","qty":3,"ok":true,"geo":[1.5,2.5],"ts":"2026-01-02T03:04:05.123Z","v":null}`},
 }

@@ -42,8 +42,15 @@ type JSONDecoder struct {
 //   - Int: an integer in int64 range; a number with a fraction or exponent
 //     only when its value is exactly integral (3.0 and 1e3, not 3.5).
 //   - Float: any number in float64 range.
-//   - String: a string, with escapes resolved and invalid UTF-8 replaced by
-//     U+FFFD as encoding/json does; an object or array as its raw JSON text.
+//   - String: a string, with escapes resolved; an object or array as its raw
+//     JSON text (escapes as written). The text must be valid Unicode: invalid
+//     UTF-8, or a \u escape of a lone surrogate (\ud800), is a
+//     *JSONTypeError. (encoding/json writes U+FFFD for both, which makes
+//     "a\xff", "a\xfe", "a\ud800" and "a\ufffd" one key.)
+//   - Bytes: what String accepts and also any bytes, kept exactly: a string's
+//     bytes as written with escapes resolved (a lone surrogate as the three
+//     bytes of its code point, as WTF-8 writes it), an object's or array's
+//     raw text.
 //   - Bool: true or false.
 //   - Time: an RFC 3339 string as time.Parse(time.RFC3339Nano) reads it
 //     ("2026-01-02T15:04:05.123+01:00"), or a number of milliseconds since the
@@ -106,7 +113,8 @@ const maxErrorValue = 64
 func (d *JSONDecoder) typeError(fi int, got string, value []byte, reason string, off int) error {
 	v := string(value)
 	if got == "string" {
-		v = string(appendUnquoted(nil, value))
+		b, _ := appendUnquoted(nil, value)
+		v = string(b)
 	}
 	if len(v) > maxErrorValue {
 		n := maxErrorValue
@@ -122,8 +130,8 @@ func (d *JSONDecoder) typeError(fi int, got string, value []byte, reason string,
 }
 
 // Decode reads one JSON object, optionally surrounded by space, into a new
-// Row. It allocates the Row and the text of each String value, nothing else
-// (bar errors and rare inputs: invalid UTF-8, a time string time.Parse must
+// Row. It allocates the Row and the text of each String and Bytes value,
+// nothing else (bar errors and rare inputs: a time string time.Parse must
 // judge), and keeps no reference to data, which the caller may reuse.
 //
 // It returns a *JSONSyntaxError for invalid JSON, ErrNotJSONObject (wrapped)
@@ -194,7 +202,18 @@ func (d *JSONDecoder) value(data []byte, i, fi int) (Value, int, error) {
 		body := data[i+1 : end-1]
 		switch kind {
 		case String:
-			return StringValue(stringOf(body, flags)), end, nil
+			// Text without escapes, the common case, is checked here: a call
+			// to stringOf costs it 10%.
+			if flags&strEscaped == 0 && (flags == 0 || utf8.Valid(body)) {
+				return StringValue(string(body)), end, nil
+			}
+			s, fault := stringOf(body, flags)
+			if fault != "" {
+				return Value{}, end, d.typeError(fi, "string", body, fault+bytesHint, i)
+			}
+			return StringValue(s), end, nil
+		case Bytes:
+			return BytesValue(bytesOf(body, flags)), end, nil
 		case Time:
 			ns, reason := parseTimeString(body, flags)
 			if reason != "" {
@@ -208,12 +227,18 @@ func (d *JSONDecoder) value(data []byte, i, fi int) (Value, int, error) {
 		if err != nil {
 			return Value{}, 0, err
 		}
-		if kind == String {
-			return StringValue(rawString(data[i:end])), end, nil
-		}
 		got := "object"
 		if c == '[' {
 			got = "array"
+		}
+		switch raw := data[i:end]; kind {
+		case String:
+			if !utf8.Valid(raw) {
+				return Value{}, end, d.typeError(fi, got, nil, invalidUTF8(raw, 0)+bytesHint, i)
+			}
+			return StringValue(string(raw)), end, nil
+		case Bytes:
+			return BytesValue(string(raw)), end, nil
 		}
 		return Value{}, end, d.typeError(fi, got, nil, "", i)
 	case 'n':
@@ -276,25 +301,35 @@ func (d *JSONDecoder) value(data []byte, i, fi int) (Value, int, error) {
 	return Value{}, end, d.typeError(fi, "number", lex, reason, i)
 }
 
+// bytesHint ends the reason of a string field's refusal of a value that is
+// not valid Unicode text.
+const bytesHint = "; a bytes field keeps it"
+
 // stringOf returns the text of a string literal's body with the flags
-// scanString gave it, in one allocation.
-func stringOf(body []byte, flags uint8) string {
-	if flags&strEscaped == 0 && (flags&strNonASCII == 0 || utf8.Valid(body)) {
-		return string(body)
+// scanString gave it, in one allocation, or why it is not valid Unicode
+// (see appendUnquoted). Plain ASCII is copied unchecked.
+func stringOf(body []byte, flags uint8) (s, fault string) {
+	if flags&strEscaped == 0 {
+		if flags&strNonASCII != 0 && !utf8.Valid(body) {
+			return "", invalidUTF8(body, 0)
+		}
+		return string(body), ""
 	}
-	b := appendUnquoted(make([]byte, 0, len(body)), body)
-	return unsafe.String(unsafe.SliceData(b), len(b)) // b is never written again
+	b, fault := appendUnquoted(make([]byte, 0, len(body)), body)
+	if fault != "" {
+		return "", fault
+	}
+	return unsafe.String(unsafe.SliceData(b), len(b)), "" // b is never written again
 }
 
-// rawString returns a nested value's JSON text as a valid UTF-8 string.
-func rawString(raw []byte) string {
-	for _, c := range raw {
-		if c >= 0x80 {
-			b := appendValidUTF8(make([]byte, 0, len(raw)), raw)
-			return unsafe.String(unsafe.SliceData(b), len(b)) // b is never written again
-		}
+// bytesOf returns the bytes of a string literal's body (see appendUnquoted)
+// in one allocation.
+func bytesOf(body []byte, flags uint8) string {
+	if flags&strEscaped == 0 {
+		return string(body)
 	}
-	return string(raw)
+	b, _ := appendUnquoted(make([]byte, 0, len(body)), body)
+	return unsafe.String(unsafe.SliceData(b), len(b)) // b is never written again
 }
 
 // smallInt parses an integer lexeme of at most 18 digits.

@@ -87,9 +87,18 @@ func TestJSONDecodeTypeRules(t *testing.T) {
 		{row.String, `{"a": [1, {"b":null}] }`, row.StringValue(`{"a": [1, {"b":null}] }`), ""},
 		{row.String, `[]`, row.StringValue(`[]`), ""},
 		{row.String, `["é\u00e9"]`, row.StringValue(`["é\u00e9"]`), ""},
-		{row.String, "[\"\xff\"]", row.StringValue("[\"\uFFFD\"]"), ""},
+		{row.String, "[\"\xff\"]", row.Value{}, `field "x": want string, got array (invalid UTF-8 at byte 2; a bytes field keeps it)`},
+		{row.String, "\"\xff\"", row.Value{}, `field "x": want string, got string "\xff" (invalid UTF-8 at byte 0; a bytes field keeps it)`},
+		{row.String, `"\udfff"`, row.Value{}, `field "x": want string, got string "\xed\xbf\xbf" (lone surrogate \udfff; a bytes field keeps it)`},
 		{row.String, `12`, row.Value{}, `field "x": want string, got number 12`},
 		{row.String, `true`, row.Value{}, `field "x": want string, got bool true`},
+		// Bytes: what String takes, and any bytes, exactly.
+		{row.Bytes, `"hello"`, row.BytesValue("hello"), ""},
+		{row.Bytes, "\"a\xff\\n\"", row.BytesValue("a\xff\n"), ""},
+		{row.Bytes, `"\ud800"`, row.BytesValue("\xed\xa0\x80"), ""},
+		{row.Bytes, "[\"\xff\"]", row.BytesValue("[\"\xff\"]"), ""},
+		{row.Bytes, `12`, row.Value{}, `field "x": want bytes, got number 12`},
+		{row.Bytes, `false`, row.Value{}, `field "x": want bytes, got bool false`},
 		// Bool.
 		{row.Bool, `true`, row.BoolValue(true), ""},
 		{row.Bool, `false`, row.BoolValue(false), ""},
@@ -274,26 +283,21 @@ func rowsEqual(a, b row.Row) bool {
 	return true
 }
 
-// Strings decode as encoding/json decodes them, escapes and invalid UTF-8
-// included.
+// Strings decode as encoding/json decodes them, escapes included, when the
+// text is valid Unicode; otherwise (encoding/json writes U+FFFD) they are
+// refused, see TestHostileJSONInvalidUTF8.
 func TestJSONDecodeStringEscapes(t *testing.T) {
 	for _, tc := range []struct{ lit, want string }{
 		{`"plain"`, "plain"},
 		{`"\" \\ \/ \b \f \n \r \t"`, "\" \\ / \b \f \n \r \t"},
 		{`"\u0041\u00e9\u2603"`, "Aé☃"},
 		{`"\u0000"`, "\x00"},
-		{`"\uD834\uDD1E"`, "𝄞"},                    // a surrogate pair
-		{`"\ud834\udd1e"`, "𝄞"},                    // lower-case hex
-		{`"\uD834"`, "\uFFFD"},                     // a lone high surrogate
-		{`"\uDD1E"`, "\uFFFD"},                     // a lone low surrogate
-		{`"\uD834x"`, "\uFFFDx"},                   // high surrogate, then text
-		{`"\uD834\u0041"`, "\uFFFDA"},              // high surrogate, then a non-surrogate escape
-		{`"\uD834\uD834\uDD1E"`, "\uFFFD𝄞"},        // a high surrogate before a pair
-		{`"é☃𝄞"`, "é☃𝄞"},                           // raw UTF-8 passes through
-		{"\"a\xffb\"", "a\uFFFDb"},                 // an invalid byte
-		{"\"\xed\xa0\x80\"", "\uFFFD\uFFFD\uFFFD"}, // an encoded surrogate: three invalid bytes
-		{"\"\xc3\"", "\uFFFD"},                     // a truncated sequence
-		{"\"\xc3\\n\"", "\uFFFD\n"},                // invalid byte, then an escape
+		{`"\uD834\uDD1E"`, "𝄞"},  // a surrogate pair
+		{`"\ud834\udd1e"`, "𝄞"},  // lower-case hex
+		{`"\uFFFD"`, "\uFFFD"},   // the replacement character itself
+		{"\"\uFFFD\"", "\uFFFD"}, // raw
+		{`"é☃𝄞"`, "é☃𝄞"},         // raw UTF-8 passes through
+		{`"é\n☃"`, "é\n☃"},       // raw UTF-8 around an escape
 		{"\"\x7f\"", "\x7f"},
 		{`"` + strings.Repeat(`\n`, 100) + `"`, strings.Repeat("\n", 100)},
 	} {

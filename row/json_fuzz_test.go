@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"math/big"
 	"math/rand/v2"
@@ -11,12 +12,15 @@ import (
 	"strconv"
 	"testing"
 	"time"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/ingest-engine/ingest/row"
 )
 
-// fuzzSchema has a field of every kind, an empty name and a non-ASCII one.
+// fuzzSchema has a field of every kind, an empty name, a non-ASCII one and
+// one named U+FFFD, which encoding/json would fill from a member named with
+// invalid UTF-8.
 var fuzzSchema = &row.Schema{Fields: []row.Field{
 	{Name: "i", Kind: row.Int},
 	{Name: "f", Kind: row.Float},
@@ -26,6 +30,8 @@ var fuzzSchema = &row.Schema{Fields: []row.Field{
 	{Name: "n", Kind: row.Null},
 	{Name: "", Kind: row.Int},
 	{Name: "é", Kind: row.String},
+	{Name: "y", Kind: row.Bytes},
+	{Name: "\ufffd", Kind: row.String},
 }}
 
 // FuzzJSONDecode holds the decoder to encoding/json's view of the input
@@ -35,9 +41,14 @@ var fuzzSchema = &row.Schema{Fields: []row.Field{
 //   - a valid non-object is ErrNotJSONObject;
 //   - a valid object decodes to what encoding/json reads for each field under
 //     the rules of NewJSONDecoder, or, when some member is refused, fails
-//     with a *JSONTypeError naming the first refused member;
+//     with a *JSONTypeError naming the first refused member. Where
+//     encoding/json alters a text (it writes U+FFFD for invalid UTF-8 and
+//     lone surrogate escapes), the oracle reads the literal exactly instead
+//     (see oracleText): a string field refuses such a text, a bytes field
+//     holds its exact bytes, and a member so named fills no field;
 //   - InferSchema on the object, when it succeeds, names the object's keys in
-//     order and gives a schema that decodes the object.
+//     order, every one of them and every string and nested value is valid
+//     text, and the schema decodes the object.
 func FuzzJSONDecode(f *testing.F) {
 	d := row.NewJSONDecoder(fuzzSchema, row.JSONOptions{})
 	f.Fuzz(func(t *testing.T, data []byte) { checkAgainstEncodingJSON(t, d, data) })
@@ -62,7 +73,8 @@ func TestJSONDecodeMatchesEncodingJSON(t *testing.T) {
 	}
 }
 
-var genKeys = []string{`"i"`, `"f"`, `"s"`, `"b"`, `"t"`, `"n"`, `""`, `"é"`, `"\u00e9"`, `"\u0069"`, `"x"`, `"long key with \"quotes\""`, "\"\xff\""}
+var genKeys = []string{`"i"`, `"f"`, `"s"`, `"b"`, `"t"`, `"n"`, `""`, `"é"`, `"\u00e9"`, `"\u0069"`, `"x"`, `"long key with \"quotes\""`,
+	"\"\xff\"", `"y"`, `"\ufffd"`, "\"\ufffd\"", `"\udfff"`}
 
 var genScalars = []string{
 	`null`, `true`, `false`, `0`, `-0`, `1`, `-1`, `3.0`, `3.5`, `1e3`, `1E-3`, `-2.5e+2`,
@@ -149,7 +161,12 @@ func checkAgainstEncodingJSON(t *testing.T, d *row.JSONDecoder, data []byte) {
 		want := make(row.Row, len(fuzzSchema.Fields))
 		firstRefused := ""
 		refused := false
+		allText := true // every key and string or nested value is valid text
 		for _, m := range members {
+			allText = allText && m.exact && (m.raw[0] != '"' && m.raw[0] != '{' && m.raw[0] != '[' || utf8.Valid(oracleBytes(m.raw)))
+			if !m.exact {
+				continue // encoding/json reads another name; the real one is in no schema
+			}
 			fi := fuzzSchema.Index(m.key)
 			if fi < 0 {
 				continue
@@ -178,7 +195,10 @@ func checkAgainstEncodingJSON(t *testing.T, d *row.JSONDecoder, data []byte) {
 
 		s, ierr := row.InferSchema(data)
 		if ierr != nil {
-			return // a number past float64, a repeated key with two types, no keys
+			return // a number past float64, a repeated key with two types, no keys, invalid text
+		}
+		if !allText {
+			t.Fatalf("%q: InferSchema accepted a key or value that is not valid text: %v", data, s.Fields)
 		}
 		var keys []string
 		for _, m := range members {
@@ -196,8 +216,11 @@ func checkAgainstEncodingJSON(t *testing.T, d *row.JSONDecoder, data []byte) {
 }
 
 type oracleMember struct {
-	key string
-	raw []byte
+	// key is the member's name as encoding/json reads it; exact says it is
+	// the name's text (see oracleText).
+	key   string
+	exact bool
+	raw   []byte
 }
 
 // oracleMembers lists the top-level members of data, valid JSON, as
@@ -214,17 +237,75 @@ func oracleMembers(t *testing.T, data []byte) ([]oracleMember, bool) {
 	}
 	var members []oracleMember
 	for dec.More() {
+		before := dec.InputOffset()
 		k, err := dec.Token()
 		if err != nil {
 			t.Fatalf("%q: %v", data, err)
+		}
+		lit := bytes.TrimLeft(data[before:dec.InputOffset()], " \t\r\n,")
+		text, exact := oracleText(lit)
+		if exact && text != k.(string) {
+			t.Fatalf("%q: encoding/json reads key %s as %q, the oracle as %q", data, lit, k, text)
 		}
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
 			t.Fatalf("%q: %v", data, err)
 		}
-		members = append(members, oracleMember{k.(string), raw})
+		members = append(members, oracleMember{k.(string), exact, raw})
 	}
 	return members, true
+}
+
+// oracleText reads the string literal lit (valid JSON) exactly: its bytes as
+// written, each escape or surrogate pair as encoding/json reads it, but a
+// lone surrogate escape as the three bytes of its code point (WTF-8) where
+// encoding/json writes U+FFFD. exact says the text is valid UTF-8, which is
+// when encoding/json reads the same (checked by the callers).
+func oracleText(lit []byte) (string, bool) {
+	var out []byte
+	body := lit[1 : len(lit)-1]
+	for i := 0; i < len(body); {
+		if body[i] != '\\' {
+			out = append(out, body[i])
+			i++
+			continue
+		}
+		n := 2
+		if body[i+1] == 'u' {
+			n = 6
+			r, _ := strconv.ParseUint(string(body[i+2:i+6]), 16, 32)
+			if utf16.IsSurrogate(rune(r)) {
+				var lo uint64
+				if i+12 <= len(body) && body[i+6] == '\\' && body[i+7] == 'u' {
+					lo, _ = strconv.ParseUint(string(body[i+8:i+12]), 16, 32)
+				}
+				if utf16.DecodeRune(rune(r), rune(lo)) == utf8.RuneError {
+					out = append(out, 0xe0|byte(r>>12), 0x80|byte(r>>6)&0x3f, 0x80|byte(r)&0x3f)
+					i += 6
+					continue
+				}
+				n = 12
+			}
+		}
+		var s string
+		if err := json.Unmarshal([]byte(`"`+string(body[i:i+n])+`"`), &s); err != nil {
+			panic(fmt.Sprintf("escape %s: %v", body[i:i+n], err))
+		}
+		out = append(out, s...)
+		i += n
+	}
+	return string(out), utf8.Valid(out)
+}
+
+// oracleBytes is what a bytes field holds for the JSON value raw, a string
+// or a nested value: the string's text read exactly, a nested value's raw
+// text.
+func oracleBytes(raw []byte) []byte {
+	if raw[0] == '"' {
+		text, _ := oracleText(raw)
+		return []byte(text)
+	}
+	return raw
 }
 
 // oracleValue is what a field of kind k holds for the JSON value raw, read
@@ -249,11 +330,21 @@ func oracleValue(t *testing.T, k row.Kind, raw []byte) (row.Value, bool) {
 			return row.FloatValue(f), true
 		}
 	case row.String:
+		if (isString || raw[0] == '{' || raw[0] == '[') && !utf8.Valid(oracleBytes(raw)) {
+			return row.Value{}, false // encoding/json would alter the text
+		}
 		if isString {
+			if text, _ := oracleText(raw); text != s {
+				panic(fmt.Sprintf("%s: encoding/json reads %q, the oracle %q", raw, s, text))
+			}
 			return row.StringValue(s), true
 		}
 		if raw[0] == '{' || raw[0] == '[' {
-			return row.StringValue(validUTF8(raw)), true
+			return row.StringValue(string(raw)), true
+		}
+	case row.Bytes:
+		if isString || raw[0] == '{' || raw[0] == '[' {
+			return row.BytesValue(string(oracleBytes(raw))), true
 		}
 	case row.Bool:
 		var b bool
@@ -299,15 +390,4 @@ func exactInt(raw []byte, scale int) (int64, bool) {
 		return 0, false
 	}
 	return z.Num().Int64(), true
-}
-
-// validUTF8 replaces each byte of invalid UTF-8 by U+FFFD.
-func validUTF8(b []byte) string {
-	var out []rune
-	for len(b) > 0 {
-		r, n := utf8.DecodeRune(b)
-		out = append(out, r)
-		b = b[n:]
-	}
-	return string(out)
 }

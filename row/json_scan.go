@@ -171,29 +171,30 @@ func getu4(s []byte) rune {
 }
 
 // appendUnquoted appends the text of body, the inside of a string literal
-// scanString accepted, the way encoding/json decodes it: escapes resolved, a
-// surrogate pair joined, a lone surrogate and each byte of invalid UTF-8
-// replaced by U+FFFD.
-func appendUnquoted(dst, body []byte) []byte {
+// scanString accepted, exactly: escapes resolved, a surrogate pair joined,
+// other bytes as they are, valid UTF-8 or not, and a lone surrogate escape
+// as the three bytes of its code point (as WTF-8 writes it; no valid UTF-8
+// holds them). Unlike encoding/json, which writes U+FFFD for each flaw, it
+// keeps apart any two texts but those that differ only in how a lone
+// surrogate is spelt (escaped, or its three bytes raw).
+//
+// fault is "" when the text is valid Unicode; else it says what the first
+// flaw is: "invalid UTF-8 at byte N" (N counted in the text) or "lone
+// surrogate \ud800" (the escape as written).
+func appendUnquoted(dst, body []byte) (_ []byte, fault string) {
+	start := len(dst)
 	for i := 0; i < len(body); {
-		c := body[i]
-		if c != '\\' && c < utf8.RuneSelf {
-			j := i + 1
-			for j < len(body) && body[j] != '\\' && body[j] < utf8.RuneSelf {
+		if body[i] != '\\' {
+			j, high := i+1, body[i]
+			for j < len(body) && body[j] != '\\' {
+				high |= body[j]
 				j++
+			}
+			if run := body[i:j]; fault == "" && high >= utf8.RuneSelf && !utf8.Valid(run) {
+				fault = invalidUTF8(run, len(dst)-start)
 			}
 			dst = append(dst, body[i:j]...)
 			i = j
-			continue
-		}
-		if c >= utf8.RuneSelf {
-			r, size := utf8.DecodeRune(body[i:])
-			if r == utf8.RuneError && size == 1 {
-				dst = utf8.AppendRune(dst, unicode.ReplacementChar)
-			} else {
-				dst = append(dst, body[i:i+size]...)
-			}
-			i += size
 			continue
 		}
 		switch e := body[i+1]; e {
@@ -209,14 +210,20 @@ func appendUnquoted(dst, body []byte) []byte {
 			dst = append(dst, '\t')
 		case 'u':
 			r := getu4(body[i:])
+			esc := body[i : i+6]
 			i += 6
 			if utf16.IsSurrogate(r) {
 				if dec := utf16.DecodeRune(r, getu4(body[i:])); dec != unicode.ReplacementChar {
-					r = dec
+					dst = utf8.AppendRune(dst, dec)
 					i += 6
-				} else {
-					r = unicode.ReplacementChar
+					continue
 				}
+				if fault == "" {
+					fault = "lone surrogate " + string(esc)
+				}
+				// utf8.AppendRune would write U+FFFD.
+				dst = append(dst, 0xe0|byte(r>>12), 0x80|byte(r>>6)&0x3f, 0x80|byte(r)&0x3f)
+				continue
 			}
 			dst = utf8.AppendRune(dst, r)
 			continue
@@ -225,22 +232,21 @@ func appendUnquoted(dst, body []byte) []byte {
 		}
 		i += 2
 	}
-	return dst
+	return dst, fault
 }
 
-// appendValidUTF8 appends raw with each byte of invalid UTF-8 replaced by
-// U+FFFD, as encoding/json does inside strings.
-func appendValidUTF8(dst, raw []byte) []byte {
-	for i := 0; i < len(raw); {
-		r, size := utf8.DecodeRune(raw[i:])
+// invalidUTF8 describes the first invalid UTF-8 in b, which has some, whose
+// first byte is at offset base of the text.
+func invalidUTF8(b []byte, base int) string {
+	i := 0
+	for i < len(b) {
+		r, size := utf8.DecodeRune(b[i:])
 		if r == utf8.RuneError && size == 1 {
-			dst = utf8.AppendRune(dst, unicode.ReplacementChar)
-		} else {
-			dst = append(dst, raw[i:i+size]...)
+			break
 		}
 		i += size
 	}
-	return dst
+	return "invalid UTF-8 at byte " + strconv.Itoa(base+i)
 }
 
 // Flags of a scanned number: the parts beyond an integer.
@@ -454,18 +460,14 @@ func closeObject(data []byte, i int) error {
 	return nil
 }
 
-// unquoteKey returns a key's name as encoding/json reads it, in buf's space
-// when it fits, so matching a plain key against a schema allocates nothing.
+// unquoteKey returns a key's name exactly (see appendUnquoted), in buf's
+// space when it fits, so matching a plain key against a schema allocates
+// nothing. A name that is not valid UTF-8 keeps its bytes, so it matches no
+// field but one of exactly that name (never one named with U+FFFD).
 func unquoteKey(buf, key []byte, flags uint8) []byte {
-	if flags == 0 {
+	if flags&strEscaped == 0 {
 		return key
 	}
-	return unquoteSlow(buf, key, flags)
-}
-
-func unquoteSlow(buf, key []byte, flags uint8) []byte {
-	if flags&strEscaped == 0 && utf8.Valid(key) {
-		return key
-	}
-	return appendUnquoted(buf, key)
+	name, _ := appendUnquoted(buf, key)
+	return name
 }

@@ -4,6 +4,7 @@
 package row
 
 import (
+	"encoding/base64"
 	"fmt"
 	"math"
 	"strconv"
@@ -21,12 +22,19 @@ const (
 	Int
 	// Float is a 64-bit float.
 	Float
-	// String is a UTF-8 string.
+	// String is a UTF-8 string. The decoders of input (JSON, CSV) refuse
+	// text that is not valid UTF-8 for it, so two distinct inputs never
+	// become one value.
 	String
 	// Bool is true or false.
 	Bool
 	// Time is an instant in Unix nanoseconds, written as RFC 3339 UTC.
 	Time
+	// Bytes is a byte string of any content, kept exactly: for input whose
+	// text need not be UTF-8. It is written to JSON as a base64 string
+	// (standard, padded), as encoding/json writes a []byte. Its kind number
+	// follows the others' so encoded state keeps its meaning.
+	Bytes
 )
 
 // String names the kind.
@@ -44,6 +52,8 @@ func (k Kind) String() string {
 		return "bool"
 	case Time:
 		return "time"
+	case Bytes:
+		return "bytes"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
@@ -52,7 +62,7 @@ func (k Kind) String() string {
 type Value struct {
 	kind Kind
 	n    uint64 // Int, Time: int64 bits; Float: float64 bits; Bool: 0 or 1
-	s    string
+	s    string // String, Bytes
 }
 
 // IntValue returns an Int value.
@@ -63,6 +73,10 @@ func FloatValue(f float64) Value { return Value{kind: Float, n: math.Float64bits
 
 // StringValue returns a String value.
 func StringValue(s string) Value { return Value{kind: String, s: s} }
+
+// BytesValue returns a Bytes value holding the bytes of b, which may be
+// anything (a Go string is an immutable byte sequence, valid UTF-8 or not).
+func BytesValue(b string) Value { return Value{kind: Bytes, s: b} }
 
 // BoolValue returns a Bool value.
 func BoolValue(b bool) Value {
@@ -89,7 +103,7 @@ func (v Value) Float() float64 {
 	return math.Float64frombits(v.n)
 }
 
-// Str returns a String value's string.
+// Str returns a String value's string, or a Bytes value's bytes.
 func (v Value) Str() string { return v.s }
 
 // Bool returns a Bool value.
@@ -99,7 +113,7 @@ func (v Value) Bool() bool { return v.n == 1 }
 func (v Value) HashKey() uint64 {
 	h := uint64(14695981039346656037) ^ uint64(v.kind)
 	h *= 1099511628211
-	if v.kind == String {
+	if v.kind == String || v.kind == Bytes {
 		for i := 0; i < len(v.s); i++ {
 			h ^= uint64(v.s[i])
 			h *= 1099511628211
@@ -125,6 +139,10 @@ func (v Value) AppendJSON(dst []byte) []byte {
 		return strconv.AppendFloat(dst, f, 'g', -1, 64)
 	case String:
 		return appendJSONString(dst, v.s)
+	case Bytes:
+		dst = append(dst, '"')
+		dst = base64.StdEncoding.AppendEncode(dst, []byte(v.s))
+		return append(dst, '"')
 	case Bool:
 		return strconv.AppendBool(dst, v.n == 1)
 	case Time:

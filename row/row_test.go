@@ -291,7 +291,7 @@ func TestValueCodecRejectsGarbage(t *testing.T) {
 	c := row.ValueCodec{}
 	for _, b := range [][]byte{
 		{99},                               // unknown kind
-		{6, 0},                             // kind 6 is not a kind
+		{7, 0},                             // kind 7 is not a kind
 		{byte(row.String), 0x05, 'a', 'b'}, // length beyond input
 		{byte(row.String), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01},    // huge length
 		{byte(row.Int), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, // overlong varint

@@ -75,7 +75,9 @@ type Observation struct {
 	CheckpointDuration Histogram
 	// Alignment, Sync and Async are the distributions of the per-subtask
 	// barrier alignment, synchronous snapshot and asynchronous state write
-	// times of acknowledged checkpoints, by operator (node id).
+	// times of acknowledged checkpoints, by operator (node id). Every node
+	// has one from the start (empty until its first checkpoint), and so has
+	// every key of the maps below.
 	Alignment, Sync, Async map[string]Histogram
 	// StorageWrite is the distribution of checkpoint storage write times by
 	// kind: "state" (a subtask's state file) and "metadata" (the file that
@@ -83,13 +85,14 @@ type Observation struct {
 	StorageWrite map[string]Histogram
 	// SinkPrepare is the distribution of sink subtasks' prepare times (their
 	// synchronous snapshot, which stages the output since the previous
-	// barrier) by sink; SinkCommit that of each sink's commit (publication)
-	// of a complete checkpoint's output.
+	// barrier) by sink; SinkCommit that of each committing sink's commit
+	// (publication) of a complete checkpoint's output.
 	SinkPrepare, SinkCommit map[string]Histogram
 	// PendingCommittables counts, by sink, the staged items of complete
 	// checkpoints whose commit is not yet confirmed.
 	PendingCommittables map[string]int64
-	// Recoveries counts recoveries by cause and error class.
+	// Recoveries counts recoveries by cause and error class, those that
+	// happened (RestartClasses lists the classes a restart can have).
 	Recoveries []RecoveryCount
 	// ReplayedRecords counts the records sources read again after in-process
 	// restarts: per source subtask, the records it had emitted between the
@@ -291,6 +294,12 @@ func (j *Job) TriggerCheckpoint() (int64, error) {
 // Observation.Recoveries carry it.
 func ErrorClass(err error) string { return classify(err, "") }
 
+// RestartClasses are the classes (ErrorClass) of the failures the job
+// restarts after, the class label values of the "restart" recoveries:
+// incompatible, unrecoverable, lock and cancelled end the run instead. Observation lists
+// every one of them from the start, at zero until it happens.
+var RestartClasses = []string{"task", "panic", "recovery", "commit", "checkpoint", "corrupt", "injected"}
+
 // nodeKinds returns each node's kind: sources read, sinks have no consumer.
 func nodeKinds(p *Plan) map[string]NodeKind {
 	consumed := map[*Node]bool{}
@@ -380,9 +389,40 @@ func (ob *observer) snapshot(j *Job) Observation {
 	}
 	c.LastStateSizeFull, c.LastStateSizeIncremental = ob.lastSizeFull, 0
 	o.Recoveries = sortedRecoveries(ob.recoveries)
+	o.zeroKnownLabels(j.plan)
 	if ob.lastFailure != nil {
 		f := *ob.lastFailure
 		o.LastFailure = &f
 	}
 	return o
+}
+
+// zeroKnownLabels adds, at zero, every label value of the distributions the
+// plan and the runtime know of that has no observation yet: each node's
+// alignment, sync and async times, each sink's prepare time and each
+// committing sink's commit time, and both storage write kinds. Prometheus
+// exporters then publish each series from the start, as its convention
+// asks: a series that appears with its first increment escapes increase()
+// and absent() alerts. (Recoveries lists what happened; RestartClasses
+// names the rest.)
+func (o *Observation) zeroKnownLabels(p *Plan) {
+	zero := func(m map[string]Histogram, key string) {
+		if _, ok := m[key]; !ok {
+			m[key] = (&histogram{}).snapshot()
+		}
+	}
+	kinds := nodeKinds(p)
+	for _, n := range p.Nodes {
+		zero(o.Alignment, n.ID)
+		zero(o.Sync, n.ID)
+		zero(o.Async, n.ID)
+		if kinds[n.ID] == KindSink {
+			zero(o.SinkPrepare, n.ID)
+		}
+		if n.Committer != nil {
+			zero(o.SinkCommit, n.ID)
+		}
+	}
+	zero(o.StorageWrite, "state")
+	zero(o.StorageWrite, "metadata")
 }

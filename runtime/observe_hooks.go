@@ -557,6 +557,8 @@ func (c *channels) blockedSince(start time.Time) { c.blocked.Add(int64(time.Sinc
 
 // classify returns the class of an attempt failure (ErrorClass); origin is
 // where the driver saw it fail ("recovery", "commit", "checkpoint") or "".
+// A new class of a failure the job restarts after belongs in RestartClasses,
+// or its recoveries' series is absent until the first one.
 func classify(err error, origin string) string {
 	switch {
 	case err == nil:

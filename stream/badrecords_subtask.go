@@ -9,7 +9,8 @@ import (
 )
 
 // badRecordLogEvery is the least time between two warnings of one subtask
-// about bad records: a stream of them must not flood the log.
+// about bad records: a stream of them must not flood the log. A burst's
+// unlogged records are summed up at the first read after it (Flush).
 const badRecordLogEvery = 10 * time.Second
 
 // sideOutputOf looks a side output up; tests replace it to connect one
@@ -18,9 +19,16 @@ var sideOutputOf = (*runtime.Context).SideOutput
 
 // BadRecords applies a source's bad-record policy in one source subtask.
 // A connector opens it in Open (BadRecordSetup.Open), hands every bad
-// record to Reject, calls Flush before Read returns, and stores Tally in
-// its replay position. Its methods are called from the subtask's
-// goroutine.
+// record to Reject, calls Flush before Read returns, stores Tally in its
+// replay position and calls Close from its own Close. Its methods are
+// called from the subtask's goroutine.
+//
+// Under skip and dead_letter it logs warnings: the first bad record at
+// once, the next at most every badRecordLogEvery, a summary of those left
+// unlogged at the first Flush after that, and the totals at Close. Each
+// carries the source's totals (skipped, dead_lettered: the values of the
+// metric ingest_source_bad_records_total, the sum over subtasks) and the
+// subtask's own (subtask_skipped, subtask_dead_lettered).
 //
 // A nil *BadRecords applies the default policy: Reject returns the failure.
 //
@@ -38,11 +46,16 @@ type BadRecords struct {
 	tally   BadRecordTally
 
 	log *slog.Logger
+	// now is the clock of the warnings' rate limit; tests replace it.
 	now func() time.Time
 	// logged is when the last warning was written; unlogged counts the bad
-	// records since then that had none.
+	// records since then that had none, last is the newest of them.
 	logged   time.Time
 	unlogged int64
+	last     error
+	// seen counts the bad records since Open: Close logs the totals only
+	// when there were some.
+	seen int64
 }
 
 // Open prepares the handler of the subtask ctx describes, resuming the
@@ -99,10 +112,11 @@ func (b *BadRecords) Reject(rec BadRecord, failure error) error {
 	if b == nil {
 		return failure
 	}
+	var msg string
 	switch b.policy.OnError {
 	case OnErrorSkip:
 		b.tally.Skipped++
-		b.warn("skipped a bad record (on_error: skip)", failure)
+		msg = "skipped a bad record (on_error: skip)"
 	case OnErrorDeadLetter:
 		raw := rec.Raw
 		if len(raw) > b.policy.MaxRecordBytes {
@@ -115,13 +129,15 @@ func (b *BadRecords) Reject(rec BadRecord, failure error) error {
 		b.pending = append(b.pending, DeadLetter{Source: b.source, Partition: rec.Partition, Offset: rec.Offset, Line: rec.Line,
 			Error: cause, Raw: append([]byte(nil), raw...)})
 		b.tally.DeadLettered++
-		b.warn("sent a bad record to the dead-letter output (on_error: dead_letter)", failure)
+		msg = "sent a bad record to the dead-letter output (on_error: dead_letter)"
 	default:
 		return failure
 	}
+	b.seen++
 	if b.counts != nil {
 		b.counts.set(b.subtask, b.tally)
 	}
+	b.warn(msg, failure)
 	return nil
 }
 
@@ -131,16 +147,58 @@ func (b *BadRecords) warn(msg string, failure error) {
 	now := b.now()
 	if !b.logged.IsZero() && now.Sub(b.logged) < badRecordLogEvery {
 		b.unlogged++
+		b.last = failure
 		return
 	}
-	b.log.Warn(msg, "source", b.source, "subtask", b.subtask, "err", failure,
-		"unlogged_since_last_warning", b.unlogged, "skipped", b.tally.Skipped, "dead_lettered", b.tally.DeadLettered)
-	b.logged, b.unlogged = now, 0
+	b.log.Warn(msg, b.totals("err", failure)...)
+	b.logged, b.unlogged, b.last = now, 0, nil
 }
 
-// Flush emits the queued dead letters to the dead-letter output.
+// totals returns the attributes of a warning: the subtask, the given ones,
+// the records unlogged since the last warning, and the source's and the
+// subtask's totals.
+func (b *BadRecords) totals(attrs ...any) []any {
+	source := b.tally
+	if b.counts != nil {
+		source = b.counts.Total()
+	}
+	return append(append([]any{"source", b.source, "subtask", b.subtask}, attrs...),
+		"unlogged_since_last_warning", b.unlogged,
+		"skipped", source.Skipped, "dead_lettered", source.DeadLettered,
+		"subtask_skipped", b.tally.Skipped, "subtask_dead_lettered", b.tally.DeadLettered)
+}
+
+// summarize logs the records left unlogged by the rate limit once
+// badRecordLogEvery has passed since the last warning, so a burst's count
+// reaches the log even when no bad record follows it.
+func (b *BadRecords) summarize() {
+	if b.unlogged == 0 {
+		return
+	}
+	if now := b.now(); now.Sub(b.logged) >= badRecordLogEvery {
+		b.log.Warn("more bad records since the last warning (on_error: "+string(b.policy.OnError)+")", b.totals("last_err", b.last)...)
+		b.logged, b.unlogged, b.last = now, 0, nil
+	}
+}
+
+// Close logs the subtask's totals when it had bad records since Open: the
+// last word on them, with those the rate limit left unlogged.
+func (b *BadRecords) Close() {
+	if b == nil || b.seen == 0 {
+		return
+	}
+	b.log.Warn("source subtask closing after bad records (on_error: "+string(b.policy.OnError)+")", b.totals("last_err", b.last)...)
+	b.unlogged, b.last, b.seen = 0, nil, 0
+}
+
+// Flush emits the queued dead letters to the dead-letter output, and logs
+// the records a rate-limited warning left out once its period has passed.
 func (b *BadRecords) Flush() error {
-	if b == nil || len(b.pending) == 0 {
+	if b == nil {
+		return nil
+	}
+	b.summarize()
+	if len(b.pending) == 0 {
 		return nil
 	}
 	dl := b.pending

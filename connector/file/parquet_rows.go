@@ -57,8 +57,10 @@ func rowSchema(fields []row.Field) (*parquet.Schema, error) {
 			leaf = parquet.Leaf(parquet.BooleanType)
 		case row.Time:
 			leaf = parquet.Timestamp(parquet.Nanosecond)
+		case row.Bytes:
+			leaf = parquet.Leaf(parquet.ByteArrayType) // no logical type: any bytes
 		default:
-			errs = append(errs, fmt.Errorf("parquet: column %q has kind %v; want int, float, string, bool or time", f.Name, f.Kind))
+			errs = append(errs, fmt.Errorf("parquet: column %q has kind %v; want int, float, string, bool, time or bytes", f.Name, f.Kind))
 			continue
 		}
 		if f.Name == "" {
@@ -177,7 +179,7 @@ func parquetValue(v row.Value, k row.Kind) (parquet.Value, error) {
 		return parquet.Int64Value(v.Int()), nil
 	case row.Float:
 		return parquet.DoubleValue(v.Float()), nil
-	case row.String:
+	case row.String, row.Bytes:
 		// The writer copies the bytes into its pages and never writes to
 		// them, so the string's memory can be lent without a copy.
 		s := v.Str()

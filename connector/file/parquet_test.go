@@ -189,6 +189,7 @@ type rowRead struct {
 	Score *float64 `parquet:"score,optional"`
 	OK    *bool    `parquet:"ok,optional"`
 	At    *int64   `parquet:"at,optional"`
+	Raw   []byte   `parquet:"raw,optional"`
 }
 
 // Dynamic rows: one nullable column per field in the fields' order, nulls
@@ -196,7 +197,7 @@ type rowRead struct {
 // an error naming the column.
 func TestParquetRowsSchemaAndValues(t *testing.T) {
 	dir := t.TempDir()
-	fields := []row.Field{{Name: "id", Kind: row.Int}, {Name: "name", Kind: row.String}, {Name: "score", Kind: row.Float}, {Name: "ok", Kind: row.Bool}, {Name: "at", Kind: row.Time}}
+	fields := []row.Field{{Name: "id", Kind: row.Int}, {Name: "name", Kind: row.String}, {Name: "score", Kind: row.Float}, {Name: "ok", Kind: row.Bool}, {Name: "at", Kind: row.Time}, {Name: "raw", Kind: row.Bytes}}
 	s, err := file.ParquetRows(dir, fields)
 	if err != nil {
 		t.Fatal(err)
@@ -204,7 +205,7 @@ func TestParquetRowsSchemaAndValues(t *testing.T) {
 	w := openWriter(t, s, 0)
 	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC).UnixNano()
 	writeBatch(t, w,
-		row.Row{row.IntValue(1), row.StringValue("one"), row.FloatValue(1.5), row.BoolValue(true), row.TimeValue(at)},
+		row.Row{row.IntValue(1), row.StringValue("one"), row.FloatValue(1.5), row.BoolValue(true), row.TimeValue(at), row.BytesValue("a\xff\x00")},
 		row.Row{row.IntValue(2), row.Value{}, row.IntValue(3), row.BoolValue(false), row.Value{}},
 		row.Row{row.IntValue(3)}, // short: the rest is null
 	)
@@ -219,10 +220,10 @@ func TestParquetRowsSchemaAndValues(t *testing.T) {
 	for _, f := range testkit.OpenParquet(t, files[0]).Schema().Fields() {
 		names = append(names, f.Name())
 	}
-	if !slices.Equal(names, []string{"id", "name", "score", "ok", "at"}) {
+	if !slices.Equal(names, []string{"id", "name", "score", "ok", "at", "raw"}) {
 		t.Errorf("columns %v, want the fields' order", names)
 	}
-	if sc := testkit.OpenParquet(t, files[0]).Schema().String(); !strings.Contains(sc, "TIMESTAMP(isAdjustedToUTC=true,unit=NANOS)") || !strings.Contains(sc, "optional binary name (STRING)") {
+	if sc := testkit.OpenParquet(t, files[0]).Schema().String(); !strings.Contains(sc, "TIMESTAMP(isAdjustedToUTC=true,unit=NANOS)") || !strings.Contains(sc, "optional binary name (STRING)") || !strings.Contains(sc, "optional binary raw;") {
 		t.Errorf("schema %s", sc)
 	}
 	got := readParquet[rowRead](t, dir)
@@ -230,7 +231,7 @@ func TestParquetRowsSchemaAndValues(t *testing.T) {
 		t.Fatalf("read %d rows", len(got))
 	}
 	r0, r1, r2 := got[0], got[1], got[2]
-	if *r0.ID != 1 || *r0.Name != "one" || *r0.Score != 1.5 || !*r0.OK || *r0.At != at {
+	if *r0.ID != 1 || *r0.Name != "one" || *r0.Score != 1.5 || !*r0.OK || *r0.At != at || string(r0.Raw) != "a\xff\x00" {
 		t.Errorf("row 0: %+v", r0)
 	}
 	if *r1.ID != 2 || r1.Name != nil || *r1.Score != 3 || *r1.OK || r1.At != nil {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/ingest-engine/ingest/internal/jsonscan"
 )
 
 // Line is one record of an input file as the source hands it to a Decoder:
@@ -216,15 +218,23 @@ func WithEventTime[T any](build func(Line) (T, error), field string, tf TimeForm
 
 // DecodeJSON returns a Decoder for JSON Lines that unmarshals each line into
 // T with encoding/json and takes the event time from the top-level member
-// timeField written as tf ("" for none: event time 0).
+// timeField written as tf ("" for none: event time 0). A line that is not
+// valid UTF-8, or has a lone surrogate escape, is an error
+// (jsonscan.CheckText): encoding/json would read U+FFFD there and make
+// distinct values one.
 func DecodeJSON[T any](timeField string, tf TimeFormat) (Decoder[T], error) {
 	return WithEventTime(func(l Line) (T, error) {
 		var v T
 		if l.JSON == nil {
 			return v, errors.New("DecodeJSON reads JSON Lines, not CSV")
 		}
-		err := json.Unmarshal(l.JSON, &v)
-		return v, err
+		if err := json.Unmarshal(l.JSON, &v); err != nil {
+			return v, err
+		}
+		if err := jsonscan.CheckText(l.JSON); err != nil {
+			return v, fmt.Errorf("the line is not valid text: %w", err)
+		}
+		return v, nil
 	}, timeField, tf)
 }
 

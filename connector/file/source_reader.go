@@ -600,6 +600,7 @@ func (r *reader[T]) Position() ([]byte, error) {
 }
 
 func (r *reader[T]) Close() error {
+	r.bad.Close()
 	for _, s := range r.splits {
 		s.release()
 	}

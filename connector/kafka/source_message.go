@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/ingest-engine/ingest/internal/jsonscan"
 )
 
 // Message is one Kafka record as the source hands it to the decode function.
@@ -83,7 +85,10 @@ func JSONEventTime(field string) EventTime {
 }
 
 // DecodeJSON returns a decoder that unmarshals the message value (JSON) into
-// T and takes the event time from eventTime; nil means RecordTimestamp.
+// T and takes the event time from eventTime; nil means RecordTimestamp. A
+// value that is not valid UTF-8, or has a lone surrogate escape, is an error
+// (jsonscan.CheckText): encoding/json would read U+FFFD there and make
+// distinct values one.
 func DecodeJSON[T any](eventTime EventTime) Decoder[T] {
 	if eventTime == nil {
 		eventTime = RecordTimestamp
@@ -92,6 +97,9 @@ func DecodeJSON[T any](eventTime EventTime) Decoder[T] {
 		var v T
 		if err := json.Unmarshal(m.Value, &v); err != nil {
 			return v, 0, fmt.Errorf("value is not the expected JSON: %w", err)
+		}
+		if err := jsonscan.CheckText(m.Value); err != nil {
+			return v, 0, fmt.Errorf("value is not valid text: %w", err)
 		}
 		t, err := eventTime(m)
 		return v, t, err

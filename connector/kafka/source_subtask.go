@@ -434,6 +434,7 @@ func (t *srcSubtask[T]) NotifyComplete(id int64) error {
 // Close stops discovery, sends the last pending group commit and closes the
 // client. It is safe after a failed Open.
 func (t *srcSubtask[T]) Close() error {
+	t.bad.Close()
 	t.disc.stop()
 	t.commits.stop()
 	t.looks.stop()

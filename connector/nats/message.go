@@ -35,11 +35,16 @@ type Message struct {
 func Timestamp(m Message) int64 { return m.Timestamp.UnixNano() }
 
 // JSON decodes the payload into T with encoding/json; the event time is the
-// JetStream store time (Timestamp).
+// JetStream store time (Timestamp). A payload that is not valid UTF-8, or
+// has a lone surrogate escape, is an error (jsonscan.CheckText):
+// encoding/json would read U+FFFD there and make distinct values one.
 func JSON[T any](m Message) (T, int64, error) {
 	var v T
 	if err := json.Unmarshal(m.Data, &v); err != nil {
 		return v, 0, err
+	}
+	if err := jsonscan.CheckText(m.Data); err != nil {
+		return v, 0, fmt.Errorf("the payload is not valid text: %w", err)
 	}
 	return v, Timestamp(m), nil
 }
@@ -47,12 +52,16 @@ func JSON[T any](m Message) (T, int64, error) {
 // JSONWithTime returns a decode function that decodes the payload into T
 // with encoding/json and takes the event time from the payload's top-level
 // field: an RFC 3339 string or a number of milliseconds since the Unix epoch
-// (see ParseTime). A missing or malformed field is an error.
+// (see ParseTime). A missing or malformed field is an error, as is invalid
+// text (see JSON).
 func JSONWithTime[T any](field string) func(Message) (T, int64, error) {
 	return func(m Message) (T, int64, error) {
 		var v T
 		if err := json.Unmarshal(m.Data, &v); err != nil {
 			return v, 0, err
+		}
+		if err := jsonscan.CheckText(m.Data); err != nil {
+			return v, 0, fmt.Errorf("the payload is not valid text: %w", err)
 		}
 		ts, err := fieldTime(m.Data, field, true)
 		return v, ts, err

@@ -494,6 +494,7 @@ func (r *reader[T]) Position() ([]byte, error) {
 }
 
 func (r *reader[T]) Close() error {
+	r.bad.Close()
 	r.dropConsumer()
 	if r.nc != nil {
 		r.nc.Close()

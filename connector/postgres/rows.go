@@ -8,9 +8,12 @@ import (
 )
 
 // ColumnType is the PostgreSQL type a row field of kind k is stored as by
-// default: bigint, double precision, text, boolean, timestamptz (Null: text).
+// default: bigint, double precision, text, boolean, timestamptz, bytea
+// (Null: text).
 func ColumnType(k row.Kind) string {
 	switch k {
+	case row.Bytes:
+		return "bytea"
 	case row.Int:
 		return "bigint"
 	case row.Float:
@@ -34,7 +37,7 @@ func RowColumns(schema *row.Schema) []Column {
 }
 
 // RowValues appends r's values as pgx encodes them: int64, float64, string,
-// bool, time.Time (UTC) and nil for Null. It is the Values function of
+// bool, time.Time (UTC), []byte and nil for Null. It is the Values function of
 // NewRowSink: a row with another number of values than the sink has columns
 // fails the sink subtask.
 func RowValues(dst []any, r row.Row) []any {
@@ -56,6 +59,8 @@ func rowValue(v row.Value) any {
 		return v.Bool()
 	case row.Time:
 		return time.Unix(0, v.Int()).UTC()
+	case row.Bytes:
+		return []byte(v.Str())
 	}
 	return nil
 }

@@ -241,7 +241,7 @@ func less(a, b row.Value) bool {
 	switch a.Kind() {
 	case row.Float:
 		return a.Float() < b.Float()
-	case row.String:
+	case row.String, row.Bytes:
 		return a.Str() < b.Str()
 	}
 	return a.Int() < b.Int()
