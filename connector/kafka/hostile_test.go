@@ -3,6 +3,9 @@ package kafka
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -12,13 +15,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/internal/failpoint"
+	"github.com/ingest-engine/ingest/internal/testkit/kafkatest"
 	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/watermark"
 )
 
-// Hostile cases of the Kafka source. Each names the sentence of
+// Hostile cases of the Kafka source and sink. Each names the sentence of
 // checkpointing.txt it defends and the issue item.
 
 // hostileClock is a processing-time clock a test moves by hand.
@@ -224,5 +230,314 @@ func TestStallDoesNotMakePartitionsIdle(t *testing.T) {
 	}
 	if late > 0 {
 		t.Fatalf("%d records late", late)
+	}
+}
+
+// Hostile cases of the Kafka sink's transactional-id prefix: a start aborts
+// every ongoing transaction the prefix makes, so the prefix must belong to
+// one sink of one pipeline (#12 item 4e). The owner topic is named here as
+// a literal, as an operator would see it.
+const hostileOwnerTopic = "ingest-txn-owners"
+
+// hostileKillAfterMetadata runs sp until the failpoint after the metadata of
+// its third complete checkpoint kills it, before that checkpoint's
+// transactions are committed: they stay prepared, holding read-committed
+// consumers back. It returns the newest complete checkpoint.
+func hostileKillAfterMetadata(t *testing.T, sp *sinkPipeline) int64 {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var at atomic.Int64
+	disable := failpoint.Enable("job/after-metadata-before-commit", func() error {
+		if at.Add(1) == 3 {
+			cancel()
+			return fmt.Errorf("killed before the commit: %w", failpoint.ErrInjected)
+		}
+		return nil
+	})
+	stats, err := sp.run(t, ctx)
+	disable()
+	if err == nil || ctx.Err() == nil {
+		t.Fatalf("run = %v, want it killed", err)
+	}
+	if !sp.k.stuck(t, sp.k.topic) {
+		t.Fatalf("after the kill no prepared transaction of checkpoint %d holds back read-committed consumers: the test covers nothing", stats.Latest)
+	}
+	return stats.Latest
+}
+
+// hostileOngoing lists the ongoing transactions of prefix with their
+// producer id and epoch.
+func hostileOngoing(t *testing.T, k *sinkTestCluster, prefix string) map[string]string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	listed, err := kadm.NewClient(k.cl).ListTransactions(ctx, nil, []string{"Ongoing"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, tx := range listed.Sorted() {
+		if txnOwnedBy(prefix, tx.TxnID) {
+			ids = append(ids, tx.TxnID)
+		}
+	}
+	described, err := kadm.NewClient(k.cl).DescribeTransactions(ctx, ids...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, d := range described.Sorted() {
+		if d.State == "Ongoing" {
+			out[d.TxnID] = fmt.Sprintf("producer id %d epoch %d", d.ProducerID, d.ProducerEpoch)
+		}
+	}
+	return out
+}
+
+// A second pipeline configured with the first one's transactional_id_prefix
+// — writing to the same topic, or to another topic (so another marker
+// topic) — is refused before it aborts anything: the first pipeline's
+// prepared transactions of a complete checkpoint stay prepared, and its
+// recovery commits them, with exact output. Before, the second start's
+// Abandon fenced them and the first pipeline's recovery lost that output
+// (ErrTransactionAborted), or worse, depending on timing.
+//
+// checkpointing.txt: "A restart must not lose accepted data, repeat
+// already-visible output, or combine state from different points in the
+// stream" — nor may another pipeline's start; #12 item 4e.
+func TestHostileKafkaPrefixOfAnotherPipeline(t *testing.T) {
+	for _, sameTopic := range []bool{true, false} {
+		name := "another topic"
+		if sameTopic {
+			name = "same topic"
+		}
+		t.Run(name, func(t *testing.T) {
+			a := newSinkPipeline(t, 2)
+			a.prefix = "shared"
+			completed := hostileKillAfterMetadata(t, a)
+			prepared := hostileOngoing(t, a.k, "shared")
+			if len(prepared) == 0 {
+				t.Fatal("no ongoing transaction of the prefix after the kill")
+			}
+
+			b := &sinkPipeline{k: a.k, dir: t.TempDir(), prefix: "shared", name: "another-pipeline",
+				count: 1000, keys: 3, rate: 20000, sinkPar: 2, interval: 15 * time.Millisecond}
+			if !sameTopic {
+				b.topic = "another-out"
+				if _, err := kadm.NewClient(a.k.cl).CreateTopic(context.Background(), 2, 1, nil, b.topic); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, err := b.run(t, context.Background())
+			if err == nil {
+				t.Fatal("a second pipeline with the first one's transactional_id_prefix ran")
+			}
+			if !errors.Is(err, runtime.ErrUnrecoverable) {
+				t.Errorf("refusal %v does not wrap runtime.ErrUnrecoverable", err)
+			}
+			wantErrContains(t, err, `"shared"`, `"kafka-sink-shared"`, `"another-pipeline"`, "transactional_id_prefix")
+			if got := hostileOngoing(t, a.k, "shared"); !maps.Equal(got, prepared) {
+				t.Fatalf("the refused pipeline touched the first one's transactions: ongoing before %v, after %v", prepared, got)
+			}
+
+			// The first pipeline's recovery commits what it prepared.
+			job := a.job(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			if err := job.Run(ctx); err != nil {
+				t.Fatalf("the first pipeline's recovery: %v", err)
+			}
+			if st := job.Stats(); st.RestoredFrom != completed {
+				t.Errorf("the recovery restored checkpoint %d, want %d", st.RestoredFrom, completed)
+			}
+			a.checkExact(t)
+		})
+	}
+}
+
+// A new job of the same pipeline — its checkpoints and ledger deleted, so it
+// knows nothing of the first job — on a prefix whose output was published is
+// refused: it would publish that output again. With AllowDuplicates it takes
+// the prefix over and publishes everything a second time, as asked.
+//
+// checkpointing.txt: "A restart must not lose accepted data, repeat
+// already-visible output, …"; #12 items 2 and 4e.
+func TestHostileKafkaFreshJobOnPublishedOutput(t *testing.T) {
+	sp := newSinkPipeline(t, 2)
+	sp.count = 2000
+	if _, err := sp.run(t, context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	sp.checkExact(t)
+
+	sp.dir = t.TempDir() // the first job's checkpoints and ledger are gone
+	_, err := sp.run(t, context.Background())
+	if err == nil {
+		t.Fatal("a new job of the pipeline, knowing nothing of the first job's published output, ran")
+	}
+	if !errors.Is(err, runtime.ErrIncompatible) {
+		t.Errorf("refusal %v does not wrap runtime.ErrIncompatible", err)
+	}
+	wantErrContains(t, err, "published output of job", "--allow-duplicates")
+	sp.checkExact(t) // nothing was written again
+
+	sp.allowDup = true
+	if _, err := sp.run(t, context.Background()); err != nil {
+		t.Fatalf("with AllowDuplicates: %v", err)
+	}
+	got := sinkValues(sp.k.readTopic(t, sp.k.topic, true))
+	var want []string
+	for _, v := range sp.expected() {
+		want = append(want, v, v)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("with AllowDuplicates: %d records, want every one of the %d twice", len(got), len(sp.expected()))
+	}
+}
+
+// The same job restarting — in process after failures, and as a new process
+// on the same checkpoint directory after a kill — is the prefix's owner and
+// is never refused; no restart writes another owner record (the check costs
+// one read of the owner topic per start), and the output is exact.
+//
+// checkpointing.txt: "A restart must not lose accepted data, repeat
+// already-visible output, …"; #12 item 4e.
+func TestHostileKafkaSameJobRestarts(t *testing.T) {
+	sp := newSinkPipeline(t, 2)
+	hostileKillAfterMetadata(t, sp)
+	calls, disable := sinkFailOn("task/process-batch", 20, 100)
+	defer disable()
+	stats, err := sp.run(t, context.Background())
+	if err != nil {
+		t.Fatalf("the restarted job: %v", err)
+	}
+	if calls.Load() < 100 || stats.Restarts < 2 {
+		t.Fatalf("%d batches, %d in-process restarts: the failures were not injected", calls.Load(), stats.Restarts)
+	}
+	sp.checkExact(t)
+
+	recs, err := kafkatest.ReadTopic(context.Background(), sp.k.cl, hostileOwnerTopic, false)
+	if err != nil {
+		t.Fatalf("reading the owner topic: %v", err)
+	}
+	var owners []string
+	for _, r := range recs {
+		if string(r.Key) == sp.prefix {
+			owners = append(owners, string(r.Value))
+		}
+	}
+	if len(owners) != 1 {
+		t.Fatalf("%d owner records of prefix %q after two starts and %d restarts, want the first start's only: %q", len(owners), sp.prefix, stats.Restarts, owners)
+	}
+	wantErrContains(t, errors.New(owners[0]), `"kafka-sink-pipe"`, `"out"`)
+}
+
+// Two claimers of one prefix at once, both having read the owner topic
+// before either wrote (kfake holds the first claim's produce until the
+// second's arrives): exactly one wins, the other is refused naming the
+// winner, and every later claimer agrees. Two jobs of one pipeline taking a
+// prefix over from the same previous job at once: the first wins, the
+// second is refused.
+//
+// checkpointing.txt: "A restart must not lose accepted data, …"; #12 item 4e.
+func TestHostileKafkaClaimRace(t *testing.T) {
+	k := newSinkCluster(t, 1)
+	cfg := k.config("race")
+	claimer := func() runtime.DestinationClaimer {
+		t.Helper()
+		c, ok := newTextSink(t, cfg).Committer().(runtime.DestinationClaimer)
+		if !ok {
+			t.Fatal("the kafka committer does not implement runtime.DestinationClaimer")
+		}
+		return c
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	// Nothing but claims is produced here (produce requests name topics by
+	// id, which the owner topic has only once the first claimer created it).
+	var produces atomic.Int64
+	both := make(chan struct{})
+	k.c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		switch produces.Add(1) {
+		case 1:
+			k.c.KeepControl()
+			k.c.SleepControl(func() {
+				select {
+				case <-both:
+				case <-ctx.Done():
+				}
+			})
+		case 2:
+			close(both)
+		}
+		return nil, nil, false
+	})
+
+	type result struct {
+		pipeline, prev string
+		err            error
+	}
+	results := make(chan result, 2)
+	for _, p := range []string{"pipeline-a", "pipeline-b"} {
+		c := claimer()
+		go func() {
+			prev, err := c.Claim(ctx, p, "out", "job-"+p)
+			results <- result{p, prev, err}
+		}()
+	}
+	var winner, loser result
+	for range 2 {
+		r := <-results
+		switch {
+		case r.err == nil && r.prev == "":
+			if winner.pipeline != "" {
+				t.Fatalf("both claims of prefix %q won", cfg.TransactionalIDPrefix)
+			}
+			winner = r
+		case r.err != nil:
+			loser = r
+		default:
+			t.Fatalf("claim of %s returned previous job %q", r.pipeline, r.prev)
+		}
+	}
+	if winner.pipeline == "" || loser.pipeline == "" {
+		t.Fatalf("winner %+v, loser %+v: want one of each", winner, loser)
+	}
+	if n := produces.Load(); n != 2 {
+		t.Fatalf("%d claims were written: the claims did not race", n)
+	}
+	if !errors.Is(loser.err, runtime.ErrUnrecoverable) {
+		t.Errorf("refusal %v does not wrap runtime.ErrUnrecoverable", loser.err)
+	}
+	wantErrContains(t, loser.err, `"`+winner.pipeline+`"`, `"race"`)
+	// Later claimers agree on the winner.
+	if _, err := claimer().Claim(ctx, loser.pipeline, "out", "job-"+loser.pipeline); !errors.Is(err, runtime.ErrUnrecoverable) {
+		t.Fatalf("the loser claiming again: %v, want a refusal", err)
+	}
+	if prev, err := claimer().Claim(ctx, winner.pipeline, "out", "job-"+winner.pipeline); err != nil || prev != "" {
+		t.Fatalf("the winner claiming again: previous %q, %v; want \"\", nil", prev, err)
+	}
+
+	// Two new jobs of the winner's pipeline both find the winner's job as
+	// the previous owner, and both take over.
+	c1, c2 := claimer(), claimer()
+	for i, c := range []runtime.DestinationClaimer{c1, c2} {
+		prev, err := c.Claim(ctx, winner.pipeline, "out", fmt.Sprintf("job-%d", i+1))
+		if err != nil || prev != "job-"+winner.pipeline {
+			t.Fatalf("claim of job-%d: previous %q, %v; want %q", i+1, prev, err, "job-"+winner.pipeline)
+		}
+	}
+	if err := c1.Reclaim(ctx, winner.pipeline, "out", "job-1"); err != nil {
+		t.Fatalf("the first takeover: %v", err)
+	}
+	err := c2.Reclaim(ctx, winner.pipeline, "out", "job-2")
+	if !errors.Is(err, runtime.ErrUnrecoverable) {
+		t.Fatalf("the second takeover: %v, want a refusal wrapping runtime.ErrUnrecoverable", err)
+	}
+	wantErrContains(t, err, "job-1")
+	if prev, err := claimer().Claim(ctx, winner.pipeline, "out", "job-1"); err != nil || prev != "" {
+		t.Fatalf("job-1 claiming again: previous %q, %v; want \"\", nil", prev, err)
 	}
 }

@@ -28,6 +28,8 @@ type txnShared struct {
 	cfg SinkConfig
 	// ledger holds the transactions known committed.
 	ledger txnLedger
+	// claimed is the owner topic as the last Claim read it, for Reclaim.
+	claimed txnClaimed
 	// horizon is the checkpoint timeout the subtasks assume in the guard
 	// against carrying a transaction that could expire before its commit
 	// (nanoseconds; 0 until ConfigureCheckpointing).

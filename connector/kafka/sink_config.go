@@ -31,6 +31,8 @@ const (
 	DefaultSinkRecoveryMargin = time.Minute
 	// sinkMarkerSuffix names the default marker topic: <topic><suffix>.
 	sinkMarkerSuffix = ".ingest-txn-markers"
+	// DefaultOwnerTopic is the default SinkConfig.OwnerTopic.
+	DefaultOwnerTopic = "ingest-txn-owners"
 )
 
 // SinkConfig configures the transactional Kafka sink. Start from the zero
@@ -50,8 +52,22 @@ type SinkConfig struct {
 	// restarts of the job: a start fences and aborts the open transactions of
 	// every id with this prefix (they can only be leftovers of an earlier run
 	// of the same sink), and a recovery resumes transactions by these ids.
+	// It is checked: the first start records the prefix as this sink's in
+	// OwnerTopic, and a start of another pipeline, or of another sink, with
+	// the same prefix is refused before it aborts anything.
 	// Flink: transactional-id-prefix.
 	TransactionalIDPrefix string
+
+	// OwnerTopic records which sink of which pipeline owns each
+	// transactional-id prefix (see the package documentation). Every sink
+	// writing to the cluster must use the same one: the check compares
+	// prefixes only within it. It is created with one partition and infinite
+	// retention (retention.ms=-1) when it does not exist; one created by hand
+	// must be configured so too (cleanup.policy=delete, never compacted), or
+	// a start refuses it. It holds one small record per prefix claimed or
+	// taken over.
+	// The default value is ingest-txn-owners.
+	OwnerTopic string
 
 	// TransactionTimeout is the timeout the broker enforces on each of the
 	// sink's transactions, from its first record: a transaction still open
@@ -133,6 +149,9 @@ func (c SinkConfig) withDefaults() (SinkConfig, error) {
 			c.MarkerTopic = c.MarkerTopic[:249]
 		}
 	}
+	if c.OwnerTopic == "" {
+		c.OwnerTopic = DefaultOwnerTopic
+	}
 	if c.DeliveryTimeout == 0 {
 		c.DeliveryTimeout = DefaultSinkDeliveryTimeout
 	}
@@ -156,6 +175,12 @@ func (c SinkConfig) withDefaults() (SinkConfig, error) {
 	}
 	if c.MarkerTopic == c.Topic && c.Topic != "" {
 		errs = append(errs, fmt.Errorf("marker_topic must differ from topic %q: markers would be mixed into the output", c.Topic))
+	}
+	if !sinkTopicName.MatchString(c.OwnerTopic) {
+		errs = append(errs, fmt.Errorf("owner_topic %q is not a valid Kafka topic name (1-249 of a-z A-Z 0-9 . _ -)", c.OwnerTopic))
+	}
+	if c.OwnerTopic == c.Topic || c.OwnerTopic == c.MarkerTopic {
+		errs = append(errs, fmt.Errorf("owner_topic %q must differ from topic %q and marker_topic %q", c.OwnerTopic, c.Topic, c.MarkerTopic))
 	}
 	if c.TransactionalIDPrefix == "" {
 		errs = append(errs, errors.New("transactional_id_prefix is required: it names the sink's transactions so a restarted job can resume and fence them"))

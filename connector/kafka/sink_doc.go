@@ -39,7 +39,47 @@
 //     pool shrank), and every subtask fences its own pool when it opens
 //     (InitProducerID bumps the epoch and aborts the id's open transaction).
 //     Both run after the recovery published the restored checkpoint's
-//     commits, so nothing they abort can still be committed.
+//     commits, so nothing they abort can still be committed, and after the
+//     prefix was claimed (below), so nothing they abort is another sink's.
+//
+// # Ownership of the prefix
+//
+// Because a start aborts every ongoing transaction of the prefix, a prefix
+// shared by two sinks (two pipelines configured alike, or two sinks of one)
+// would let one sink's start abort the other's prepared transactions of
+// complete checkpoints: output lost, reported later as ErrTransactionAborted
+// or, depending on timing, not at all. So at every recovery, before it
+// publishes or aborts anything, the committer claims the prefix
+// (runtime.DestinationClaimer):
+//
+//   - Owners are recorded in the owner topic (SinkConfig.OwnerTopic, default
+//     ingest-txn-owners), one for the whole cluster as transactional ids
+//     are — not in the marker topic, which is per data topic. Its partition
+//     0 holds owner records keyed by the prefix, naming pipeline, sink and
+//     job, with a generation, written without a transaction with acks=all.
+//   - The owner is the first record of the highest generation. A claimer
+//     reads the partition to its end and writes generation g+1 only for a
+//     prefix nobody owns; then it reads the log up to its own record. Of two
+//     claimers that read at the same time, both write g+1 and the first in
+//     the log wins: every reader of the log agrees, and the other claimer is
+//     refused, naming the winner.
+//   - A prefix owned by another pipeline or sink is refused with an error
+//     wrapping runtime.ErrUnrecoverable that names the owner (pipeline, sink,
+//     job, topic, since when) and the remedy: a transactional_id_prefix of
+//     its own for each sink, or releasing the prefix of a sink gone for good.
+//   - A prefix owned by another job of the same pipeline and sink (its
+//     checkpoints were deleted, or another checkpoint storage runs the
+//     pipeline) is reported to the runtime, which refuses unless that job
+//     published nothing (LastCommitted) or with --allow-duplicates; a
+//     takeover writes the next generation on the owner the claim read, and
+//     fails if another takeover came first.
+//   - A prefix the job owns already is left as it is: a start costs one
+//     read of the owner topic, which holds one record per claim or takeover.
+//   - A record with a null value keyed by the prefix releases it.
+//   - The owner topic keeps its records: it is created with retention.ms=-1
+//     and cleanup.policy=delete, and a start refuses one that deletes records
+//     (finite retention, compaction: then another sink could claim a prefix
+//     in use).
 //
 // # The pool of transactional ids
 //
@@ -88,9 +128,23 @@
 //     timeout; a larger one is refused when a subtask opens.
 //   - TransactionalIDPrefix must be unique to the sink among all jobs using
 //     the cluster: a start aborts every ongoing transaction of the prefix.
+//     This is checked, not only required (see Ownership of the prefix), among
+//     the sinks that share an owner topic: every sink writing to the cluster
+//     must use the same OwnerTopic (the default). A sink of a build without
+//     the check, or with another owner topic, is not seen.
+//   - The check does not fence: a job that another job of its pipeline took
+//     the prefix over from (allowed when it had published nothing yet, or
+//     with --allow-duplicates) learns it only when its transactions are
+//     fenced. Two jobs of one pipeline must not run at once.
+//   - The owner topic must keep every record (retention.ms=-1,
+//     retention.bytes=-1, cleanup.policy=delete; checked when the principal
+//     may read topic configurations), and an unclean leader election on it
+//     can lose an acknowledged claim.
 //   - The principal needs WRITE and DESCRIBE on the transactional ids, WRITE
 //     on the topic, CREATE (or an existing marker topic) and READ on the
-//     marker topic; Abandon uses ListTransactions (Kafka 3.0 or later).
+//     marker topic, READ and WRITE on the owner topic (CREATE unless it
+//     exists, DESCRIBE_CONFIGS for its check); Abandon uses ListTransactions
+//     (Kafka 3.0 or later).
 //   - Markers must be retained longer than a recovery can take; a marker
 //     deleted by retention, or a recreated marker topic, makes an outcome
 //     unknowable (ErrMarkerLost) unless the coordinator still accepts the
@@ -114,11 +168,18 @@
 // InitProducerID (injected with kfake faults) retried, and bounded; a
 // non-retriable EndTxn refusal on an open transaction (outcome stays
 // undecided, the commit fails after CommitTimeout, a later one succeeds); a
-// marker lost to a recreated topic or deleted records; and the pipeline
-// datagen → keyed running count → sink with failures before prepare, at
-// prepare, after prepare before the acknowledgement, after the metadata
-// before the commit, between two subtasks' commits, and hard kills of the
-// job followed by a new process — exact read-committed output each time,
+// marker lost to a recreated topic or deleted records; the prefix's
+// ownership: a second pipeline with the same prefix (same topic, and
+// another topic) refused while the first's prepared transactions stay
+// prepared and then commit, a new job of the pipeline on published output
+// refused unless AllowDuplicates, restarts of the owning job writing
+// nothing, two claims racing (the first claim's produce held by a kfake
+// control function until the second's arrives) and two takeovers racing,
+// releases, foreign records and owner topics that delete records; and the
+// pipeline datagen → keyed running count → sink with failures before
+// prepare, at prepare, after prepare before the acknowledgement, after the
+// metadata before the commit, between two subtasks' commits, and hard kills
+// of the job followed by a new process — exact read-committed output each time,
 // with a read-committed sampler checking during the runs that no transaction
 // of an incomplete checkpoint is ever visible (and, with one sink subtask,
 // that each checkpoint appears whole).
@@ -144,7 +205,8 @@
 //     a producer) the design relies on a new producer per transaction, whose
 //     InitProducerID bumps the epoch so a stale EndTxn cannot commit a later
 //     transaction; that reasoning is not tested.
-//   - Coordinator failover, leader elections during a commit, unclean
+//   - Coordinator failover, leader elections during a commit or a claim
+//     (the owner topic's high watermark after an acks=all write), unclean
 //     truncation, quotas, authorization (ACLs on transactional ids,
 //     ListTransactions) and a broker's performance were not exercised.
 package kafka

@@ -97,6 +97,11 @@ type sinkPipeline struct {
 	interval time.Duration
 	// sampler, when set, gets each new job before it runs.
 	sampler *sinkSampler
+	// name is the pipeline's name ("kafka-sink-<prefix>" when empty) and
+	// topic the sink's topic (the cluster's when empty).
+	name, topic string
+	// allowDup runs with runtime.Options.AllowDuplicates.
+	allowDup bool
 }
 
 func newSinkPipeline(t *testing.T, sinkPar int) *sinkPipeline {
@@ -111,6 +116,9 @@ func (sp *sinkPipeline) job(t *testing.T) *runtime.Job {
 		t.Fatal(err)
 	}
 	cfg := sp.k.config(sp.prefix)
+	if sp.topic != "" {
+		cfg.Topic = sp.topic
+	}
 	cfg.CommitTimeout = 10 * time.Second
 	cfg.TransactionTimeout = 0 // the default, 15m, fits the default 10m checkpoint timeout
 	sink, err := NewSink(cfg, func(c sinkCount) ([]byte, []byte, error) {
@@ -125,7 +133,11 @@ func (sp *sinkPipeline) job(t *testing.T) *runtime.Job {
 	if err := sink.ConfigureCheckpointing(ck); err != nil {
 		t.Fatal(err)
 	}
-	p := stream.New("kafka-sink-" + sp.prefix)
+	name := sp.name
+	if name == "" {
+		name = "kafka-sink-" + sp.prefix
+	}
+	p := stream.New(name)
 	events := stream.From[datagen.Event](p, "events", src, stream.Parallelism(2))
 	if sp.failMap {
 		events = stream.Add[datagen.Event, datagen.Event](events, &runtime.Node{ID: "fail", NewOperator: func() runtime.Operator {
@@ -135,7 +147,8 @@ func (sp *sinkPipeline) job(t *testing.T) *runtime.Job {
 	keyed := stream.KeyBy(events, func(e datagen.Event) int64 { return e.Key })
 	counts := process.Keyed(keyed, "count", func() process.Function[datagen.Event, int64, sinkCount] { return &sinkCounter{} }, stream.Parallelism(2))
 	stream.To(counts, "out", stream.Sink[sinkCount](sink), stream.Parallelism(sp.sinkPar))
-	opts := stream.RunOptions{CheckpointDir: sp.dir, Checkpoint: ck, Restart: runtime.RestartOptions{Delay: 5 * time.Millisecond, MaxAttempts: 20}}
+	opts := stream.RunOptions{CheckpointDir: sp.dir, Checkpoint: ck, Restart: runtime.RestartOptions{Delay: 5 * time.Millisecond, MaxAttempts: 20},
+		AllowDuplicates: sp.allowDup}
 	if testing.Verbose() {
 		opts.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}

@@ -26,7 +26,7 @@ func TestSinkConfigDefaultsAndErrors(t *testing.T) {
 	}
 	c := s.Config()
 	if c.TransactionTimeout != 15*time.Minute || c.PoolSize != 5 || c.MarkerTopic != "t.ingest-txn-markers" ||
-		c.DeliveryTimeout != 2*time.Minute || c.CommitTimeout != time.Minute || c.RecoveryMargin != time.Minute {
+		c.DeliveryTimeout != 2*time.Minute || c.CommitTimeout != time.Minute || c.RecoveryMargin != time.Minute || c.OwnerTopic != "ingest-txn-owners" {
 		t.Errorf("defaults: %+v", c)
 	}
 	if s.Guarantee() != runtime.ExactlyOnce || s.Committer() == nil || s.Type() != "kafka" {
@@ -42,6 +42,12 @@ func TestSinkConfigDefaultsAndErrors(t *testing.T) {
 	wantErrContains(t, err, `topic "bad topic" is not a valid`, "pool_size 1 must be at least 2", "transaction_timeout 1.5ms")
 	_, err = NewSink(SinkConfig{Brokers: []string{"b"}, Topic: "t", MarkerTopic: "t", TransactionalIDPrefix: "p"}, sinkText)
 	wantErrContains(t, err, "marker_topic must differ")
+	for _, owner := range []string{"t", "t.ingest-txn-markers"} {
+		_, err = NewSink(SinkConfig{Brokers: []string{"b"}, Topic: "t", OwnerTopic: owner, TransactionalIDPrefix: "p"}, sinkText)
+		wantErrContains(t, err, fmt.Sprintf("owner_topic %q must differ", owner))
+	}
+	_, err = NewSink(SinkConfig{Brokers: []string{"b"}, Topic: "t", OwnerTopic: "bad owners", TransactionalIDPrefix: "p"}, sinkText)
+	wantErrContains(t, err, `owner_topic "bad owners" is not a valid`)
 	_, err = NewSink[string](SinkConfig{Brokers: []string{"b"}, Topic: "t", TransactionalIDPrefix: "p"}, nil)
 	wantErrContains(t, err, "encode function is required")
 }

@@ -11,9 +11,11 @@ import (
 	"github.com/ingest-engine/ingest/internal/failpoint"
 )
 
-// txnCommitter is the sink's runtime.Committer. It is stateless but for the
-// in-process ledger: everything it needs is in the commit and in Kafka, so a
-// committer of a new process commits what a crashed one prepared.
+// txnCommitter is the sink's runtime.Committer, runtime.CommitTracker and
+// runtime.DestinationClaimer (txn_claim.go). It is stateless but for the
+// in-process ledger and what the last Claim read (for Reclaim): everything
+// it needs is in the commit and in Kafka, so a committer of a new process
+// commits what a crashed one prepared.
 type txnCommitter struct{ sh *txnShared }
 
 // Commit commits the transactions of c, one after another, each idempotently
@@ -57,9 +59,10 @@ func (c *txnCommitter) Commit(ctx context.Context, _ string, cm checkpoint.Commi
 // Abandon aborts the lingering transactions of every id the sink's prefix
 // makes (any subtask, any slot: also ids of a parallelism or pool size since
 // reduced): it lists the cluster's ongoing transactions and fences each of
-// ours. The job calls it after the recovery point's commits are published and
-// before any subtask runs, so no ongoing transaction of ours can still be
-// committed by a checkpoint. Sink subtasks fence their own pool again when
+// ours. The job calls it after Claim made sure the prefix is this sink's
+// (another sink's ongoing transactions are never ours to abort), after the
+// recovery point's commits are published and before any subtask runs, so no
+// ongoing transaction of ours can still be committed by a checkpoint. Sink subtasks fence their own pool again when
 // they open. It returns how many transactions it aborted.
 func (c *txnCommitter) Abandon(ctx context.Context, _ string) (int, error) {
 	cfg := &c.sh.cfg
