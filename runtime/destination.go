@@ -16,7 +16,7 @@ type DestinationClaimer interface {
 	// takes it when it belongs to nobody (marking it with pipeline, sink and
 	// jobID). It returns the job recorded as the destination's owner when
 	// that is not jobID, and "" otherwise. A destination of another pipeline
-	// or sink is an error wrapping ErrIncompatible that names the owner.
+	// or sink is an error wrapping ErrUnrecoverable that names the owner.
 	Claim(ctx context.Context, pipeline, sink, jobID string) (previous string, err error)
 	// Reclaim records jobID as the owner of the destination in place of
 	// previous, once recovery decided that the job may take it over.
@@ -35,7 +35,7 @@ func (j *Job) claimDestinations(ctx context.Context, rec *recovery) error {
 		if !ok {
 			continue
 		}
-		prev, err := cl.Claim(ctx, j.plan.Name, n.ID, rec.jobID)
+		prev, err := cl.Claim(j.commitContext(ctx), j.plan.Name, n.ID, rec.jobID)
 		if err != nil {
 			return fmt.Errorf("sink %s: %w", n.ID, err)
 		}
@@ -57,7 +57,7 @@ func (j *Job) claimDestinations(ctx context.Context, rec *recovery) error {
 		if last > 0 {
 			j.log.Warn("taking over a destination another job of the pipeline published to; its output is published again (--allow-duplicates)", "sink", n.ID, "previous_job", prev, "published_up_to", last)
 		}
-		if err := cl.Reclaim(ctx, j.plan.Name, n.ID, rec.jobID); err != nil {
+		if err := cl.Reclaim(j.commitContext(ctx), j.plan.Name, n.ID, rec.jobID); err != nil {
 			return fmt.Errorf("sink %s: %w", n.ID, err)
 		}
 	}
