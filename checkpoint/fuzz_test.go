@@ -81,3 +81,56 @@ func encodedMetadata(f *testing.F, m *Metadata) []byte {
 	}
 	return b
 }
+
+// FuzzDecodeLedger feeds DecodeLedger what a recovery may find in the
+// checkpoint ledger. It must never panic, and what it accepts is a ledger a
+// recovery can trust: a reservation that is not negative, failed ids sorted
+// and unique (IsFailed searches them), and a fixed point of the format.
+func FuzzDecodeLedger(f *testing.F) {
+	for _, l := range []Ledger{
+		{Pipeline: "quickstart", JobID: "0123456789abcdef", Reserved: 16},
+		{Pipeline: "p", JobID: "j", Reserved: 48, Failed: []int64{3, 17, 40}},
+		{},
+	} {
+		data, err := l.Encode()
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte(`{"version":1,"reserved":-1}`))
+	f.Add([]byte(`{"version":1,"failed":[5,5,2]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		l, err := DecodeLedger(data)
+		if err != nil {
+			if l != nil {
+				t.Fatalf("DecodeLedger returned a ledger with error %v", err)
+			}
+			return
+		}
+		if l.Reserved < 0 {
+			t.Fatalf("accepted a negative reservation %d", l.Reserved)
+		}
+		for i := 1; i < len(l.Failed); i++ {
+			if l.Failed[i-1] >= l.Failed[i] {
+				t.Fatalf("failed ids %v not sorted and unique", l.Failed)
+			}
+		}
+		for _, id := range l.Failed {
+			if !l.IsFailed(id) {
+				t.Fatalf("IsFailed(%d) = false for a listed id", id)
+			}
+		}
+		again, err := l.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := DecodeLedger(again)
+		if err != nil {
+			t.Fatalf("re-decoding %q: %v", again, err)
+		}
+		if b2, _ := back.Encode(); !bytes.Equal(b2, again) {
+			t.Fatalf("not a fixed point: %q then %q", again, b2)
+		}
+	})
+}

@@ -74,7 +74,7 @@ func (f stagedFile) encode() []byte {
 func decodeStaged(data []byte) (stagedFile, error) {
 	if len(data) == 0 || data[0] != '{' {
 		name := string(data)
-		if name == "" || name != filepath.Base(name) || strings.HasPrefix(name, ".") {
+		if !plainName(name) {
 			return stagedFile{}, fmt.Errorf("committable %q is not a staged file name", data)
 		}
 		return stagedFile{File: name, legacy: true}, nil
@@ -83,10 +83,17 @@ func decodeStaged(data []byte) (stagedFile, error) {
 	if err := json.Unmarshal(data, &f); err != nil {
 		return stagedFile{}, fmt.Errorf("committable %q: %w", data, err)
 	}
-	if f.File == "" || f.File != filepath.Base(f.File) || strings.HasPrefix(f.File, ".") || strings.HasPrefix(f.File, "_") || f.Size < 0 {
+	if !plainName(f.File) || strings.HasPrefix(f.File, "_") || f.Size < 0 {
 		return stagedFile{}, fmt.Errorf("committable %q names no staged file", data)
 	}
 	return f, nil
+}
+
+// plainName reports whether name is a file name a sink subtask could have
+// staged: one path element, not hidden, no separator or NUL, so that joined
+// to the staging directory it names a file in it and nothing else.
+func plainName(name string) bool {
+	return name != "" && !strings.HasPrefix(name, ".") && !strings.ContainsAny(name, "/\\\x00") && name == filepath.Base(name)
 }
 
 // manifest is the content of a committed directory's manifestName.
