@@ -1,12 +1,11 @@
 package storage
 
 import (
-	"bytes"
 	"context"
+	"github.com/ingest-engine/ingest/internal/testkit"
 	"log/slog"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -14,27 +13,9 @@ import (
 // Hostile cases of checkpoint storage: each test names the sentence of
 // checkpointing.txt it defends and the issue item.
 
-// syncBuffer is a log destination safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // waitLog waits (60 s at most) until the log holds a line containing every
 // part, and returns that line.
-func waitLog(t *testing.T, log *syncBuffer, parts ...string) string {
+func waitLog(t *testing.T, log *testkit.SyncBuffer, parts ...string) string {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -65,7 +46,7 @@ func TestLocalReportsAHangingCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var log syncBuffer
+	var log testkit.SyncBuffer
 	l.ReportSlowCalls(slog.New(slog.NewTextHandler(&log, nil)), 20*time.Millisecond)
 
 	// A fast call is not reported.
@@ -96,7 +77,7 @@ func TestLocalReportsAHangingCall(t *testing.T) {
 // A call that keeps hanging is reported again, at most once per repeat
 // period: the log is not flooded.
 func TestSlowCallReportsAreRateBounded(t *testing.T) {
-	var log syncBuffer
+	var log testkit.SyncBuffer
 	var s SlowCalls
 	s.Report(slog.New(slog.NewTextHandler(&log, nil)), "somewhere", time.Millisecond)
 	cfg := *s.cfg.Load()

@@ -1,7 +1,6 @@
 package postgres_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -28,28 +27,10 @@ import (
 // Hostile cases of the PostgreSQL sink: each test names the sentence of
 // checkpointing.txt it defends and the issue item.
 
-// syncBuffer is a log destination safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // startJob starts the window pipeline (1 s of input) into sink with
 // checkpoints every 15 ms, restart options rs and its log into log, and
 // returns the job and the channel Run's result arrives on.
-func startJob(t *testing.T, f *fixture, sink *postgres.Sink[windowRow], rs runtime.RestartOptions, log *syncBuffer) (*runtime.Job, <-chan error) {
+func startJob(t *testing.T, f *fixture, sink *postgres.Sink[windowRow], rs runtime.RestartOptions, log *testkit.SyncBuffer) (*runtime.Job, <-chan error) {
 	t.Helper()
 	p := windowPipeline(t, f.pipeline, sink, &chaos{})
 	ck := checkpoint.DefaultOptions()
@@ -104,7 +85,7 @@ func TestTargetRenamedMidRunIsRestartedThrough(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var log syncBuffer
+	var log testkit.SyncBuffer
 	job, done := startJob(t, f, sink, runtime.RestartOptions{Delay: 5 * time.Millisecond, MaxAttempts: 1000}, &log)
 	await(t, "a published checkpoint", done, func() bool { return f.tableExists("windows") && f.count("windows") > 0 })
 	f.exec("ALTER TABLE " + f.quoted("windows") + " RENAME TO windows_away")
@@ -268,7 +249,7 @@ func TestOutageLongerThanTheFormerRestartBudgetIsSurvived(t *testing.T) {
 	}
 	rs := runtime.DefaultRestartOptions()
 	rs.Clock = &instantClock{now: time.Unix(1_700_000_000, 0)}
-	var log syncBuffer
+	var log testkit.SyncBuffer
 	job, done := startJob(t, f, sink, rs, &log)
 	await(t, "a published checkpoint", done, func() bool { return f.tableExists("windows") && f.count("windows") > 0 })
 	proxy.setDown(true)

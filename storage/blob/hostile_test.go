@@ -1,16 +1,15 @@
 package blob
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ingest-engine/ingest/internal/testkit"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -67,24 +66,6 @@ func lockSeq(t *testing.T, s *Storage) (int64, string) {
 	return rec.Seq, rec.Owner
 }
 
-// syncBuffer is a log destination safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // checkpointing.txt: "Checkpoint data is recovery data … and should be
 // stored on durable, highly available storage" — and a store that is briefly
 // unavailable must not cost the job its lock: an outage shorter than the
@@ -139,7 +120,7 @@ func TestLeaseLapsedDuringAnOutageIsReacquired(t *testing.T) {
 	f := newFakeS3(t)
 	const lease = 600 * time.Millisecond
 	s := openWith(t, f.url("p/"+uniqueName(t)), &Options{Lease: lease})
-	var log syncBuffer
+	var log testkit.SyncBuffer
 	s.ReportSlowCalls(slog.New(slog.NewTextHandler(&log, nil)), 0)
 	release, err := s.Lock(t.Context())
 	if err != nil {
@@ -277,7 +258,7 @@ func TestPipelineSurvivesAStoreOutageLongerThanTheLease(t *testing.T) {
 func TestBlobReportsAHangingCall(t *testing.T) {
 	f := newFakeS3(t)
 	s := openWith(t, f.url("p/"+uniqueName(t)), nil)
-	var log syncBuffer
+	var log testkit.SyncBuffer
 	s.ReportSlowCalls(slog.New(slog.NewTextHandler(&log, nil)), 20*time.Millisecond)
 	hang := make(chan struct{})
 	f.setFaults(func(r *http.Request) (int, bool) {
