@@ -3,6 +3,7 @@ package stream
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/ingest-engine/ingest/runtime"
@@ -38,7 +39,13 @@ type BadRecords struct {
 	tally   BadRecordTally
 
 	log *slog.Logger
+	// now reads the wall clock (runtime.Context.Now).
 	now func() time.Time
+	// futureLimit is the latest event time (Unix ns) CheckEventTime accepts
+	// without reading the clock: now + MaxFuture as of the last reading.
+	// Only a later event time reads the clock again, so the check costs one
+	// comparison per record. Unused when MaxFuture is negative.
+	futureLimit int64
 	// logged is when the last warning was written; unlogged counts the bad
 	// records since then that had none.
 	logged   time.Time
@@ -54,7 +61,8 @@ func (s BadRecordSetup) Open(ctx *runtime.Context, restored BadRecordTally) (*Ba
 	if err != nil {
 		return nil, err
 	}
-	b := &BadRecords{policy: p, source: ctx.Task.Operator, subtask: ctx.Task.Subtask, counts: s.Counts, tally: restored, log: ctx.Log, now: time.Now}
+	b := &BadRecords{policy: p, source: ctx.Task.Operator, subtask: ctx.Task.Subtask, counts: s.Counts, tally: restored, log: ctx.Log, now: ctx.Now}
+	b.readClock()
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}
@@ -138,9 +146,50 @@ func (b *BadRecords) warn(msg string, failure error) {
 	b.logged, b.unlogged = now, 0
 }
 
-// Flush emits the queued dead letters to the dead-letter output.
+// CheckEventTime returns the cause of a bad record when event time t (Unix
+// ns) is more than the policy's MaxFuture ahead of the wall clock, nil
+// otherwise. A connector calls it with every decoded record's event time
+// before it lets the time move its watermark, and hands a record it fails
+// to Reject like any other bad record. A nil *BadRecords applies
+// DefaultMaxFuture.
+func (b *BadRecords) CheckEventTime(t int64) error {
+	if b == nil {
+		b = &BadRecords{policy: BadRecordPolicy{MaxFuture: DefaultMaxFuture}, now: time.Now}
+		b.readClock()
+	}
+	if b.policy.MaxFuture < 0 || t <= b.futureLimit {
+		return nil
+	}
+	now := b.readClock()
+	if t <= b.futureLimit {
+		return nil
+	}
+	return fmt.Errorf("%w: %s is more than max_future %v ahead of the wall clock (%s)", ErrFutureEventTime,
+		time.Unix(0, t).UTC().Format(time.RFC3339Nano), b.policy.MaxFuture, now.UTC().Format(time.RFC3339))
+}
+
+// readClock reads the wall clock and moves futureLimit to now + MaxFuture
+// (saturated), returning now.
+func (b *BadRecords) readClock() time.Time {
+	now := b.now()
+	if f := b.policy.MaxFuture; f >= 0 {
+		b.futureLimit = now.UnixNano() + int64(f)
+		if b.futureLimit < now.UnixNano() {
+			b.futureLimit = math.MaxInt64
+		}
+	}
+	return now
+}
+
+// Flush emits the queued dead letters to the dead-letter output. It also
+// reads the wall clock for CheckEventTime (once per Read), so a clock set
+// back is followed within a Read.
 func (b *BadRecords) Flush() error {
-	if b == nil || len(b.pending) == 0 {
+	if b == nil {
+		return nil
+	}
+	b.readClock()
+	if len(b.pending) == 0 {
 		return nil
 	}
 	dl := b.pending
