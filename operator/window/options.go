@@ -81,6 +81,7 @@ func configure(f func(*settings)) stream.NodeOption {
 // It then validates the settings, declares the late side output and completes
 // the node's description.
 func addNode[T, O any](s stream.Stream[T], n *runtime.Node, cfg *settings, opts []stream.NodeOption) stream.Stream[O] {
+	n.DropsLate = true // without a connected side output (see lateRecords)
 	building.Store(n, cfg)
 	out := stream.Add[T, O](s, n, opts...)
 	building.Delete(n)
