@@ -44,7 +44,8 @@ func LateRecordsTo(name string) stream.NodeOption {
 // LateCounter is implemented by every window operator subtask: the number of
 // late records since the subtask opened, dropped or sent to the late side
 // output. A subtask also logs its counts when it closes. The counts are not
-// checkpointed: they start from zero in every attempt.
+// checkpointed: they start from zero in every attempt (the runtime's count
+// of drops, Observation.LateRecords, spans the job's attempts).
 type LateCounter interface {
 	LateRecords() (dropped, sideOutput int64)
 }
