@@ -154,8 +154,10 @@ func (b *BadRecords) warn(msg string, failure error) {
 // DefaultMaxFuture.
 func (b *BadRecords) CheckEventTime(t int64) error {
 	if b == nil {
-		b = &BadRecords{policy: BadRecordPolicy{MaxFuture: DefaultMaxFuture}, now: time.Now}
-		b.readClock()
+		if now := time.Now(); t > now.UnixNano()+int64(DefaultMaxFuture) {
+			return futureError(t, now, DefaultMaxFuture)
+		}
+		return nil
 	}
 	if b.policy.MaxFuture < 0 || t <= b.futureLimit {
 		return nil
@@ -164,8 +166,14 @@ func (b *BadRecords) CheckEventTime(t int64) error {
 	if t <= b.futureLimit {
 		return nil
 	}
+	return futureError(t, now, b.policy.MaxFuture)
+}
+
+// futureError is the cause of a bad record with event time t, more than
+// maxFuture ahead of the wall clock's now.
+func futureError(t int64, now time.Time, maxFuture time.Duration) error {
 	return fmt.Errorf("%w: %s is more than max_future %v ahead of the wall clock (%s)", ErrFutureEventTime,
-		time.Unix(0, t).UTC().Format(time.RFC3339Nano), b.policy.MaxFuture, now.UTC().Format(time.RFC3339))
+		time.Unix(0, t).UTC().Format(time.RFC3339Nano), maxFuture, now.UTC().Format(time.RFC3339))
 }
 
 // readClock reads the wall clock and moves futureLimit to now + MaxFuture
