@@ -10,8 +10,8 @@ import (
 	"github.com/ingest-engine/ingest/stream"
 )
 
-// This file reads a source's bad-input policy (on_error, max_record_bytes;
-// see stream.OnBadRecords) and wires its dead-letter output, which
+// This file reads a source's bad-input policy (on_error, max_record_bytes,
+// max_future; see stream.OnBadRecords) and wires its dead-letter output, which
 // transforms and sinks read as input: <source>.dead_letter.
 
 // deadLetterSchema is the schema of the rows of <source>.dead_letter. They
@@ -43,11 +43,11 @@ func deadLetterRows(dl []stream.DeadLetter) runtime.Records {
 	return b
 }
 
-// badRecords reads the on_error and max_record_bytes fields of source name
-// (ok is false after an error, already reported). With dead_letter it
-// declares the side output name.dead_letter; once the file is built it
-// checks that something reads that output, and that nothing reads it
-// without dead_letter.
+// badRecords reads the on_error, max_record_bytes and max_future fields of
+// source name (ok is false after an error, already reported). With
+// dead_letter it declares the side output name.dead_letter; once the file
+// is built it checks that something reads that output, and that nothing
+// reads it without dead_letter.
 func (b *builder) badRecords(name string, m *mapping) (policy stream.BadRecordPolicy, ok bool) {
 	policy = stream.BadRecordPolicy{DeadLetterBatch: deadLetterRows}
 	ok = true
@@ -68,6 +68,17 @@ func (b *builder) badRecords(name string, m *mapping) (policy stream.BadRecordPo
 	if limit > 0 {
 		policy.MaxRecordBytes = int(limit)
 	} else {
+		ok = false
+	}
+	// max_future: 0 turns the check off (stream.NoMaxFuture).
+	future := m.duration("max_future", stream.DefaultMaxFuture)
+	m.nonNegative("max_future", future >= 0)
+	switch {
+	case future == 0:
+		policy.MaxFuture = stream.NoMaxFuture
+	case future > 0:
+		policy.MaxFuture = future
+	default:
 		ok = false
 	}
 	ref := name + "." + stream.DeadLetterOutput
@@ -108,7 +119,7 @@ func (b *builder) applyBadRecords(name string, s stream.Stream[row.Row], policy 
 // bad first record does not decide the schema (or stop inference) when the
 // source tolerates bad records.
 func samplingPolicy(p stream.BadRecordPolicy) stream.BadRecordPolicy {
-	s := stream.BadRecordPolicy{OnError: stream.OnErrorFail, MaxRecordBytes: p.MaxRecordBytes}
+	s := stream.BadRecordPolicy{OnError: stream.OnErrorFail, MaxRecordBytes: p.MaxRecordBytes, MaxFuture: p.MaxFuture}
 	if p.OnError != stream.OnErrorFail {
 		s.OnError = stream.OnErrorSkip
 	}

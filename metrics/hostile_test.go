@@ -144,6 +144,7 @@ sinks:
 		"ingest_checkpoint_storage_write_seconds": {{"kind": "state"}, {"kind": "metadata"}},
 		"ingest_sink_prepare_seconds":             sinks,
 		"ingest_sink_commit_seconds":              committers,
+		"ingest_late_records_total":               {{"operator": "w"}}, // the window: the one operator that drops late records
 	}
 
 	doc, err := os.ReadFile("../docs/metrics.md")

@@ -109,6 +109,8 @@ var (
 		"Wall-clock time minus a source subtask's event-time watermark.", "source", "subtask")
 	sinceRestore = desc("ingest_source_records_since_restore",
 		"Records a source subtask read since the current attempt restored or started.", "source", "subtask")
+	lateRecords = desc("ingest_late_records_total",
+		"Late records an operator dropped (behind its watermark, with no side output to take them); 0 from the start for every operator that can drop them.", "operator")
 )
 
 var allDescs = []*prometheus.Desc{
@@ -118,6 +120,7 @@ var allDescs = []*prometheus.Desc{
 	sinkPrepare, sinkCommit, pendingCommittables, pendingCommit, committedTotal,
 	recoveries, replayed, replayUnmeasured, abandoned, retentionDeleted,
 	recordsIn, recordsOut, backpressure, watermark, watermarkLag, sinceRestore,
+	lateRecords,
 }
 
 // phases are the values of ingest_pipeline_status's status label.
@@ -202,6 +205,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(abandoned, float64(o.AbandonedStaged), "recovery")
 	counter(abandoned, float64(o.SweptStaged), "checkpoint")
 	counter(retentionDeleted, float64(o.RetentionDeleted))
+	for op, n := range o.LateRecords {
+		counter(lateRecords, float64(n), op)
+	}
 
 	for _, n := range o.Nodes {
 		if n.Kind == runtime.KindSink {

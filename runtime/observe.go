@@ -119,6 +119,12 @@ type Observation struct {
 	// checkpoints that failed or expired while running is not counted, nor
 	// is staged sink output (AbandonedStaged, SweptStaged).
 	RetentionDeleted int64
+	// LateRecords counts, by operator (node id), the late records the
+	// operator dropped (Context.DroppedLate): every node that can drop them
+	// (Node.DropsLate) is there from the job's creation, at 0 until its
+	// first drop. Records an operator drops again after a recovery replays
+	// them are counted again.
+	LateRecords map[string]int64
 	// LastFailure is the last attempt failure, nil when none.
 	LastFailure *Failure
 }
@@ -368,6 +374,7 @@ func (ob *observer) snapshot(j *Job) Observation {
 		PendingCommittables: map[string]int64{},
 		ReplayedRecords:     ob.replayed, ReplayUnknown: ob.replayUnknown,
 		AbandonedStaged: st.Abandoned, SweptStaged: ob.sweptStaged, RetentionDeleted: ob.retentionDeleted,
+		LateRecords: ob.lateRecords(j.plan),
 	}
 	if o.Phase == "" {
 		o.Phase = PhaseStarting

@@ -75,6 +75,8 @@ type observer struct {
 	mu sync.Mutex
 	// subtasks are the counters of every node subtask built so far.
 	subtasks map[checkpoint.TaskID]*subtaskObs
+	// late are the nodes' late-record counters (late.go), by node id.
+	late map[string]*lateRecords
 	// kinds are the nodes' kinds, set at the first attempt.
 	kinds map[string]NodeKind
 
@@ -196,6 +198,7 @@ func (ob *observer) subtask(t *task, l *link) *subtaskObs {
 	}
 	c.wm.Store(l.wm)
 	c.source = l.node.NewSource != nil
+	l.ctx.late = ob.lateOf(l.id.Operator)
 	c.head, c.prev = c, nil
 	if k := len(t.links); k > 1 {
 		c.head, c.prev = t.links[0].obs, t.links[k-2].obs

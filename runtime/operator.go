@@ -50,9 +50,16 @@ type Context struct {
 	Attempt int
 	// Log is the subtask's logger.
 	Log *slog.Logger
+	// Clock reads the wall clock for the subtask (Now); nil is time.Now.
+	// Tests set it to move time without sleeping.
+	Clock func() time.Time
 
 	// sides are the connected side outputs, by name.
 	sides map[string]Output
+	// late counts the node's dropped late records (DroppedLate): shared by
+	// the node's subtasks and kept across attempts; nil until the first
+	// drop when the runtime did not build the context.
+	late *lateRecords
 }
 
 // SideOutput returns the output for the node's side output name (declared in

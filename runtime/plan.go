@@ -69,6 +69,11 @@ type Node struct {
 	// of the checkpoint (Context.RestoredUnion) and takes its share. Without
 	// it a parallelism change of a node with inline state is refused.
 	RescalableInline bool
+	// DropsLate says the node's operator can drop late records (records
+	// behind its watermark) and reports each with Context.DroppedLate: the
+	// job exports the node's late-record count from its creation, at 0
+	// until the first drop (Observation.LateRecords).
+	DropsLate bool
 }
 
 // Edge connects the output of From to one logical input of a node.

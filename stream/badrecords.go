@@ -5,13 +5,15 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/ingest-engine/ingest/runtime"
 )
 
 // This file is the bad-input policy of sources: what a source does with a
 // record it cannot turn into a value (malformed, wrong types, no event
-// time) or one longer than its size limit. OnBadRecords sets it on a
+// time), one longer than its size limit, or one whose event time is too
+// far ahead of the wall clock (MaxFuture). OnBadRecords sets it on a
 // source's stream; the connectors apply it per subtask with BadRecords.
 
 // OnError is what a source does with a bad record.
@@ -55,6 +57,18 @@ const DeadLetterOutput = "dead_letter"
 // DefaultMaxRecordBytes is the default size limit of a record.
 const DefaultMaxRecordBytes = 1 << 20
 
+// DefaultMaxFuture is how far ahead of the wall clock an event time may be
+// by default (BadRecordPolicy.MaxFuture).
+const DefaultMaxFuture = time.Hour
+
+// NoMaxFuture, as BadRecordPolicy.MaxFuture, accepts event times however far
+// ahead of the wall clock they are (YAML: max_future: 0).
+const NoMaxFuture time.Duration = -1
+
+// ErrFutureEventTime marks the cause of a bad record whose event time is
+// more than BadRecordPolicy.MaxFuture ahead of the wall clock.
+var ErrFutureEventTime = errors.New("event time too far in the future")
+
 // BadRecordPolicy says what a source does with bad records.
 type BadRecordPolicy struct {
 	// OnError is the policy. The default value "" is OnErrorFail.
@@ -65,6 +79,16 @@ type BadRecordPolicy struct {
 	// much of a record. The default value is DefaultMaxRecordBytes (1 MiB);
 	// for the file source the default is its SourceConfig.MaxLineBytes.
 	MaxRecordBytes int
+	// MaxFuture bounds how far ahead of the wall clock a record's event time
+	// may be: a record dated later is a bad record (ErrFutureEventTime).
+	// Without the bound, one record dated years ahead (a typo, a clock
+	// reset, epoch microseconds read as milliseconds) moves the watermark
+	// there, and every later record is dropped as late by the event-time
+	// operators downstream. The check never lets such a record move the
+	// watermark. The default value 0 is DefaultMaxFuture (1 h); a negative
+	// value (NoMaxFuture) disables the check, for input whose event times
+	// are meant to be ahead of the clock (replayed or simulated data).
+	MaxFuture time.Duration
 	// DeadLetterBatch turns dead letters into the batch the dead-letter side
 	// output carries, for consumers of another type than DeadLetter (the
 	// YAML layer's rows). The slice is only valid during the call. The
@@ -84,6 +108,9 @@ func (p BadRecordPolicy) withDefaults() (BadRecordPolicy, error) {
 	}
 	if p.MaxRecordBytes == 0 {
 		p.MaxRecordBytes = DefaultMaxRecordBytes
+	}
+	if p.MaxFuture == 0 {
+		p.MaxFuture = DefaultMaxFuture
 	}
 	return p, nil
 }
@@ -227,6 +254,12 @@ func OnBadRecords[T any](s Stream[T], policy BadRecordPolicy) Stream[T] {
 	}
 	if policy.OnError != OnErrorFail {
 		n.Describe += ", on_error " + string(policy.OnError)
+	}
+	switch f := checked.MaxFuture; {
+	case f < 0:
+		n.Describe += ", max_future off"
+	case f != DefaultMaxFuture:
+		n.Describe += ", max_future " + f.String()
 	}
 	if s.p.badRecords == nil {
 		s.p.badRecords = map[string]*BadRecordCounts{}

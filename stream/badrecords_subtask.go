@@ -3,6 +3,7 @@ package stream
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/ingest-engine/ingest/runtime"
@@ -46,8 +47,14 @@ type BadRecords struct {
 	tally   BadRecordTally
 
 	log *slog.Logger
-	// now is the clock of the warnings' rate limit; tests replace it.
+	// now reads the wall clock (runtime.Context.Now): for CheckEventTime and
+	// the warnings' rate limit; tests replace it.
 	now func() time.Time
+	// futureLimit is the latest event time (Unix ns) CheckEventTime accepts
+	// without reading the clock: now + MaxFuture as of the last reading.
+	// Only a later event time reads the clock again, so the check costs one
+	// comparison per record. Unused when MaxFuture is negative.
+	futureLimit int64
 	// logged is when the last warning was written; unlogged counts the bad
 	// records since then that had none, last is the newest of them.
 	logged   time.Time
@@ -67,7 +74,8 @@ func (s BadRecordSetup) Open(ctx *runtime.Context, restored BadRecordTally) (*Ba
 	if err != nil {
 		return nil, err
 	}
-	b := &BadRecords{policy: p, source: ctx.Task.Operator, subtask: ctx.Task.Subtask, counts: s.Counts, tally: restored, log: ctx.Log, now: time.Now}
+	b := &BadRecords{policy: p, source: ctx.Task.Operator, subtask: ctx.Task.Subtask, counts: s.Counts, tally: restored, log: ctx.Log, now: ctx.Now}
+	b.readClock()
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}
@@ -191,12 +199,58 @@ func (b *BadRecords) Close() {
 	b.unlogged, b.last, b.seen = 0, nil, 0
 }
 
+// CheckEventTime returns the cause of a bad record when event time t (Unix
+// ns) is more than the policy's MaxFuture ahead of the wall clock, nil
+// otherwise. A connector calls it with every decoded record's event time
+// before it lets the time move its watermark, and hands a record it fails
+// to Reject like any other bad record. A nil *BadRecords applies
+// DefaultMaxFuture.
+func (b *BadRecords) CheckEventTime(t int64) error {
+	if b == nil {
+		if now := time.Now(); t > now.UnixNano()+int64(DefaultMaxFuture) {
+			return futureError(t, now, DefaultMaxFuture)
+		}
+		return nil
+	}
+	if b.policy.MaxFuture < 0 || t <= b.futureLimit {
+		return nil
+	}
+	now := b.readClock()
+	if t <= b.futureLimit {
+		return nil
+	}
+	return futureError(t, now, b.policy.MaxFuture)
+}
+
+// futureError is the cause of a bad record with event time t, more than
+// maxFuture ahead of the wall clock's now.
+func futureError(t int64, now time.Time, maxFuture time.Duration) error {
+	return fmt.Errorf("%w: %s is more than max_future %v ahead of the wall clock (%s)", ErrFutureEventTime,
+		time.Unix(0, t).UTC().Format(time.RFC3339Nano), maxFuture, now.UTC().Format(time.RFC3339))
+}
+
+// readClock reads the wall clock and moves futureLimit to now + MaxFuture
+// (saturated), returning now.
+func (b *BadRecords) readClock() time.Time {
+	now := b.now()
+	if f := b.policy.MaxFuture; f >= 0 {
+		b.futureLimit = now.UnixNano() + int64(f)
+		if b.futureLimit < now.UnixNano() {
+			b.futureLimit = math.MaxInt64
+		}
+	}
+	return now
+}
+
 // Flush emits the queued dead letters to the dead-letter output, and logs
 // the records a rate-limited warning left out once its period has passed.
+// It also reads the wall clock for CheckEventTime (once per Read), so a
+// clock set back is followed within a Read.
 func (b *BadRecords) Flush() error {
 	if b == nil {
 		return nil
 	}
+	b.readClock()
 	b.summarize()
 	if len(b.pending) == 0 {
 		return nil

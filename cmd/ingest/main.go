@@ -173,8 +173,7 @@ unless --allow-non-restored-state drops it.`,
 			if err := job.Run(context.Background()); err != nil {
 				return &exitError{code: exitFailed, err: p.RedactError(err)}
 			}
-			st := job.Stats()
-			log.Info("pipeline finished", "checkpoint", st.Latest, "restarts", st.Restarts)
+			logFinished(log, job.Stats(), job.Observe()) // summary.go
 			return nil
 		},
 	}

@@ -340,6 +340,9 @@ func (r *reader[T]) readSplit(s *split, batch runtime.Batch[T]) (_ runtime.Batch
 			return batch, nil
 		}
 		v, t, err := r.src.decode(line)
+		if err == nil {
+			err = r.bad.CheckEventTime(t) // before t can move the watermark
+		}
 		if err != nil {
 			bad++
 			failure := fmt.Errorf("file source: %s:%d (byte offset %d): %w", line.Path, line.Number, line.Offset, err)

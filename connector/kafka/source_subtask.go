@@ -293,6 +293,9 @@ func (t *srcSubtask[T]) record(r *kgo.Record, batch runtime.Batch[T]) (runtime.B
 			v, ts, err = t.src.decode(Message{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
 				Key: r.Key, Value: r.Value, Timestamp: r.Timestamp, Headers: r.Headers})
 		}
+		if err == nil {
+			err = t.bad.CheckEventTime(ts) // before ts can move the watermark
+		}
 		if err != nil {
 			// A bad record: it fails the task, or is skipped or
 			// dead-lettered and consumed like any other.

@@ -399,6 +399,9 @@ func (r *reader[T]) fetch() (n int, failure, err error) {
 		} else {
 			v, ts, derr = r.src.decode(m)
 		}
+		if derr == nil {
+			derr = r.bad.CheckEventTime(ts) // before ts can move the watermark
+		}
 		if derr != nil {
 			// A bad message: it fails the task, or is skipped or
 			// dead-lettered and consumed like any other.

@@ -97,7 +97,8 @@ func windowStart(t, size int64) int64 {
 func (f *q7Partials) ProcessRecord(c *process.Context[int64, q7Partial], b nexmark.Bid) error {
 	t := nanos(b.DateTime)
 	if t <= c.Watermark() {
-		return nil // late: its window may have fired
+		c.DropLate() // late: its window may have fired
+		return nil
 	}
 	start := windowStart(t, q7Window)
 	k := partialKey{Part: c.Key(), Start: start}

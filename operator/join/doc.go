@@ -33,8 +33,10 @@
 // the join's watermark, which a source emits only when it breaks its own
 // watermark's promise. Whether such a record is late at the join depends on
 // how the two inputs' watermarks interleaved, and some of its partners may be
-// gone; the joins drop it and count it (Flink does the same), and log the
-// count when the subtask closes. A join that never cleans state (Inner with
+// gone; the joins drop it and count it (Flink does the same): each drop is
+// reported to the runtime (runtime.Context.DroppedLate, which counts it per
+// operator for ingest_late_records_total and warns at the first and then at
+// most once a minute), and the count is logged when the subtask closes. A join that never cleans state (Inner with
 // ttl 0) has no late records: it joins every record.
 //
 // # State and restore

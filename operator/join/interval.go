@@ -3,7 +3,6 @@ package join
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"time"
 
@@ -173,7 +172,6 @@ type bucketJoin[L, R any, K comparable, O any] struct {
 
 	task  string
 	out   runtime.Output
-	log   *slog.Logger
 	hash  func(K) uint64
 	left  *state.ListState[bucketKey[K], runtime.Record[L]]
 	right *state.ListState[bucketKey[K], runtime.Record[R]]
@@ -192,7 +190,8 @@ type bucketJoin[L, R any, K comparable, O any] struct {
 
 func newBucketJoin[L, R any, K comparable, O any](kind, id string, left stream.KeyedStream[L, K], right stream.KeyedStream[R, K],
 	s sides[L, R, K], g geometry, schema, describe string, output func(K, L, R) O) stream.Stream[O] {
-	n := &runtime.Node{ID: id, Describe: describe, Type: kind}
+	// Only a bounded join drops late records (an unbounded one joins all).
+	n := &runtime.Node{ID: id, Describe: describe, Type: kind, DropsLate: g.width > 0}
 	outputRL := func(k K, r R, l L) O { return output(k, l, r) }
 	n.NewOperator = func() runtime.Operator {
 		return &bucketJoin[L, R, K, O]{kind: kind, g: g, schema: schema, sides: s, output: output, outputRL: outputRL}
@@ -205,7 +204,7 @@ func newBucketJoin[L, R any, K comparable, O any](kind, id string, left stream.K
 func (j *bucketJoin[L, R, K, O]) Open(ctx *runtime.Context) error {
 	j.task = fmt.Sprintf("%s %v", j.kind, ctx.Task)
 	j.out = ctx.Output
-	j.log = ctx.Log
+	j.late.ctx = ctx
 	j.wm = ctx.Watermark()
 	var err error
 	if j.hash, err = state.Hasher[K](); err != nil {
@@ -280,7 +279,7 @@ func probeAndStore[L, R any, K comparable, O any, T, U any](j *bucketJoin[L, R, 
 	for _, rec := range in {
 		t := rec.Time
 		if bounded && t < j.wm {
-			j.late.add(j.log, s, t, j.wm)
+			j.late.add(s, t, j.wm)
 			continue
 		}
 		key := keyOf(rec.Value)
@@ -340,6 +339,6 @@ func (j *bucketJoin[L, R, K, O]) NotifyComplete(int64) error { return nil }
 
 // Close reports the late records dropped.
 func (j *bucketJoin[L, R, K, O]) Close() error {
-	j.late.report(j.log)
+	j.late.report()
 	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 
 	"github.com/ingest-engine/ingest/runtime"
@@ -125,25 +124,26 @@ func floorMod(a, b int64) int64 {
 	return r
 }
 
-// lateCount counts the records a join dropped as late, per side, and logs
-// the first and, when the subtask closes, the totals.
+// lateCount counts the records a join dropped as late, per side: each drop
+// is reported to the runtime (Context.DroppedLate), which counts it for
+// ingest_late_records_total and warns about it, and the subtask's totals
+// are logged when it closes.
 type lateCount struct {
-	n [2]int64
+	ctx *runtime.Context
+	n   [2]int64
 }
 
 // add counts one late record of side at event time t with watermark wm.
-func (l *lateCount) add(log *slog.Logger, side int, t, wm int64) {
-	if l.n[0]+l.n[1] == 0 && log != nil {
-		log.Warn("join dropped a late record: its event time is below the watermark; later ones are counted and reported when the subtask closes",
-			"input", sideName[side], "time", t, "watermark", wm)
-	}
+func (l *lateCount) add(side int, t, wm int64) {
 	l.n[side]++
+	l.ctx.DroppedLate(t, wm)
 }
 
-// report logs the totals, if any.
-func (l *lateCount) report(log *slog.Logger) {
-	if l.n[0]+l.n[1] > 0 && log != nil {
-		log.Warn("join dropped late records", "left", l.n[0], "right", l.n[1])
+// report logs the totals, if any, in the words the window operators use.
+func (l *lateCount) report() {
+	if l.n[0]+l.n[1] > 0 && l.ctx != nil && l.ctx.Log != nil {
+		l.ctx.Log.Warn("late records dropped since the subtask opened", "operator", l.ctx.Task.Operator,
+			"dropped", l.n[0]+l.n[1], "left", l.n[0], "right", l.n[1])
 	}
 }
 

@@ -3,7 +3,6 @@ package join
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"time"
 
@@ -73,7 +72,7 @@ func newWindowJoin[L, R any, K comparable, O any](left stream.KeyedStream[L, K],
 	// The schema leaves the kind out: a join and a cogroup keep the same
 	// state with the same meaning, so a pipeline may switch between them.
 	schema := fmt.Sprintf("window-join(key=%s,size=%v)", s.keyCodec.Name(), size)
-	n := &runtime.Node{ID: id, Describe: fmt.Sprintf("%s, tumbling event-time windows of %v", kind, size), Type: kind}
+	n := &runtime.Node{ID: id, Describe: fmt.Sprintf("%s, tumbling event-time windows of %v", kind, size), Type: kind, DropsLate: true}
 	n.NewOperator = func() runtime.Operator {
 		return &windowJoin[L, R, K, O]{kind: kind, size: int64(size), schema: schema, inner: inner, sides: s, apply: apply}
 	}
@@ -91,7 +90,6 @@ type windowJoin[L, R any, K comparable, O any] struct {
 
 	task   string
 	out    runtime.Output
-	log    *slog.Logger
 	hash   func(K) uint64
 	left   *state.ListState[bucketKey[K], L]
 	right  *state.ListState[bucketKey[K], R]
@@ -119,7 +117,7 @@ type windowJoin[L, R any, K comparable, O any] struct {
 func (j *windowJoin[L, R, K, O]) Open(ctx *runtime.Context) error {
 	j.task = fmt.Sprintf("%s %v", j.kind, ctx.Task)
 	j.out = ctx.Output
-	j.log = ctx.Log
+	j.late.ctx = ctx
 	j.wm = ctx.Watermark()
 	j.emit = j.collect
 	var err error
@@ -193,7 +191,7 @@ func addToWindows[L, R any, K comparable, O any, T any](j *windowJoin[L, R, K, O
 	for _, rec := range in {
 		start, last := windowOf(rec.Time, j.size)
 		if last <= j.wm {
-			j.late.add(j.log, s, rec.Time, j.wm)
+			j.late.add(s, rec.Time, j.wm)
 			continue
 		}
 		key := keyOf(rec.Value)
@@ -245,6 +243,6 @@ func (j *windowJoin[L, R, K, O]) NotifyComplete(int64) error { return nil }
 
 // Close reports the late records dropped.
 func (j *windowJoin[L, R, K, O]) Close() error {
-	j.late.report(j.log)
+	j.late.report()
 	return nil
 }

@@ -93,6 +93,13 @@ func (c *Context[K, O]) Watermark() int64 { return c.op.wm }
 // or timer firing (so it costs nothing per record).
 func (c *Context[K, O]) Now() int64 { return c.op.now }
 
+// DropLate reports that the function drops the current record as late (its
+// event time is behind the watermark, so the state it belongs to may be
+// gone): the runtime counts it for the operator and warns about it
+// (runtime.Context.DroppedLate). A function that drops late records calls
+// it for each, so that no record is dropped silently.
+func (c *Context[K, O]) DropLate() { c.op.rt.DroppedLate(c.time, c.op.wm) }
+
 // Emit outputs v with the current record's or event-time timer's time as its
 // event time. Output of a processing-time timer gets the first instant after
 // the operator's watermark instead, so it is on time for event-time
@@ -125,7 +132,8 @@ func (c *Context[K, O]) DeleteTimer(d Domain, t int64) {
 
 // Keyed applies fn to the keyed stream ks and returns its output.
 func Keyed[T any, K comparable, O any](ks stream.KeyedStream[T, K], id string, fn func() Function[T, K, O], opts ...stream.NodeOption) stream.Stream[O] {
-	n := &runtime.Node{ID: id, Describe: "keyed process function", Type: "process"}
+	// Its function may drop late records (Context.DropLate).
+	n := &runtime.Node{ID: id, Describe: "keyed process function", Type: "process", DropsLate: true}
 	n.NewOperator = func() runtime.Operator {
 		return &operator[K, O]{process: func(op *operator[K, O], r runtime.Records) error {
 			f := op.fn.(Function[T, K, O])
@@ -157,6 +165,7 @@ type operator[K comparable, O any] struct {
 	keyCodec state.Codec[K]
 
 	ctx         Context[K, O]
+	rt          *runtime.Context
 	output      runtime.Output
 	eventTimers *state.Timers[K]
 	procTimers  *state.Timers[K]
@@ -186,6 +195,7 @@ func (op *operator[K, O]) timers(d Domain) *state.Timers[K] {
 // Open implements runtime.Operator.
 func (op *operator[K, O]) Open(ctx *runtime.Context) error {
 	op.ctx.op = op
+	op.rt = ctx
 	op.output = ctx.Output
 	op.wm = ctx.Watermark()
 	// A checkpoint taken after the input ended restores an ended input: the

@@ -83,7 +83,7 @@ func (w *alignedOp[T, K, A, O]) ProcessBatch(_ int, r runtime.Records) error {
 		}
 		if w.cleanupAt(last) <= w.wm {
 			// Every window of t ends at or before the newest one: all are gone.
-			w.late.add(rec)
+			w.late.add(rec, w.wm)
 			continue
 		}
 		key := w.key(rec.Value)

@@ -6,8 +6,10 @@ import (
 
 // lateRecords applies the late-record policy of one operator subtask: send
 // to the side output when one is configured and consumed, else drop; count
-// either way.
+// either way. A drop is reported to the runtime (Context.DroppedLate), which
+// counts it for ingest_late_records_total and warns about it.
 type lateRecords[T any] struct {
+	ctx *runtime.Context
 	// out is the late side output; nil drops.
 	out runtime.Output
 	// buf holds the late records of the batch being processed; flush emits
@@ -19,15 +21,17 @@ type lateRecords[T any] struct {
 
 // open resolves the side output named name ("" for none) on ctx.
 func (l *lateRecords[T]) open(ctx *runtime.Context, name string) {
+	l.ctx = ctx
 	if name != "" {
 		l.out = ctx.SideOutput(name)
 	}
 }
 
-// add handles one late record.
-func (l *lateRecords[T]) add(r runtime.Record[T]) {
+// add handles one late record, behind watermark wm.
+func (l *lateRecords[T]) add(r runtime.Record[T], wm int64) {
 	if l.out == nil {
 		l.dropped++
+		l.ctx.DroppedLate(r.Time, wm)
 		return
 	}
 	l.buf = append(l.buf, r)
@@ -45,10 +49,17 @@ func (l *lateRecords[T]) flush() error {
 	return l.out.Emit(b)
 }
 
-// close logs the counts, if any, on ctx's logger.
+// close logs the subtask's counts, if any, on ctx's logger: a warning when
+// it dropped records (the same words as the join's), else a note of those
+// sent to the side output.
 func (l *lateRecords[T]) close(ctx *runtime.Context, name string) {
-	if ctx == nil || ctx.Log == nil || (l.dropped == 0 && l.sent == 0) {
+	if ctx == nil || ctx.Log == nil {
 		return
 	}
-	ctx.Log.Info("window late records", "dropped", l.dropped, "side_output", l.sent, "side_output_name", name)
+	switch {
+	case l.dropped > 0:
+		ctx.Log.Warn("late records dropped since the subtask opened", "operator", ctx.Task.Operator, "dropped", l.dropped, "side_output", l.sent)
+	case l.sent > 0:
+		ctx.Log.Info("late records sent to the side output since the subtask opened", "operator", ctx.Task.Operator, "side_output", l.sent, "side_output_name", name)
+	}
 }

@@ -44,7 +44,8 @@ func LateRecordsTo(name string) stream.NodeOption {
 // LateCounter is implemented by every window operator subtask: the number of
 // late records since the subtask opened, dropped or sent to the late side
 // output. A subtask also logs its counts when it closes. The counts are not
-// checkpointed: they start from zero in every attempt.
+// checkpointed: they start from zero in every attempt (the runtime's count
+// of drops, Observation.LateRecords, spans the job's attempts).
 type LateCounter interface {
 	LateRecords() (dropped, sideOutput int64)
 }
@@ -81,6 +82,7 @@ func configure(f func(*settings)) stream.NodeOption {
 // It then validates the settings, declares the late side output and completes
 // the node's description.
 func addNode[T, O any](s stream.Stream[T], n *runtime.Node, cfg *settings, opts []stream.NodeOption) stream.Stream[O] {
+	n.DropsLate = true // without a connected side output (see lateRecords)
 	building.Store(n, cfg)
 	out := stream.Add[T, O](s, n, opts...)
 	building.Delete(n)

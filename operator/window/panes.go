@@ -151,7 +151,7 @@ func (w *paneOp[T, K, A, O]) ProcessBatch(_ int, r runtime.Records) error {
 			continue // between two windows (size < slide)
 		}
 		if w.cleanupAt(last) <= w.wm {
-			w.late.add(rec)
+			w.late.add(rec, w.wm)
 			continue
 		}
 		w.add(w.key(rec.Value), floorDiv(t, w.pane), rec.Value)

@@ -421,7 +421,7 @@ func TestLateRecordsSideOutputAndDropCount(t *testing.T) {
 			for _, declare := range []bool{false, true} {
 				logs := &logCapture{}
 				job{spec: s, steps: steps, srcPar: 1, winPar: 3, interval: time.Millisecond, declareLate: declare, log: slog.New(logs)}.run(t)
-				if d := logs.sum("window late records", "dropped"); d != int64(len(wantLate)) {
+				if d := logs.sum("late records dropped since the subtask opened", "dropped"); d != int64(len(wantLate)) {
 					t.Fatalf("side output declared %v: logged %d dropped late records, want %d", declare, d, len(wantLate))
 				}
 			}

@@ -175,7 +175,7 @@ func (w *sessionOp[T, K, A, O]) add(rec runtime.Record[T]) {
 	if satAdd(end, w.lateness) <= w.wm {
 		// Only possible when it merges with nothing: an existing session's
 		// cleanup time is after the watermark.
-		w.late.add(rec)
+		w.late.add(rec, w.wm)
 		return
 	}
 	if set == nil {

@@ -34,7 +34,10 @@
 // consumers then see more than one result for the window, each complete up
 // to then (the last one counts). A record whose every window has reached
 // MaxTimestamp+L is late: it is dropped and counted (see LateCounter), or
-// sent to a side output (LateRecordsTo).
+// sent to a side output (LateRecordsTo). Every drop is reported to the
+// runtime (runtime.Context.DroppedLate), which counts it per operator
+// (ingest_late_records_total, at 0 from the job's start) and logs it at WARN,
+// the first at once and then at most one a minute.
 //
 // Results of windows that fire because of a late record are emitted while
 // processing that record, with event time MaxTimestamp, which is behind the
