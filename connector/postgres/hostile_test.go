@@ -277,6 +277,9 @@ func TestOutageLongerThanTheFormerRestartBudgetIsSurvived(t *testing.T) {
 		t.Fatalf("Run = %v after an outage of 12 restarts, want the default strategy to ride it out", err)
 	}
 	t.Logf("stats %+v", job.Stats())
+	if r := job.Stats().Restarts; r < 12 {
+		t.Fatalf("%d restarts, want at least the outage's 12", r)
+	}
 	checkWindows(t, f, testkit.ExpectedWindows(pipeCount, windowKeys, datagen.DefaultStartTime, time.Millisecond, time.Second))
 }
 
