@@ -201,17 +201,7 @@ func txnReadOwnersOnce(ctx context.Context, cl *kgo.Client, cfg *SinkConfig) (tx
 	topic := cfg.OwnerTopic
 	st := txnOwnerState{chain: newTxnOwnerChain(cfg.TransactionalIDPrefix)}
 	adm := kadm.NewClient(cl)
-	starts, err := adm.ListStartOffsets(ctx, topic)
-	if err == nil {
-		err = starts.Error()
-	}
-	var ends kadm.ListedOffsets
-	if err == nil {
-		ends, err = adm.ListEndOffsets(ctx, topic)
-		if err == nil {
-			err = ends.Error()
-		}
-	}
+	starts, ends, err := topicBounds(ctx, adm, topic)
 	if err != nil {
 		return st, fmt.Errorf("listing the offsets of %s: %w", topic, err)
 	}

@@ -45,17 +45,7 @@ func (c *txnCommitter) LastCommitted(ctx context.Context, jobID, sink string) (i
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	starts, err := adm.ListStartOffsets(ctx, topic)
-	if err == nil {
-		err = starts.Error()
-	}
-	var ends kadm.ListedOffsets
-	if err == nil {
-		ends, err = adm.ListEndOffsets(ctx, topic)
-		if err == nil {
-			err = ends.Error()
-		}
-	}
+	starts, ends, err := topicBounds(ctx, adm, topic)
 	switch {
 	case errors.Is(err, kerr.UnknownTopicOrPartition) || (err == nil && len(ends[topic]) == 0):
 		return fail(fmt.Errorf("the marker topic does not exist (deleted?): %w", runtime.ErrCommitUnknown))
@@ -161,4 +151,19 @@ func scanMarkerPartition(ctx context.Context, cl *kgo.Client, topic string, part
 		off = next
 	}
 	return nil
+}
+
+// topicBounds lists the start and end offsets of every partition of topic.
+func topicBounds(ctx context.Context, adm *kadm.Client, topic string) (starts, ends kadm.ListedOffsets, err error) {
+	starts, err = adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err == nil {
+		ends, err = adm.ListEndOffsets(ctx, topic)
+		if err == nil {
+			err = ends.Error()
+		}
+	}
+	return starts, ends, err
 }
