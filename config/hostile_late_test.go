@@ -5,12 +5,12 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/ingest-engine/ingest/internal/testkit"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -247,24 +247,6 @@ func TestHostileFarFutureEventTime(t *testing.T) {
 	}
 }
 
-// logLines is a concurrency-safe log destination.
-type logLines struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logLines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logLines) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // With max_future: 0 the record dated 2200 is accepted and moves the
 // watermark, and the window drops what follows it as late, as the user
 // asked; but not silently: the window's late-record count is exported from
@@ -288,7 +270,7 @@ func TestHostileLateRecordsCountedAndLogged(t *testing.T) {
 	if !strings.Contains(planText(t, p), "max_future off") {
 		t.Errorf("the plan does not say max_future is off:%s", planText(t, p))
 	}
-	var logs logLines
+	var logs testkit.SyncBuffer
 	opts := p.RunOptions()
 	opts.Log = slog.New(slog.NewJSONHandler(&logs, nil))
 	job, err := p.Stream.NewJob(opts)

@@ -3,17 +3,16 @@ package config_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/ingest-engine/ingest/config"
+	"github.com/ingest-engine/ingest/internal/testkit"
 	"github.com/ingest-engine/ingest/stream"
 )
 
@@ -223,9 +222,9 @@ func TestHostileSkipTotalsInTheLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var log strings.Builder
+	var log testkit.SyncBuffer
 	opts := p.RunOptions()
-	opts.Log = slog.New(slog.NewTextHandler(&syncWriter{w: &log}, nil))
+	opts.Log = slog.New(slog.NewTextHandler(&log, nil))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := p.Stream.Run(ctx, opts); err != nil {
@@ -243,16 +242,4 @@ func TestHostileSkipTotalsInTheLog(t *testing.T) {
 	if len(closing) == 0 || !strings.Contains(closing[len(closing)-1], " skipped=100 ") || !strings.Contains(closing[len(closing)-1], "subtask_skipped=100 ") {
 		t.Errorf("the log's last word on bad records: %q, want skipped=100 (the metric's value)\n%s", closing, log.String())
 	}
-}
-
-// syncWriter serialises the writes of the job's goroutines.
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(b []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(b)
 }

@@ -1,16 +1,15 @@
 package runtime_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/connector/datagen"
+	"github.com/ingest-engine/ingest/internal/testkit"
 	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/storage"
 	"github.com/ingest-engine/ingest/stream"
@@ -19,25 +18,11 @@ import (
 // This file holds the runtime's hostile cases: inputs and conditions under
 // which records could be lost without a trace.
 
-// lockedBuffer is a log destination safe for concurrent writers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
 // lateWarnings returns the late-record warnings of a JSON log.
-func lateWarnings(t *testing.T, l *lockedBuffer) []map[string]any {
+func lateWarnings(t *testing.T, l *testkit.SyncBuffer) []map[string]any {
 	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(l.b.String()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(l.String()), "\n") {
 		if line == "" {
 			continue
 		}
@@ -60,7 +45,7 @@ func lateWarnings(t *testing.T, l *lockedBuffer) []map[string]any {
 // Defends "A restart must not lose accepted data": a record the pipeline
 // drops as late is never dropped silently (#12 item 4b).
 func TestHostileLateRecordWarningsRateLimited(t *testing.T) {
-	var logs lockedBuffer
+	var logs testkit.SyncBuffer
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	ctx := &runtime.Context{Task: checkpoint.TaskID{Operator: "bars", Subtask: 1},
 		Log: slog.New(slog.NewJSONHandler(&logs, nil)), Clock: func() time.Time { return now }}
@@ -145,7 +130,7 @@ func TestHostileLateRecordsCounted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs lockedBuffer
+	var logs testkit.SyncBuffer
 	job, err := p.NewJob(stream.RunOptions{Storage: st, Checkpoint: fastCheckpoints(10 * time.Millisecond), Restart: quickRestarts(0),
 		Log: slog.New(slog.NewJSONHandler(&logs, nil))})
 	if err != nil {

@@ -2,9 +2,9 @@ package runtime_test
 
 import (
 	"errors"
+	"github.com/ingest-engine/ingest/internal/testkit"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,40 +17,6 @@ import (
 
 // Hostile cases of the runtime: each test names the sentence of
 // checkpointing.txt it defends and the issue item.
-
-// instantClock is a RestartClock whose time moves only when a pause is
-// waited for: After advances it by the pause and fires at once. A restart
-// strategy whose pauses add up to minutes then runs in milliseconds, and its
-// budget is measured exactly.
-type instantClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	pauses []time.Duration
-}
-
-func newInstantClock() *instantClock { return &instantClock{now: time.Unix(1_700_000_000, 0)} }
-
-func (c *instantClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *instantClock) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	c.pauses = append(c.pauses, d)
-	ch := make(chan time.Time, 1)
-	ch <- c.now
-	return ch
-}
-
-func (c *instantClock) waited() []time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]time.Duration(nil), c.pauses...)
-}
 
 // defaultRestartsOn returns the default strategy on clock c.
 func defaultRestartsOn(c runtime.RestartClock) runtime.RestartOptions {
@@ -81,7 +47,7 @@ func TestDefaultRestartsRideOutAFailureStreak(t *testing.T) {
 	const count, keys = 200, 10
 	hook, _ := failFirst(12)
 	store := newTxStore[keyCount]()
-	clock := newInstantClock()
+	clock := testkit.NewInstantClock()
 	p := countPipeline(t, datagen.Config{Count: count, Keys: keys}, 1, 1, store, hook)
 	job := newJob(t, p, newLocal(t), fastCheckpoints(0), defaultRestartsOn(clock))
 	if err := runBounded(t, job); err != nil {
@@ -90,7 +56,7 @@ func TestDefaultRestartsRideOutAFailureStreak(t *testing.T) {
 	if r := job.Stats().Restarts; r != 12 {
 		t.Errorf("Restarts = %d, want 12", r)
 	}
-	pauses := clock.waited()
+	pauses := clock.Pauses()
 	for i, d := range pauses {
 		base := time.Duration(min(int64(1)<<i, 60)) * time.Second
 		if d < base*9/10 || d > base*11/10 {
@@ -111,7 +77,7 @@ func TestDefaultRestartsRideOutAFailureStreak(t *testing.T) {
 // jitter), naming the budget and wrapping the cause. (#12 item 4d)
 func TestDefaultRestartsGiveUpAfterTheBudget(t *testing.T) {
 	hook, calls := failFirst(1 << 40)
-	clock := newInstantClock()
+	clock := testkit.NewInstantClock()
 	o := defaultRestartsOn(clock)
 	o.Jitter = 0
 	p := countPipeline(t, datagen.Config{Count: 200, Keys: 10}, 1, 1, newTxStore[keyCount](), hook)
@@ -140,7 +106,7 @@ func TestRestartPauseResetsAfterACompletedCheckpoint(t *testing.T) {
 		return nil
 	}
 	store := newTxStore[keyCount]()
-	clock := newInstantClock()
+	clock := testkit.NewInstantClock()
 	o := defaultRestartsOn(clock)
 	o.Jitter = 0
 	p := countPipeline(t, datagen.Config{Count: count, Keys: keys, Rate: 20_000}, 1, 1, store, hook)
@@ -151,7 +117,7 @@ func TestRestartPauseResetsAfterACompletedCheckpoint(t *testing.T) {
 	if failures.Load() != 20 {
 		t.Fatalf("%d failures injected, want 20: the run ended first", failures.Load())
 	}
-	for i, d := range clock.waited() {
+	for i, d := range clock.Pauses() {
 		if d != time.Second {
 			t.Errorf("pause %d = %v after a completed checkpoint, want 1s", i+1, d)
 		}

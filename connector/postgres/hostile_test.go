@@ -206,37 +206,6 @@ func (p *pgProxy) setDown(down bool) {
 	}
 }
 
-// instantClock is a RestartClock whose time moves only when a pause is
-// waited for: the restart strategy's pauses, minutes in all, take no real
-// time, and its budget is measured exactly.
-type instantClock struct {
-	mu  sync.Mutex
-	now time.Time
-	// pauses counts the pauses waited for; onPause, when set, is called
-	// with the count before each pause ends.
-	pauses  int
-	onPause func(n int)
-}
-
-func (c *instantClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *instantClock) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	c.pauses++
-	if c.onPause != nil {
-		c.onPause(c.pauses)
-	}
-	ch := make(chan time.Time, 1)
-	ch <- c.now
-	return ch
-}
-
 // checkpointing.txt: "A restart must not lose accepted data" — a PostgreSQL
 // outage longer than the former default restart budget (10 restarts 1 s
 // apart: ~17 s) is survived with the default strategy (1 s doubling to
@@ -256,7 +225,7 @@ func TestOutageLongerThanTheFormerRestartBudgetIsSurvived(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs := runtime.DefaultRestartOptions()
-	clock := &instantClock{now: time.Unix(1_700_000_000, 0)}
+	clock := testkit.NewInstantClock()
 	rs.Clock = clock
 	var log testkit.SyncBuffer
 	job, done := startJob(t, f, sink, rs, &log)
@@ -264,14 +233,7 @@ func TestOutageLongerThanTheFormerRestartBudgetIsSurvived(t *testing.T) {
 	// The outage ends at the 12th restart pause after it began, decided by
 	// the restart loop itself: a poll from here could see the count late,
 	// after the instant pauses used up the budget.
-	clock.mu.Lock()
-	upAt := clock.pauses + 12
-	clock.onPause = func(n int) {
-		if n == upAt {
-			proxy.setDown(false)
-		}
-	}
-	clock.mu.Unlock()
+	clock.AtPause(12, func() { proxy.setDown(false) })
 	proxy.setDown(true)
 	if err := <-done; err != nil {
 		t.Fatalf("Run = %v after an outage of 12 restarts, want the default strategy to ride it out", err)
