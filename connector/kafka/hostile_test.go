@@ -21,6 +21,7 @@ import (
 	"github.com/ingest-engine/ingest/internal/failpoint"
 	"github.com/ingest-engine/ingest/internal/testkit/kafkatest"
 	"github.com/ingest-engine/ingest/runtime"
+	"github.com/ingest-engine/ingest/storage"
 	"github.com/ingest-engine/ingest/watermark"
 )
 
@@ -240,30 +241,41 @@ func TestStallDoesNotMakePartitionsIdle(t *testing.T) {
 const hostileOwnerTopic = "ingest-txn-owners"
 
 // hostileKillAfterMetadata runs sp until the failpoint after the metadata of
-// its third complete checkpoint kills it, before that checkpoint's
-// transactions are committed: they stay prepared, holding read-committed
-// consumers back. It returns the newest complete checkpoint.
+// a complete checkpoint, the third or a later one, kills it before the tasks
+// learn that the checkpoint is complete: no writer can commit that
+// checkpoint's transactions when it reuses their ids, so they stay prepared,
+// holding read-committed consumers back. It returns the newest complete
+// checkpoint in storage, the one a recovery restores (a metadata write in
+// flight at the kill may complete a later one than the failpoint's).
 func hostileKillAfterMetadata(t *testing.T, sp *sinkPipeline) int64 {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var at atomic.Int64
-	disable := failpoint.Enable("job/after-metadata-before-commit", func() error {
-		if at.Add(1) == 3 {
-			cancel()
-			return fmt.Errorf("killed before the commit: %w", failpoint.ErrInjected)
+	disable := failpoint.Enable("job/after-metadata-before-notify", func() error {
+		if at.Add(1) < 3 {
+			return nil
 		}
-		return nil
+		cancel()
+		return fmt.Errorf("killed before the notification: %w", failpoint.ErrInjected)
 	})
-	stats, err := sp.run(t, ctx)
+	_, err := sp.run(t, ctx)
 	disable()
 	if err == nil || ctx.Err() == nil {
-		t.Fatalf("run = %v, want it killed", err)
+		t.Fatalf("run = %v, want it killed (%d checkpoints reached the failpoint)", err, at.Load())
+	}
+	st, err := storage.NewLocal(sp.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	latest, _, _, err := storage.Latest(context.Background(), st)
+	if err != nil {
+		t.Fatal(err)
 	}
 	if !sp.k.stuck(t, sp.k.topic) {
-		t.Fatalf("after the kill no prepared transaction of checkpoint %d holds back read-committed consumers: the test covers nothing", stats.Latest)
+		t.Fatalf("after the kill no prepared transaction of checkpoint %d holds back read-committed consumers: the test covers nothing", latest)
 	}
-	return stats.Latest
+	return latest
 }
 
 // hostileOngoing lists the ongoing transactions of prefix with their
