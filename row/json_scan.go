@@ -7,6 +7,8 @@ import (
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/ingest-engine/ingest/internal/jsonscan"
 )
 
 // This file is the lexical half of the JSON decoder: it validates and skips
@@ -238,15 +240,7 @@ func appendUnquoted(dst, body []byte) (_ []byte, fault string) {
 // invalidUTF8 describes the first invalid UTF-8 in b, which has some, whose
 // first byte is at offset base of the text.
 func invalidUTF8(b []byte, base int) string {
-	i := 0
-	for i < len(b) {
-		r, size := utf8.DecodeRune(b[i:])
-		if r == utf8.RuneError && size == 1 {
-			break
-		}
-		i += size
-	}
-	return "invalid UTF-8 at byte " + strconv.Itoa(base+i)
+	return "invalid UTF-8 at byte " + strconv.Itoa(base+jsonscan.FirstInvalidUTF8(b))
 }
 
 // Flags of a scanned number: the parts beyond an integer.

@@ -15,15 +15,7 @@ import (
 // else (the decoder reports syntax errors); it allocates only its error.
 func CheckText(data []byte) error {
 	if !utf8.Valid(data) {
-		i := 0
-		for i < len(data) {
-			r, size := utf8.DecodeRune(data[i:])
-			if r == utf8.RuneError && size == 1 {
-				break
-			}
-			i += size
-		}
-		return fmt.Errorf("invalid UTF-8 at byte %d (encoding/json would read U+FFFD)", i)
+		return fmt.Errorf("invalid UTF-8 at byte %d (encoding/json would read U+FFFD)", FirstInvalidUTF8(data))
 	}
 	// A backslash is an escape: valid JSON has none outside strings.
 	for i := 0; i < len(data); {
@@ -66,4 +58,18 @@ func hex4(b []byte) rune {
 		}
 	}
 	return r
+}
+
+// FirstInvalidUTF8 returns the offset of the first byte of data that does not
+// start a valid UTF-8 sequence, or len(data) if every byte does.
+func FirstInvalidUTF8(data []byte) int {
+	i := 0
+	for i < len(data) {
+		r, size := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && size == 1 {
+			break
+		}
+		i += size
+	}
+	return i
 }
