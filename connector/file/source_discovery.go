@@ -371,12 +371,7 @@ func (r *reader[T]) placeByPath(s *split, l *look, restoring bool) error {
 	case m.size < s.readOff():
 		return r.rewritten(s, fmt.Sprintf("it is %d bytes, shorter than the %d bytes already read", m.size, s.readOff()))
 	case !s.hasID:
-		f, err := os.Open(s.path)
-		if err != nil {
-			return fmt.Errorf("file source: opening %s: %w", s.path, err)
-		}
-		id, err := takeID(f)
-		_ = f.Close()
+		id, err := idOfPath(s.path)
 		if err != nil {
 			return err
 		}
@@ -475,12 +470,7 @@ func (r *reader[T]) rewritten(s *split, why string) error {
 	}
 	r.log.Warn("file source: file truncated or rewritten in place; reading it again from its start (on_replace: reread)", "path", s.path, "reason", why, "offset", s.off)
 	s.release()
-	f, err := os.Open(s.path)
-	if err != nil {
-		return fmt.Errorf("file source: opening %s: %w", s.path, err)
-	}
-	id, err := takeID(f)
-	_ = f.Close()
+	id, err := idOfPath(s.path)
 	if err != nil {
 		return err
 	}

@@ -53,6 +53,16 @@ type fileID struct {
 // key returns the identity's device and inode.
 func (id fileID) key() fileKey { return fileKey{dev: id.Dev, ino: id.Ino, ok: id.Ino != 0} }
 
+// idOfPath returns the identity of the file now under path.
+func idOfPath(path string) (fileID, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return fileID{}, fmt.Errorf("file source: opening %s: %w", path, err)
+	}
+	defer f.Close()
+	return takeID(f)
+}
+
 // takeID returns the identity of the open file f.
 func takeID(f *os.File) (fileID, error) {
 	fi, err := f.Stat()
