@@ -93,7 +93,7 @@ func (j *Job) checkFallback(ctx context.Context, c *candidate) error {
 			return perr
 		}
 		j.log.Warn("restoring although sinks published output of newer checkpoints, which were deleted or lost; that output is published again (--allow-duplicates: at-least-once for this recovery)",
-			"restored", target, "sinks", perr.describeSinks())
+			"restored", target, "sinks", describeSinks(perr.past))
 		return nil
 	}
 	ferr := &CorruptCheckpointError{Location: j.storage.Location(), Fallback: target, damaged: c.damaged, past: past}
@@ -112,7 +112,7 @@ func (j *Job) checkFallback(ctx context.Context, c *candidate) error {
 	}
 	if len(past) > 0 {
 		j.log.Warn("falling back although sinks published output after "+to+"; that output is published again (--allow-duplicates: at-least-once for this recovery)",
-			"sinks", ferr.describeSinks())
+			"sinks", describeSinks(ferr.past))
 	} else {
 		j.log.Info("falling back is exactly-once: no sink published output after "+to, "skipped", ferr.Checkpoints)
 	}
@@ -156,14 +156,15 @@ func (e *CorruptCheckpointError) Error() string {
 	}
 	fmt.Fprintf(&b, ". Checkpoint %d in %s cannot be restored, and falling back to %s%s would publish output twice: %s, and %s. "+
 		"Restore the damaged file from a backup and run again, or run with --allow-duplicates (Options.AllowDuplicates) to fall back to %s and publish that output a second time (at-least-once for this recovery)",
-		newest, e.Location, target, why, e.describeSinks(), replay, target)
+		newest, e.Location, target, why, describeSinks(e.past), replay, target)
 	return b.String()
 }
 
-// describeSinks says, per sink, what it published after the fallback point.
-func (e *CorruptCheckpointError) describeSinks() string {
-	parts := make([]string, len(e.past))
-	for i, p := range e.past {
+// describeSinks says, per sink, what it published after the checkpoint a
+// recovery would restore.
+func describeSinks(past []sinkProgress) string {
+	parts := make([]string, len(past))
+	for i, p := range past {
 		if p.unknown != "" {
 			parts[i] = fmt.Sprintf("sink %q cannot tell which checkpoint it published last (%s)", p.sink, p.unknown)
 		} else {
@@ -210,12 +211,7 @@ func (e *PublishedPastError) Error() string {
 	}
 	return fmt.Sprintf("the newest complete checkpoint in %s is %s, but %s: checkpoint %d and any between were deleted or lost (a missing checkpoint directory or _metadata), and %s, so that output would be published twice. "+
 		"Restore the missing checkpoint from a backup and run again, or run with --allow-duplicates (Options.AllowDuplicates) to restore %s and publish that output a second time (at-least-once for this recovery)",
-		e.Location, target, e.describeSinks(), newest, replay, target)
-}
-
-// describeSinks says, per sink, what it published after the restored checkpoint.
-func (e *PublishedPastError) describeSinks() string {
-	return (&CorruptCheckpointError{past: e.past}).describeSinks()
+		e.Location, target, describeSinks(e.past), newest, replay, target)
 }
 
 // Unwrap returns ErrIncompatible: a restart cannot bring the checkpoint back.
