@@ -46,8 +46,10 @@ type Link struct {
 // file or directory must exist inside root, and an #anchor must name a
 // heading (GitHub's slug, see Slugger) or an HTML id or name of a Markdown
 // target, or be a line anchor (#L10, #L10-L20) of another file. Links with a
-// scheme (https:, mailto:) are not checked. The problems are in file and line
-// order; the error is for a root that cannot be read.
+// scheme (https:, mailto:) are not checked. A path going up a directory in a
+// code span (`../shared/notes.txt`) must name a file or directory inside root
+// too: a reader of the repository cannot follow that citation either. The problems are in file
+// and line order; the error is for a root that cannot be read.
 func Check(root string) ([]Problem, error) {
 	root, err := filepath.Abs(root)
 	if err != nil {
@@ -94,7 +96,8 @@ type checker struct {
 	anchors map[string]map[string]bool // by absolute path
 }
 
-// file returns the problems of the Markdown file at the absolute path f.
+// file returns the problems of the Markdown file at the absolute path f, in
+// line order.
 func (c *checker) file(f string) ([]Problem, error) {
 	src, err := os.ReadFile(f)
 	if err != nil {
@@ -105,6 +108,11 @@ func (c *checker) file(f string) ([]Problem, error) {
 		return nil, fmt.Errorf("doccheck: %w", err)
 	}
 	var problems []Problem
+	for _, m := range PathMentions(string(src)) {
+		if reason := c.escapes(f, m.Target); reason != "" {
+			problems = append(problems, Problem{File: filepath.ToSlash(rel), Line: m.Line, Target: m.Target, Reason: reason})
+		}
+	}
 	for _, l := range Links(string(src)) {
 		reason := l.Reason
 		if reason == "" {
@@ -117,6 +125,7 @@ func (c *checker) file(f string) ([]Problem, error) {
 			problems = append(problems, Problem{File: filepath.ToSlash(rel), Line: l.Line, Target: l.Target, Reason: reason})
 		}
 	}
+	slices.SortStableFunc(problems, func(a, b Problem) int { return a.Line - b.Line })
 	return problems, nil
 }
 
@@ -148,7 +157,7 @@ func (c *checker) resolve(from, target string) (string, error) {
 	default:
 		abs = filepath.Join(filepath.Dir(from), filepath.FromSlash(path))
 	}
-	if rel, err := filepath.Rel(c.root, abs); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+	if !c.inside(abs) {
 		return "outside the repository", nil
 	}
 	info, err := os.Stat(abs)
@@ -188,6 +197,27 @@ func (c *checker) resolve(from, target string) (string, error) {
 	}
 	name, _ := filepath.Rel(c.root, abs)
 	return fmt.Sprintf("no heading of %s has the anchor #%s%s", filepath.ToSlash(name), anchor, suggest(anchor, anchors)), nil
+}
+
+// inside reports whether the absolute path abs is within the root.
+func (c *checker) inside(abs string) bool {
+	rel, err := filepath.Rel(c.root, abs)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
+// escapes returns why a path that the Markdown file from mentions in a code
+// span, relative to that file, is a problem: it names a place outside the
+// repository, or nothing in it — a citation a reader of the repository
+// cannot follow. It returns "" for a file or directory of the repository.
+func (c *checker) escapes(from, path string) string {
+	abs := filepath.Join(filepath.Dir(from), filepath.FromSlash(path))
+	if !c.inside(abs) {
+		return "a path outside the repository: quote or summarise what it holds, or link within the repository"
+	}
+	if _, err := os.Stat(abs); err != nil {
+		return "a path to nothing in the repository: quote or summarise what it holds, or link within the repository"
+	}
+	return ""
 }
 
 // suggest names the anchors that share a prefix of four characters with
@@ -322,6 +352,28 @@ func Links(src string) []Link {
 	return links
 }
 
+// relativeMention matches a code span's content that is a relative path
+// going up a directory: `../shared/notes.txt`.
+var relativeMention = regexp.MustCompile(`^(?:\./)?\.\./\S*$`)
+
+// PathMentions returns the code spans of a Markdown source (outside code
+// blocks and HTML comments) whose content is a relative path that goes up a
+// directory, as `../shared/notes.txt`: Check reports those that leave the
+// repository or name nothing in it, since such a path is a citation a reader
+// cannot follow either.
+func PathMentions(src string) []Link {
+	text := blankComments(blankFences(src))
+	var mentions []Link
+	for _, sp := range codeSpans(text) {
+		n := runLength(text, sp[0], '`')
+		content := codeContent(text[sp[0]+n : sp[1]-n])
+		if relativeMention.MatchString(content) {
+			mentions = append(mentions, Link{Line: 1 + strings.Count(text[:sp[0]], "\n"), Target: content})
+		}
+	}
+	return mentions
+}
+
 // normalizeLabel folds a reference label as CommonMark matches them: case
 // and runs of white space do not matter.
 func normalizeLabel(l string) string {
@@ -400,11 +452,20 @@ func blankComments(src string) string {
 // paragraphEnd matches a blank line, which a code span cannot cross.
 var paragraphEnd = regexp.MustCompile(`\n[ \t]*\n`)
 
-// blankCodeSpans blanks code spans, backticks included. A run of backticks
-// with no run of the same length after it in its paragraph is literal; a
-// backslash escapes a backtick.
+// blankCodeSpans blanks code spans, backticks included.
 func blankCodeSpans(src string) string {
 	b := []byte(src)
+	for _, sp := range codeSpans(src) {
+		blank(b, sp[0], sp[1])
+	}
+	return string(b)
+}
+
+// codeSpans returns the start and end offsets of the code spans of src,
+// backticks included. A run of backticks with no run of the same length
+// after it in its paragraph is literal; a backslash escapes a backtick.
+func codeSpans(src string) [][2]int {
+	var spans [][2]int
 	for i := 0; i < len(src); {
 		switch src[i] {
 		case '\\':
@@ -425,8 +486,8 @@ func blankCodeSpans(src string) string {
 			i += n
 			continue
 		}
-		blank(b, i, end+n)
+		spans = append(spans, [2]int{i, end + n})
 		i = end + n
 	}
-	return string(b)
+	return spans
 }

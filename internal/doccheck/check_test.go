@@ -122,8 +122,12 @@ func TestCheckReportsEveryKindOfBrokenLink(t *testing.T) {
 		"[missing file](docs/nope.md) [missing anchor](docs/a.md#setup)",
 		"[outside](../shared.md) [rooted](/docs/a.md#the-ab-section) [web](https://example.com/x.md#y)",
 		"[bad line anchor](cmd/main.go#main) [dir anchor](cmd#x) [escaped](docs/a%20b.md)",
+		"The notes are in `../shared.md`; see ``../elsewhere/DESIGN.md`` too, not `..` alone.",
+		"```sh",
+		"cat ../shared.md # a command, not a citation",
+		"```",
 	}, "\n"))
-	write("docs/a.md", "# A\n## The `a`/`b` section\nBack [up](../README.md#project).\n")
+	write("docs/a.md", "# A\n## The `a`/`b` section\nBack [up](../README.md#project), or `../README.md`; not `../shared/notes.txt`.\n")
 	write("docs/a b.md", "# Spaced name\n")
 	write("cmd/main.go", "package main\n")
 	write(".git/ignored.md", "[broken](nowhere.md)\n")
@@ -143,6 +147,9 @@ func TestCheckReportsEveryKindOfBrokenLink(t *testing.T) {
 		"README.md:4: ../shared.md: outside the repository",
 		"README.md:5: cmd/main.go#main: an anchor in a file that is not Markdown is not a line anchor (#L10, #L10-L20)",
 		"README.md:5: cmd#x: an anchor on a directory",
+		"README.md:6: ../shared.md: a path outside the repository: quote or summarise what it holds, or link within the repository",
+		"README.md:6: ../elsewhere/DESIGN.md: a path outside the repository: quote or summarise what it holds, or link within the repository",
+		"docs/a.md:3: ../shared/notes.txt: a path to nothing in the repository: quote or summarise what it holds, or link within the repository",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

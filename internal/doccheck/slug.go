@@ -1,6 +1,7 @@
 // Package doccheck checks that the repository's Markdown stands alone: every
-// relative link names a file of the repository and every #anchor names a
-// heading (or an explicit HTML anchor) of its target, as GitHub renders them.
+// relative link names a file of the repository, every #anchor names a heading
+// (or an explicit HTML anchor) of its target as GitHub renders them, and no
+// path in a code span points up and out of the repository.
 //
 // Its test, TestRepositoryLinks, walks the repository, so the README's test
 // command (`go test ./...`) fails on a broken link.
