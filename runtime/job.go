@@ -177,6 +177,9 @@ func (j *Job) Run(ctx context.Context) error {
 		}
 		j.log.Warn("job failed; restarting from the last complete checkpoint", "err", err, "attempt", n+1,
 			"delay", delay.Round(time.Millisecond), "restarts_in_a_row", b.streak, "budget_left", b.remaining(now).Round(time.Second))
+		// Counted when decided, before the pause: a test driving the job's
+		// clock sees the restart and moves the time through its pause.
+		j.restarts.Add(1)
 		// A Stop during the pause ends it: the next attempt starts at once
 		// and stops gracefully, with its final checkpoint.
 		select {
@@ -186,7 +189,6 @@ func (j *Job) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return err
 		}
-		j.restarts.Add(1)
 	}
 }
 
