@@ -80,7 +80,7 @@ func TestJudgeHealth(t *testing.T) {
 			level: "critical", state: "checkpoints_failing", problems: []string{"checkpoints_failing"},
 			summary: []string{"the last 2 checkpoints failed", "checkpoint 13: x"}, since: t0.Add(-2 * s)},
 		{name: "failing without a recovery point",
-			in: healthInput{o: running(3*s, nil), interval: 2 * s, history: []runtime.CheckpointRecord{failed(1, s, "timed out")}},
+			in:    healthInput{o: running(3*s, nil), interval: 2 * s, history: []runtime.CheckpointRecord{failed(1, s, "timed out")}},
 			level: "critical", state: "checkpoints_failing", problems: []string{"checkpoints_failing"}, summary: []string{"none has completed, so there is no recovery point"}},
 		{name: "the job failed",
 			in:    healthInput{o: withRestarts(running(time.Minute, lastAt(3, 4*s)), 1, runtime.PhaseFailed), interval: 10 * s},
