@@ -3,6 +3,7 @@ package httpapi
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ingest-engine/ingest/runtime"
@@ -131,7 +132,11 @@ func judge(in healthInput) healthJSON {
 		if reason == "" {
 			reason = "no reason given"
 		}
-		msg += "; checkpoint " + strconv.FormatInt(newest.ID, 10) + ": " + reason
+		// The coordinator's reasons begin with the checkpoint's id already.
+		if id := "checkpoint " + strconv.FormatInt(newest.ID, 10); !strings.HasPrefix(reason, id+":") {
+			reason = id + ": " + reason
+		}
+		msg += "; " + reason
 		add(stateCheckpointsFailing, level, msg, first.EndedAt)
 	}
 
