@@ -10,6 +10,10 @@
 //	POST /api/v1/stop                stop with a final checkpoint
 //	GET  /                           the dashboard, when one is mounted
 //
+// The pipeline answer carries the job's health as the API judges it
+// (health.go: failed, checkpoints failing, restarting, checkpoints stale),
+// so that every client shows trouble the same way.
+//
 // GET is open. POST requires "Authorization: Bearer <token>" with the
 // configured token; without a configured token POST is refused (403), so a
 // server started without one cannot be used to stop the pipeline. Errors
