@@ -118,6 +118,9 @@ type observer struct {
 	// restored is the checkpoint the current attempt restored (0: none); its
 	// positions are kept however many newer ones there are.
 	restored int64
+	// recoveryLog are the last RecoveryLogSize recoveries, oldest first
+	// (observe_recoveries.go).
+	recoveryLog []RecoveryEvent
 
 	// req signals the driver that waiters want a checkpoint now.
 	reqOnce sync.Once
@@ -224,6 +227,7 @@ func (ob *observer) started(a *attempt) {
 		restored = m.ID
 		ob.restoredCheckpoint(m)
 	}
+	ob.logRecovery(a.n, restored) // observe_recoveries.go
 	switch {
 	case a.n > 0:
 		class := "unknown"
