@@ -61,7 +61,7 @@ func (j *Job) CheckpointOptions() checkpoint.Options { return j.opts.Checkpoint 
 // logRecovery records the recovery of attempt n, which restored checkpoint
 // restored (0: none), at started. The caller holds the observer's mutex.
 func (ob *observer) logRecovery(n int, restored int64) {
-	e := RecoveryEvent{At: time.Now(), Attempt: n, Restored: restored}
+	e := RecoveryEvent{At: ob.clock.Now(), Attempt: n, Restored: restored}
 	switch {
 	case n > 0:
 		e.Cause, e.Class = "restart", "unknown"
