@@ -58,6 +58,10 @@ type Pipeline struct {
 	// endpoints require ("" refuses them; INGEST_HTTP_TOKEN overrides it,
 	// see httpapi.Token).
 	HTTPToken string
+	// WritesStdout says whether a sink (type: stdout) prints records to
+	// standard output: then `ingest run` keeps its status line off a
+	// terminal the records go to.
+	WritesStdout bool
 	// caveats qualify the guarantee without weakening it (Delivery).
 	caveats []caveat
 	// secrets masks the secrets of the file's connection strings (Redact).
@@ -103,6 +107,8 @@ type builder struct {
 	sides []sideOutput
 	// used holds every reference (input, left, right) resolved so far.
 	used map[string]bool
+	// writesStdout is set once a stdout sink is built.
+	writesStdout bool
 	// declared holds the names of the file's sources and transforms, built
 	// or not yet.
 	declared map[string]bool
@@ -233,6 +239,7 @@ func Parse(path string, data []byte) (*Pipeline, error) {
 		return nil, &Error{File: path, Msg: out.secrets.String(err.Error())}
 	}
 	out.Stream = b.p
+	out.WritesStdout = b.writesStdout
 	slices.SortStableFunc(b.warnings, func(a, b Warning) int { return a.Line - b.Line })
 	out.Warnings = b.warnings
 	slices.SortStableFunc(b.caveats, func(a, b caveat) int { return a.line - b.line })

@@ -143,6 +143,7 @@ func (b *builder) sink(name string, k *yaml.Node, m *mapping) {
 		if ok {
 			stream.To(in.s, name, stdout.New(in.schema.AppendJSON), par)
 		}
+		b.writesStdout = true
 	case "postgres":
 		b.postgresSink(name, m, in, ok, par)
 	case "kafka":
