@@ -31,6 +31,10 @@ func devCmd() *cobra.Command {
 	return cmd
 }
 
+// defaultDevKafka is where `ingest dev kafka` listens by default, and the
+// brokers examples/kafka.yaml uses unless KAFKA_BROKERS says otherwise.
+const defaultDevKafka = "127.0.0.1:9092"
+
 // devKafka are the flags of `ingest dev kafka`.
 type devKafka struct {
 	port       int
@@ -119,7 +123,11 @@ func (d *devKafka) run(ctx context.Context, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "printing the records committed to %s (read committed)\n", d.watch)
 		wg.Go(func() { errs <- d.printCommitted(ctx, addr, stdout) })
 	}
-	fmt.Fprintf(stderr, "try: ingest run examples/kafka.yaml (brokers %s; KAFKA_BROKERS overrides them); Ctrl-C stops the broker, and its topics go with it\n", addr)
+	try := "ingest run examples/kafka.yaml"
+	if addr != defaultDevKafka {
+		try = "KAFKA_BROKERS=" + addr + " " + try
+	}
+	fmt.Fprintf(stderr, "in another terminal: %s\nCtrl-C stops the broker, and its topics go with it\n", try)
 	var failed error
 	select {
 	case <-ctx.Done():
