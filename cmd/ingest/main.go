@@ -3,6 +3,8 @@
 //	ingest run pipeline.yaml
 //	ingest validate pipeline.yaml
 //	ingest checkpoints list pipeline.yaml
+//	ingest dev kafka          # a throwaway broker for examples/kafka.yaml
+//	ingest version
 package main
 
 import (

@@ -64,7 +64,8 @@ type Config struct {
 	// its restored position, and written into every subtask's position: a
 	// restore, in this process or another, replays the same event times. A
 	// position written without StartNow has no start; restored with it, the
-	// start is chosen then. Without StartNow a restored start is ignored and
+	// start is chosen then, so that the restored subtask's next record is at
+	// the wall clock. Without StartNow a restored start is ignored and
 	// StartTime applies, as a changed EventInterval does. The start belongs
 	// to the Source: every job of one Source shares it. StartTime must be
 	// zero with it.
@@ -153,10 +154,13 @@ type Source[T any] struct {
 }
 
 // startOf returns the event time of record 0 (Unix ns) for a subtask whose
-// restored position holds restored (nil: none). Without StartNow it is
-// StartTime. With it, the restored start is the job's; otherwise the one
-// chosen already, or now.
-func (s *Source[T]) startOf(restored *int64, now func() time.Time) (int64, error) {
+// restored position holds restored (nil: none) and whose next record is
+// next. Without StartNow it is StartTime. With it, the restored start is the
+// job's; otherwise the one chosen already, or one chosen now so that the
+// subtask's next record is at the wall clock: now for a first start, earlier
+// for a position written without StartNow (its records are not put in the
+// future).
+func (s *Source[T]) startOf(restored *int64, next int64, now func() time.Time) (int64, error) {
 	if !s.cfg.StartNow {
 		return s.cfg.StartTime.UnixNano(), nil
 	}
@@ -170,6 +174,10 @@ func (s *Source[T]) startOf(restored *int64, now func() time.Time) (int64, error
 		s.start = restored
 	case s.start == nil:
 		t := now().UnixNano()
+		// t - next*interval, when it is an event time (at least MinInt64).
+		if step := int64(s.cfg.EventInterval); next > 0 && step > 0 && next <= math.MaxInt64/step && uint64(next*step) <= uint64(t)+1<<63 {
+			t -= next * step
+		}
 		s.start = &t
 	}
 	if s.cfg.Count > 0 && s.cfg.Count-1 > maxRecordID(*s.start, int64(s.cfg.EventInterval)) {
@@ -467,7 +475,14 @@ func (t *subtask[T]) Open(ctx *runtime.Context) error {
 		}
 		lanes, restoredStart = restored.lanes, restored.start
 	}
-	start, err := t.src.startOf(restoredStart, ctx.Now)
+	next := int64(math.MaxInt64)
+	for _, l := range lanes {
+		next = min(next, l.Next)
+	}
+	if len(lanes) == 0 {
+		next = 0
+	}
+	start, err := t.src.startOf(restoredStart, next, ctx.Now)
 	if err != nil {
 		return err
 	}

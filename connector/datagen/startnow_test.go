@@ -124,8 +124,9 @@ func TestStartNowIsKeptAcrossRestarts(t *testing.T) {
 }
 
 // A position written without start_time: now has no start; restored with
-// it, the start is chosen then. Without now, positions keep their format
-// and a restored start is ignored: start_time applies.
+// it, the start is chosen then, so that the next record is at the wall
+// clock. Without now, positions keep their format and a restored start is
+// ignored: start_time applies.
 func TestStartNowAndFixedStartPositions(t *testing.T) {
 	t1 := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
 	fixed := newEvents(t, datagen.Config{Count: 100})
@@ -143,7 +144,11 @@ func TestStartNowAndFixedStartPositions(t *testing.T) {
 		t.Fatal(err)
 	}
 	drain(t, st)
-	checkTimes(t, "now after a fixed start", st.out.records(), t1, time.Millisecond)
+	recs := st.out.records()
+	if recs[0].Value.ID != 100 || recs[0].Time != t1.UnixNano() {
+		t.Fatalf("now after a fixed start: first record %d at %v, want 100 at %v", recs[0].Value.ID, time.Unix(0, recs[0].Time).UTC(), t1)
+	}
+	checkTimes(t, "now after a fixed start", recs, t1.Add(-100*time.Millisecond), time.Millisecond)
 
 	withStart := readOnceFresh(t, datagen.Config{Count: 100, StartNow: true}, t1)
 	st, err = openAt(t, newEvents(t, datagen.Config{Count: 200}), 0, 1, t1.Add(time.Hour), withStart, nil)
