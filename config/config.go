@@ -4,9 +4,11 @@
 package config
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -45,7 +47,8 @@ type Pipeline struct {
 	Stream *stream.Pipeline
 	// Warnings are findings that do not stop the pipeline, in file order:
 	// expressions whose results change when records are replayed after a
-	// recovery. `ingest validate` and `ingest run` print them.
+	// recovery, transforms and side outputs that nothing reads. `ingest
+	// validate` and `ingest run` print them.
 	Warnings []Warning
 	// Require is the weakest delivery guarantee checkpoint.require allows;
 	// runtime.DeliveryNone, which every pipeline satisfies, when it is not
@@ -55,6 +58,10 @@ type Pipeline struct {
 	// endpoints require ("" refuses them; INGEST_HTTP_TOKEN overrides it,
 	// see httpapi.Token).
 	HTTPToken string
+	// WritesStdout says whether a sink (type: stdout) prints records to
+	// standard output: then `ingest run` keeps its status line off a
+	// terminal the records go to.
+	WritesStdout bool
 	// caveats qualify the guarantee without weakening it (Delivery).
 	caveats []caveat
 	// secrets masks the secrets of the file's connection strings (Redact).
@@ -100,6 +107,11 @@ type builder struct {
 	sides []sideOutput
 	// used holds every reference (input, left, right) resolved so far.
 	used map[string]bool
+	// writesStdout is set once a stdout sink is built.
+	writesStdout bool
+	// declared holds the names of the file's sources and transforms, built
+	// or not yet.
+	declared map[string]bool
 	// caveats are the nondeterministic expressions found so far, and
 	// requireAt is the value of checkpoint.require (nil when unset).
 	caveats   []caveat
@@ -151,13 +163,29 @@ func Parse(path string, data []byte) (*Pipeline, error) {
 			// The usual cause is an unquoted expression: a ? b : c.
 			msg += ` (a value containing ": " must be quoted, e.g. x: "value > 5 ? 'big' : 'small'")`
 		}
+		if strings.HasPrefix(msg, "did not find expected ',' or ") {
+			// The YAML parser numbers the lines of this error from 0 (the
+			// line of the flow collection's start, or of the problem when
+			// that is line 0), and leaves out line 0.
+			line++
+			if bytes.Contains(data, []byte("${")) {
+				// YAML reads the { of a plain ${VAR} in [...] or {...} as syntax.
+				msg += ` (a ${VAR} inside [...] or {...} must be quoted, e.g. brokers: ["${BROKER}"])`
+			}
+		}
 		return nil, &Error{File: path, Line: line, Msg: redact.Text(msg)}
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
 		return nil, &Error{File: path, Msg: "the file is empty"}
 	}
+	substitute(e, &doc, "", os.LookupEnv) // env.go
+	secrets := fileSecrets(&doc)
+	if e.failed() {
+		// A missing variable would only cause other errors further on.
+		return nil, errors.Join(scrubErrors(secrets, e.all())...)
+	}
 	top := newMapping(e, "", doc.Content[0])
-	out := &Pipeline{File: path, secrets: fileSecrets(&doc)}
+	out := &Pipeline{File: path, secrets: secrets}
 	out.Name = top.required("pipeline")
 	b := &builder{e: e, dir: filepath.Dir(abs), streams: map[string]named{}, ids: map[string]*yaml.Node{}, paths: map[string]*yaml.Node{}, used: map[string]bool{}}
 	b.maxPar = top.int("max_parallelism", state.DefaultMaxParallelism)
@@ -179,7 +207,11 @@ func Parse(path string, data []byte) (*Pipeline, error) {
 	out.Restart = b.restart(top.sub("restart"))
 	out.HTTPToken = b.http(top.sub("http"))
 
-	sources := top.sub("sources")
+	sources, transforms := top.sub("sources"), top.sub("transforms")
+	b.declared = map[string]bool{}
+	for _, name := range append(slices.Clone(sources.keys), transforms.keys...) {
+		b.declared[name] = true
+	}
 	if len(sources.keys) == 0 {
 		e.add(top.line("sources"), "sources", "a pipeline needs at least one source")
 	}
@@ -187,7 +219,7 @@ func Parse(path string, data []byte) (*Pipeline, error) {
 		b.source(name, sources.line(name), sources.sub(name))
 	}
 	sources.done()
-	b.transforms(top.sub("transforms"))
+	b.transforms(transforms)
 	sinks := top.sub("sinks")
 	if len(sinks.keys) == 0 {
 		e.add(top.line("sinks"), "sinks", "a pipeline needs at least one sink")
@@ -198,14 +230,16 @@ func Parse(path string, data []byte) (*Pipeline, error) {
 	sinks.done()
 	top.done()
 	b.unreadSideOutputs()
+	b.unreadTransforms(transforms)
 	b.checkFeedback()
-	if len(e.list) > 0 {
-		return nil, errors.Join(scrubErrors(out.secrets, e.list)...)
+	if e.failed() {
+		return nil, errors.Join(scrubErrors(out.secrets, e.all())...)
 	}
 	if _, err := b.p.Plan(); err != nil {
 		return nil, &Error{File: path, Msg: out.secrets.String(err.Error())}
 	}
 	out.Stream = b.p
+	out.WritesStdout = b.writesStdout
 	slices.SortStableFunc(b.warnings, func(a, b Warning) int { return a.Line - b.Line })
 	out.Warnings = b.warnings
 	slices.SortStableFunc(b.caveats, func(a, b caveat) int { return a.line - b.line })
@@ -404,14 +438,18 @@ func (b *builder) ref(m *mapping, key string) (named, bool) {
 			return named{}, false
 		}
 	}
-	known := slices.Sorted(func(yield func(string) bool) {
-		for k := range b.streams {
-			if !yield(k) {
-				return
-			}
-		}
-	})
-	b.e.add(m.get(key), m.field(key), "%q is not a source or transform defined before it (known: %s)", in, strings.Join(known, ", "))
+	names := maps.Clone(b.declared)
+	for k := range b.streams {
+		names[k] = true
+	}
+	delete(names, strings.TrimPrefix(m.path, "transforms.")) // not itself
+	known := slices.Sorted(maps.Keys(names))
+	hint := ""
+	if s := closest(in, known); s != "" {
+		hint = ", did you mean " + s + "?"
+	}
+	// Transforms may come in any order: the known names are all of them.
+	b.e.add(m.get(key), m.field(key), "%q is not a source or transform%s (known: %s)", in, hint, strings.Join(known, ", "))
 	return named{}, false
 }
 
@@ -424,6 +462,22 @@ func (b *builder) unreadSideOutputs() {
 		if !b.used[ref] {
 			b.warnings = append(b.warnings, Warning{File: b.e.file, Line: so.at.Line, Field: so.field,
 				Msg: fmt.Sprintf("nothing reads side output %s (a transform or sink would with input: %s), so its records are dropped and counted as with late_records: drop", ref, ref)})
+		}
+	}
+}
+
+// unreadTransforms warns of transforms that nothing reads, neither their
+// output nor a side output of theirs: their results are computed and
+// dropped, which is probably a sink's input misspelt or forgotten.
+func (b *builder) unreadTransforms(m *mapping) {
+	for _, name := range m.keys {
+		read := b.used[name]
+		for ref := range b.used {
+			read = read || strings.HasPrefix(ref, name+".")
+		}
+		if !read {
+			b.warnings = append(b.warnings, Warning{File: b.e.file, Line: m.line(name).Line, Field: m.field(name),
+				Msg: fmt.Sprintf("nothing reads transform %s (a sink or transform would with input: %s), so its results are computed and dropped", name, name)})
 		}
 	}
 }

@@ -88,9 +88,20 @@ func (b *builder) datagen(name string, m *mapping, par stream.NodeOption) (named
 		Count:         m.int("count", 0),
 		Rate:          m.float("rate", 0),
 		Keys:          m.int("keys", 100),
-		StartTime:     m.time("start_time", datagen.DefaultStartTime),
+		StartTime:     datagen.DefaultStartTime,
 		EventInterval: m.duration("event_interval", time.Millisecond),
 		Watermark:     b.watermarkStrategy(m),
+	}
+	if v, ok := m.scalar("start_time"); ok {
+		t, err := time.Parse(time.RFC3339Nano, v.Value)
+		switch {
+		case v.Value == "now":
+			cfg.StartTime, cfg.StartNow = time.Time{}, true
+		case err != nil:
+			m.fail("start_time", v, "%q is not an RFC 3339 time (2026-01-01T00:00:00Z) or now", v.Value)
+		default:
+			cfg.StartTime = t
+		}
 	}
 	m.positive("count", cfg.Count > 0)
 	m.positive("rate", cfg.Rate > 0)
@@ -143,6 +154,7 @@ func (b *builder) sink(name string, k *yaml.Node, m *mapping) {
 		if ok {
 			stream.To(in.s, name, stdout.New(in.schema.AppendJSON), par)
 		}
+		b.writesStdout = true
 	case "postgres":
 		b.postgresSink(name, m, in, ok, par)
 	case "kafka":

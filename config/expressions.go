@@ -151,12 +151,7 @@ func (b *builder) filter(name string, m *mapping) {
 // true (a selected field named like an input field replaces it in place).
 func (b *builder) mapTransform(name string, m *mapping) {
 	in, ok := b.input(m)
-	keep := false
-	if v, isScalar := m.scalar("keep_input"); isScalar {
-		if err := v.Decode(&keep); err != nil || v.Tag != "!!bool" {
-			m.fail("keep_input", v, "%q is not true or false", v.Value)
-		}
-	}
+	keep := m.boolean("keep_input", false) // by its text: keep_input: ${KEEP} works too
 	par := b.parallelism(m)
 	sel := m.sub("select")
 	if len(sel.keys) == 0 {

@@ -40,6 +40,10 @@ func (e *Error) Error() string {
 type errs struct {
 	file string
 	list []error
+	// unknown are the unknown-field errors: a misspelt field is often the
+	// cause of other errors (a required field missing, a node that could not
+	// be built), so all lists them first.
+	unknown []*Error
 	// checks run once the whole file is built (whether anything reads a
 	// source's dead-letter output): when the top-level mapping is done, or
 	// else first thing in err.
@@ -66,9 +70,23 @@ func (e *errs) add(n *yaml.Node, field, format string, args ...any) {
 	e.list = append(e.list, &Error{File: e.file, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)})
 }
 
+// all returns the errors: the unknown fields in file order, then the
+// others in the order found.
+func (e *errs) all() []error {
+	out := make([]error, 0, len(e.unknown)+len(e.list))
+	slices.SortStableFunc(e.unknown, func(a, b *Error) int { return a.Line - b.Line })
+	for _, u := range e.unknown {
+		out = append(out, u)
+	}
+	return append(out, e.list...)
+}
+
+// failed says whether any error was found.
+func (e *errs) failed() bool { return len(e.list)+len(e.unknown) > 0 }
+
 func (e *errs) err() error {
 	e.runChecks()
-	return errors.Join(e.list...)
+	return errors.Join(e.all()...)
 }
 
 // mapping is a YAML mapping being read field by field; fields not read are
@@ -257,7 +275,11 @@ func (m *mapping) sub(key string) *mapping {
 // fields read: they cannot be checked against an unknown type.
 func (m *mapping) unknownType(what, typ, known string) {
 	if typ != "" {
-		m.e.add(m.get("type"), m.field("type"), "unknown %s type %q (known: %s)", what, typ, known)
+		hint := ""
+		if s := closest(typ, strings.Split(known, ", ")); s != "" {
+			hint = ", did you mean " + s + "?"
+		}
+		m.e.add(m.get("type"), m.field("type"), "unknown %s type %q%s (known: %s)", what, typ, hint, known)
 	}
 	for _, k := range m.keys {
 		m.read[k] = true
@@ -279,7 +301,61 @@ func (m *mapping) done() {
 					}
 				}
 			})
-			m.e.add(m.knode[k], m.field(k), "unknown field (known here: %s)", strings.Join(known, ", "))
+			msg := "unknown field"
+			if s := m.suggest(k, known); s != "" {
+				msg += ", did you mean " + s + "?"
+			}
+			m.e.unknown = append(m.e.unknown, &Error{File: m.e.file, Line: m.knode[k].Line, Field: m.field(k),
+				Msg: fmt.Sprintf("%s (known here: %s)", msg, strings.Join(known, ", "))})
 		}
 	}
+}
+
+// suggest returns the field of known, not given in m, that key is most
+// likely a misspelling of; "" when none is close.
+func (m *mapping) suggest(key string, known []string) string {
+	var candidates []string
+	for _, k := range known {
+		if m.vals[k] == nil {
+			candidates = append(candidates, k)
+		}
+	}
+	return closest(key, candidates)
+}
+
+// closest returns the word of words nearest to s by edit distance (a
+// letter added, removed, changed, or two neighbours swapped), if it is near
+// enough to be a misspelling: one edit per three letters of s, at least
+// one and at most three; ties go to the first. "" when none is.
+func closest(s string, words []string) string {
+	best, bestD := "", min(max(1, len(s)/3), 3)+1
+	for _, w := range words {
+		if d := editDistance(strings.ToLower(s), strings.ToLower(w)); d < bestD {
+			best, bestD = w, d
+		}
+	}
+	return best
+}
+
+// editDistance is the optimal string alignment distance of a and b (bytes).
+func editDistance(a, b string) int {
+	prev2, prev, cur := make([]int, len(b)+1), make([]int, len(b)+1), make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return prev[len(b)]
 }

@@ -245,7 +245,7 @@ func TestConfigJoinErrors(t *testing.T) {
 		{"no kind", e(12, ""),
 			"p.yaml:11: transforms.j.kind: is required"},
 		{"unknown left input", e(13, "    left: nowhere"),
-			`p.yaml:13: transforms.j.left: "nowhere" is not a source or transform defined before it (known: a, b)`},
+			`p.yaml:13: transforms.j.left: "nowhere" is not a source or transform (known: a, b)`},
 		{"no right input", e(14, ""),
 			"p.yaml:11: transforms.j.right: is required"},
 		{"negative max_delay", e(5, "    watermark: {max_delay: -1s}"),
@@ -273,7 +273,7 @@ func TestConfigJoinErrorReportedOnce(t *testing.T) {
 	for _, tc := range []struct{ src, want string }{
 		{editIn(joinBase, 15, `    on: {left: key, right: "string(key)"}`), "p.yaml:15: transforms.j.on.right: the keys must have the same type"},
 		{editIn(joinBase, 5, "    watermark: {max_delay: -1s}"), "p.yaml:5: sources.a.watermark.max_delay: must not be negative"},
-		{editIn(joinBase, 13, "    left: nowhere"), `p.yaml:13: transforms.j.left: "nowhere" is not a source or transform defined before it`},
+		{editIn(joinBase, 13, "    left: nowhere"), `p.yaml:13: transforms.j.left: "nowhere" is not a source or transform`},
 	} {
 		lines := parseErrs(t, tc.src)
 		if len(lines) != 1 || !strings.HasPrefix(lines[0], tc.want) {

@@ -256,7 +256,7 @@ func TestConfigWindowErrors(t *testing.T) {
 		{"side output of a source", editIn(windowBase, 9, "    input: events.late"),
 			`p.yaml:9: transforms.w.input: events has no side outputs, so "late" names nothing`},
 		{"side output of nothing", editIn(windowBase, 17, "    input: nowhere.late"),
-			`p.yaml:17: sinks.out.input: "nowhere.late" is not a source or transform defined before it (known: events, w)`},
+			`p.yaml:17: sinks.out.input: "nowhere.late" is not a source or transform (known: events, w)`},
 		{"a window reading its own late records", editIn(editIn(windowBase, 11, "    size: 1s\n    late_records: late"), 9, "    input: w.late"),
 			"p.yaml:7: transforms: transforms w feed each other in a cycle"},
 	} {

@@ -139,6 +139,23 @@ type DeadLetter struct {
 	Raw []byte `json:"raw"`
 }
 
+// BadRecordError is the failure of a source subtask at a bad record under
+// OnErrorFail (Reject returns it). Its message is the connector's; it marks
+// the failure as one that a restart meets again, so the caller that reports
+// it can name the remedy: OnErrorSkip or OnErrorDeadLetter on Source.
+type BadRecordError struct {
+	// Source is the source node; "" from a source without a policy.
+	Source string
+	// Err is the connector's failure: the record's position and the cause.
+	Err error
+}
+
+// Error returns the connector's message.
+func (e *BadRecordError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the connector's failure.
+func (e *BadRecordError) Unwrap() error { return e.Err }
+
 // BadRecord is what a connector hands BadRecords.Reject: where the record
 // is, its bytes and why it is bad.
 type BadRecord struct {

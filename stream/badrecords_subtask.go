@@ -112,13 +112,13 @@ func (b *BadRecords) Tally() BadRecordTally {
 
 // Reject handles bad record rec. failure is the error that fails the task
 // under OnErrorFail: it names the record's partition, offset or line and
-// the cause (the runtime adds the source's name); Reject returns it then.
-// Otherwise the record is counted and skipped, or queued as a dead letter
-// for Flush, and Reject returns nil: the connector moves its position past
-// the record.
+// the cause (the runtime adds the source's name); Reject returns it then,
+// marked as a *BadRecordError. Otherwise the record is counted and skipped,
+// or queued as a dead letter for Flush, and Reject returns nil: the
+// connector moves its position past the record.
 func (b *BadRecords) Reject(rec BadRecord, failure error) error {
 	if b == nil {
-		return failure
+		return markBad("", failure)
 	}
 	var msg string
 	switch b.policy.OnError {
@@ -139,7 +139,7 @@ func (b *BadRecords) Reject(rec BadRecord, failure error) error {
 		b.tally.DeadLettered++
 		msg = "sent a bad record to the dead-letter output (on_error: dead_letter)"
 	default:
-		return failure
+		return markBad(b.source, failure)
 	}
 	b.seen++
 	if b.counts != nil {
@@ -147,6 +147,15 @@ func (b *BadRecords) Reject(rec BadRecord, failure error) error {
 	}
 	b.warn(msg, failure)
 	return nil
+}
+
+// markBad marks failure, the failure at a bad record of source, as a
+// *BadRecordError; nil stays nil.
+func markBad(source string, failure error) error {
+	if failure == nil {
+		return nil
+	}
+	return &BadRecordError{Source: source, Err: failure}
 }
 
 // warn logs a bad record: the first at once, then at most one warning every

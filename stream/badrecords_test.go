@@ -75,8 +75,9 @@ func TestParseOnError(t *testing.T) {
 	}
 }
 
-// Fail returns the connector's failure unchanged and counts nothing; so
-// does a nil handler (a source without a policy).
+// Fail returns the connector's failure, marked as a bad record's and with
+// its message unchanged, and counts nothing; so does a nil handler (a
+// source without a policy).
 func TestBadRecordsFail(t *testing.T) {
 	counts := &BadRecordCounts{}
 	b, err := BadRecordSetup{Counts: counts}.Open(subtaskCtx(0, nil, nil), BadRecordTally{})
@@ -85,8 +86,13 @@ func TestBadRecordsFail(t *testing.T) {
 	}
 	failure := errors.New("topic t partition 3 offset 9: not JSON")
 	for _, h := range []*BadRecords{b, nil} {
-		if got := h.Reject(BadRecord{Partition: "3", Offset: 9, Err: errors.New("not JSON")}, failure); got != failure {
-			t.Fatalf("Reject = %v, want the failure itself", got)
+		got := h.Reject(BadRecord{Partition: "3", Offset: 9, Err: errors.New("not JSON")}, failure)
+		var bad *BadRecordError
+		if !errors.Is(got, failure) || got.Error() != failure.Error() || !errors.As(got, &bad) {
+			t.Fatalf("Reject = %#v, want the failure marked as a *BadRecordError", got)
+		}
+		if want := map[bool]string{true: "", false: "src"}[h == nil]; bad.Source != want {
+			t.Errorf("source %q, want %q", bad.Source, want)
 		}
 		if err := h.Flush(); err != nil {
 			t.Fatal(err)

@@ -37,7 +37,12 @@ events divided by the process's CPU seconds.
 
 Events follow Beam's default generator configuration with an event-time
 density of --events-per-second (default 10,000,000, as Flink's published
-nexmark run), so window contents and state sizes are comparable.
+nexmark run), so window contents and state sizes are comparable. To write
+the exact events a run consumes, as JSON Lines, give ingest nexmark
+generate the same --events and --events-per-second (its defaults are the
+bench's):
+
+  ingest nexmark generate --events 10000000 > events.jsonl
 
 Without --checkpoint-dir the checkpoints go to a temporary directory that
 is removed at the end. With it, a run that was killed resumes from its last

@@ -30,7 +30,7 @@ func inspectCheckpointCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "inspect FILE ID",
 		Short: "Show one checkpoint: status, topology, per-operator state size, source positions, pending committables",
-		Args:  cobra.ExactArgs(2),
+		Args:  exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, id, err := loadWithID(args)
 			if err != nil {
@@ -56,7 +56,7 @@ checkpoint's output, that run is refused, since the replay would publish it
 again, unless it is given --allow-duplicates. Checkpoint ids are never used
 again: the storage's ledger remembers them. The command refuses while a
 process running the pipeline holds the checkpoint storage's lock.`,
-		Args: cobra.ExactArgs(2),
+		Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, id, err := loadWithID(args)
 			if err != nil {

@@ -3,6 +3,8 @@
 //	ingest run pipeline.yaml
 //	ingest validate pipeline.yaml
 //	ingest checkpoints list pipeline.yaml
+//	ingest dev kafka          # a throwaway broker for examples/kafka.yaml
+//	ingest version
 package main
 
 import (
@@ -48,14 +50,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "ingest:", err)
 		os.Exit(exitConfig)
 	}
-	root := &cobra.Command{
-		Use:           "ingest",
-		Short:         "Ingest Engine: stream processing with exact recovery",
-		SilenceUsage:  true,
-		SilenceErrors: true,
-	}
-	root.AddCommand(runCmd(), validateCmd(), checkpointsCmd(), nexmarkCmd(), benchCmd())
-	if err := root.Execute(); err != nil {
+	if err := rootCmd().Execute(); err != nil {
 		// Errors are scrubbed where they are made; this is the last guard
 		// for a connection string's password (see internal/redact).
 		fmt.Fprintln(os.Stderr, "ingest:", redact.Text(err.Error()))
@@ -64,6 +59,35 @@ func main() {
 			os.Exit(ee.code)
 		}
 		os.Exit(exitConfig) // cobra usage errors
+	}
+}
+
+// rootCmd is the ingest command with its subcommands.
+func rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "ingest",
+		Short:         "Ingest Engine: stream processing with exact recovery",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       buildVersion(), // --version
+	}
+	root.SetVersionTemplate("{{.Version}}")
+	root.AddCommand(runCmd(), validateCmd(), checkpointsCmd(), nexmarkCmd(), benchCmd(), devCmd(), versionCmd())
+	return root
+}
+
+// exactArgs is cobra.ExactArgs(n) with the command's usage line in its
+// error, so a missing FILE says how the command is written.
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) == n {
+			return nil
+		}
+		what := "missing arguments"
+		if len(args) > n {
+			what = "too many arguments"
+		}
+		return fmt.Errorf("%s: %s takes %d, got %d\nusage: %s", what, cmd.CommandPath(), n, len(args), cmd.UseLine())
 	}
 }
 
@@ -111,7 +135,7 @@ func validateCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "validate FILE",
 		Short: "Check a pipeline file and print its plan and delivery guarantee",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := load(args[0])
 			if err != nil {
@@ -140,13 +164,13 @@ no sink has published output of the damaged one; otherwise the run is refused
 with an explanation, and --allow-duplicates falls back anyway (that output is
 published again). State of operators the pipeline no longer has is refused
 unless --allow-non-restored-state drops it.`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := load(args[0])
 			if err != nil {
 				return err
 			}
-			stderr := srv.output(cmd.ErrOrStderr())
+			stderr := srv.output(cmd.ErrOrStderr(), os.Stdout, p.WritesStdout) // the stdout sink prints to os.Stdout
 			log := slog.New(srv.logHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo, ReplaceAttr: redactAttr(p)}))
 			fmt.Fprint(stderr, describe(p))
 			opts := withLog(p, log)
@@ -171,7 +195,7 @@ unless --allow-non-restored-state drops it.`,
 				os.Exit(exitInterrupted)
 			}()
 			if err := job.Run(context.Background()); err != nil {
-				return &exitError{code: exitFailed, err: p.RedactError(err)}
+				return &exitError{code: exitFailed, err: withRemedy(p.RedactError(err))}
 			}
 			logFinished(log, job.Stats(), job.Observe()) // summary.go
 			return nil
@@ -185,6 +209,22 @@ unless --allow-non-restored-state drops it.`,
 		"drop the checkpointed state of operators the pipeline no longer has instead of refusing to start")
 	srv.flags(cmd.Flags())
 	return cmd
+}
+
+// withRemedy adds to the error that ended a run what to do about it, when
+// that is known: a bad input record fails the job at every restart until
+// the source skips or dead-letters it.
+func withRemedy(err error) error {
+	var bad *stream.BadRecordError
+	if !errors.As(err, &bad) {
+		return err
+	}
+	src, dl := "the source", "SOURCE."+stream.DeadLetterOutput
+	if bad.Source != "" {
+		src, dl = "source "+bad.Source, bad.Source+"."+stream.DeadLetterOutput
+	}
+	return fmt.Errorf("%w\nthe failure is a bad input record, read again at every restart: to go on without it, set on_error: skip "+
+		"(drop and count bad records) or on_error: dead_letter (send them to a sink with input: %s) on %s (docs/yaml.md, \"Bad input\")", err, dl, src)
 }
 
 // redactAttr masks the secrets of p's connection strings in every message,
@@ -217,7 +257,7 @@ func checkpointsCmd() *cobra.Command {
 	cmd.AddCommand(&cobra.Command{
 		Use:   "list FILE",
 		Short: "List the checkpoints of a pipeline, newest last",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := load(args[0])
 			if err != nil {

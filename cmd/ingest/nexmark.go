@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ingest-engine/ingest/nexmark"
+	"github.com/ingest-engine/ingest/nexmark/query"
 )
 
 // nexmarkCmd groups the Nexmark tools.
@@ -18,9 +19,15 @@ func nexmarkCmd() *cobra.Command {
 	return cmd
 }
 
-// nexmarkGenerateCmd writes generated events as JSON Lines.
+// beamTimelineFlags are the flags that shape Beam's timeline, which a
+// positive --events-per-second replaces.
+var beamTimelineFlags = []string{"num-event-generators", "first-event-rate", "next-event-rate", "rate-unit", "rate-shape", "rate-period-sec"}
+
+// nexmarkGenerateCmd writes generated events as JSON Lines. Its defaults
+// are the events `ingest bench nexmark` consumes: Beam's configuration with
+// the bench's event-time density.
 func nexmarkGenerateCmd() *cobra.Command {
-	cfg := nexmark.DefaultConfig()
+	cfg := query.BenchGenerator(query.BenchEventsPerSecond)
 	var events, from int64
 	rateUnit, rateShape := cfg.RateUnit.String(), cfg.RateShape.String()
 	cmd := &cobra.Command{
@@ -35,11 +42,17 @@ object per line:
 
 Times are epoch milliseconds, prices cents. The events are those of Apache
 Beam's Java Nexmark generator (NexmarkUtils.standardEventIterator) bit for
-bit; the flags are Beam's NexmarkConfiguration fields, with Beam's defaults.
---events-per-second is not Beam's: it sets the event-time density directly
-(Flink's Nexmark uses 10,000,000), replacing the rate flags' timeline.
+bit; the flags are Beam's NexmarkConfiguration fields, with Beam's defaults,
+except the event-time density: --events-per-second (not Beam's) defaults to
+10,000,000 events per second of event time, as Flink's Nexmark and
+` + "`ingest bench nexmark`" + ` do, so the default output is exactly the events the
+bench consumes (with the same --events and --events-per-second).
+--events-per-second 0 selects Beam's timeline, which the rate flags
+(--num-event-generators, --first-event-rate, ...) shape; they are refused
+without it.
 
-  ingest nexmark generate --events 20000 --num-event-generators 1 --first-event-rate 10000`,
+  ingest nexmark generate --events 1000000               # the events of ingest bench nexmark --events 1000000
+  ingest nexmark generate --events 20000 --events-per-second 0 --num-event-generators 1 --first-event-rate 10000   # Beam's config B`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var errs []error
@@ -49,6 +62,13 @@ bit; the flags are Beam's NexmarkConfiguration fields, with Beam's defaults.
 			}
 			if cfg.RateShape, err = nexmark.ParseRateShape(rateShape); err != nil {
 				errs = append(errs, err)
+			}
+			if cfg.EventsPerSecond > 0 {
+				for _, name := range beamTimelineFlags {
+					if cmd.Flags().Changed(name) {
+						errs = append(errs, fmt.Errorf("--%s shapes Beam's timeline, which --events-per-second %d replaces: add --events-per-second 0 to use it", name, cfg.EventsPerSecond))
+					}
+				}
 			}
 			if err := errors.Join(errs...); err != nil {
 				return &exitError{code: exitConfig, err: fmt.Errorf("nexmark: %w", err)}
@@ -76,7 +96,7 @@ bit; the flags are Beam's NexmarkConfiguration fields, with Beam's defaults.
 	f.StringVar(&rateUnit, "rate-unit", rateUnit, "unit of the rates: PER_SECOND or PER_MINUTE")
 	f.StringVar(&rateShape, "rate-shape", rateShape, "rate curve when the two rates differ: SINE or SQUARE")
 	f.IntVar(&cfg.RatePeriodSec, "rate-period-sec", cfg.RatePeriodSec, "period of the rate shape, seconds of event time")
-	f.Int64Var(&cfg.EventsPerSecond, "events-per-second", cfg.EventsPerSecond, "event-time density: date_time(n) = base time + n*1000/this ms (not in Beam; 0 = Beam's timeline from the rates)")
+	f.Int64Var(&cfg.EventsPerSecond, "events-per-second", cfg.EventsPerSecond, "event-time density: date_time(n) = base time + n*1000/this ms, as ingest bench nexmark's (not in Beam; 0 = Beam's timeline from the rate flags)")
 	f.IntVar(&cfg.AvgPersonByteSize, "avg-person-byte-size", cfg.AvgPersonByteSize, "average idealised size of a person")
 	f.IntVar(&cfg.AvgAuctionByteSize, "avg-auction-byte-size", cfg.AvgAuctionByteSize, "average idealised size of an auction")
 	f.IntVar(&cfg.AvgBidByteSize, "avg-bid-byte-size", cfg.AvgBidByteSize, "average idealised size of a bid")

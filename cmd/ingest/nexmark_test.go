@@ -5,8 +5,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/ingest-engine/ingest/nexmark"
+	"github.com/ingest-engine/ingest/nexmark/query"
 )
 
 // runNexmark runs "ingest nexmark args..." in-process and returns stdout.
@@ -23,9 +27,10 @@ func runNexmark(t *testing.T, args ...string) ([]byte, error) {
 }
 
 // TestNexmarkGenerateConfigB reproduces the golden file beam-config-b
-// (../shared/nexmark/README.txt) byte for byte with the README's flags.
+// (../shared/nexmark/README.txt) byte for byte with the README's flags, on
+// Beam's timeline.
 func TestNexmarkGenerateConfigB(t *testing.T) {
-	out, err := runNexmark(t, "generate", "--events", "20000", "--num-event-generators", "1", "--first-event-rate", "10000")
+	out, err := runNexmark(t, "generate", "--events", "20000", "--events-per-second", "0", "--num-event-generators", "1", "--first-event-rate", "10000")
 	if err != nil {
 		t.Fatalf("generate: %v", err)
 	}
@@ -38,8 +43,8 @@ func TestNexmarkGenerateConfigB(t *testing.T) {
 	}
 }
 
-// TestNexmarkGenerateFrom: --from writes a slice of the same stream, and
-// the defaults are config A.
+// TestNexmarkGenerateFrom: --from writes a slice of the same stream, which
+// starts at Beam's base time with Beam's first person.
 func TestNexmarkGenerateFrom(t *testing.T) {
 	all, err := runNexmark(t, "generate", "--events", "300")
 	if err != nil {
@@ -70,6 +75,8 @@ func TestNexmarkGenerateErrors(t *testing.T) {
 		{[]string{"generate", "--events", "-1"}, "--events -1"},
 		{[]string{"generate", "--from", "-1"}, "--from -1"},
 		{[]string{"generate", "--events", "9223372036854775807"}, "beyond"},
+		{[]string{"generate", "--first-event-rate", "5"}, "--first-event-rate shapes Beam's timeline, which --events-per-second 10000000 replaces: add --events-per-second 0"},
+		{[]string{"generate", "--events-per-second", "1000", "--num-event-generators", "1"}, "--num-event-generators shapes Beam's timeline"},
 	} {
 		_, err := runNexmark(t, c.args...)
 		var ee *exitError
@@ -78,7 +85,49 @@ func TestNexmarkGenerateErrors(t *testing.T) {
 		}
 	}
 	// Rate units and shapes use Beam's names, in any case.
-	if _, err := runNexmark(t, "generate", "--events", "10", "--rate-unit", "per_minute", "--rate-shape", "square", "--next-event-rate", "5"); err != nil {
+	if _, err := runNexmark(t, "generate", "--events", "10", "--events-per-second", "0", "--rate-unit", "per_minute", "--rate-shape", "square", "--next-event-rate", "5"); err != nil {
 		t.Errorf("Beam's names: %v", err)
+	}
+}
+
+// By default generate writes exactly the events ingest bench nexmark
+// consumes: the same generator configuration and event-time density (not
+// Beam's timeline, which --events-per-second 0 gives).
+func TestNexmarkGenerateDefaultsAreTheBenchEvents(t *testing.T) {
+	const n = 30_000 // 3 ms of event time at the bench's density
+	out, err := runNexmark(t, "generate", "--events", fmt.Sprint(n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := nexmark.NewGenerator(query.BenchGenerator(query.BenchEventsPerSecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []byte
+	for i := range int64(n) {
+		want = append(nexmark.AppendJSON(want, g.Event(i)), '\n')
+	}
+	if !bytes.Equal(out, want) {
+		t.Errorf("generate's default events differ from the bench's")
+	}
+	beam, err := runNexmark(t, "generate", "--events", fmt.Sprint(n), "--events-per-second", "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(beam, out) {
+		t.Errorf("Beam's timeline gives the same events as the bench's density")
+	}
+	bench := benchNexmarkCmd().Flags().Lookup("events-per-second").DefValue
+	if gen := nexmarkGenerateCmd().Flags().Lookup("events-per-second").DefValue; gen != bench || bench != fmt.Sprint(query.BenchEventsPerSecond) {
+		t.Errorf("--events-per-second defaults: generate %s, bench %s", gen, bench)
+	}
+	var help bytes.Buffer
+	cmd := benchNexmarkCmd()
+	cmd.SetOut(&help)
+	if err := cmd.Help(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(help.String(), "ingest nexmark\ngenerate the same --events and --events-per-second") {
+		t.Errorf("the bench's help does not say how to write its events:\n%s", help.String())
 	}
 }

@@ -4,10 +4,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ingest-engine/ingest/runtime"
 )
@@ -33,11 +37,44 @@ func isTerminal(w io.Writer) bool {
 
 // statusLine keeps one status line at the bottom of a terminal: what is
 // written through it (the log) appears above the line, which is redrawn
-// after each write.
+// after each write. The line is kept narrower than the terminal: a line
+// that reaches the last column wraps, and erasing it then leaves its first
+// part behind, one more line scrolled up each second.
 type statusLine struct {
 	mu   sync.Mutex
 	w    io.Writer
 	line string // the status shown, "" for none
+	// width returns the terminal's width in columns (read at every update,
+	// so a resized window is followed); nil or a result < 1 is 80.
+	width func() int
+}
+
+// defaultWidth is the width assumed when the terminal's is unknown.
+const defaultWidth = 80
+
+// columns returns the width the line may take: one less than the
+// terminal's, so the cursor never moves past the last column.
+func (s *statusLine) columns() int {
+	w := 0
+	if s.width != nil {
+		w = s.width()
+	}
+	if w < 1 {
+		w = defaultWidth
+	}
+	return max(w-1, 1)
+}
+
+// terminalColumns returns how wide the terminal f is: its size, else
+// $COLUMNS, else 0 (unknown).
+func terminalColumns(f *os.File) func() int {
+	return func() int {
+		if w := terminalWidth(f); w > 0 {
+			return w
+		}
+		w, _ := strconv.Atoi(os.Getenv("COLUMNS"))
+		return w
+	}
 }
 
 // clearLine returns the cursor to the start of the line and erases it.
@@ -59,12 +96,12 @@ func (s *statusLine) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// set shows text as the status.
-func (s *statusLine) set(text string) {
+// set shows p as the status, as much of it as fits.
+func (s *statusLine) set(p progress) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.line = text
-	_, _ = io.WriteString(s.w, clearLine+text) // a terminal that fails a write has nothing to show it on
+	s.line = p.fit(s.columns())
+	_, _ = io.WriteString(s.w, clearLine+s.line) // a terminal that fails a write has nothing to show it on
 }
 
 // finish leaves the last status on its own line: what follows goes below.
@@ -126,22 +163,72 @@ func pipelineRecords(o runtime.Observation) (in, out int64) {
 // String renders the status line, e.g.
 //
 //	running · in 12.3k rec/s · out 1.2k rec/s · checkpoint 42 400ms ago (took 35ms) · 40 committed
-func (p progress) String() string {
-	parts := []string{string(p.phase), "in " + rate(p.in), "out " + rate(p.out)}
+func (p progress) String() string { return p.fit(math.MaxInt) }
+
+// statusPart is a piece of the status line; the pieces of lowest rank are
+// left out first when the line is too wide.
+type statusPart struct {
+	text string
+	rank int
+	// detail is appended to the text while it fits; it goes first.
+	detail string
+}
+
+// parts returns the pieces of the status line, in their order.
+func (p progress) parts() []statusPart {
+	parts := []statusPart{{text: string(p.phase), rank: 9}, {text: "in " + rate(p.in), rank: 6}, {text: "out " + rate(p.out), rank: 3}}
 	if p.last == nil {
-		parts = append(parts, "no checkpoint yet")
+		parts = append(parts, statusPart{text: "no checkpoint yet", rank: 7})
 	} else {
 		restored := ""
 		if p.last.Restored {
 			restored = " (restored)"
 		}
-		parts = append(parts, fmt.Sprintf("checkpoint %d%s %s ago (took %s)", p.last.ID, restored, short(p.age), short(p.last.Duration)))
+		parts = append(parts, statusPart{text: fmt.Sprintf("checkpoint %d%s %s ago", p.last.ID, restored, short(p.age)), rank: 7,
+			detail: fmt.Sprintf(" (took %s)", short(p.last.Duration))})
 	}
-	parts = append(parts, fmt.Sprintf("%d committed", p.committed))
+	parts = append(parts, statusPart{text: fmt.Sprintf("%d committed", p.committed), rank: 4})
 	if p.restarts > 0 {
-		parts = append(parts, fmt.Sprintf("%d restarts", p.restarts))
+		parts = append(parts, statusPart{text: fmt.Sprintf("%d restarts", p.restarts), rank: 8})
 	}
-	return strings.Join(parts, " · ")
+	return parts
+}
+
+// fit renders the status line in at most cols columns: whole, else
+// without the details, else without its least important pieces (out, the
+// committed count, the input rate), else cut with "…".
+func (p progress) fit(cols int) string {
+	if cols < 1 {
+		return ""
+	}
+	parts := p.parts()
+	join := func(details bool) string {
+		texts := make([]string, 0, len(parts))
+		for _, part := range parts {
+			if details {
+				part.text += part.detail
+			}
+			texts = append(texts, part.text)
+		}
+		return strings.Join(texts, " · ")
+	}
+	line := join(true)
+	if utf8.RuneCountInString(line) <= cols {
+		return line
+	}
+	for line = join(false); utf8.RuneCountInString(line) > cols && len(parts) > 1; line = join(false) {
+		lowest := 0
+		for i, part := range parts {
+			if part.rank < parts[lowest].rank {
+				lowest = i
+			}
+		}
+		parts = slices.Delete(parts, lowest, lowest+1)
+	}
+	if r := []rune(line); len(r) > cols {
+		line = string(r[:cols-1]) + "…"
+	}
+	return line
 }
 
 // rate formats records per second: 950, 12.3k, 4.56M.
@@ -192,7 +279,7 @@ func showProgress(job observer, status *statusLine, log *slog.Logger, every time
 			select {
 			case <-quit:
 				if status != nil {
-					status.set(progressOf(prev, job.Observe()).String())
+					status.set(progressOf(prev, job.Observe()))
 					status.finish()
 				}
 				return
@@ -202,7 +289,7 @@ func showProgress(job observer, status *statusLine, log *slog.Logger, every time
 			p := progressOf(prev, cur)
 			prev = cur
 			if status != nil {
-				status.set(p.String())
+				status.set(p)
 				continue
 			}
 			attrs := []any{"status", p.phase, "records_in_per_second", round1(p.in), "records_out_per_second", round1(p.out),

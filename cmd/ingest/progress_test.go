@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -75,16 +78,18 @@ func TestProgressLine(t *testing.T) {
 func TestStatusLineKeepsLogAbove(t *testing.T) {
 	var b bytes.Buffer
 	s := &statusLine{w: &b}
+	p1, p2 := progress{phase: runtime.PhaseRunning}, progress{phase: runtime.PhaseRunning, committed: 2}
+	status1, status2 := p1.String(), p2.String()
 	if _, err := s.Write([]byte("first log\n")); err != nil {
 		t.Fatal(err)
 	}
-	s.set("status 1")
+	s.set(p1)
 	if _, err := s.Write([]byte("second log\n")); err != nil {
 		t.Fatal(err)
 	}
-	s.set("status 2")
+	s.set(p2)
 	s.finish()
-	want := "first log\n" + clearLine + "status 1" + clearLine + "second log\nstatus 1" + clearLine + "status 2\n"
+	want := "first log\n" + clearLine + status1 + clearLine + "second log\n" + status1 + clearLine + status2 + "\n"
 	if got := b.String(); got != want {
 		t.Fatalf("terminal got %q\nwant %q", got, want)
 	}
@@ -133,5 +138,94 @@ func TestProgressOutputs(t *testing.T) {
 	out := term.String()
 	if !strings.HasPrefix(out, clearLine+"running · in 1.0k rec/s") || !strings.HasSuffix(out, " · 0 committed\n") {
 		t.Errorf("status line output %q", out)
+	}
+}
+
+// The status line never reaches the terminal's last column, where it would
+// wrap and scroll a line up at every update: it drops the checkpoint's
+// duration, then the output rate, the committed count, the input rate, the
+// checkpoint and the restarts, and cuts the phase with "…" only when even
+// it is too wide.
+func TestStatusLineFitsTerminal(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	p := progressOf(observation(t0, 0, 0, nil, 0), observation(t0.Add(time.Second), 4_560_000, 3_000_000,
+		&runtime.CompletedCheckpoint{ID: 7, CompletedAt: t0.Add(-303 * time.Second), Duration: 2500 * time.Millisecond, Restored: true}, 3))
+	p.phase, p.restarts = runtime.PhaseRecovering, 2
+	full := "recovering · in 4.56M rec/s · out 3.00M rec/s · checkpoint 7 (restored) 5m4s ago (took 2.5s) · 3 committed · 2 restarts"
+	for _, c := range []struct {
+		width int
+		want  string
+	}{
+		{200, full},
+		{len([]rune(full)) + 1, full},
+		{len([]rune(full)), "recovering · in 4.56M rec/s · out 3.00M rec/s · checkpoint 7 (restored) 5m4s ago · 3 committed · 2 restarts"},
+		{80, "recovering · in 4.56M rec/s · checkpoint 7 (restored) 5m4s ago · 2 restarts"},
+		{60, "recovering · checkpoint 7 (restored) 5m4s ago · 2 restarts"},
+		{40, "recovering · 2 restarts"},
+		{20, "recovering"},
+		{8, "recove…"},
+		{2, "…"},
+	} {
+		var b bytes.Buffer
+		s := &statusLine{w: &b, width: func() int { return c.width }}
+		s.set(p)
+		got := strings.TrimPrefix(b.String(), clearLine)
+		if got != c.want {
+			t.Errorf("width %d:\n got %q\nwant %q", c.width, got, c.want)
+		}
+	}
+	for width := 1; width <= 130; width++ {
+		if n := len([]rune(p.fit(width - 1))); width > 1 && n > width-1 {
+			t.Errorf("width %d: a line of %d columns", width, n)
+		}
+	}
+	// An unknown width is 80 columns.
+	var b bytes.Buffer
+	(&statusLine{w: &b, width: func() int { return 0 }}).set(p)
+	if got := strings.TrimPrefix(b.String(), clearLine); len([]rune(got)) > 79 {
+		t.Errorf("unknown width: %q", got)
+	}
+}
+
+// The status line is drawn only on a terminal, and not on the terminal a
+// stdout sink prints its records to: they would land in the middle of it.
+// (/dev/null stands for a terminal: both are character devices.)
+func TestNoStatusLineOnTheStdoutSinksTerminal(t *testing.T) {
+	t.Setenv("TERM", "xterm")
+	open := func() *os.File {
+		f, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+		if err != nil {
+			t.Skip(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return f
+	}
+	tty, sameTTY := open(), open()
+	file, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	for _, c := range []struct {
+		name       string
+		stderr     io.Writer
+		stdout     *os.File
+		stdoutSink bool
+		want       bool
+	}{
+		{"a terminal", tty, sameTTY, false, true},
+		{"a stdout sink on the same terminal", tty, sameTTY, true, false},
+		{"a stdout sink redirected to a file", tty, file, true, true},
+		{"stderr not a terminal", &bytes.Buffer{}, sameTTY, false, false},
+		{"stderr a file", file, sameTTY, false, false},
+	} {
+		var s serving
+		out := s.output(c.stderr, c.stdout, c.stdoutSink)
+		if got := s.status != nil; got != c.want {
+			t.Errorf("%s: status line %v, want %v", c.name, got, c.want)
+		}
+		if _, isStatus := out.(*statusLine); isStatus != c.want {
+			t.Errorf("%s: the log goes to %T", c.name, out)
+		}
 	}
 }

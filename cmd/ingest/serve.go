@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -62,13 +63,28 @@ func (s *serving) flags(f *pflag.FlagSet) {
 
 // output returns where the log goes: stderr itself, or, when stderr is a
 // terminal, stderr under the live status line (log records appear above
-// it).
-func (s *serving) output(stderr io.Writer) io.Writer {
-	if !isTerminal(stderr) {
+// it). stdoutSink says whether a sink prints records to stdout: when stdout
+// is the same terminal, those records would land on the status line, so
+// there is none and progress is logged as without a terminal.
+func (s *serving) output(stderr, stdout io.Writer, stdoutSink bool) io.Writer {
+	if !isTerminal(stderr) || stdoutSink && sameFile(stdout, stderr) {
 		return stderr
 	}
-	s.status = &statusLine{w: stderr}
+	s.status = &statusLine{w: stderr, width: terminalColumns(stderr.(*os.File))}
 	return s.status
+}
+
+// sameFile reports whether a and b are the same open file (the same
+// terminal, for two ttys).
+func sameFile(a, b io.Writer) bool {
+	fa, ok1 := a.(*os.File)
+	fb, ok2 := b.(*os.File)
+	if !ok1 || !ok2 {
+		return false
+	}
+	sa, err1 := fa.Stat()
+	sb, err2 := fb.Stat()
+	return err1 == nil && err2 == nil && os.SameFile(sa, sb)
 }
 
 // logHandler returns the log handler of --log-format writing to w.

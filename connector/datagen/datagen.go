@@ -3,7 +3,8 @@
 //
 // Record i (i = 0, 1, 2, … over all subtasks) is
 // {"id": i, "key": i % keys, "value": i % 1000} with event time
-// start_time + i * event_interval.
+// start_time + i * event_interval. With Config.StartNow, start_time is the
+// wall-clock time of the job's first start, kept in the checkpoints.
 //
 // The ids are striped into lanes: lane r of stride S holds the ids i with
 // i % S == r. S is the parallelism of the job's first run, whose subtask s
@@ -28,6 +29,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/ingest-engine/ingest/runtime"
@@ -55,6 +57,19 @@ type Config struct {
 	// StartTime is the event time of record 0. The default value is
 	// 2026-01-01T00:00:00Z.
 	StartTime time.Time
+	// StartNow makes the event time of record 0 the wall-clock time
+	// (runtime.Context.Now) at the job's first start instead of StartTime,
+	// so event time tracks the wall clock (watermark lag means something).
+	// It is chosen once, by the first subtask that opens without a start in
+	// its restored position, and written into every subtask's position: a
+	// restore, in this process or another, replays the same event times. A
+	// position written without StartNow has no start; restored with it, the
+	// start is chosen then, so that the restored subtask's next record is at
+	// the wall clock. Without StartNow a restored start is ignored and
+	// StartTime applies, as a changed EventInterval does. The start belongs
+	// to the Source: every job of one Source shares it. StartTime must be
+	// zero with it.
+	StartNow bool
 	// EventInterval is the event time between consecutive records; it must be
 	// positive. The default value is 1ms.
 	EventInterval time.Duration
@@ -74,13 +89,16 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Keys == 0 {
 		c.Keys = 100
 	}
+	var errs []error
+	if c.StartNow && !c.StartTime.IsZero() {
+		errs = append(errs, fmt.Errorf("start_time is both now and %v", c.StartTime))
+	}
 	if c.StartTime.IsZero() {
 		c.StartTime = DefaultStartTime
 	}
 	if c.EventInterval == 0 {
 		c.EventInterval = time.Millisecond
 	}
-	var errs []error
 	if c.Count < 0 {
 		errs = append(errs, fmt.Errorf("count %d is negative", c.Count))
 	}
@@ -97,7 +115,9 @@ func (c Config) withDefaults() (Config, error) {
 		errs = append(errs, fmt.Errorf("event_interval %v must be positive", c.EventInterval))
 	}
 	minTime, maxTime := time.Unix(0, math.MinInt64), time.Unix(0, math.MaxInt64)
-	if c.StartTime.Before(minTime) || c.StartTime.After(maxTime) {
+	if c.StartNow {
+		// Checked when the start is chosen (Open).
+	} else if c.StartTime.Before(minTime) || c.StartTime.After(maxTime) {
 		errs = append(errs, fmt.Errorf("start_time %v is outside the event times this engine represents (%v to %v)", c.StartTime, minTime.UTC(), maxTime.UTC()))
 	} else if c.Count > 0 && c.EventInterval > 0 && c.Count-1 > maxRecordID(c.StartTime.UnixNano(), int64(c.EventInterval)) {
 		errs = append(errs, fmt.Errorf("start_time + count x event_interval is after %v, the last event time this engine represents", maxTime.UTC()))
@@ -124,6 +144,47 @@ type Event struct {
 type Source[T any] struct {
 	cfg  Config
 	make func(id, key, value int64) T
+
+	// mu guards start.
+	mu sync.Mutex
+	// start is the start chosen for StartNow (Unix ns), nil until a
+	// subtask chose or restored it. Every subtask of every attempt of the
+	// job uses it. INVARIANT: set once.
+	start *int64
+}
+
+// startOf returns the event time of record 0 (Unix ns) for a subtask whose
+// restored position holds restored (nil: none) and whose next record is
+// next. Without StartNow it is StartTime. With it, the restored start is the
+// job's; otherwise the one chosen already, or one chosen now so that the
+// subtask's next record is at the wall clock: now for a first start, earlier
+// for a position written without StartNow (its records are not put in the
+// future).
+func (s *Source[T]) startOf(restored *int64, next int64, now func() time.Time) (int64, error) {
+	if !s.cfg.StartNow {
+		return s.cfg.StartTime.UnixNano(), nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case restored != nil && s.start != nil && *restored != *s.start:
+		return 0, fmt.Errorf("datagen: the restored start time %v differs from %v, the one the other subtasks use",
+			time.Unix(0, *restored).UTC(), time.Unix(0, *s.start).UTC())
+	case restored != nil:
+		s.start = restored
+	case s.start == nil:
+		t := now().UnixNano()
+		// t - next*interval, when it is an event time (at least MinInt64).
+		if step := int64(s.cfg.EventInterval); next > 0 && step > 0 && next <= math.MaxInt64/step && uint64(next*step) <= uint64(t)+1<<63 {
+			t -= next * step
+		}
+		s.start = &t
+	}
+	if s.cfg.Count > 0 && s.cfg.Count-1 > maxRecordID(*s.start, int64(s.cfg.EventInterval)) {
+		return 0, fmt.Errorf("datagen: start_time now (%v) + count x event_interval is after %v, the last event time this engine represents",
+			time.Unix(0, *s.start).UTC(), time.Unix(0, math.MaxInt64).UTC())
+	}
+	return *s.start, nil
 }
 
 // New returns a generator that builds each record with make(id, key, value).
@@ -169,7 +230,11 @@ func (s *Source[T]) Describe() string {
 	if s.cfg.Rate > 0 {
 		rate = fmt.Sprintf("rate=%g/s", s.cfg.Rate)
 	}
-	return fmt.Sprintf("datagen %s, %s, keys=%d", count, rate, s.cfg.Keys)
+	start := ""
+	if s.cfg.StartNow {
+		start = ", event time from the first start's wall clock"
+	}
+	return fmt.Sprintf("datagen %s, %s, keys=%d%s", count, rate, s.cfg.Keys, start)
 }
 
 // NewSubtask creates one generator subtask.
@@ -194,59 +259,110 @@ func byResidue(a, b lane) int { return cmp.Compare(a.residue(), b.residue()) }
 // rescaled): {"next": n}, the format of checkpoints before lanes.
 type singlePosition struct {
 	Next int64 `json:"next"`
+	// Start is the start time of StartNow; absent otherwise.
+	Start *startTime `json:"start,omitempty"`
 }
 
 // lanesPosition is the position of any other subtask: its lanes, sorted by
 // residue; {"lanes":[]} for a subtask that owns none (still a non-empty
 // inline, so that it is part of the union a rescale restores).
 type lanesPosition struct {
-	Lanes []lane `json:"lanes"`
+	Lanes []lane     `json:"lanes"`
+	Start *startTime `json:"start,omitempty"`
+}
+
+// startTime is a StartNow start in a position: Unix ns, written as an RFC
+// 3339 UTC time with nanoseconds, so `ingest checkpoints inspect` shows it
+// readably and it reads back exactly.
+type startTime int64
+
+// MarshalText writes the time.
+func (t startTime) MarshalText() ([]byte, error) {
+	return []byte(time.Unix(0, int64(t)).UTC().Format(time.RFC3339Nano)), nil
+}
+
+// UnmarshalText reads the time.
+func (t *startTime) UnmarshalText(b []byte) error {
+	v, err := time.Parse(time.RFC3339Nano, string(b))
+	if err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	if v.Before(time.Unix(0, math.MinInt64)) || v.After(time.Unix(0, math.MaxInt64)) {
+		return fmt.Errorf("start %v is outside the event times this engine represents", v)
+	}
+	*t = startTime(v.UnixNano())
+	return nil
+}
+
+// position is a decoded position: its lanes, whether it was a single
+// {"next": n}, and its start (nil when it has none).
+type position struct {
+	lanes  []lane
+	single bool
+	start  *int64
 }
 
 // decodePosition parses a restored position into its lanes. A
 // {"next": n} position (single) is one lane of stride oldP, the parallelism
 // it was written at. It checks each lane (stride at least 1, next not
 // negative), not how the lanes fit together.
-func decodePosition(raw []byte, oldP int64) (lanes []lane, single bool, err error) {
+func decodePosition(raw []byte, oldP int64) (position, error) {
 	var p struct {
-		Next  *int64  `json:"next"`
-		Lanes *[]lane `json:"lanes"`
+		Next  *int64     `json:"next"`
+		Lanes *[]lane    `json:"lanes"`
+		Start *startTime `json:"start"`
 	}
 	if err := json.Unmarshal(raw, &p); err != nil {
-		return nil, false, fmt.Errorf("restoring position %.200q: %w", raw, err)
+		return position{}, fmt.Errorf("restoring position %.200q: %w", raw, err)
 	}
+	var out position
 	switch {
 	case p.Next != nil && p.Lanes != nil:
-		return nil, false, fmt.Errorf("restoring position %.200q: it has both next and lanes", raw)
+		return position{}, fmt.Errorf("restoring position %.200q: it has both next and lanes", raw)
 	case p.Next != nil:
-		lanes, single = []lane{{Stride: oldP, Next: *p.Next}}, true
+		out.lanes, out.single = []lane{{Stride: oldP, Next: *p.Next}}, true
 	case p.Lanes != nil:
-		lanes = *p.Lanes
+		out.lanes = *p.Lanes
 	default:
-		return nil, false, fmt.Errorf("restoring position %.200q: it has neither next nor lanes", raw)
+		return position{}, fmt.Errorf("restoring position %.200q: it has neither next nor lanes", raw)
 	}
-	for _, l := range lanes {
+	for _, l := range out.lanes {
 		if l.Stride < 1 || l.Next < 0 {
-			return nil, false, fmt.Errorf("restoring position %.200q: a lane with stride %d and next %d (want stride >= 1, next >= 0)", raw, l.Stride, l.Next)
+			return position{}, fmt.Errorf("restoring position %.200q: a lane with stride %d and next %d (want stride >= 1, next >= 0)", raw, l.Stride, l.Next)
 		}
 	}
-	return lanes, single, nil
+	if p.Start != nil {
+		start := int64(*p.Start)
+		out.start = &start
+	}
+	return out, nil
 }
 
 // unionLanes gathers the lanes of every subtask's position, for a restore at
 // another parallelism (runtime.Context.RestoredUnion), and checks that they
 // are exactly the lanes of the job's first run: one stride S, and each
-// residue 0 … S-1 once. The lanes come back sorted by residue.
-func unionLanes(inlines [][]byte) ([]lane, error) {
+// residue 0 … S-1 once. The lanes come back sorted by residue, with the
+// positions' start, which they must agree on.
+func unionLanes(inlines [][]byte) ([]lane, *int64, error) {
 	oldP := int64(len(inlines))
 	var all []lane
+	var start *int64
 	for i, raw := range inlines {
-		lanes, _, err := decodePosition(raw, oldP)
+		pos, err := decodePosition(raw, oldP)
 		if err != nil {
-			return nil, fmt.Errorf("position %d of %d: %w", i+1, oldP, err)
+			return nil, nil, fmt.Errorf("position %d of %d: %w", i+1, oldP, err)
 		}
-		all = append(all, lanes...)
+		if i > 0 && (pos.start == nil) != (start == nil) || pos.start != nil && start != nil && *pos.start != *start {
+			return nil, nil, fmt.Errorf("restoring positions: position %d of %d has another start time than position 1", i+1, oldP)
+		}
+		all, start = append(all, pos.lanes...), pos.start
 	}
+	lanes, err := checkUnion(all, oldP)
+	return lanes, start, err
+}
+
+// checkUnion checks the lanes of all oldP positions (unionLanes).
+func checkUnion(all []lane, oldP int64) ([]lane, error) {
 	if len(all) == 0 {
 		return nil, fmt.Errorf("restoring positions: the %d positions hold no lane", oldP)
 	}
@@ -317,47 +433,62 @@ type subtask[T any] struct {
 	// emitted counts records since Open, for the rate limit.
 	emitted int64
 	opened  time.Time
-	start   int64 // StartTime in Unix ns
+	start   int64 // event time of record 0, Unix ns (Source.startOf)
 	step    int64 // EventInterval in ns
-	wm      *watermark.Tracker
+	// startNow says whether positions carry start (Config.StartNow).
+	startNow bool
+	wm       *watermark.Tracker
 }
 
 func (t *subtask[T]) Open(ctx *runtime.Context) error {
 	t.out = ctx.Output
 	p, s := int64(ctx.Parallelism), int64(ctx.Task.Subtask)
 	t.parallelism = p
-	t.start = t.src.cfg.StartTime.UnixNano()
 	t.step = int64(t.src.cfg.EventInterval)
+	t.startNow = t.src.cfg.StartNow
 	// A fresh subtask owns one lane: stride P, from its index.
 	lanes := []lane{{Stride: p, Next: s}}
+	var restoredStart *int64
 	switch {
 	case ctx.RestoredUnion != nil:
 		// Restored at another parallelism: the lanes are those of the first
 		// run; subtask s takes lane r when r % P == s.
-		all, err := unionLanes(ctx.RestoredUnion)
+		all, start, err := unionLanes(ctx.RestoredUnion)
 		if err != nil {
 			return fmt.Errorf("datagen: subtask %d of %d: %w", s, p, err)
 		}
-		lanes = lanes[:0]
+		lanes, restoredStart = lanes[:0], start
 		for _, l := range all {
 			if l.residue()%p == s {
 				lanes = append(lanes, l)
 			}
 		}
 	case ctx.Restored != nil && len(ctx.Restored.Inline) > 0:
-		restored, single, err := decodePosition(ctx.Restored.Inline, p)
+		restored, err := decodePosition(ctx.Restored.Inline, p)
 		if err != nil {
 			return fmt.Errorf("datagen: %w", err)
 		}
-		if single {
-			if n := restored[0].Next; n%p != s {
+		if restored.single {
+			if n := restored.lanes[0].Next; n%p != s {
 				return fmt.Errorf("datagen: restored position %d does not belong to subtask %d of %d", n, s, p)
 			}
-		} else if err := checkOwnLanes(restored, s, p); err != nil {
+		} else if err := checkOwnLanes(restored.lanes, s, p); err != nil {
 			return fmt.Errorf("datagen: restored position %.200q: %w", ctx.Restored.Inline, err)
 		}
-		lanes = restored
+		lanes, restoredStart = restored.lanes, restored.start
 	}
+	next := int64(math.MaxInt64)
+	for _, l := range lanes {
+		next = min(next, l.Next)
+	}
+	if len(lanes) == 0 {
+		next = 0
+	}
+	start, err := t.src.startOf(restoredStart, next, ctx.Now)
+	if err != nil {
+		return err
+	}
+	t.start = start
 	t.rt = ctx
 	t.opened = ctx.Now()
 	t.wm = watermark.NewTracker(t.src.cfg.Watermark)
@@ -531,13 +662,18 @@ func (t *subtask[T]) least() int {
 // Position is {"next": n} for a subtask whose one lane has the job's
 // parallelism as stride, else its lanes sorted by residue.
 func (t *subtask[T]) Position() ([]byte, error) {
+	var start *startTime
+	if t.startNow {
+		st := startTime(t.start)
+		start = &st
+	}
 	if !t.multi {
 		if t.p == t.parallelism {
-			return json.Marshal(singlePosition{Next: t.next})
+			return json.Marshal(singlePosition{Next: t.next, Start: start})
 		}
-		return json.Marshal(lanesPosition{Lanes: []lane{{Stride: t.p, Next: t.next}}})
+		return json.Marshal(lanesPosition{Lanes: []lane{{Stride: t.p, Next: t.next}}, Start: start})
 	}
-	return json.Marshal(lanesPosition{Lanes: t.lanes})
+	return json.Marshal(lanesPosition{Lanes: t.lanes, Start: start})
 }
 
 func (t *subtask[T]) Close() error { return nil }
