@@ -15,8 +15,10 @@ import (
 	"time"
 
 	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/clock"
 	"github.com/ingest-engine/ingest/connector/datagen"
 	"github.com/ingest-engine/ingest/internal/failpoint"
+	"github.com/ingest-engine/ingest/internal/testkit"
 	"github.com/ingest-engine/ingest/internal/testkit/kafkatest"
 	"github.com/ingest-engine/ingest/operator/process"
 	"github.com/ingest-engine/ingest/runtime"
@@ -102,6 +104,12 @@ type sinkPipeline struct {
 	name, topic string
 	// allowDup runs with runtime.Options.AllowDuplicates.
 	allowDup bool
+	// clocked runs each job on a fake clock stepped one interval per
+	// checkpoint (testkit.DriveClock): how many records an epoch carries,
+	// and so how many batches a run has, does not depend on the machine.
+	clocked bool
+	// fake is the clock of the job being built when clocked.
+	fake *clock.Fake
 }
 
 func newSinkPipeline(t *testing.T, sinkPar int) *sinkPipeline {
@@ -149,6 +157,11 @@ func (sp *sinkPipeline) job(t *testing.T) *runtime.Job {
 	stream.To(counts, "out", stream.Sink[sinkCount](sink), stream.Parallelism(sp.sinkPar))
 	opts := stream.RunOptions{CheckpointDir: sp.dir, Checkpoint: ck, Restart: runtime.RestartOptions{Delay: 5 * time.Millisecond, MaxAttempts: 20},
 		AllowDuplicates: sp.allowDup}
+	sp.fake = nil
+	if sp.clocked {
+		sp.fake = clock.NewFake(time.Unix(1_800_000_000, 0))
+		opts.Clock = sp.fake
+	}
 	if testing.Verbose() {
 		opts.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
@@ -166,10 +179,22 @@ func (sp *sinkPipeline) job(t *testing.T) *runtime.Job {
 func (sp *sinkPipeline) run(t *testing.T, ctx context.Context) (runtime.Stats, error) {
 	t.Helper()
 	job := sp.job(t)
+	err := sp.runJob(ctx, job)
+	return job.Stats(), err
+}
+
+// runJob runs job, built by sp.job, until it ends or ctx is cancelled; on
+// sp's fake clock when clocked.
+func (sp *sinkPipeline) runJob(ctx context.Context, job *runtime.Job) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	err := job.Run(ctx)
-	return job.Stats(), err
+	if sp.fake != nil {
+		go testkit.DriveClock(ctx, sp.fake, sp.interval, time.Second, func() int64 {
+			st := job.Stats()
+			return st.Completed + st.Failed + st.Restarts
+		})
+	}
+	return job.Run(ctx)
 }
 
 // expected is the exact output: "k:n" for every key k and n in 1..records of k.
