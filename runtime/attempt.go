@@ -237,7 +237,16 @@ func (a *attempt) event(ctx context.Context, ev taskEvent) {
 // drive starts the tasks and runs the coordinator loop until the job finishes
 // (nil) or fails (the error).
 func (a *attempt) drive() error {
+	// The coordinator's interval starts at its first step: take it now, at
+	// the attempt's start, not at the first tick (one tick interval on the
+	// job's clock later, which a fake clock may never reach by itself), and
+	// before the attempt is observed as started, so that whoever drives the
+	// clock from what it observes finds the interval and the tick running.
+	initial := a.coord.Step(a.job.clock.Now(), checkpoint.Tick{})
+	ticker := a.job.clock.NewTicker(tickInterval)
+	defer ticker.Stop()
 	a.job.obs.started(a) // before any task runs (observe_hooks.go)
+	a.job.attempts.Add(1)
 	var wg sync.WaitGroup
 	for _, t := range a.tasks {
 		wg.Add(1)
@@ -250,15 +259,10 @@ func (a *attempt) drive() error {
 	running := len(a.tasks)
 	sourcesDone := map[checkpoint.TaskID]bool{}
 	finished, stopSent := false, false
-	ticker := a.job.clock.NewTicker(tickInterval)
-	defer ticker.Stop()
 	stop := a.job.stop
 
 	var failure error
-	// The coordinator's interval starts at its first step: take it now, at
-	// the attempt's start, not at the first tick (one tick interval on the
-	// job's clock later, which a fake clock may never reach by itself).
-	for _, act := range a.coord.Step(a.job.clock.Now(), checkpoint.Tick{}) {
+	for _, act := range initial {
 		if failure = a.act(act, &finished); failure != nil {
 			break
 		}

@@ -57,8 +57,13 @@ type Options struct {
 
 // Stats are counters of a job, safe to read while it runs.
 type Stats struct {
-	// Restarts is the number of in-process restarts after failures.
+	// Restarts is the number of in-process restarts after failures, counted
+	// when the restart's pause begins.
 	Restarts int64
+	// Attempts counts the attempts whose tasks started (the first run and
+	// each restart that got as far as running), counted once the attempt's
+	// checkpoint interval and driver tick are on the job's clock.
+	Attempts int64
 	// Completed counts checkpoints that became complete; Failed counts
 	// checkpoints abandoned (declined, timed out, storage errors, subsumed).
 	Completed, Failed int64
@@ -89,7 +94,7 @@ type Job struct {
 	stopOnce sync.Once
 	stop     chan struct{}
 
-	restarts, completed, failed, latest, restored, abandoned atomic.Int64
+	restarts, attempts, completed, failed, latest, restored, abandoned atomic.Int64
 	// triggered is the highest checkpoint id any attempt triggered.
 	triggered atomic.Int64
 	// checkpointTime sums completed checkpoints' durations in ns.
@@ -130,7 +135,7 @@ func NewJob(plan *Plan, opts Options) (*Job, error) {
 // Stats returns the job's counters.
 func (j *Job) Stats() Stats {
 	return Stats{
-		Restarts: j.restarts.Load(), Completed: j.completed.Load(), Failed: j.failed.Load(),
+		Restarts: j.restarts.Load(), Attempts: j.attempts.Load(), Completed: j.completed.Load(), Failed: j.failed.Load(),
 		Latest: j.latest.Load(), RestoredFrom: j.restored.Load(), Abandoned: j.abandoned.Load(),
 		Records: j.records.Load(), CheckpointTime: time.Duration(j.checkpointTime.Load()),
 	}
@@ -177,13 +182,15 @@ func (j *Job) Run(ctx context.Context) error {
 		}
 		j.log.Warn("job failed; restarting from the last complete checkpoint", "err", err, "attempt", n+1,
 			"delay", delay.Round(time.Millisecond), "restarts_in_a_row", b.streak, "budget_left", b.remaining(now).Round(time.Second))
-		// Counted when decided, before the pause: a test driving the job's
-		// clock sees the restart and moves the time through its pause.
+		// Counted once the pause waits on the clock, before it ends: a test
+		// driving the job's clock sees the restart and moves the time
+		// through its pause.
+		pause := clock.After(delay)
 		j.restarts.Add(1)
 		// A Stop during the pause ends it: the next attempt starts at once
 		// and stops gracefully, with its final checkpoint.
 		select {
-		case <-clock.After(delay):
+		case <-pause:
 		case <-stop:
 			stop = nil
 		case <-ctx.Done():

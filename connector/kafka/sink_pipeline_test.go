@@ -189,9 +189,9 @@ func (sp *sinkPipeline) runJob(ctx context.Context, job *runtime.Job) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	if sp.fake != nil {
-		go testkit.DriveClock(ctx, sp.fake, sp.interval, time.Second, func() int64 {
+		go testkit.DriveClock(ctx, sp.fake, sp.interval, 10*time.Second, func() int64 {
 			st := job.Stats()
-			return st.Completed + st.Failed + st.Restarts
+			return st.Completed + st.Failed + st.Restarts + st.Attempts
 		})
 	}
 	return job.Run(ctx)

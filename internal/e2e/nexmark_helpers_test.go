@@ -276,9 +276,9 @@ func nxRun(t *testing.T, name string, stateful []string, dir string, o nxRunOpti
 	if fake != nil {
 		driving, stop := context.WithCancel(ctx)
 		defer stop()
-		go testkit.DriveClock(driving, fake, opts.Interval, time.Second, func() int64 {
+		go testkit.DriveClock(driving, fake, opts.Interval, 10*time.Second, func() int64 {
 			st := job.Stats()
-			return st.Completed + st.Failed + st.Restarts
+			return st.Completed + st.Failed + st.Restarts + st.Attempts
 		})
 	}
 	if err := job.Run(ctx); err != nil {

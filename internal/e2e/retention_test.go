@@ -133,9 +133,9 @@ func TestRetentionKeepsStorageBounded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	driving, stopDriving := context.WithCancel(ctx)
-	go testkit.DriveClock(driving, fake, step, time.Second, func() int64 {
+	go testkit.DriveClock(driving, fake, step, 10*time.Second, func() int64 {
 		st := job.Stats()
-		return st.Completed + st.Failed + st.Restarts
+		return st.Completed + st.Failed + st.Restarts + st.Attempts
 	})
 	err := job.Run(ctx)
 	stopDriving()
