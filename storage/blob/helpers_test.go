@@ -41,11 +41,11 @@ type fakeS3 struct {
 // the response were lost (lose).
 type faultFunc func(r *http.Request) (reject int, lose bool)
 
-// newFakeS3 starts a server with the bucket "ck". It stops when the test ends.
+// newFakeS3 starts a server with the bucket "ckpt". It stops when the test ends.
 func newFakeS3(t testing.TB) *fakeS3 {
 	t.Helper()
 	backend := s3mem.New()
-	if err := backend.CreateBucket("ck"); err != nil {
+	if err := backend.CreateBucket("ckpt"); err != nil {
 		t.Fatal(err)
 	}
 	f := &fakeS3{requests: map[string]int{}}
@@ -86,9 +86,9 @@ func (f *fakeS3) setFaults(fn faultFunc) {
 	f.faults.Store(&fn)
 }
 
-// url returns the s3 URL of prefix in bucket ck, with credentials and extra parameters.
+// url returns the s3 URL of prefix in bucket ckpt, with credentials and extra parameters.
 func (f *fakeS3) url(prefix string, extra ...string) string {
-	u := fmt.Sprintf("s3://%s:%s@ck/%s?endpoint=%s&region=us-east-1&use_path_style=true", testKeyID, testSecret, prefix, f.srv.URL)
+	u := fmt.Sprintf("s3://%s:%s@ckpt/%s?endpoint=%s&region=us-east-1&use_path_style=true", testKeyID, testSecret, prefix, f.srv.URL)
 	for _, e := range extra {
 		u += "&" + e
 	}
@@ -173,14 +173,14 @@ func blobInstance(s *Storage) instance {
 		Storage: s,
 		where:   func(rel string) string { return s.Location() + "/" + rel },
 		get: func(t *testing.T, rel string) ([]byte, bool) {
-			b, err := s.bucket.ReadAll(context.Background(), s.loc.prefix+rel)
+			b, err := s.bucket.get(context.Background(), s.loc.prefix+rel)
 			if err != nil {
 				return nil, false
 			}
 			return b, true
 		},
 		put: func(t *testing.T, rel string, b []byte) {
-			if err := s.bucket.WriteAll(context.Background(), s.loc.prefix+rel, b, nil); err != nil {
+			if err := s.bucket.put(context.Background(), s.loc.prefix+rel, [][]byte{b}, false); err != nil {
 				t.Fatal(err)
 			}
 		},

@@ -185,7 +185,7 @@ func TestLeaseTakenOverDuringAnOutageFences(t *testing.T) {
 	// unchanged for a whole lease and took over: it deleted the object and
 	// created its own.
 	other := openWith(t, strings.Replace(raw, testKeyID, otherKeyID, 1), &Options{Lease: lease})
-	if err := other.bucket.Delete(context.Background(), other.loc.prefix+LeaseName); err != nil {
+	if err := other.bucket.del(context.Background(), other.loc.prefix+LeaseName); err != nil {
 		t.Fatal(err)
 	}
 	writeLockRecord(t, other, lockRecord{Owner: "usurper", Host: "other-host", PID: 7, Namespace: "other-machine", Lease: "600ms"})
@@ -316,7 +316,7 @@ func fakeIMDS(t *testing.T) *atomic.Int64 {
 func TestS3DoesNotAskInstanceMetadataUnlessAllowed(t *testing.T) {
 	imds := fakeIMDS(t)
 	f := newFakeS3(t)
-	bare := fmt.Sprintf("s3://ck/p?endpoint=%s&region=us-east-1&use_path_style=true", f.srv.URL)
+	bare := fmt.Sprintf("s3://ckpt/p?endpoint=%s&region=us-east-1&use_path_style=true", f.srv.URL)
 	for _, raw := range []string{bare, bare + "&role=arn:aws:iam::123456789012:role/ingest"} {
 		s, err := Open(context.Background(), raw, nil)
 		if err == nil {
