@@ -2,6 +2,8 @@ module github.com/ingest-engine/ingest
 
 go 1.26.8
 
+toolchain go1.26.10
+
 require (
 	github.com/expr-lang/expr v1.17.8
 	github.com/jackc/pgx/v5 v5.12.0
