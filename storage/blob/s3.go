@@ -51,7 +51,7 @@ type s3Bucket struct {
 // instance_metadata=true, the EC2 instance-metadata service (169.254.169.254, or
 // AWS_EC2_METADATA_SERVICE_ENDPOINT), so that a pipeline sends no traffic to an address its user
 // did not configure. role=ARN assumes that role with those credentials through STS.
-func openS3(ctx context.Context, loc *location) (bucket, error) {
+func openS3(_ context.Context, loc *location) (bucket, error) {
 	if err := s3utils.CheckValidBucketName(loc.bucket); err != nil {
 		return nil, fmt.Errorf("bucket %q: %w", loc.bucket, err)
 	}
@@ -80,14 +80,15 @@ func openS3(ctx context.Context, loc *location) (bucket, error) {
 		}
 		return b, true, nil
 	}
-	var bools = map[string]*struct{ value, set bool }{}
+	type boolSetting struct{ value, set bool }
+	bools := map[string]boolSetting{}
 	for _, key := range []string{"use_path_style", "s3ForcePathStyle", "hostname_immutable", "disable_https", "dualstack",
 		"fips", "accelerate", "anonymous", paramInstanceMetadata} {
 		v, ok, err := boolParam(key)
 		if err != nil {
 			return nil, err
 		}
-		bools[key] = &struct{ value, set bool }{v, ok}
+		bools[key] = boolSetting{v, ok}
 	}
 	flag := func(key string) bool { return bools[key].value }
 
