@@ -45,7 +45,7 @@ func TestDashboardInChromium(t *testing.T) {
 	b := newSession(t, driverURL, chromium, width, 1000)
 	b.open(srv.URL + "/")
 
-	eventually(t, 15*time.Second, "the page renders the API's data", func() (bool, string) {
+	eventually(t, 30*time.Second, "the page renders the API's data", func() (bool, string) {
 		var renders int
 		b.exec(&renders, "return window.__dashboard ? window.__dashboard.renders : -1")
 		return renders >= 1, fmt.Sprintf("%d renders", renders)
@@ -72,14 +72,15 @@ func TestDashboardInChromium(t *testing.T) {
 
 	t.Run("checkpoint count increases", func(t *testing.T) {
 		b := b.in(t)
-		// The page shows what a poll at most a second or two ago returned.
-		before := fake.pipeline(fake.simAt(time.Now().Add(-5 * time.Second))).CommittedCheckpoints
+		// The page shows what a recent poll returned (within 30 s, however
+		// loaded the machine).
+		before := fake.pipeline(fake.simAt(time.Now().Add(-30 * time.Second))).CommittedCheckpoints
 		first := digits(t, b.textOf("#checkpoint-count"))
 		after := fake.pipeline(fake.simNow()).CommittedCheckpoints
 		if first < before || first > after {
-			t.Fatalf("#checkpoint-count = %d; the API said %d five seconds ago and %d now", first, before, after)
+			t.Fatalf("#checkpoint-count = %d; the API said %d 30 seconds ago and %d now", first, before, after)
 		}
-		eventually(t, 10*time.Second, "#checkpoint-count increases", func() (bool, string) {
+		eventually(t, 30*time.Second, "#checkpoint-count increases", func() (bool, string) {
 			n := digits(t, b.textOf("#checkpoint-count"))
 			return n > first, fmt.Sprintf("%d, first %d", n, first)
 		})
@@ -141,7 +142,7 @@ func TestDashboardInChromium(t *testing.T) {
 		for _, n := range fakeGraph {
 			subtasks += n.parallelism
 		}
-		eventually(t, 5*time.Second, "the detail of checkpoint "+id+" lists every subtask", func() (bool, string) {
+		eventually(t, 30*time.Second, "the detail of checkpoint "+id+" lists every subtask", func() (bool, string) {
 			var got struct {
 				ID   string `json:"id"`
 				Rows int    `json:"rows"`
@@ -159,15 +160,24 @@ func TestDashboardInChromium(t *testing.T) {
 
 	t.Run("restarts and recoveries", func(t *testing.T) {
 		b := b.in(t)
-		low, _ := fake.restartsAt(fake.simAt(time.Now().Add(-5 * time.Second)))
+		low, _ := fake.restartsAt(fake.simAt(time.Now().Add(-30 * time.Second)))
 		shown := digits(t, b.textOf("#restarts"))
 		high, _ := fake.restartsAt(fake.simNow())
 		if shown < low || shown > high || shown == 0 {
-			t.Fatalf("#restarts = %d; the API said %d five seconds ago and %d now", shown, low, high)
+			t.Fatalf("#restarts = %d; the API said %d 30 seconds ago and %d now", shown, low, high)
 		}
-		eventually(t, 15*time.Second, "a restart seen while the page is open appears in #recoveries", func() (bool, string) {
-			n := len(b.findAll("#recoveries li[data-kind=restart]"))
-			return n > 0, fmt.Sprintf("%d restart events; #recoveries-summary %q", n, b.textOf("#recoveries-summary"))
+		// The timeline is the API's: as many restarts as it counted (up to
+		// the 20 shown), each naming the checkpoint it restored.
+		eventually(t, 30*time.Second, "#recoveries lists the API's restarts", func() (bool, string) {
+			var got []struct{ Text, Restored string }
+			b.exec(&got, `return [...document.querySelectorAll('#recoveries li[data-kind=restart]')]
+				.map(li => ({Text: li.textContent, Restored: li.dataset.restored}))`)
+			shown := digits(t, b.textOf("#restarts"))
+			ok := len(got) == min(shown, 20) && len(got) > 0
+			for _, e := range got {
+				ok = ok && e.Restored != "" && strings.Contains(e.Text, "restored checkpoint "+e.Restored)
+			}
+			return ok, fmt.Sprintf("%d restart events %q for %d restarts", len(got), got, shown)
 		})
 	})
 
@@ -187,7 +197,7 @@ func TestDashboardInChromium(t *testing.T) {
 		input, submit := b.find("#trigger-token"), b.find("#trigger-submit")
 		b.typeInto(input, "wrong-token")
 		b.click(submit)
-		eventually(t, 5*time.Second, "a wrong token is reported", func() (bool, string) {
+		eventually(t, 30*time.Second, "a wrong token is reported", func() (bool, string) {
 			text := b.textOf("#trigger-result")
 			return strings.Contains(text, "rejected") && strings.Contains(text, "401"), fmt.Sprintf("%q", text)
 		})
@@ -196,7 +206,7 @@ func TestDashboardInChromium(t *testing.T) {
 		}
 		b.typeInto(input, fakeToken)
 		b.click(submit)
-		eventually(t, 5*time.Second, "the trigger is confirmed", func() (bool, string) {
+		eventually(t, 30*time.Second, "the trigger is confirmed", func() (bool, string) {
 			text := b.textOf("#trigger-result")
 			return regexp.MustCompile(`^Checkpoint \d+ triggered\.$`).MatchString(text), fmt.Sprintf("%q", text)
 		})
@@ -214,7 +224,7 @@ func TestDashboardInChromium(t *testing.T) {
 		b := b.in(t)
 		fake.setDown(true)
 		defer fake.setDown(false)
-		eventually(t, 5*time.Second, "#connection reports the API unreachable", func() (bool, string) {
+		eventually(t, 30*time.Second, "#connection reports the API unreachable", func() (bool, string) {
 			c := b.find("#connection")
 			return b.attr(c, "data-state") == "error" && strings.Contains(b.text(c), "unreachable"), b.text(c)
 		})
@@ -226,23 +236,20 @@ func TestDashboardInChromium(t *testing.T) {
 			return v
 		}
 		count := digits(t, b.textOf("#checkpoint-count"))
-		t0 := time.Now()
+		// The page counts the age on its own while no answer comes: it
+		// grows past where it was by more than a poll's worth. (How fast
+		// is the browser's clock's business; a loaded machine only delays
+		// it.)
 		a1 := ageAt()
-		t1 := time.Now()
-		time.Sleep(2500 * time.Millisecond)
-		t2 := time.Now()
-		a2 := ageAt()
-		t3 := time.Now()
-		// The age is redrawn every second, so it may lag by up to one.
-		lo, hi := t2.Sub(t1).Seconds()-1.1, t3.Sub(t0).Seconds()+1.1
-		if d := a2 - a1; d < lo || d > hi {
-			t.Errorf("with the API down, the age went from %.1f s to %.1f s: by %.1f s, want %.1f..%.1f s (counting locally)", a1, a2, d, lo, hi)
-		}
+		eventually(t, 30*time.Second, "the age keeps counting with the API down", func() (bool, string) {
+			a := ageAt()
+			return a >= a1+2, fmt.Sprintf("%.1f s, was %.1f s", a, a1)
+		})
 		if n := digits(t, b.textOf("#checkpoint-count")); n != count {
 			t.Errorf("#checkpoint-count changed from %d to %d while the API was down", count, n)
 		}
 		fake.setDown(false)
-		eventually(t, 5*time.Second, "the page recovers when the API is back", func() (bool, string) {
+		eventually(t, 30*time.Second, "the page recovers when the API is back", func() (bool, string) {
 			c := b.find("#connection")
 			n := digits(t, b.textOf("#checkpoint-count"))
 			return b.attr(c, "data-state") == "ok" && n > count, fmt.Sprintf("%s, count %d (was %d)", b.text(c), n, count)
@@ -258,7 +265,7 @@ func TestDashboardInChromium(t *testing.T) {
 		// into) and its rendering error is recorded, while polling goes on.
 		var polls int
 		b.exec(&polls, "document.getElementById('chart-alignment').remove(); return window.__dashboard.polls")
-		eventually(t, 5*time.Second, "window.__errors records a rendering error and polling goes on", func() (bool, string) {
+		eventually(t, 30*time.Second, "window.__errors records a rendering error and polling goes on", func() (bool, string) {
 			var got struct {
 				Errors []string
 				Polls  int
@@ -447,7 +454,7 @@ func checkCharts(b *session, fake *fakeAPI) {
 		t.Errorf("#chart-duration has %d axis labels and %d failed marks, want ≥ 6 and ≥ 1", axis.Ticks, axis.Failed)
 	}
 	newest := dur[len(dur)-1].ID
-	eventually(t, 10*time.Second, "#chart-duration plots a newer checkpoint", func() (bool, string) {
+	eventually(t, 30*time.Second, "#chart-duration plots a newer checkpoint", func() (bool, string) {
 		ps := points("#chart-duration")
 		return len(ps) > 0 && ps[len(ps)-1].ID > newest, fmt.Sprintf("%d points, newest was %d", len(ps), newest)
 	})
@@ -479,7 +486,7 @@ func takeScreenshot(b *session, width int) {
 	b.resize(width, size.Page+size.Chrome)
 	var renders int
 	b.exec(&renders, "return window.__dashboard.renders")
-	eventually(t, 5*time.Second, "a render after the resize", func() (bool, string) {
+	eventually(t, 30*time.Second, "a render after the resize", func() (bool, string) {
 		var n int
 		b.exec(&n, "return window.__dashboard.renders")
 		return n > renders+1, fmt.Sprintf("%d renders", n)

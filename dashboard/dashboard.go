@@ -5,9 +5,13 @@
 //
 // The page polls the HTTP API of package httpapi every second with relative
 // URLs (api/v1/pipeline, api/v1/checkpoints, api/v1/checkpoints/{id}) and
-// draws the pipeline graph with per-operator rates and backpressure, charts of
-// checkpoint duration, state size and alignment, the time since the last
-// checkpoint, failed checkpoints with their reasons and the recoveries. It
+// shows the job's health as the API judges it (failed, checkpoints failing,
+// restarting, checkpoints stale) in amber or red with the last failures, the
+// pipeline graph with per-operator and per-subtask rates, watermarks with
+// their lag and backpressure, charts of checkpoint duration (failed ones
+// too), state size and alignment, the time since the last checkpoint, sink
+// commit latency, failed checkpoints with their reasons and the subtasks that
+// never acknowledged them, and the recoveries the API keeps. It
 // therefore has to be mounted at the same path prefix as the API: at "/" next
 // to "/api/v1/", or under a prefix with http.StripPrefix for both.
 package dashboard

@@ -47,6 +47,16 @@ func TestFakeAPIFollowsTheContract(t *testing.T) {
 	want(t, last, "id", "int")
 	want(t, last, "completed_at", "time")
 	want(t, last, "duration_ms", "number")
+	want(t, p, "recovery_history", "array")
+	for _, e := range p["recovery_history"].([]any) {
+		e := e.(map[string]any)
+		for k, typ := range map[string]string{"time": "time", "attempt": "int", "cause": "string", "class": "string", "failure": "string"} {
+			want(t, e, k, typ)
+		}
+		if _, ok := e["restored_checkpoint"]; !ok {
+			t.Errorf("recovery %v lacks restored_checkpoint (null when none existed)", e)
+		}
+	}
 	nodes := p["nodes"].([]any)
 	if len(nodes) != len(fakeGraph) {
 		t.Fatalf("%d nodes, want %d", len(nodes), len(fakeGraph))
@@ -55,7 +65,7 @@ func TestFakeAPIFollowsTheContract(t *testing.T) {
 		n := n.(map[string]any)
 		for k, typ := range map[string]string{"id": "string", "kind": "string", "describe": "string", "parallelism": "int",
 			"inputs": "array", "records_in": "int", "records_out": "int", "records_in_per_second": "number",
-			"records_out_per_second": "number", "backpressure_ratio": "number", "watermark": "time"} {
+			"records_out_per_second": "number", "backpressure_ratio": "number", "watermark": "time", "watermark_lag_ms": "number"} {
 			want(t, n, k, typ)
 		}
 		if r := n["backpressure_ratio"].(float64); r < 0 || r > 1 {

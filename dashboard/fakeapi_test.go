@@ -27,6 +27,16 @@ type apiPipeline struct {
 	LastCheckpoint             *apiLastCheck `json:"last_checkpoint"`
 	SecondsSinceLastCheckpoint *float64      `json:"seconds_since_last_checkpoint"`
 	CommittedCheckpoints       int           `json:"committed_checkpoints"`
+	RecoveryHistory            []apiRecovery `json:"recovery_history"`
+}
+
+type apiRecovery struct {
+	Time               time.Time `json:"time"`
+	Attempt            int       `json:"attempt"`
+	Cause              string    `json:"cause"`
+	Class              string    `json:"class"`
+	Failure            string    `json:"failure"`
+	RestoredCheckpoint *int64    `json:"restored_checkpoint"`
 }
 
 type apiGuarantee struct {
@@ -46,6 +56,7 @@ type apiNode struct {
 	RecordsOutPerSecond float64    `json:"records_out_per_second"`
 	BackpressureRatio   float64    `json:"backpressure_ratio"`
 	Watermark           *time.Time `json:"watermark"`
+	WatermarkLagMS      *float64   `json:"watermark_lag_ms"`
 }
 
 type apiInput struct {
@@ -328,6 +339,31 @@ func (f *fakeAPI) restartsAt(t time.Time) (n int, last time.Time) {
 	return n, last
 }
 
+// recoveries are the restarts by simulated time t, newest first: each
+// restores the newest checkpoint that completed before the failure.
+func (f *fakeAPI) recoveries(t time.Time) []apiRecovery {
+	out := []apiRecovery{}
+	attempt := 0
+	for k := int64(11); k <= f.triggered(t); k += 23 {
+		reason, after, restart := failure(k)
+		at := f.origin.Add(time.Duration(k)*f.interval + after)
+		if !restart || at.After(t) {
+			continue
+		}
+		attempt++
+		e := apiRecovery{Time: at, Attempt: attempt, Cause: "restart", Class: "task", Failure: reason}
+		for j := k - 1; j >= 1; j-- {
+			if c, ok := f.checkpoint(j, at); ok && c.Status == "completed" {
+				id := j
+				e.RestoredCheckpoint = &id
+				break
+			}
+		}
+		out = append([]apiRecovery{e}, out...)
+	}
+	return out
+}
+
 // pipeline is GET /api/v1/pipeline at simulated time t.
 func (f *fakeAPI) pipeline(t time.Time) apiPipeline {
 	restarts, lastRestart := f.restartsAt(t)
@@ -347,7 +383,8 @@ func (f *fakeAPI) pipeline(t time.Time) apiPipeline {
 			"sink warehouse (postgres) commits with two-phase commit on checkpoint completion",
 			"checkpoint mode is aligned (exactly-once)",
 		}},
-		Nodes: []apiNode{},
+		Nodes:           []apiNode{},
+		RecoveryHistory: f.recoveries(t),
 	}
 	elapsed := t.Sub(started).Seconds()
 	phase := t.Sub(f.simZero).Seconds()
@@ -367,12 +404,14 @@ func (f *fakeAPI) pipeline(t time.Time) apiPipeline {
 	}
 	for i, n := range fakeGraph {
 		r := rates[n.id]
-		wm := t.Add(-time.Duration(1500+i*400) * time.Millisecond)
+		lag := time.Duration(1500+i*400) * time.Millisecond
+		wm := t.Add(-lag)
+		lagMS := float64(lag) / float64(time.Millisecond)
 		bp := math.Min(1, math.Max(0, n.bp*(1+0.35*math.Sin(phase/20+float64(i)))))
 		p.Nodes = append(p.Nodes, apiNode{
 			ID: n.id, Kind: n.kind, Describe: n.describe, Parallelism: n.parallelism, Inputs: append([]apiInput{}, n.inputs...),
 			RecordsIn: int64(r[0] * elapsed), RecordsOut: int64(r[1] * elapsed),
-			RecordsInPerSecond: r[0], RecordsOutPerSecond: r[1], BackpressureRatio: bp, Watermark: &wm,
+			RecordsInPerSecond: r[0], RecordsOutPerSecond: r[1], BackpressureRatio: bp, Watermark: &wm, WatermarkLagMS: &lagMS,
 		})
 	}
 	for k := f.triggered(t); k >= 1; k-- {

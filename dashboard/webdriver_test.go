@@ -54,6 +54,9 @@ func startChromedriver(t *testing.T, driver string) string {
 	l.Close()
 	out := &testkit.SyncBuffer{}
 	cmd := exec.Command(driver, "--port="+strconv.Itoa(port), "--allowed-ips=127.0.0.1")
+	// The browser inherits the driver's environment: one time zone for
+	// every run, so the times the page shows do not depend on the machine.
+	cmd.Env = append(os.Environ(), "TZ=UTC")
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", driver, err)

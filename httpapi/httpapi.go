@@ -10,6 +10,10 @@
 //	POST /api/v1/stop                stop with a final checkpoint
 //	GET  /                           the dashboard, when one is mounted
 //
+// The pipeline answer carries the job's health as the API judges it
+// (health.go: failed, checkpoints failing, restarting, checkpoints stale),
+// so that every client shows trouble the same way.
+//
 // GET is open. POST requires "Authorization: Bearer <token>" with the
 // configured token; without a configured token POST is refused (403), so a
 // server started without one cannot be used to stop the pipeline. Errors
@@ -30,6 +34,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/metrics"
 	"github.com/ingest-engine/ingest/runtime"
 )
@@ -38,11 +43,17 @@ import (
 // must carry when the pipeline file sets none (see Options.Token).
 const TokenEnv = "INGEST_HTTP_TOKEN"
 
+// noTokenMessage is the answer to every POST when no token is configured.
+const noTokenMessage = "POST endpoints are disabled because no token is configured: set http.token in the pipeline file " +
+	"or the " + TokenEnv + " environment variable, restart, and send Authorization: Bearer <token>"
+
 // Job is what the API serves; *runtime.Job implements it.
 type Job interface {
 	Observe() runtime.Observation
 	Checkpoints() []runtime.CheckpointRecord
 	Checkpoint(id int64) (runtime.CheckpointRecord, bool)
+	RecoveryLog() []runtime.RecoveryEvent
+	CheckpointOptions() checkpoint.Options
 	TriggerCheckpoint() (int64, error)
 	Stop()
 }
@@ -147,8 +158,7 @@ func (h *handler) methods(by map[string]http.HandlerFunc) http.HandlerFunc {
 // configured) or 401 (missing or wrong token) when it does not pass.
 func (h *handler) authorized(w http.ResponseWriter, r *http.Request) bool {
 	if h.opts.Token == "" {
-		writeError(w, http.StatusForbidden, "POST endpoints are disabled because no token is configured: set http.token in the pipeline file "+
-			"or the "+TokenEnv+" environment variable, restart, and send Authorization: Bearer <token>")
+		writeError(w, http.StatusForbidden, noTokenMessage)
 		return false
 	}
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
@@ -168,14 +178,17 @@ func (h *handler) pipeline(w http.ResponseWriter, _ *http.Request) {
 	if h.opts.Delivery != nil {
 		d = *h.opts.Delivery
 	}
-	writeJSON(w, http.StatusOK, pipelineOf(o, d, h.rates.rates(o)))
+	writeJSON(w, http.StatusOK, pipelineOf(view{o: o, delivery: d, rates: h.rates.rates(o), history: h.job.Checkpoints(),
+		log: h.job.RecoveryLog(), opts: h.job.CheckpointOptions(), actions: h.actions(o.Phase)}))
 }
 
 func (h *handler) checkpoints(w http.ResponseWriter, _ *http.Request) {
+	o := h.job.Observe()
+	tasks := taskSet(o)
 	recs := h.job.Checkpoints()
 	out := checkpointList{Checkpoints: make([]checkpointJSON, 0, len(recs))}
 	for _, r := range recs {
-		out.Checkpoints = append(out.Checkpoints, checkpointOf(r))
+		out.Checkpoints = append(out.Checkpoints, checkpointOf(r, o.At, tasks))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -192,7 +205,8 @@ func (h *handler) checkpoint(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "checkpoint "+s+" is not in the history (it keeps the last "+strconv.Itoa(runtime.HistorySize)+" checkpoints this process triggered)")
 		return
 	}
-	writeJSON(w, http.StatusOK, detailOf(rec))
+	o := h.job.Observe()
+	writeJSON(w, http.StatusOK, detailOf(rec, o.At, taskSet(o)))
 }
 
 func (h *handler) trigger(w http.ResponseWriter, r *http.Request) {

@@ -25,6 +25,14 @@ type nodeRate struct {
 	// backpressure is the share of the time its subtasks waited on full
 	// channels, 0..1.
 	backpressure float64
+	// subtasks are the rates of each subtask, by index: their spread is the
+	// node's skew.
+	subtasks []subtaskRate
+}
+
+// subtaskRate is one subtask's rates over the last seconds.
+type subtaskRate struct {
+	in, out, backpressure float64
 }
 
 // sample is one observation's counters, by node.
@@ -37,6 +45,12 @@ type nodeCounts struct {
 	in, out     int64
 	blocked     time.Duration
 	parallelism int
+	subtasks    []subtaskCounts // by index
+}
+
+type subtaskCounts struct {
+	in, out int64
+	blocked time.Duration
 }
 
 // sampler keeps recent samples.
@@ -53,6 +67,7 @@ func sampleOf(o runtime.Observation) sample {
 			c.in += st.RecordsIn
 			c.out += st.RecordsOut
 			c.blocked += st.Backpressure
+			c.subtasks = append(c.subtasks, subtaskCounts{in: st.RecordsIn, out: st.RecordsOut, blocked: st.Backpressure})
 		}
 		s.nodes[n.ID] = c
 	}
@@ -108,6 +123,17 @@ func ratesBetween(base, cur sample) map[string]nodeRate {
 		}
 		if c.parallelism > 0 {
 			r.backpressure = min(max(float64(c.blocked-b.blocked)/float64(dt)/float64(c.parallelism), 0), 1)
+		}
+		for i, sc := range c.subtasks {
+			var sb subtaskCounts
+			if i < len(b.subtasks) {
+				sb = b.subtasks[i]
+			}
+			r.subtasks = append(r.subtasks, subtaskRate{
+				in:           float64(sc.in-sb.in) / dt.Seconds(),
+				out:          float64(sc.out-sb.out) / dt.Seconds(),
+				backpressure: min(max(float64(sc.blocked-sb.blocked)/float64(dt), 0), 1),
+			})
 		}
 		out[id] = r
 	}

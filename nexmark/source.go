@@ -132,6 +132,8 @@ type subtask struct {
 	// emitted counts records since Open, for the rate limit.
 	emitted int64
 	opened  time.Time
+	// rt is the subtask's runtime context: its clock paces the rate.
+	rt *runtime.Context
 }
 
 // Open starts at the subtask's first event number, or at the restored one.
@@ -160,7 +162,8 @@ func (t *subtask) Open(ctx *runtime.Context) error {
 			t.maxTime = t.maxTimeBefore(t.next)
 		}
 	}
-	t.opened = time.Now()
+	t.rt = ctx
+	t.opened = ctx.Now()
 	return nil
 }
 
@@ -195,7 +198,7 @@ func (t *subtask) Read() (runtime.ReadResult, error) {
 	var wait time.Duration
 	if cfg.Rate > 0 {
 		perSubtask := cfg.Rate / float64(t.p)
-		due := int64(time.Since(t.opened).Seconds()*perSubtask) + 1 - t.emitted
+		due := int64(t.rt.Now().Sub(t.opened).Seconds()*perSubtask) + 1 - t.emitted
 		if due <= 0 {
 			wait = time.Duration(float64(time.Second) * float64(1-due) / perSubtask)
 		}

@@ -129,7 +129,7 @@ func (j *Job) build(ctx context.Context, n int, rec *recovery) (*attempt, error)
 				}
 				l := &link{t: t, node: node, id: id, wm: MinWatermark}
 				l.ctx = &Context{Task: id, Parallelism: node.Parallelism, MaxParallelism: maxP, KeyGroups: kgs, State: b,
-					Output: l, Restored: restored, RestoredUnion: union, JobID: rec.jobID, Attempt: n, Log: j.log.With("task", id.String()),
+					Output: l, Restored: restored, RestoredUnion: union, JobID: rec.jobID, Attempt: n, Log: j.log.With("task", id.String()), Clock: j.clock.Now,
 					sides: map[string]Output{}}
 				if restored != nil {
 					l.wm = restored.Watermark
@@ -250,17 +250,25 @@ func (a *attempt) drive() error {
 	running := len(a.tasks)
 	sourcesDone := map[checkpoint.TaskID]bool{}
 	finished, stopSent := false, false
-	ticker := time.NewTicker(tickInterval)
+	ticker := a.job.clock.NewTicker(tickInterval)
 	defer ticker.Stop()
 	stop := a.job.stop
 
 	var failure error
+	// The coordinator's interval starts at its first step: take it now, at
+	// the attempt's start, not at the first tick (one tick interval on the
+	// job's clock later, which a fake clock may never reach by itself).
+	for _, act := range a.coord.Step(a.job.clock.Now(), checkpoint.Tick{}) {
+		if failure = a.act(act, &finished); failure != nil {
+			break
+		}
+	}
 	for failure == nil {
 		var acts []checkpoint.Action
 		select {
-		case <-ticker.C:
-			a.warnStalledWrites(time.Now())
-			acts = a.coord.Step(time.Now(), checkpoint.Tick{})
+		case <-ticker.C():
+			a.warnStalledWrites(a.job.clock.Now())
+			acts = a.coord.Step(a.job.clock.Now(), checkpoint.Tick{})
 		case <-stop:
 			stop = nil
 			if !stopSent {
@@ -277,20 +285,20 @@ func (a *attempt) drive() error {
 			switch ev.kind {
 			case evAck:
 				a.job.obs.acked(ev.id, ev.state)
-				acts = a.coord.Step(time.Now(), checkpoint.Acked{ID: ev.id, State: ev.state})
+				acts = a.coord.Step(a.job.clock.Now(), checkpoint.Acked{ID: ev.id, State: ev.state})
 			case evDecline:
 				if lockLost(ev.err) {
 					failure = fmt.Errorf("%v: checkpoint %d: %w", ev.task, ev.id, ev.err)
 					break
 				}
 				a.job.log.Warn("checkpoint declined", "checkpoint", ev.id, "task", ev.task.String(), "err", ev.err)
-				acts = a.coord.Step(time.Now(), checkpoint.Declined{ID: ev.id, Task: ev.task, Reason: ev.err})
+				acts = a.coord.Step(a.job.clock.Now(), checkpoint.Declined{ID: ev.id, Task: ev.task, Reason: ev.err})
 			case evFailed:
 				failure = fmt.Errorf("%v: %w", ev.task, ev.err)
 			case evSourceFinished:
 				sourcesDone[ev.task] = true
 				if len(sourcesDone) == len(a.sources) {
-					acts = a.coord.Step(time.Now(), checkpoint.RequestFinal{})
+					acts = a.coord.Step(a.job.clock.Now(), checkpoint.RequestFinal{})
 				}
 			case evExited:
 				running--
@@ -309,7 +317,7 @@ func (a *attempt) drive() error {
 					failure = fmt.Errorf("checkpoint %d: writing metadata: %w", ev.id, ev.err)
 					break
 				}
-				acts = a.coord.Step(time.Now(), checkpoint.MetadataWritten{ID: ev.id, Err: ev.err})
+				acts = a.coord.Step(a.job.clock.Now(), checkpoint.MetadataWritten{ID: ev.id, Err: ev.err})
 				if ev.err == nil && a.coord.LatestComplete() == ev.id {
 					// Only the coordinator decides completion: a write that
 					// finished after a newer checkpoint subsumed it is not one.
@@ -326,10 +334,10 @@ func (a *attempt) drive() error {
 				if ev.err != nil {
 					a.job.log.Warn("writing the checkpoint ledger failed; checkpoints wait for it and it is retried", "err", ev.err)
 				}
-				acts = a.coord.Step(time.Now(), checkpoint.LedgerWritten{Reserved: ev.ledger.Reserved, Failed: ev.ledger.Failed, Err: ev.err})
+				acts = a.coord.Step(a.job.clock.Now(), checkpoint.LedgerWritten{Reserved: ev.ledger.Reserved, Failed: ev.ledger.Failed, Err: ev.err})
 			case evCommitted:
 				a.job.obs.committed(ev.id, ev.err)
-				acts = a.coord.Step(time.Now(), checkpoint.Committed{ID: ev.id, Err: ev.err})
+				acts = a.coord.Step(a.job.clock.Now(), checkpoint.Committed{ID: ev.id, Err: ev.err})
 			}
 		}
 		for _, act := range acts {
@@ -339,7 +347,7 @@ func (a *attempt) drive() error {
 			}
 		}
 	}
-	a.coord.Step(time.Now(), checkpoint.TaskFailed{Err: failure})
+	a.coord.Step(a.job.clock.Now(), checkpoint.TaskFailed{Err: failure})
 	a.cancel(failure)
 	a.shutdown(&wg)
 	return failure
@@ -414,7 +422,7 @@ func (a *attempt) act(act checkpoint.Action, finished *bool) error {
 		if a.writing == nil {
 			a.writing = map[int64]*metadataWrite{}
 		}
-		a.writing[m.ID] = &metadataWrite{started: time.Now()}
+		a.writing[m.ID] = &metadataWrite{started: j.clock.Now()}
 		a.store.do(func() {
 			err := failpoint.Inject("job/before-metadata-write")
 			if err == nil {
@@ -427,7 +435,9 @@ func (a *attempt) act(act checkpoint.Action, finished *bool) error {
 					// for it up to that deadline. An abandoned write may still run
 					// inside the storage, but it can no longer complete a
 					// checkpoint, which is what the next recovery relies on.
-					wctx, cancel := context.WithDeadlineCause(context.WithoutCancel(a.ctx), m.TriggeredAt.Add(j.opts.Checkpoint.Timeout),
+					// The deadline is on the job's clock; the context counts
+					// what is left of it in real time.
+					wctx, cancel := context.WithTimeoutCause(context.WithoutCancel(a.ctx), m.TriggeredAt.Add(j.opts.Checkpoint.Timeout).Sub(j.clock.Now()),
 						fmt.Errorf("timed out after %v: the metadata write did not finish", j.opts.Checkpoint.Timeout))
 					start := time.Now()
 					err = j.storage.WriteMetadata(wctx, m.ID, data)
@@ -435,7 +445,7 @@ func (a *attempt) act(act checkpoint.Action, finished *bool) error {
 					j.obs.metadataWritten(m.ID, time.Since(start))
 				}
 			}
-			a.event(a.ctx, taskEvent{kind: evMetadataWritten, id: m.ID, err: err, took: time.Since(m.TriggeredAt)})
+			a.event(a.ctx, taskEvent{kind: evMetadataWritten, id: m.ID, err: err, took: j.clock.Now().Sub(m.TriggeredAt)})
 		})
 	case checkpoint.WriteLedger:
 		a.store.do(func() {
@@ -530,7 +540,10 @@ func (a *attempt) sweep(ctx context.Context, x checkpoint.CommitOutput) {
 	if age < 0 || x.TriggeredAt.IsZero() {
 		return
 	}
-	before := x.TriggeredAt.Add(-age)
+	// Staged output carries wall-clock times: the trigger's time on the
+	// job's clock is taken to the wall clock by its distance from now (on a
+	// fake clock running ahead of real time that sweeps less, never more).
+	before := time.Now().Add(-j.clock.Now().Sub(x.TriggeredAt)).Add(-age)
 	for _, n := range j.plan.Nodes {
 		s, ok := n.Committer.(StagingSweeper)
 		if !ok {

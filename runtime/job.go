@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/clock"
 	"github.com/ingest-engine/ingest/storage"
 )
 
@@ -44,6 +45,14 @@ type Options struct {
 	// failing its checksum), logging each item left out, instead of stopping
 	// the job: an explicit acceptance of data loss (--accept-lost-output).
 	AcceptLostOutput bool
+	// Clock is the time the job reads and waits on: the checkpoint
+	// interval, timeouts and alignment, source rate waits, processing-time
+	// timers, the restart strategy (unless Restart.Clock is set) and the
+	// times in the job's status. Nil is the wall clock. A test runs a job on
+	// a clock.Fake and advances it, instead of assuming how much happens in
+	// a second of real time. Durations of work (how long a write took) are
+	// measured on the wall clock whatever this is.
+	Clock clock.Clock
 }
 
 // Stats are counters of a job, safe to read while it runs.
@@ -73,6 +82,7 @@ type Job struct {
 	opts    Options
 	storage storage.Storage
 	log     *slog.Logger
+	clock   clock.Clock
 	// jobID is set by the first recovery: from the checkpoint, or new.
 	jobID string
 
@@ -112,7 +122,9 @@ func NewJob(plan *Plan, opts Options) (*Job, error) {
 	if r, ok := opts.Storage.(storage.SlowCallReporter); ok && opts.Log != nil {
 		r.ReportSlowCalls(log, 0)
 	}
-	return &Job{plan: plan, opts: opts, storage: opts.Storage, log: log, stop: make(chan struct{})}, nil
+	j := &Job{plan: plan, opts: opts, storage: opts.Storage, log: log, clock: clock.OrWall(opts.Clock), stop: make(chan struct{})}
+	j.obs.clock = j.clock
+	return j, nil
 }
 
 // Stats returns the job's counters.
@@ -141,7 +153,7 @@ func (j *Job) Run(ctx context.Context) error {
 		}
 		defer release()
 	}
-	clock := j.opts.Restart.clock()
+	clock := j.restartClock()
 	b := newBackoff(j.opts.Restart)
 	// stop ends one pause, the first after Stop; later ones run their course
 	// so that an attempt failing at once while stopping does not spin.
@@ -165,6 +177,9 @@ func (j *Job) Run(ctx context.Context) error {
 		}
 		j.log.Warn("job failed; restarting from the last complete checkpoint", "err", err, "attempt", n+1,
 			"delay", delay.Round(time.Millisecond), "restarts_in_a_row", b.streak, "budget_left", b.remaining(now).Round(time.Second))
+		// Counted when decided, before the pause: a test driving the job's
+		// clock sees the restart and moves the time through its pause.
+		j.restarts.Add(1)
 		// A Stop during the pause ends it: the next attempt starts at once
 		// and stops gracefully, with its final checkpoint.
 		select {
@@ -174,7 +189,6 @@ func (j *Job) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return err
 		}
-		j.restarts.Add(1)
 	}
 }
 

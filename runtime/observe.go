@@ -275,12 +275,12 @@ func (j *Job) TriggerCheckpoint() (int64, error) {
 		return 0, fmt.Errorf("%w (it is %s)", ErrNotRunning, phase)
 	}
 	w := j.obs.wantTrigger()
-	timer := time.NewTimer(j.opts.Checkpoint.Timeout)
+	timer := j.clock.NewTimer(j.opts.Checkpoint.Timeout)
 	defer timer.Stop()
 	select {
 	case r := <-w:
 		return r.id, r.err
-	case <-timer.C:
+	case <-timer.C():
 		j.obs.dropWaiter(w)
 		return 0, fmt.Errorf("%w: no checkpoint could be triggered within the checkpoint timeout %v", ErrNotRunning, j.opts.Checkpoint.Timeout)
 	case <-j.stop:
@@ -364,7 +364,7 @@ func (ob *observer) snapshot(j *Job) Observation {
 	ob.mu.Lock()
 	defer ob.mu.Unlock()
 	o := Observation{
-		Pipeline: j.plan.Name, JobID: ob.jobID, At: time.Now(), Phase: ob.phase, StartedAt: ob.startedAt,
+		Pipeline: j.plan.Name, JobID: ob.jobID, At: ob.clock.Now(), Phase: ob.phase, StartedAt: ob.startedAt,
 		Delivery: j.plan.Delivery(j.opts.Checkpoint.Mode), Stats: st,
 		Nodes:              ob.nodes(j.plan),
 		CheckpointDuration: ob.duration.snapshot(),

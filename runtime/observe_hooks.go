@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/clock"
 	"github.com/ingest-engine/ingest/internal/failpoint"
 	"github.com/ingest-engine/ingest/storage"
 )
@@ -72,7 +73,9 @@ type triggerResult struct {
 
 // observer collects what Job.Observe reports. Its zero value is ready.
 type observer struct {
-	mu sync.Mutex
+	// clock is the job's clock: the times of the status are on it.
+	clock clock.Clock
+	mu    sync.Mutex
 	// subtasks are the counters of every node subtask built so far.
 	subtasks map[checkpoint.TaskID]*subtaskObs
 	// late are the nodes' late-record counters (late.go), by node id.
@@ -115,6 +118,9 @@ type observer struct {
 	// restored is the checkpoint the current attempt restored (0: none); its
 	// positions are kept however many newer ones there are.
 	restored int64
+	// recoveryLog are the last RecoveryLogSize recoveries, oldest first
+	// (observe_recoveries.go).
+	recoveryLog []RecoveryEvent
 
 	// req signals the driver that waiters want a checkpoint now.
 	reqOnce sync.Once
@@ -146,7 +152,7 @@ func (ob *observer) recovering(j *Job, n int) {
 	defer ob.mu.Unlock()
 	ob.init()
 	if ob.startedAt.IsZero() {
-		ob.startedAt = time.Now()
+		ob.startedAt = ob.clock.Now()
 	}
 	if ob.kinds == nil {
 		ob.kinds = nodeKinds(j.plan)
@@ -161,7 +167,7 @@ func (ob *observer) endAttempt(errp *error) {
 	ob.mu.Lock()
 	defer ob.mu.Unlock()
 	ob.init()
-	now := time.Now()
+	now := ob.clock.Now()
 	reason := "the job finished before it completed"
 	if err == nil {
 		ob.phase = PhaseFinished
@@ -221,6 +227,7 @@ func (ob *observer) started(a *attempt) {
 		restored = m.ID
 		ob.restoredCheckpoint(m)
 	}
+	ob.logRecovery(a.n, restored) // observe_recoveries.go
 	switch {
 	case a.n > 0:
 		class := "unknown"
@@ -273,7 +280,7 @@ func (ob *observer) restoredCheckpoint(m *checkpoint.Metadata) {
 	}
 	// A recovery re-commits the recovery point's output: nothing of it or
 	// before it is pending any more.
-	ob.markCommitted(m.ID, time.Now())
+	ob.markCommitted(m.ID, ob.clock.Now())
 }
 
 // prunePositions keeps the newest maxPositions barrier positions and those
@@ -426,7 +433,7 @@ func (ob *observer) aborted(id int64, reason error) {
 		if reason != nil {
 			msg = reason.Error()
 		}
-		r.end(CheckpointFailed, msg, time.Now())
+		r.end(CheckpointFailed, msg, ob.clock.Now())
 		ob.failedN++
 	}
 }
@@ -479,7 +486,7 @@ func (ob *observer) committed(id int64, err error) {
 		ob.failClass = "commit"
 		return
 	}
-	ob.markCommitted(id, time.Now())
+	ob.markCommitted(id, ob.clock.Now())
 }
 
 // markCommitted marks every complete checkpoint up to id committed. The
@@ -549,7 +556,7 @@ func (a *attempt) requestCheckpoint() []checkpoint.Action {
 	if !waiting {
 		return nil
 	}
-	return a.coord.Step(time.Now(), checkpoint.TriggerNow{})
+	return a.coord.Step(a.job.clock.Now(), checkpoint.TriggerNow{})
 }
 
 // blockedSince adds the time since start to the backpressure counter

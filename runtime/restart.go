@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ingest-engine/ingest/clock"
 )
 
 // RestartOptions is the restart strategy of a job: after a failure the job
@@ -137,19 +139,19 @@ type RestartClock interface {
 	After(d time.Duration) <-chan time.Time
 }
 
-// wallClock is the RestartClock of the real time.
-type wallClock struct{}
-
-func (wallClock) Now() time.Time                         { return time.Now() }
-func (wallClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
-
-// clock returns o.Clock, or the wall clock when none is set.
-func (o RestartOptions) clock() RestartClock {
-	if o.Clock == nil {
-		return wallClock{}
+// restartClock returns Restart.Clock, or else the job's clock.
+func (j *Job) restartClock() RestartClock {
+	if j.opts.Restart.Clock != nil {
+		return j.opts.Restart.Clock
 	}
-	return o.Clock
+	return restartOn{j.clock}
 }
+
+// restartOn is the RestartClock of a clock.Clock.
+type restartOn struct{ c clock.Clock }
+
+func (r restartOn) Now() time.Time                         { return r.c.Now() }
+func (r restartOn) After(d time.Duration) <-chan time.Time { return clock.After(r.c, d) }
 
 // backoff is the state of a restart strategy between failures. Like the
 // checkpoint coordinator it reads no clock and draws no random numbers: the

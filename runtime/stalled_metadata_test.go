@@ -4,10 +4,12 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/ingest-engine/ingest/clock"
 	"github.com/ingest-engine/ingest/connector/datagen"
 	"github.com/ingest-engine/ingest/internal/testkit"
 	"github.com/ingest-engine/ingest/storage"
@@ -22,10 +24,14 @@ type stallingStorage struct {
 	storage.Storage
 	stall   atomic.Bool
 	release chan struct{}
+	// stalled is closed when the first write stalls.
+	stalled     chan struct{}
+	stalledOnce sync.Once
 }
 
 func (s *stallingStorage) WriteMetadata(ctx context.Context, id int64, data []byte) error {
 	if s.stall.Load() {
+		s.stalledOnce.Do(func() { close(s.stalled) })
 		<-s.release
 		// Past its commit point: the write lands whatever the deadline says.
 		ctx = context.WithoutCancel(ctx)
@@ -41,13 +47,18 @@ func (s *stallingStorage) WriteMetadata(ctx context.Context, id int64, data []by
 // (A write that can still be abandoned is: TestStorageFaultMatrix, "metadata
 // write past the timeout".)
 func TestStalledMetadataWriteIsReported(t *testing.T) {
-	st := &stallingStorage{Storage: newLocal(t), release: make(chan struct{})}
+	st := &stallingStorage{Storage: newLocal(t), release: make(chan struct{}), stalled: make(chan struct{})}
 	store := newTxStore[keyCount]()
 	p := countPipeline(t, datagen.Config{Keys: 10, Rate: 20_000}, 2, 2, store, nil)
-	ck := fastCheckpoints(10 * time.Millisecond)
+	// On a fake clock the checkpoint timeout passes only when the test says
+	// so: a busy machine cannot make a checkpoint time out first.
+	fake := clock.NewFake(time.Unix(1_800_000_000, 0))
+	const interval = 10 * time.Millisecond
+	ck := fastCheckpoints(interval)
 	ck.Timeout = 100 * time.Millisecond
 	log := &testkit.SyncBuffer{}
-	job, err := p.NewJob(stream.RunOptions{Storage: st, Checkpoint: ck, Restart: quickRestarts(3), Log: slog.New(slog.NewTextHandler(log, nil))})
+	job, err := p.NewJob(stream.RunOptions{Storage: st, Checkpoint: ck, Restart: quickRestarts(3), Clock: fake,
+		Log: slog.New(slog.NewTextHandler(log, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,9 +66,41 @@ func TestStalledMetadataWriteIsReported(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- job.Run(ctx) }()
-	sfWaitFor(t, done, "a complete checkpoint", func() bool { return job.Stats().Completed >= 1 })
+	// step advances the clock an interval at a time until cond holds,
+	// giving each step up to a second of real time to take effect (that
+	// only bounds how long the test can take; cond decides).
+	step := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(runTimeout)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s: %+v", what, job.Stats())
+			}
+			fake.Advance(interval)
+			for i := 0; i < 1000 && !cond(); i++ {
+				select {
+				case err := <-done:
+					t.Fatalf("Run returned %v while waiting for %s", err, what)
+				case <-time.After(time.Millisecond):
+				}
+			}
+		}
+	}
+	step("a complete checkpoint", func() bool { return job.Stats().Completed >= 1 })
 
 	st.stall.Store(true)
+	step("a stalled metadata write", func() bool {
+		select {
+		case <-st.stalled:
+			return true
+		default:
+			return false
+		}
+	})
+	// On the job's clock the write now takes longer than the checkpoint
+	// timeout and the grace the runtime gives an abandoned write (1 s).
+	overdue := ck.Timeout + time.Second + interval
+	fake.Advance(overdue)
 	const warning = "the checkpoint metadata write has not returned within the checkpoint timeout"
 	sfWaitFor(t, done, "the stalled-write warning", func() bool { return strings.Contains(log.String(), warning) })
 	stalled := job.Stats().Completed
@@ -66,13 +109,14 @@ func TestStalledMetadataWriteIsReported(t *testing.T) {
 			t.Errorf("the warning does not say %q:\n%s", want, log)
 		}
 	}
+	fake.Advance(overdue)
 	if n := strings.Count(log.String(), warning); n != 1 {
 		t.Errorf("%d warnings for one stalled write, want 1", n)
 	}
 
 	st.stall.Store(false)
 	close(st.release)
-	sfWaitFor(t, done, "checkpoints after the write returned", func() bool { return job.Stats().Completed >= stalled+2 })
+	step("checkpoints after the write returned", func() bool { return job.Stats().Completed >= stalled+2 })
 	if f := job.Stats().Failed; f != 0 {
 		t.Errorf("%d checkpoints failed: the stalled write landed, so its checkpoint is complete, and none was triggered meanwhile", f)
 	}

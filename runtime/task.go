@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/clock"
 	"github.com/ingest-engine/ingest/internal/failpoint"
 	"github.com/ingest-engine/ingest/state"
 	"github.com/ingest-engine/ingest/storage"
@@ -38,7 +39,7 @@ type task struct {
 	// timed are the links whose operator has processing-time timers.
 	timed []*link
 	// wake fires at the earliest processing-time timer of the chain, wakeAt.
-	wake   *time.Timer
+	wake   clock.Timer
 	wakeAt int64
 
 	// Source tasks only.
@@ -264,7 +265,8 @@ func (t *task) handleControl(ctx context.Context) (end bool, err error) {
 // checkpoint triggers between reads, then waits for the final checkpoint.
 func (t *task) runSource(ctx context.Context) error {
 	head := t.links[0]
-	timer := time.NewTimer(time.Hour)
+	clk := t.att.job.clock
+	timer := clk.NewTimer(time.Hour)
 	defer timer.Stop()
 	var readyAt time.Time
 	for {
@@ -275,7 +277,7 @@ func (t *task) runSource(ctx context.Context) error {
 		if end {
 			return t.fan.control(&message{kind: kindEnd})
 		}
-		if !t.stopped && !time.Now().Before(readyAt) {
+		if !t.stopped && !clk.Now().Before(readyAt) {
 			res, err := t.src.Read()
 			if err != nil {
 				return fmt.Errorf("%v: read: %w", head.id, err)
@@ -313,7 +315,7 @@ func (t *task) runSource(ctx context.Context) error {
 			}
 			readyAt = time.Time{}
 			if res.Wait > 0 {
-				readyAt = time.Now().Add(res.Wait)
+				readyAt = clk.Now().Add(res.Wait)
 			}
 			continue
 		}
@@ -328,13 +330,13 @@ func (t *task) runSource(ctx context.Context) error {
 		if !t.stopped || next != 0 {
 			wait := time.Duration(math.MaxInt64)
 			if !t.stopped {
-				wait = time.Until(readyAt)
+				wait = readyAt.Sub(clk.Now())
 			}
 			if next != 0 {
-				wait = min(wait, time.Until(time.Unix(0, next)))
+				wait = min(wait, time.Unix(0, next).Sub(clk.Now()))
 			}
 			timer.Reset(wait)
-			tick = timer.C
+			tick = timer.C()
 		}
 		select {
 		case <-t.mb.signal:
@@ -375,15 +377,15 @@ func (t *task) runOperator(ctx context.Context) error {
 		if next != 0 {
 			// Reset only for a new deadline (or one already due), not per
 			// message: a fired, unread timer keeps its tick in the channel.
-			d := time.Until(time.Unix(0, next))
+			d := time.Unix(0, next).Sub(t.att.job.clock.Now())
 			switch {
 			case t.wake == nil:
-				t.wake = time.NewTimer(d)
+				t.wake = t.att.job.clock.NewTimer(d)
 			case next != t.wakeAt || d <= 0:
 				t.wake.Reset(d)
 			}
 			t.wakeAt = next
-			wake = t.wake.C
+			wake = t.wake.C()
 		}
 		m, ch, err := t.gate.read(ctx, blocked, t.mb, wake)
 		if err != nil {
@@ -437,14 +439,14 @@ func (t *task) runOperator(ctx context.Context) error {
 			if t.aligner.Aligning() == 0 {
 				t.aligning = m.barrier
 			}
-			res := t.aligner.Barrier(time.Now(), ch, m.barrier.ID)
+			res := t.aligner.Barrier(t.att.job.clock.Now(), ch, m.barrier.ID)
 			if err := t.afterAlignment(ctx, res, m.barrier); err != nil {
 				return err
 			}
 		case kindEnd:
 			t.gate.ended[ch] = true
 			t.ended++
-			res := t.aligner.EndOfInput(time.Now(), ch)
+			res := t.aligner.EndOfInput(t.att.job.clock.Now(), ch)
 			if err := t.afterAlignment(ctx, res, t.aligning); err != nil {
 				return err
 			}
@@ -530,7 +532,7 @@ func (t *task) fireProcessingTimers() (next int64, err error) {
 	if len(t.timed) == 0 || t.final {
 		return 0, nil
 	}
-	now := time.Now().UnixNano()
+	now := t.att.job.clock.Now().UnixNano()
 	for _, l := range t.timed {
 		pt := l.op.(ProcessingTimer)
 		at, ok := pt.NextProcessingTime()

@@ -21,6 +21,7 @@ import (
 	"strings"
 
 	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/clock"
 	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/state"
 	"github.com/ingest-engine/ingest/storage"
@@ -136,6 +137,9 @@ type RunOptions struct {
 	// recovery permissions of runtime.Options (ingest run --allow-duplicates,
 	// --allow-non-restored-state, --accept-lost-output).
 	AllowDuplicates, AllowNonRestoredState, AcceptLostOutput bool
+	// Clock is the job's clock (runtime.Options.Clock); nil is the wall
+	// clock.
+	Clock clock.Clock
 }
 
 // NewJob plans the pipeline and returns a job ready to Run.
@@ -169,7 +173,7 @@ func (p *Pipeline) NewJob(o RunOptions) (*runtime.Job, error) {
 		}
 	}
 	return runtime.NewJob(plan, runtime.Options{Checkpoint: o.Checkpoint, Storage: st, Restart: o.Restart, Log: o.Log,
-		AllowDuplicates: o.AllowDuplicates, AllowNonRestoredState: o.AllowNonRestoredState, AcceptLostOutput: o.AcceptLostOutput})
+		AllowDuplicates: o.AllowDuplicates, AllowNonRestoredState: o.AllowNonRestoredState, AcceptLostOutput: o.AcceptLostOutput, Clock: o.Clock})
 }
 
 // Run plans and runs the pipeline until it finishes, ctx is cancelled or

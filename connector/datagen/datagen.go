@@ -300,6 +300,8 @@ func checkOwnLanes(lanes []lane, s, p int64) error {
 type subtask[T any] struct {
 	src *Source[T]
 	out runtime.Output
+	// rt is the subtask's runtime context: its clock paces the rate.
+	rt *runtime.Context
 	// multi is set unless the subtask owns exactly one lane; Read then
 	// merges lanes (readLanes) instead of its one-lane loop.
 	multi bool
@@ -356,7 +358,8 @@ func (t *subtask[T]) Open(ctx *runtime.Context) error {
 		}
 		lanes = restored
 	}
-	t.opened = time.Now()
+	t.rt = ctx
+	t.opened = ctx.Now()
 	t.wm = watermark.NewTracker(t.src.cfg.Watermark)
 	if len(lanes) == 0 {
 		// No split: the tracker reports the subtask idle, so it does not
@@ -391,7 +394,7 @@ func (t *subtask[T]) Read() (runtime.ReadResult, error) {
 		if !res.Exhausted {
 			res.Wait = noLaneWait
 		}
-		res.Watermark, res.Idle = t.wm.Current(time.Now().UnixNano())
+		res.Watermark, res.Idle = t.wm.Current(t.rt.Now().UnixNano())
 		return res, nil
 	}
 	// The subtask's lanes (one: next and p; several: lanes and stride).
@@ -412,7 +415,7 @@ func (t *subtask[T]) Read() (runtime.ReadResult, error) {
 		n = min(n, max(left, 0))
 	}
 	var wait time.Duration
-	looked := time.Now()
+	looked := t.rt.Now()
 	nothingDue := false
 	if cfg.Rate > 0 {
 		perSubtask := cfg.Rate * float64(owned) / float64(stride)
@@ -452,7 +455,7 @@ func (t *subtask[T]) Read() (runtime.ReadResult, error) {
 		wait = it
 	}
 	res := runtime.ReadResult{Wait: wait}
-	res.Watermark, res.Idle = t.wm.Current(time.Now().UnixNano())
+	res.Watermark, res.Idle = t.wm.Current(t.rt.Now().UnixNano())
 	// When the least advanced lane reached Count, all did.
 	lowest := t.next
 	if t.multi {

@@ -63,7 +63,7 @@ type reader[T any] struct {
 	headerOnly bool
 
 	// clock is the subtask's processing time (polls, watermark idleness):
-	// time.Now, or a test's clock set before Open.
+	// the job's clock (Context.Now), or a test's clock set before Open.
 	clock func() time.Time
 	// lookAt is the processing time (Unix ns) the current Read began: every
 	// look at a file in it (a poll's stat, a read to its end) came after.
@@ -122,7 +122,7 @@ func (r *reader[T]) Open(ctx *runtime.Context) error {
 	r.wm = watermark.NewTracker(r.cfg.Watermark)
 	r.patternParts = strings.Split(filepath.ToSlash(r.cfg.Path), "/")
 	if r.clock == nil {
-		r.clock = time.Now
+		r.clock = ctx.Now
 	}
 	now := r.clock()
 

@@ -7,11 +7,12 @@ import './errors.js'; // first: it listens for errors before anything runs
 import { getJSON } from './api.js';
 import { renderCharts } from './charts.js';
 import { $, h, setText } from './dom.js';
-import { fmtAge, fmtClock, fmtCount, fmtMs, fmtRate, fmtShortDateTime, num, plural } from './format.js';
+import { fmtAge, fmtClock, fmtCount, fmtLag, fmtMs, fmtRate, fmtShortDateTime, fmtStamp, num, plural } from './format.js';
 import { renderGraph } from './graph.js';
+import { badgeText, healthOf, renderHealth } from './health.js';
 import { renderRecoveries } from './recoveries.js';
 import { renderTables } from './tables.js';
-import { setupTrigger } from './trigger.js';
+import { renderTrigger, setupTrigger } from './trigger.js';
 
 // Progress counters the browser test waits on.
 window.__dashboard = { polls: 0, renders: 0 };
@@ -22,8 +23,11 @@ const state = {
   pipeline: null, // the latest /api/v1/pipeline
   checkpoints: [], // the latest history, newest first
   ageBase: null, // seconds_since_last_checkpoint at ageAt
+  startBase: null, // seconds since the job started, at ageAt
   ageAt: 0, // performance.now() when ageBase arrived
-  interval: null, // median seconds between recent checkpoint triggers
+  interval: null, // the checkpoint interval in seconds; null when none
+  apiStale: false, // whether the API judged the checkpoints stale
+  lastText: null, // what the age's sub-line says of the last checkpoint
   failingSince: null, // Date of the first failed poll in a row
 };
 
@@ -86,21 +90,19 @@ function render(p, checkpoints) {
   state.pipeline = p;
   state.checkpoints = checkpoints;
   renderHeader(p);
+  renderHealth(p);
   renderStats(p, checkpoints);
   renderGraph(Array.isArray(p.nodes) ? p.nodes : []);
   renderCharts(checkpoints);
   renderTables(checkpoints);
   renderRecoveries(p);
+  renderTrigger(p.actions);
 }
 
 function renderHeader(p) {
   const name = p.name || 'pipeline';
   setText('pipeline-name', name);
-  const status = p.status || 'unknown';
-  const badge = $('pipeline-status');
-  badge.dataset.status = status;
-  setText('pipeline-status', status);
-  document.title = name + ' · ' + status + ' — Ingest';
+  document.title = name + ' · ' + badgeText(p) + ' — Ingest';
 
   const g = p.guarantee || {};
   const level = g.level || 'unknown';
@@ -116,24 +118,33 @@ function renderHeader(p) {
   $('guarantee').title = reasons.join('\n');
 }
 
+// present says whether the API answered field v (older answers lack some).
+const present = (v) => v !== null && v !== undefined;
+
 function renderStats(p, checkpoints) {
+  const counts = p.checkpoints || {};
   const count = $('checkpoint-count');
   count.dataset.value = num(p.committed_checkpoints);
   setText('checkpoint-count', fmtCount(p.committed_checkpoints));
+  const noneCompleted = present(counts.completed) && num(counts.completed) === 0 && num(counts.failed) > 0;
+  count.classList.toggle('bad', noneCompleted);
+  const interval = num(p.checkpoint_interval_ms);
+  const parts = [];
+  if (interval > 0) parts.push('interval ' + fmtMs(interval));
+  if (present(counts.triggered)) parts.push(fmtCount(counts.completed) + ' of ' + fmtCount(counts.triggered) + ' triggered completed');
+  setText('checkpoint-interval', parts.length ? parts.join(' · ') : '\u00a0');
 
-  if (p.seconds_since_last_checkpoint === null || p.seconds_since_last_checkpoint === undefined) {
-    state.ageBase = null;
-  } else {
-    state.ageBase = num(p.seconds_since_last_checkpoint);
-    state.ageAt = performance.now();
-  }
+  state.ageAt = performance.now();
+  state.ageBase = present(p.seconds_since_last_checkpoint) ? num(p.seconds_since_last_checkpoint) : null;
+  const observed = Date.parse(p.observed_at);
+  const started = Date.parse(p.started_at);
+  state.startBase = Number.isFinite(observed) && Number.isFinite(started) ? Math.max(0, (observed - started) / 1000) : null;
+  state.interval = interval > 0 ? interval / 1000 : null;
+  state.apiStale = healthOf(p).problems.some((x) => x.state === 'checkpoints_stale');
   const last = p.last_checkpoint;
-  setText('last-checkpoint', last
-    ? '#' + last.id + ' at ' + fmtClock(last.completed_at) + ' · took ' + fmtMs(last.duration_ms)
-    : 'no checkpoint yet');
-
-  state.interval = medianInterval(checkpoints);
-  setText('checkpoint-interval', state.interval ? 'one every ~' + fmtAge(Math.max(1, state.interval)) + ' lately' : '\u00a0');
+  state.lastText = last
+    ? '#' + last.id + (last.restored ? ' (restored)' : '') + ' at ' + fmtClock(last.completed_at) + ' · took ' + fmtMs(last.duration_ms)
+    : null;
   renderAge();
 
   const failed = checkpoints.filter((c) => c.status === 'failed').length;
@@ -141,50 +152,100 @@ function renderStats(p, checkpoints) {
   failureCount.dataset.value = failed;
   failureCount.classList.toggle('bad', failed > 0);
   setText('failure-count', fmtCount(failed));
-  setText('failure-window', 'of the last ' + fmtCount(checkpoints.length) + ' ' + plural(checkpoints.length, 'checkpoint', 'checkpoints'));
+  const inARow = num(p.consecutive_failed_checkpoints);
+  setText('failure-window', (inARow > 0 ? fmtCount(inARow) + ' in a row · ' : '') +
+    'of the last ' + fmtCount(checkpoints.length) + ' ' + plural(checkpoints.length, 'checkpoint', 'checkpoints'));
 
   const restarts = $('restarts');
   restarts.dataset.value = num(p.restarts);
   restarts.classList.toggle('bad', num(p.restarts) > 0);
   setText('restarts', fmtCount(p.restarts));
-  setText('started-at', p.started_at ? 'since the start, ' + fmtShortDateTime(p.started_at) : '\u00a0');
+  const lastRestart = (Array.isArray(p.recovery_history) ? p.recovery_history : []).find((e) => e.cause === 'restart');
+  setText('started-at', lastRestart ? 'last at ' + fmtShortDateTime(lastRestart.time)
+    : p.started_at ? 'since the start, ' + fmtShortDateTime(p.started_at) : '\u00a0');
 
   const nodes = Array.isArray(p.nodes) ? p.nodes : [];
   const read = nodes.filter((n) => n.kind === 'source').reduce((a, n) => a + num(n.records_out_per_second), 0);
   const written = nodes.filter((n) => n.kind === 'sink').reduce((a, n) => a + num(n.records_in_per_second), 0);
   setText('throughput', fmtRate(read));
   setText('throughput-sub', 'read by sources · ' + fmtRate(written) + ' into sinks');
+
+  renderWatermark(nodes);
+  renderCommits(p);
 }
 
-// medianInterval is the median gap, in seconds, between the triggers of the
-// last 20 checkpoints: what "normal" looks like for the age warning.
-function medianInterval(checkpoints) {
-  const times = checkpoints.slice(0, 21).map((c) => Date.parse(c.trigger_time)).filter(Number.isFinite).sort((a, b) => a - b);
-  const gaps = [];
-  for (let i = 1; i < times.length; i++) gaps.push((times[i] - times[i - 1]) / 1000);
-  if (!gaps.length) return null;
-  gaps.sort((a, b) => a - b);
-  return gaps[Math.floor(gaps.length / 2)];
+// renderWatermark shows how far event time is behind: the least watermark of
+// the sinks (of every node when no sink has one), with its date.
+function renderWatermark(nodes) {
+  const withWm = (list) => list.filter((n) => n.watermark && present(n.watermark_lag_ms));
+  let candidates = withWm(nodes.filter((n) => n.kind === 'sink'));
+  if (!candidates.length) candidates = withWm(nodes);
+  const box = $('stat-watermark');
+  const value = $('watermark-lag');
+  if (!candidates.length) {
+    value.dataset.ms = '';
+    setText('watermark-lag', '–');
+    setText('watermark-at', 'no watermark yet');
+    return;
+  }
+  const behind = candidates.reduce((a, n) => (num(n.watermark_lag_ms) > num(a.watermark_lag_ms) ? n : a));
+  value.dataset.ms = num(behind.watermark_lag_ms);
+  setText('watermark-lag', fmtLag(behind.watermark_lag_ms));
+  setText('watermark-at', fmtStamp(behind.watermark) + ' at ' + behind.id);
+  box.title = 'The event time of ' + behind.id + ' is ' + fmtLag(behind.watermark_lag_ms) + ' behind the clock: its watermark is ' + fmtStamp(behind.watermark) + '.';
+}
+
+// renderCommits shows when output last became visible and what waits for it.
+function renderCommits(p) {
+  const sinks = Array.isArray(p.sinks) ? p.sinks : [];
+  const committers = sinks.filter((x) => x.committer);
+  const pending = num(p.checkpoints && p.checkpoints.pending_commit);
+  const items = sinks.reduce((a, x) => a + num(x.pending_committables), 0);
+  const box = $('stat-commit');
+  box.dataset.pending = pending;
+  const lc = p.last_commit;
+  const value = $('commit-latency');
+  value.dataset.ms = lc ? num(lc.latency_ms) : '';
+  setText('commit-latency', lc ? fmtMs(lc.latency_ms) : '–');
+  let sub;
+  if (!present(p.sinks)) sub = '\u00a0';
+  else if (!committers.length) sub = 'no sink commits at checkpoints';
+  else sub = (lc ? 'after checkpoint ' + lc.checkpoint + ' completed · ' : 'no commit yet · ') + fmtCount(pending) + ' pending' + (items ? ' (' + fmtCount(items) + ' staged)' : '');
+  setText('commit-sub', sub);
+  box.dataset.stale = String(pending > 1);
+  box.title = committers.map((x) => x.id + ': ' + fmtCount(x.commits) + ' commits' +
+    (present(x.commit_mean_ms) ? ', ' + fmtMs(x.commit_mean_ms) + ' on average' : '')).join('\n');
 }
 
 // renderAge runs every second on its own timer, so the age keeps counting
-// between polls and while the API is unreachable.
+// between polls and while the API is unreachable. A complete checkpoint
+// older than two intervals is stale, and so is a job that has completed
+// none within two intervals of its start (the API judges the same).
 function renderAge() {
   const age = $('last-checkpoint-age');
   const box = $('stat-age');
+  if (!state.pipeline) return;
+  const elapsed = (performance.now() - state.ageAt) / 1000;
+  const sinceStart = state.startBase === null ? null : state.startBase + elapsed;
+  let stale = state.apiStale;
   if (state.ageBase === null) {
     age.dataset.seconds = '';
-    setText('last-checkpoint-age', state.pipeline ? 'none yet' : '–');
-    box.dataset.stale = 'false';
-    return;
+    setText('last-checkpoint-age', 'none yet');
+    setText('last-checkpoint', sinceStart === null ? 'no checkpoint yet' : 'none completed in the ' + fmtAge(sinceStart) + ' since the start');
+    if (state.interval !== null && sinceStart !== null) stale = stale || sinceStart > 2 * state.interval;
+  } else {
+    const sec = state.ageBase + elapsed;
+    age.dataset.seconds = sec.toFixed(1);
+    setText('last-checkpoint-age', fmtAge(sec));
+    setText('last-checkpoint', state.lastText);
+    // A checkpoint restored from an earlier run is as old as that run left
+    // it: count from the start then.
+    const ref = sinceStart === null ? sec : Math.min(sec, sinceStart);
+    if (state.interval !== null) stale = stale || ref > 2 * state.interval;
   }
-  const sec = state.ageBase + (performance.now() - state.ageAt) / 1000;
-  age.dataset.seconds = sec.toFixed(1);
-  setText('last-checkpoint-age', fmtAge(sec));
-  // Late: three usual intervals without a completed checkpoint.
-  const late = state.interval !== null && sec > Math.max(5, 3 * state.interval);
-  box.dataset.stale = String(late);
-  age.title = late ? 'No checkpoint completed for more than three usual intervals.' : '';
+  box.dataset.stale = String(stale);
+  age.title = stale && state.interval !== null
+    ? 'No checkpoint completed for more than twice the ' + fmtMs(state.interval * 1000) + ' interval.' : '';
 }
 
 // ---------- start ----------

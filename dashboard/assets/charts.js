@@ -14,7 +14,7 @@ export function renderCharts(checkpoints) {
   const done = recent.filter((c) => c.status === 'completed');
   const failed = recent.filter((c) => c.status === 'failed');
   lineChart($('chart-duration'), {
-    name: 'Checkpoint duration', points: done, failed, format: fmtMs,
+    name: 'Checkpoint duration', points: done, failed, format: fmtMs, empty: 'No checkpoint has ended yet',
     line: (c) => c.duration_ms,
     stack: [{ cls: 'sync', value: (c) => c.sync_ms, label: 'sync' }, { cls: 'async', value: (c) => c.async_ms, label: 'async' }],
     tip: (c) => `checkpoint ${c.id}: ${fmtMs(c.duration_ms)} (sync ${fmtMs(c.sync_ms)}, async ${fmtMs(c.async_ms)}, alignment ${fmtMs(c.alignment_max_ms)})`,
@@ -30,17 +30,22 @@ export function renderCharts(checkpoints) {
 }
 
 // lineChart draws one chart over trigger time: optional stacked bars, a line
-// with a point per completed checkpoint, and a mark per failed one.
+// with a point per completed checkpoint, and, when o.failed is given, a bar
+// as long as each failed checkpoint ran until it failed, with a mark above.
+// Failed checkpoints are drawn when none completed too: that is when they
+// matter most.
 function lineChart(svgEl, o) {
   const width = Math.max(280, Math.round(svgEl.getBoundingClientRect().width || 480));
   const height = CHART_H;
   setAttrs(svgEl, { viewBox: `0 0 ${width} ${height}`, height });
   const pw = width - MARGIN.left - MARGIN.right;
   const ph = height - MARGIN.top - MARGIN.bottom;
-  const all = o.points.concat(o.failed || []);
-  if (!o.points.length) {
-    svgEl.replaceChildren(s('text', { x: width / 2, y: height / 2, 'text-anchor': 'middle', class: 'empty-text' }, 'No completed checkpoint yet'));
-    svgEl.setAttribute('aria-label', o.name + ': no completed checkpoint yet');
+  const failed = o.failed || [];
+  const all = o.points.concat(failed);
+  if (!all.length) {
+    const text = o.empty || 'No completed checkpoint yet';
+    svgEl.replaceChildren(s('text', { x: width / 2, y: height / 2, 'text-anchor': 'middle', class: 'empty-text' }, text));
+    svgEl.setAttribute('aria-label', o.name + ': ' + text.toLowerCase());
     return;
   }
   const times = all.map((c) => Date.parse(c.trigger_time));
@@ -53,7 +58,11 @@ function lineChart(svgEl, o) {
   const pad = (t1 - t0) * 0.02;
   t0 -= pad;
   t1 += pad;
-  const ymax = (o.nice || niceMax)(Math.max(...o.points.map((c) => num(o.line(c)) + 0),
+  // The scale is the completed checkpoints' when there are any: a failed
+  // one that ran into a 10-minute timeout must not flatten them (its bar is
+  // cut at the top); else the failed ones'.
+  const scaled = o.points.length ? o.points : failed;
+  const ymax = (o.nice || niceMax)(Math.max(...scaled.map((c) => num(o.line(c)) + 0),
     ...(o.stack ? o.points.map((c) => o.stack.reduce((a, st) => a + num(st.value(c)), 0)) : [0])));
   const x = (t) => MARGIN.left + ((t - t0) / (t1 - t0)) * pw;
   const y = (v) => MARGIN.top + ph - (num(v) / ymax) * ph;
@@ -72,8 +81,8 @@ function lineChart(svgEl, o) {
   axes.append(s('line', { x1: MARGIN.left, x2: width - MARGIN.right, y1: MARGIN.top + ph, y2: MARGIN.top + ph, class: 'baseline' }));
 
   const bars = s('g', { class: 'bars' });
+  const bw = Math.max(2, Math.min(12, (pw / Math.max(1, all.length)) * 0.55));
   if (o.stack) {
-    const bw = Math.max(2, Math.min(12, (pw / Math.max(1, all.length)) * 0.55));
     for (const c of o.points) {
       let base = 0;
       for (const st of o.stack) {
@@ -86,31 +95,56 @@ function lineChart(svgEl, o) {
     }
   }
 
+  for (const c of failed) {
+    const v = Math.min(num(o.line(c)), ymax);
+    bars.append(s('rect', {
+      x: x(Date.parse(c.trigger_time)) - bw / 2, y: y(v), width: bw, height: Math.max(1, y(0) - y(v)), class: 'bar failed',
+      'data-checkpoint-id': c.id, 'data-value': num(o.line(c)),
+    }));
+  }
+
   const coords = o.points.map((c) => [x(Date.parse(c.trigger_time)), y(o.line(c))]);
   const line = 'M' + coords.map(([a, b]) => a.toFixed(1) + ',' + b.toFixed(1)).join(' L');
   const series = s('g', { class: 'series' });
-  if (o.area) {
+  if (coords.length && o.area) {
     const bottom = (MARGIN.top + ph).toFixed(1);
     series.append(s('path', { d: `${line} L${coords[coords.length - 1][0].toFixed(1)},${bottom} L${coords[0][0].toFixed(1)},${bottom} Z`, class: 'area' }));
   }
-  series.append(s('path', { d: line, class: 'line' }));
+  if (coords.length) series.append(s('path', { d: line, class: 'line' }));
   o.points.forEach((c, i) => {
     series.append(s('circle', {
       cx: coords[i][0].toFixed(1), cy: coords[i][1].toFixed(1), r: 2.6, class: 'point', 'data-checkpoint-id': c.id, 'data-status': 'completed', 'data-value': num(o.line(c)),
     }, s('title', {}, o.tip(c))));
   });
-  for (const c of o.failed || []) {
+  for (const c of failed) {
     const fx = x(Date.parse(c.trigger_time));
     series.append(s('path', {
       d: `M${fx - 5},${MARGIN.top} L${fx + 5},${MARGIN.top} L${fx},${MARGIN.top + 8} Z`, class: 'failed-mark', 'data-checkpoint-id': c.id, 'data-status': 'failed',
-    }, s('title', {}, `checkpoint ${c.id} failed: ${c.failure_reason || 'no reason given'}`)));
+    }, s('title', {}, failedTip(c, o.format(o.line(c))))));
   }
   svgEl.replaceChildren(grid, bars, axes, series);
 
+  const tail = failed.length ? `; ${failed.length} failed` : '';
+  if (!o.points.length) {
+    svgEl.setAttribute('aria-label', `${o.name}: no completed checkpoint${tail}`);
+    return;
+  }
   const latest = o.points[o.points.length - 1];
   const peak = Math.max(...o.points.map((c) => num(o.line(c))));
-  svgEl.setAttribute('aria-label', `${o.name} of the last ${o.points.length} completed checkpoints: latest ${o.format(o.line(latest))} (checkpoint ${latest.id}), peak ${o.format(peak)}` +
-    (o.failed && o.failed.length ? `; ${o.failed.length} failed` : ''));
+  svgEl.setAttribute('aria-label', `${o.name} of the last ${o.points.length} completed checkpoints: latest ${o.format(o.line(latest))} (checkpoint ${latest.id}), peak ${o.format(peak)}` + tail);
+}
+
+// failedTip says why a checkpoint failed and who never acknowledged it.
+export function failedTip(c, took) {
+  const missing = unacknowledgedText(c);
+  return `checkpoint ${c.id} failed after ${took}: ${c.failure_reason || 'no reason given'}` + (missing ? `; not acknowledged by ${missing}` : '');
+}
+
+// unacknowledgedText lists the subtasks that did not acknowledge c:
+// "enrich#2, sink#0", "" when none (or the API does not say).
+export function unacknowledgedText(c) {
+  const list = Array.isArray(c.unacknowledged) ? c.unacknowledged : [];
+  return list.map((t) => t.operator + '#' + num(t.subtask)).join(', ');
 }
 
 // niceMax is the top of a value axis with four ticks: v rounded up so that a
@@ -145,7 +179,7 @@ function timeStep(raw) {
 
 function fmtTick(t, step) {
   const d = new Date(t);
-  const opts = { hour: '2-digit', minute: '2-digit', hour12: false };
+  const opts = { hour: '2-digit', minute: '2-digit', hourCycle: 'h23' };
   if (step < 60000) opts.second = '2-digit';
   return d.toLocaleTimeString(undefined, opts);
 }

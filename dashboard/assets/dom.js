@@ -30,10 +30,3 @@ export function setText(id, text) {
   const node = $(id);
   if (node.textContent !== text) node.textContent = text;
 }
-
-// clip shortens text to max characters with an ellipsis.
-export function clip(text, max) {
-  text = String(text);
-  return text.length > max ? text.slice(0, max - 1) + '…' : text;
-}
-

@@ -47,14 +47,14 @@ export function fmtAge(sec) {
 export function fmtClock(t) {
   const d = t instanceof Date ? t : new Date(t);
   if (isNaN(d)) return '–';
-  return d.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit', hour12: false });
+  return d.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit', hourCycle: 'h23' });
 }
 
 export function fmtDateTime(t) {
   const d = new Date(t);
   if (isNaN(d)) return '–';
   return d.toLocaleString(undefined, {
-    year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', second: '2-digit', hour12: false,
+    year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', second: '2-digit', hourCycle: 'h23',
   });
 }
 
@@ -62,7 +62,7 @@ export function fmtShortDateTime(t) {
   const d = new Date(t);
   if (isNaN(d)) return '–';
   if (d.toDateString() === new Date().toDateString()) return fmtClock(d);
-  return d.toLocaleString(undefined, { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', hour12: false });
+  return d.toLocaleString(undefined, { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', hourCycle: 'h23' });
 }
 
 export function fmtPercent(r) {
@@ -80,4 +80,21 @@ export function clamp01(v) {
 
 export function plural(n, one, many) {
   return n === 1 ? one : many;
+}
+
+// fmtStamp is a date and time that says which day: "2026-03-01 12:00:03",
+// in the browser's time zone. A watermark months behind must not read as
+// one of today's times.
+export function fmtStamp(t) {
+  const d = t instanceof Date ? t : new Date(t);
+  if (isNaN(d)) return '–';
+  const p = (n) => String(n).padStart(2, '0');
+  return d.getFullYear() + '-' + p(d.getMonth() + 1) + '-' + p(d.getDate()) + ' ' + fmtClock(d);
+}
+
+// fmtLag is a duration in milliseconds as a lag: "350 ms", "4.2 s",
+// "3 min 20 s", "62 d 4 h".
+export function fmtLag(ms) {
+  ms = num(ms);
+  return ms < 59950 ? fmtMs(Math.max(0, ms)) : fmtAge(ms / 1000);
 }

@@ -2,17 +2,20 @@
 // its rates, watermark and backpressure; one curve per input, labelled with
 // its partitioning.
 
-import { $, clip, s } from './dom.js';
-import { clamp01, fmtClock, fmtCount, fmtDateTime, fmtPercent, fmtRate, num, plural } from './format.js';
+import { $, s } from './dom.js';
+import { clamp01, fmtCount, fmtLag, fmtPercent, fmtRate, fmtStamp, num, plural } from './format.js';
 
 const state = {
   key: '', // the topology drawn; the graph is rebuilt only when it changes
   parts: new Map(), // node id → the elements updated in place
 };
 
-const NODE_W = 196;
-const NODE_H = 104;
+const NODE_W = 216;
+const NODE_H = 132;
 const COL_GAP = 124; // wide enough for a partitioning label
+const INSET = 14; // left margin of a node's text
+const SKEW_Y = 99; // top of the per-subtask rate bars
+const SKEW_H = 12; // their height at the busiest subtask
 const ROW_GAP = 28;
 const PAD = 14;
 
@@ -125,7 +128,7 @@ function buildGraph(svgEl, nodes) {
         const ly = bezierYAt(lx, [x1, y1], [x1 + dx, y1], [x2 - dx, y2], [x2, y2]);
         // Of several inputs, the lower half is labelled below its line.
         const below = inputs.length > 1 && i >= inputs.length / 2;
-        labels.append(s('text', { x: lx, y: below ? ly + 14 : ly - 5, class: 'edge-label', 'text-anchor': 'middle' }, clip(part, 18)));
+        labels.append(s('text', { x: lx, y: below ? ly + 14 : ly - 5, class: 'edge-label', 'text-anchor': 'middle', 'data-full': part }, part));
       }
     });
   }
@@ -135,10 +138,16 @@ function buildGraph(svgEl, nodes) {
     const p = pos.get(n.id);
     const kind = n.kind || 'operator';
     const title = s('title', {});
-    const rates = s('text', { x: 14, y: 63, class: 'node-rates' });
-    const watermark = s('text', { x: 14, y: 80, class: 'node-sub' });
-    const bpFill = s('rect', { x: 14, y: 89, height: 7, rx: 3.5, width: 0, class: 'bp-fill' });
-    const bpText = s('text', { x: NODE_W - 12, y: 96, class: 'bp-text', 'text-anchor': 'end' });
+    const rates = s('text', { x: INSET, y: 61, class: 'node-rates' });
+    const watermark = s('text', { x: INSET, y: 78, class: 'node-sub node-watermark' });
+    const lag = s('text', { x: INSET, y: 94, class: 'node-sub node-lag' });
+    const skewText = s('text', { x: NODE_W - 12, y: 94, class: 'node-sub node-skew', 'text-anchor': 'end' });
+    const skew = s('g', { class: 'skew' });
+    const bpFill = s('rect', { x: INSET, y: 117, height: 7, rx: 3.5, width: 0, class: 'bp-fill' });
+    const bpText = s('text', { x: NODE_W - 12, y: 124, class: 'bp-text', 'text-anchor': 'end' });
+    const idText = s('text', { x: INSET, y: 23, class: 'node-id', 'data-full': n.id }, n.id);
+    const parText = s('text', { x: NODE_W - 12, y: 23, class: 'node-par', 'text-anchor': 'end' }, kind + ' ×' + num(n.parallelism));
+    const describe = s('text', { x: INSET, y: 41, class: 'node-sub node-describe', 'data-full': n.describe || '' }, n.describe || '');
     const g = s('g', {
       class: 'node', 'data-node-id': n.id, 'data-kind': kind, 'data-depth': p.depth, 'data-parallelism': num(n.parallelism),
       transform: `translate(${p.x},${p.y})`, tabindex: 0, role: 'img',
@@ -146,16 +155,37 @@ function buildGraph(svgEl, nodes) {
     title,
     s('rect', { width: NODE_W, height: NODE_H, rx: 10, class: 'node-box' }),
     s('rect', { width: 5, height: NODE_H - 20, x: 0, y: 10, rx: 2.5, class: 'node-stripe ' + kind }),
-    s('text', { x: 14, y: 23, class: 'node-id' }, clip(n.id, 18)),
-    s('text', { x: NODE_W - 12, y: 23, class: 'node-par', 'text-anchor': 'end' }, kind + ' ×' + num(n.parallelism)),
-    s('text', { x: 14, y: 41, class: 'node-sub' }, clip(n.describe || '', 30)),
-    rates, watermark,
-    s('rect', { x: 14, y: 89, height: 7, rx: 3.5, width: NODE_W - 72, class: 'bp-track' }),
+    idText, parText, describe, rates, watermark, lag, skewText, skew,
+    s('rect', { x: INSET, y: 117, height: 7, rx: 3.5, width: NODE_W - 72, class: 'bp-track' }),
     bpFill, bpText);
     nodeLayer.append(g);
-    state.parts.set(n.id, { g, title, rates, watermark, bpFill, bpText });
+    state.parts.set(n.id, { g, title, rates, watermark, lag, skew, skewText, bpFill, bpText, idText, parText });
   }
   svgEl.replaceChildren(defs, edges, nodeLayer, labels);
+  // Texts are measured once drawn: a long name is shortened to end before
+  // the label beside it, never under it (the full text is in the title).
+  for (const part of state.parts.values()) {
+    fit(part.idText, NODE_W - 12 - part.parText.getComputedTextLength() - 10 - INSET);
+    fit(part.g.querySelector('.node-describe'), NODE_W - 12 - INSET);
+  }
+  for (const label of labels.querySelectorAll('.edge-label')) fit(label, COL_GAP - 6);
+}
+
+// fit shortens the text of el, with an ellipsis, until it is at most width
+// wide.
+export function fit(el, width) {
+  const full = el.dataset.full !== undefined ? el.dataset.full : el.textContent;
+  el.textContent = full;
+  if (el.getComputedTextLength() <= width) return;
+  let lo = 0;
+  let hi = full.length;
+  while (lo < hi) { // the longest prefix that fits with the ellipsis
+    const mid = Math.ceil((lo + hi) / 2);
+    el.textContent = full.slice(0, mid) + '…';
+    if (el.getComputedTextLength() <= width) lo = mid;
+    else hi = mid - 1;
+  }
+  el.textContent = full.slice(0, lo) + '…';
 }
 
 // fitGraph sizes the graph to its panel: scaled down to fit, but never below
@@ -197,8 +227,13 @@ function updateNode(n) {
   else if (kind === 'sink') rates = 'in ' + inRate;
   else rates = 'in ' + inRate + '  →  out ' + outRate;
   if (part.rates.textContent !== rates) part.rates.textContent = rates;
-  const wm = n.watermark ? 'watermark ' + fmtClock(n.watermark) : 'no watermark';
+  const wm = n.watermark ? 'watermark ' + fmtStamp(n.watermark) : 'no watermark';
   if (part.watermark.textContent !== wm) part.watermark.textContent = wm;
+  const hasLag = n.watermark && n.watermark_lag_ms !== null && n.watermark_lag_ms !== undefined;
+  const lag = hasLag ? 'lag ' + fmtLag(n.watermark_lag_ms) : '';
+  if (part.lag.textContent !== lag) part.lag.textContent = lag;
+  part.g.dataset.watermarkLagMs = hasLag ? num(n.watermark_lag_ms) : '';
+  const skew = drawSkew(part, kind, Array.isArray(n.subtasks) ? n.subtasks : []);
 
   const bp = clamp01(n.backpressure_ratio);
   part.bpFill.setAttribute('width', ((NODE_W - 72) * bp).toFixed(1));
@@ -212,7 +247,41 @@ function updateNode(n) {
   const summary = `${n.id} (${kind}, parallelism ${num(n.parallelism)}): ${n.describe || ''}\n` +
     `in ${inRate} (${fmtCount(n.records_in)} total), out ${outRate} (${fmtCount(n.records_out)} total)\n` +
     `backpressure ${fmtPercent(bp)} of the time blocked on a full channel\n` +
-    (n.watermark ? 'watermark ' + fmtDateTime(n.watermark) : 'no watermark yet');
+    (n.watermark ? 'watermark ' + fmtStamp(n.watermark) + (hasLag ? ', ' + fmtLag(n.watermark_lag_ms) + ' behind' : '') : 'no watermark yet') +
+    (skew ? '\nper subtask: ' + skew : '');
   part.title.textContent = summary;
   g.setAttribute('aria-label', summary.replace(/\n/g, '; '));
+}
+
+// rateOf is the rate of a subtask that shows its node's work: what a source
+// reads, what an operator or sink receives.
+function rateOf(kind, st) {
+  return num(kind === 'source' ? st.records_out_per_second : st.records_in_per_second);
+}
+
+// drawSkew draws one bar per subtask, as tall as its rate against the
+// busiest sibling's, and labels the spread (busiest / mean): 1.0× is even
+// work. It returns the subtasks' rates as text, "" when there are none.
+function drawSkew(part, kind, subtasks) {
+  const rates = subtasks.map((st) => rateOf(kind, st));
+  const peak = Math.max(0, ...rates);
+  const mean = rates.length ? rates.reduce((a, b) => a + b, 0) / rates.length : 0;
+  const spread = mean > 0 ? peak / mean : 1;
+  const label = rates.length > 1 ? 'skew ' + spread.toFixed(1) + '×' : '';
+  if (part.skewText.textContent !== label) part.skewText.textContent = label;
+  part.g.dataset.skew = rates.length > 1 ? spread.toFixed(3) : '';
+  part.skewText.classList.toggle('skewed', rates.length > 1 && spread >= 1.5);
+  const width = NODE_W - INSET - 12;
+  const gap = rates.length > 24 ? 0 : 2;
+  const bw = rates.length ? Math.max(1, (width - gap * (rates.length - 1)) / rates.length) : 0;
+  const bars = rates.map((r, i) => {
+    const h = peak > 0 ? Math.max(1, (r / peak) * SKEW_H) : 1;
+    const st = subtasks[i];
+    return s('rect', {
+      x: (INSET + i * (bw + gap)).toFixed(1), y: (SKEW_Y + SKEW_H - h).toFixed(1), width: bw.toFixed(1), height: h.toFixed(1),
+      class: 'skew-bar', 'data-subtask': num(st.subtask), 'data-rate': r,
+    }, s('title', {}, `subtask ${num(st.subtask)}: ${fmtRate(r)}` + (st.watermark ? ', watermark ' + fmtStamp(st.watermark) : '')));
+  });
+  part.skew.replaceChildren(...bars);
+  return rates.map((r, i) => '#' + num(subtasks[i].subtask) + ' ' + fmtRate(r)).join(', ');
 }

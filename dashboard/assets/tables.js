@@ -2,6 +2,7 @@
 // failed checkpoints with their reasons.
 
 import { getJSON } from './api.js';
+import { unacknowledgedText } from './charts.js';
 import { $, h } from './dom.js';
 import { fmtBytes, fmtClock, fmtDateTime, fmtMs, num } from './format.js';
 
@@ -58,7 +59,7 @@ function renderCheckpointTable(checkpoints) {
 
 function renderFailures(checkpoints) {
   const failed = checkpoints.filter((c) => c.status === 'failed').slice(0, FAILURE_ROWS);
-  const key = JSON.stringify(failed.map((c) => [c.id, c.failure_reason]));
+  const key = JSON.stringify(failed.map((c) => [c.id, c.failure_reason, unacknowledgedText(c)]));
   if (key === state.failuresKey) return;
   state.failuresKey = key;
   $('failures-empty').hidden = failed.length > 0;
@@ -66,7 +67,8 @@ function renderFailures(checkpoints) {
   $('failures').tBodies[0].replaceChildren(...failed.map((c) => h('tr', { 'data-checkpoint-id': c.id },
     h('td', {}, idButton(c)),
     h('td', { title: c.trigger_time }, fmtClock(c.trigger_time)),
-    h('td', { class: 'reason' }, c.failure_reason || 'no reason given'))));
+    h('td', { class: 'reason' }, c.failure_reason || 'no reason given'),
+    h('td', { class: 'missing' }, unacknowledgedText(c) || '–'))));
 }
 
 async function showDetail(id) {
@@ -106,6 +108,7 @@ async function showDetail(id) {
       h('h3', {}, 'Checkpoint ' + c.id + ' ', statusBadge(c.status || 'unknown')), close),
     h('p', { class: 'facts' }, facts.join(' · ')),
     c.failure_reason ? h('p', { class: 'error' }, c.failure_reason) : null,
+    unacknowledgedText(c) ? h('p', { class: 'error', id: 'detail-unacknowledged' }, 'Not acknowledged by ' + unacknowledgedText(c)) : null,
     subtasks.length
       ? h('table', { class: 'table', id: 'subtasks' },
         h('caption', { class: 'visually-hidden' }, 'Per-subtask detail of checkpoint ' + c.id),

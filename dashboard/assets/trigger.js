@@ -42,3 +42,18 @@ export function setupTrigger() {
     }
   });
 }
+
+// renderTrigger enables the button when the API says a POST would act, and
+// otherwise disables it with the API's reason beside it (no token
+// configured, the job not running). An API that says nothing leaves it on.
+export function renderTrigger(actions) {
+  const a = actions && actions.trigger_checkpoint;
+  const enabled = !a || a.enabled !== false;
+  const reason = enabled ? '' : String(a.reason || 'The API does not accept a trigger now.');
+  const button = $('trigger-checkpoint');
+  button.disabled = !enabled;
+  button.title = reason;
+  const note = $('trigger-reason');
+  note.hidden = enabled;
+  if (note.textContent !== reason) note.textContent = reason;
+}

@@ -20,13 +20,12 @@ import (
 // ---------------------------------------------------------------------------
 // In process: failures injected at every step of the checkpoint protocol.
 
-// nxInjectRate limits the source of the runs with failures: nxEvents take
-// 3.3 s, about 60 checkpoints at the 50 ms interval, so the failures land
-// throughout the stream, between checkpoints that completed. The last
-// failure may need some 34 completed checkpoints (armed after up to 30, then
-// up to 4 hits): a run under the race detector on a loaded 2-core machine
-// completed 31 of 45 at 16,000 events/s (its restarts and slower
-// checkpoints cost the rest), so the stream is that much longer.
+// nxInjectRate limits the source of the runs with failures, on the job's
+// fake clock stepped one 50 ms interval per checkpoint (nxRun): nxEvents
+// take 3.3 s of it, about 66 checkpoints, so the failures land throughout
+// the stream, between checkpoints that completed, however slow the machine.
+// The last failure may need some 34 completed checkpoints (armed after up
+// to 30, then up to 4 hits).
 const nxInjectRate = 12_000
 
 // nxInjectPoints are the failpoints TestNexmarkInjectedFailures fails. Each

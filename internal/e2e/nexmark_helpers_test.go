@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/clock"
 	"github.com/ingest-engine/ingest/internal/testkit"
 	"github.com/ingest-engine/ingest/nexmark"
 	"github.com/ingest-engine/ingest/nexmark/query"
@@ -78,8 +79,9 @@ func nxSeedFor(t *testing.T) uint64 {
 
 // nxRunOptions configure one in-process run.
 type nxRunOptions struct {
-	// Rate limits the source (events per second of wall-clock time); 0 is
-	// as fast as possible.
+	// Rate limits the source (events per second of the job's clock, a fake
+	// one stepped an interval per checkpoint); 0 is as fast as possible, on
+	// the wall clock.
 	Rate float64
 	// Interval is the checkpoint interval; 0 means 50 ms.
 	Interval time.Duration
@@ -252,8 +254,17 @@ func nxRun(t *testing.T, name string, stateful []string, dir string, o nxRunOpti
 	}
 	opts.TolerableFailures = 100
 	logs := newNxRestoreLog(ck, stateful)
-	job, err := p.NewJob(stream.RunOptions{CheckpointDir: ck, Checkpoint: opts, Log: slog.New(logs),
-		Restart: runtime.RestartOptions{Delay: 5 * time.Millisecond, MaxAttempts: 1000}})
+	ro := stream.RunOptions{CheckpointDir: ck, Checkpoint: opts, Log: slog.New(logs),
+		Restart: runtime.RestartOptions{Delay: 5 * time.Millisecond, MaxAttempts: 1000}}
+	// A rate-limited run is on a fake clock, stepped one interval per
+	// checkpoint: how many events lie between two checkpoints, and so how
+	// many checkpoints the stream lasts, does not depend on the machine.
+	var fake *clock.Fake
+	if o.Rate > 0 {
+		fake = clock.NewFake(time.Unix(1_800_000_000, 0))
+		ro.Clock = fake
+	}
+	job, err := p.NewJob(ro)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,6 +273,14 @@ func nxRun(t *testing.T, name string, stateful []string, dir string, o nxRunOpti
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	if fake != nil {
+		driving, stop := context.WithCancel(ctx)
+		defer stop()
+		go testkit.DriveClock(driving, fake, opts.Interval, time.Second, func() int64 {
+			st := job.Stats()
+			return st.Completed + st.Failed + st.Restarts
+		})
+	}
 	if err := job.Run(ctx); err != nil {
 		t.Fatalf("%s: run: %v", name, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ingest-engine/ingest/clock"
 	"github.com/ingest-engine/ingest/internal/failpoint"
 	"github.com/ingest-engine/ingest/internal/testkit"
 	"github.com/ingest-engine/ingest/storage"
@@ -72,7 +73,7 @@ func TestRetentionKeepsStorageBounded(t *testing.T) {
 	const (
 		retain        = 3
 		maxConcurrent = 1
-		count         = 200000
+		count         = 120000
 		keys          = 20
 		minCompleted  = 500
 	)
@@ -81,6 +82,12 @@ func TestRetentionKeepsStorageBounded(t *testing.T) {
 		RestartDelay: time.Millisecond, MaxAttempts: 1000,
 		Count: count, Rate: 16000, Keys: keys, Parallelism: 2, WindowParallelism: 2,
 	}
+	// The job runs on a fake clock stepped 10 ms (160 records of the rate,
+	// and one tick of the job's driver) per checkpoint: the stream lasts
+	// about 750 checkpoints however slow the machine, not as many as
+	// complete in 7.5 s of real time.
+	const step = 10 * time.Millisecond
+	fake := clock.NewFake(time.Unix(1_800_000_000, 0))
 	dir := t.TempDir()
 	ckDir := filepath.Join(dir, "data", "checkpoints")
 	stagingDir := filepath.Join(dir, "data", "out", "_staging")
@@ -91,7 +98,7 @@ func TestRetentionKeepsStorageBounded(t *testing.T) {
 	defer d1()
 	commitFails, d2 := failEvery("job/after-metadata-before-commit", 139)
 	defer d2()
-	batchFails, d3 := failEvery("task/process-batch", 6000)
+	batchFails, d3 := failEvery("task/process-batch", 1500)
 	defer d3()
 
 	job := yamlJob(t, dir, wp.YAML(), func(o *stream.RunOptions) {
@@ -100,6 +107,7 @@ func TestRetentionKeepsStorageBounded(t *testing.T) {
 		// exact output below shows it never takes what is still to be
 		// published.
 		o.Checkpoint.StagingMaxAge = 0
+		o.Clock = fake
 	})
 
 	// Sample both directories while the job runs.
@@ -122,9 +130,15 @@ func TestRetentionKeepsStorageBounded(t *testing.T) {
 			samples++
 		}
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	driving, stopDriving := context.WithCancel(ctx)
+	go testkit.DriveClock(driving, fake, step, time.Second, func() int64 {
+		st := job.Stats()
+		return st.Completed + st.Failed + st.Restarts
+	})
 	err := job.Run(ctx)
+	stopDriving()
 	close(stop)
 	wg.Wait()
 	if err != nil {

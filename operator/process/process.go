@@ -18,7 +18,6 @@ package process
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/state"
@@ -226,7 +225,7 @@ func (op *operator[K, O]) flush() error {
 
 // ProcessBatch implements runtime.Operator.
 func (op *operator[K, O]) ProcessBatch(_ int, r runtime.Records) error {
-	op.now = time.Now().UnixNano()
+	op.now = op.rt.Now().UnixNano()
 	if err := op.process(op, r); err != nil {
 		return err
 	}
@@ -236,7 +235,7 @@ func (op *operator[K, O]) ProcessBatch(_ int, r runtime.Records) error {
 // ProcessWatermark fires the event-time timers the watermark reached.
 func (op *operator[K, O]) ProcessWatermark(wm int64) error {
 	op.wm = wm
-	op.now = time.Now().UnixNano()
+	op.now = op.rt.Now().UnixNano()
 	err := op.eventTimers.Advance(wm, func(key K, _ int64, ts int64) error {
 		op.ctx.key, op.ctx.time, op.ctx.emitTime = key, ts, ts
 		return op.fire(op, EventTime)
