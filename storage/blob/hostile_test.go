@@ -185,7 +185,7 @@ func TestLeaseTakenOverDuringAnOutageFences(t *testing.T) {
 	// unchanged for a whole lease and took over: it deleted the object and
 	// created its own.
 	other := openWith(t, strings.Replace(raw, testKeyID, otherKeyID, 1), &Options{Lease: lease})
-	if err := other.bucket.Delete(context.Background(), other.loc.prefix+LeaseName); err != nil {
+	if err := other.bucket.del(context.Background(), other.loc.prefix+LeaseName); err != nil {
 		t.Fatal(err)
 	}
 	writeLockRecord(t, other, lockRecord{Owner: "usurper", Host: "other-host", PID: 7, Namespace: "other-machine", Lease: "600ms"})
@@ -296,17 +296,22 @@ func fakeIMDS(t *testing.T) *atomic.Int64 {
 		http.NotFound(w, r)
 	}))
 	t.Cleanup(srv.Close)
-	// Nothing else in the credential chain: no keys, no profile, no web
-	// identity, no container credentials.
-	for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
-		"AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-		"AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_EC2_METADATA_DISABLED"} {
+	noAWSConfig(t)
+	t.Setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", srv.URL)
+	return &n
+}
+
+// noAWSConfig empties the credential chain for the test: no keys, no
+// profile, no web identity, no container credentials, no region.
+func noAWSConfig(t *testing.T) {
+	t.Helper()
+	for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_ACCESS_KEY", "AWS_SECRET_ACCESS_KEY", "AWS_SECRET_KEY", "AWS_SESSION_TOKEN",
+		"AWS_PROFILE", "AWS_REGION", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+		"AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_EC2_METADATA_DISABLED", "AWS_EC2_METADATA_SERVICE_ENDPOINT", "AWS_ENDPOINT_URL_STS"} {
 		t.Setenv(k, "")
 	}
 	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
-	t.Setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", srv.URL)
-	return &n
 }
 
 // A pipeline sends no traffic to an address its user did not configure: an
@@ -316,7 +321,7 @@ func fakeIMDS(t *testing.T) *atomic.Int64 {
 func TestS3DoesNotAskInstanceMetadataUnlessAllowed(t *testing.T) {
 	imds := fakeIMDS(t)
 	f := newFakeS3(t)
-	bare := fmt.Sprintf("s3://ck/p?endpoint=%s&region=us-east-1&use_path_style=true", f.srv.URL)
+	bare := fmt.Sprintf("s3://ckpt/p?endpoint=%s&region=us-east-1&use_path_style=true", f.srv.URL)
 	for _, raw := range []string{bare, bare + "&role=arn:aws:iam::123456789012:role/ingest"} {
 		s, err := Open(context.Background(), raw, nil)
 		if err == nil {

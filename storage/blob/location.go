@@ -13,7 +13,7 @@ import (
 // location is a parsed checkpoint URL: where the bucket is, the key prefix inside it, the
 // parameters meant for this package, and what must never appear in a message.
 type location struct {
-	// scheme is the URL scheme: s3, gs, azblob, file, mem, or another registered with gocloud.dev.
+	// scheme is the URL scheme: s3, gs, azblob, file, mem, or, with -tags gocloud, another registered with gocloud.dev.
 	scheme string
 	// bucket is the URL host: the bucket or container (for mem, the name of a process-wide bucket).
 	// For file it is empty and dir is set instead.
@@ -36,13 +36,13 @@ type location struct {
 	secrets []string
 }
 
-// Parameters this package takes out of the URL before the rest goes to the gocloud.dev driver
+// Parameters this package takes out of the URL before the rest goes to the driver
 // (which rejects parameters it does not know).
 const (
 	paramLease   = "lease"
 	paramTimeout = "timeout"
 	paramPrefix  = "prefix"
-	// paramInstanceMetadata (s3 only) lets the AWS SDK ask the EC2 instance-metadata service for
+	// paramInstanceMetadata (s3 only) lets the S3 client ask the EC2 instance-metadata service for
 	// credentials when nothing else provides them. It is taken by openS3, not by parseLocation.
 	paramInstanceMetadata = "instance_metadata"
 )

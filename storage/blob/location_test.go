@@ -96,8 +96,8 @@ func TestCredentialsRedacted(t *testing.T) {
 	}
 	defer s.Close()
 	check("Location", s.Location())
-	if s.Location() != "s3://ck/p" {
-		t.Errorf("Location = %q, want s3://ck/p", s.Location())
+	if s.Location() != "s3://ckpt/p" {
+		t.Errorf("Location = %q, want s3://ckpt/p", s.Location())
 	}
 	storagetest.MustMeta(t, s, 1, "m")
 	entries, err := s.List(ctx)
@@ -130,21 +130,21 @@ func TestCredentialsRedacted(t *testing.T) {
 			continue
 		}
 		check(fmt.Sprintf("operation %d error", i), err.Error())
-		if !strings.Contains(err.Error(), "s3://ck/p") {
+		if !strings.Contains(err.Error(), "s3://ckpt/p") {
 			t.Errorf("operation %d error does not name the location: %v", i, err)
 		}
 	}
 
 	// Errors of Open.
 	for _, raw := range []string{
-		"s3://" + testKeyID + ":" + testSecret + "@ck/p?bogus=1&region=us-east-1",
-		"s3://" + testKeyID + ":" + testSecret + "%zz@ck/p", // does not parse
-		"s3://" + testKeyID + ":" + testSecret + "@ck/p?lease=forever",
-		"s3://" + testKeyID + "@ck/p?region=us-east-1",
+		"s3://" + testKeyID + ":" + testSecret + "@ckpt/p?bogus=1&region=us-east-1",
+		"s3://" + testKeyID + ":" + testSecret + "%zz@ckpt/p", // does not parse
+		"s3://" + testKeyID + ":" + testSecret + "@ckpt/p?lease=forever",
+		"s3://" + testKeyID + "@ckpt/p?region=us-east-1",
 		"gs://" + testKeyID + ":hunter2@b/p",
 		"nosuch://" + testKeyID + ":hunter2@b/p",
 		"mem://b/p?token=sekret-token",
-		"s3://ck/p?endpoint=http://" + testKeyID + ":hunter2@127.0.0.1:1&lease=x",
+		"s3://ckpt/p?endpoint=http://" + testKeyID + ":hunter2@127.0.0.1:1&lease=x",
 	} {
 		_, err := Open(ctx, raw, nil)
 		if err == nil {

@@ -11,8 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"gocloud.dev/gcerrors"
-
 	"github.com/ingest-engine/ingest/storage"
 )
 
@@ -144,7 +142,7 @@ func (s *Storage) Lock(ctx context.Context) (func() error, error) {
 		if ctx.Err() != nil {
 			return nil, s.cancelled(ctx, key, rec.Owner)
 		}
-		if gcerrors.Code(err) != gcerrors.FailedPrecondition {
+		if !errors.Is(err, errExists) {
 			return nil, s.fail(err, "lock %s", s.where(key))
 		}
 		switch {
@@ -200,7 +198,7 @@ func (s *Storage) judge(ctx context.Context, key string, cur lockRecord, raw []b
 		}
 		now, err := s.readRaw(ctx, key)
 		switch {
-		case gcerrors.Code(err) == gcerrors.NotFound:
+		case isNotExist(err):
 			return nil // released
 		case err != nil:
 			return s.fail(err, "lock %s", s.where(key))
@@ -212,21 +210,21 @@ func (s *Storage) judge(ctx context.Context, key string, cur lockRecord, raw []b
 }
 
 // deleteIfUnchanged deletes a stale lock object unless it changed since it was judged stale. The
-// read and the delete are two requests (gocloud.dev has no conditional delete); see the limits in
+// read and the delete are two requests (S3 has no conditional delete); see the limits in
 // the protocol comment.
 func (s *Storage) deleteIfUnchanged(ctx context.Context, key string, raw []byte) error {
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
-	now, err := s.bucket.ReadAll(ctx, key)
+	now, err := s.bucket.get(ctx, key)
 	switch {
-	case gcerrors.Code(err) == gcerrors.NotFound:
+	case isNotExist(err):
 		return nil
 	case err != nil:
 		return s.fail(err, "lock %s: take over a stale lock", s.where(key))
 	case !bytes.Equal(now, raw):
 		return fmt.Errorf("%w: %s changed while being taken over: its holder is alive", storage.ErrLocked, s.where(key))
 	}
-	if err := s.bucket.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+	if err := s.bucket.del(ctx, key); err != nil {
 		return s.fail(err, "lock %s: delete a stale lock", s.where(key))
 	}
 	return nil
@@ -379,7 +377,7 @@ func (s *Storage) deleteOwn(key, owner string) error {
 	}
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
-	if err := s.bucket.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+	if err := s.bucket.del(ctx, key); err != nil {
 		return s.fail(err, "unlock %s", s.where(key))
 	}
 	return nil
@@ -418,14 +416,14 @@ func (s *Storage) putLock(ctx context.Context, key string, rec lockRecord, ifNot
 func (s *Storage) readRaw(ctx context.Context, key string) ([]byte, error) {
 	ctx, cancel := s.lockTimeout(ctx)
 	defer cancel()
-	return s.bucket.ReadAll(ctx, key)
+	return s.bucket.get(ctx, key)
 }
 
 // readLock reads and decodes the lock object, returning its stored bytes too. A missing object
 // wraps storage.ErrNotFound; one that does not decode is corrupt.
 func (s *Storage) readLock(ctx context.Context, key string) (lockRecord, []byte, error) {
 	raw, err := s.readRaw(ctx, key)
-	if gcerrors.Code(err) == gcerrors.NotFound {
+	if isNotExist(err) {
 		return lockRecord{}, nil, s.notFound(key)
 	}
 	if err != nil {

@@ -48,7 +48,7 @@ func writeLockRecord(t *testing.T, s *Storage, rec lockRecord) {
 
 func lockExists(t *testing.T, s *Storage) bool {
 	t.Helper()
-	ok, err := s.bucket.Exists(context.Background(), s.loc.prefix+LeaseName)
+	ok, err := s.bucket.exists(context.Background(), s.loc.prefix+LeaseName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestLockTakeoverStale(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Garbage in the lock object: watched like any other, then taken over.
-			if err := s.bucket.WriteAll(context.Background(), s.loc.prefix+LeaseName, []byte("garbage"), nil); err != nil {
+			if err := s.bucket.put(context.Background(), s.loc.prefix+LeaseName, [][]byte{[]byte("garbage")}, false); err != nil {
 				t.Fatal(err)
 			}
 			release, err = s.Lock(t.Context())
@@ -316,7 +316,7 @@ func TestLockCancelledWhileWatching(t *testing.T) {
 				t.Fatalf("the holder's lock object was touched: %+v, %v", rec, err)
 			}
 			// The cancelled Lock holds nothing: once the holder is gone, Lock succeeds.
-			if err := s.bucket.Delete(context.Background(), s.loc.prefix+LeaseName); err != nil {
+			if err := s.bucket.del(context.Background(), s.loc.prefix+LeaseName); err != nil {
 				t.Fatal(err)
 			}
 			release, err := s.Lock(t.Context())

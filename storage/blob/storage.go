@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -15,9 +14,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	gcblob "gocloud.dev/blob"
-	"gocloud.dev/gcerrors"
 
 	"github.com/ingest-engine/ingest/storage"
 )
@@ -31,7 +27,7 @@ import (
 //
 // Every object is its payload followed by storage's checksum trailer.
 
-// Storage keeps checkpoints in an object store bucket through gocloud.dev/blob. It implements
+// Storage keeps checkpoints in an object store bucket (s3, file, mem; see bucket). It implements
 // storage.Storage with storage.Local's semantics and storage.Locker with a lease (see Lock). It is
 // safe for concurrent use.
 //
@@ -40,10 +36,10 @@ import (
 // (IfNotExist), so the metadata of a complete checkpoint is never replaced, and a retried write
 // whose first attempt landed is recognised by reading back the same bytes.
 type Storage struct {
-	bucket *gcblob.Bucket // immutable
-	owned  bool           // immutable; Close closes bucket
-	loc    *location      // immutable
-	opts   Options        // immutable
+	bucket bucket    // immutable
+	owned  bool      // immutable; Close closes bucket
+	loc    *location // immutable
+	opts   Options   // immutable
 	// slow reports calls that hang, and the lease's lapses (ReportSlowCalls).
 	slow storage.SlowCalls
 
@@ -64,7 +60,7 @@ func (s *Storage) ReportSlowCalls(log *slog.Logger, after time.Duration) {
 	s.slow.Report(log, s.loc.base, after)
 }
 
-func newStorage(b *gcblob.Bucket, owned bool, loc *location, opts Options) *Storage {
+func newStorage(b bucket, owned bool, loc *location, opts Options) *Storage {
 	return &Storage{bucket: b, owned: owned, loc: loc, opts: opts}
 }
 
@@ -78,8 +74,11 @@ func (s *Storage) Close() error {
 	if !s.owned {
 		return nil
 	}
-	return s.bucket.Close()
+	return s.bucket.close()
 }
+
+// isNotExist reports whether err is a driver's "no such object".
+func isNotExist(err error) bool { return errors.Is(err, errNotExist) }
 
 // dirKey returns the key prefix of checkpoint id, ending in "/".
 func (s *Storage) dirKey(id int64) string {
@@ -121,35 +120,17 @@ func (s *Storage) usable() error {
 	return l.valid()
 }
 
-// put stores payload with its trailer under key. With ifNotExist the object must not exist.
-// Cancelling ctx aborts the upload, leaving no object.
+// put stores payload with its trailer under key. With ifNotExist the object must not exist (the
+// error then wraps errExists). Cancelling ctx aborts the upload, leaving no object.
 func (s *Storage) put(ctx context.Context, key string, payload []byte, ifNotExist bool) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	w, err := s.bucket.NewWriter(ctx, key, &gcblob.WriterOptions{
-		ContentType: "application/octet-stream",
-		IfNotExist:  ifNotExist,
-	})
-	if err != nil {
-		return err
-	}
-	// Two writes rather than one appended copy: state files can be large.
-	_, err = w.Write(payload)
-	if err == nil {
-		_, err = w.Write(storage.Trailer(payload))
-	}
-	if err != nil {
-		cancel() // abort: Close then discards the upload
-		_ = w.Close()
-		return err
-	}
-	return w.Close()
+	// Two parts rather than one appended copy: state files can be large.
+	return s.bucket.put(ctx, key, [][]byte{payload, storage.Trailer(payload)}, ifNotExist)
 }
 
 // readVerified reads key and returns its verified payload; a missing object wraps ErrNotFound.
 func (s *Storage) readVerified(ctx context.Context, key string) ([]byte, error) {
-	b, err := s.bucket.ReadAll(ctx, key)
-	if gcerrors.Code(err) == gcerrors.NotFound {
+	b, err := s.bucket.get(ctx, key)
+	if isNotExist(err) {
 		return nil, s.notFound(key)
 	}
 	if err != nil {
@@ -215,7 +196,7 @@ func (s *Storage) ReadFile(ctx context.Context, h storage.Handle) ([]byte, error
 // checkpoint (the error wraps fs.ErrExist).
 //
 // A failed request does not say whether the object was stored (the response may be lost after the
-// store committed it, and the SDK may retry a request that landed, getting "already exists").
+// store committed it, and the client may retry a request that landed, getting "already exists").
 // WriteMetadata settles it by reading the object back: if it holds exactly the bytes written, the
 // write happened and the call succeeds; if it is absent, the call fails and nothing is visible; if
 // the read fails too, it deletes the object (best effort) so that a checkpoint reported as failed
@@ -249,16 +230,16 @@ func (s *Storage) WriteMetadata(ctx context.Context, id int64, data []byte) erro
 	// Settle the outcome: a landed write must not be left unknown.
 	rctx, cancel := s.timeout(context.WithoutCancel(ctx))
 	defer cancel()
-	got, rerr := s.bucket.ReadAll(rctx, key)
+	got, rerr := s.bucket.get(rctx, key)
 	switch {
 	case rerr == nil && bytes.Equal(got, want):
 		return nil // this call's write landed
 	case rerr == nil:
 		return fmt.Errorf("storage/blob: write metadata of checkpoint %d: already complete (%s exists): %w", id, s.where(key), fs.ErrExist)
-	case gcerrors.Code(rerr) == gcerrors.NotFound:
+	case isNotExist(rerr):
 		return s.fail(err, "write metadata %s", s.where(key))
 	}
-	if derr := s.bucket.Delete(rctx, key); derr != nil && gcerrors.Code(derr) != gcerrors.NotFound {
+	if derr := s.bucket.del(rctx, key); derr != nil {
 		return s.fail(err, "write metadata %s (outcome unknown: reading it back failed: %v; deleting it failed: %v)", s.where(key), rerr, derr)
 	}
 	return s.fail(err, "write metadata %s (outcome unknown: reading it back failed: %v; deleted it)", s.where(key), rerr)
@@ -296,28 +277,24 @@ func (s *Storage) List(ctx context.Context) ([]storage.Entry, error) {
 	defer s.slow.Begin("list checkpoints")()
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
-	it := s.bucket.List(&gcblob.ListOptions{Prefix: s.loc.prefix, Delimiter: "/"})
+	objs, err := s.bucket.list(ctx, s.loc.prefix, true)
+	if err != nil {
+		return nil, s.fail(err, "list %s", s.loc.base)
+	}
 	var entries []storage.Entry
-	for {
-		obj, err := it.Next(ctx)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, s.fail(err, "list %s", s.loc.base)
-		}
-		if !obj.IsDir {
+	for _, obj := range objs {
+		if !obj.isDir {
 			continue
 		}
-		id, ok := storage.ParseCheckpointDirName(strings.TrimSuffix(strings.TrimPrefix(obj.Key, s.loc.prefix), "/"))
+		id, ok := storage.ParseCheckpointDirName(strings.TrimSuffix(strings.TrimPrefix(obj.key, s.loc.prefix), "/"))
 		if !ok {
 			continue
 		}
 		entries = append(entries, storage.Entry{ID: id, Path: strings.TrimSuffix(s.where(s.dirKey(id)), "/")})
 	}
 	// One existence check per checkpoint, a few at a time: a store answers each in a round trip.
-	err := parallel(len(entries), func(i int) error {
-		complete, err := s.bucket.Exists(ctx, s.dirKey(entries[i].ID)+storage.MetadataName)
+	err = parallel(len(entries), func(i int) error {
+		complete, err := s.bucket.exists(ctx, s.dirKey(entries[i].ID)+storage.MetadataName)
 		if err != nil {
 			return s.fail(err, "list %s", s.loc.base)
 		}
@@ -377,34 +354,29 @@ func (s *Storage) Discard(ctx context.Context, id int64) error {
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
 	dir := s.dirKey(id)
-	if err := s.bucket.Delete(ctx, dir+storage.MetadataName); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+	if err := s.bucket.del(ctx, dir+storage.MetadataName); err != nil {
 		return s.fail(err, "discard checkpoint %d: delete %s", id, s.where(dir+storage.MetadataName))
 	}
 
+	objs, err := s.bucket.list(ctx, dir, false)
+	if err != nil {
+		return s.fail(err, "discard checkpoint %d: list %s", id, s.where(dir))
+	}
 	var keys []string
-	it := s.bucket.List(&gcblob.ListOptions{Prefix: dir})
-	for {
-		obj, err := it.Next(ctx)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return s.fail(err, "discard checkpoint %d: list %s", id, s.where(dir))
-		}
-		if !obj.IsDir { // without a delimiter there are none; a driver that reports one has nothing to delete
-			keys = append(keys, obj.Key)
+	for _, obj := range objs {
+		if !obj.isDir { // without a delimiter there are none; a driver that reports one has nothing to delete
+			keys = append(keys, obj.key)
 		}
 	}
-	err := parallel(len(keys), func(i int) error {
-		if err := s.bucket.Delete(ctx, keys[i]); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+	err = parallel(len(keys), func(i int) error {
+		if err := s.bucket.del(ctx, keys[i]); err != nil {
 			return s.fail(err, "discard checkpoint %d: delete %s", id, s.where(keys[i]))
 		}
 		return nil
 	})
 	if err == nil && s.loc.scheme == "file" {
-		// fileblob deletes files but leaves their directories; an empty one is not listed, but
-		// thousands of them would slow every List (a directory walk). Best effort: a directory
-		// that is not empty (a concurrent write) stays.
+		// Deleting files leaves their directory, which List would show as an incomplete
+		// checkpoint. Best effort: a directory that is not empty (a concurrent write) stays.
 		_ = os.Remove(filepath.Join(s.loc.dir, storage.CheckpointDirName(id)))
 	}
 	return err
