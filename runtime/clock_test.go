@@ -43,23 +43,10 @@ func TestJobOnFakeClock(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- job.Run(ctx) }()
 
-	// waitFor polls cond until it holds, the job ends or the deadline.
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		for !cond() {
-			select {
-			case err := <-done:
-				t.Fatalf("the job ended (%v) while waiting for %s", err, what)
-			case <-ctx.Done():
-				t.Fatalf("timed out waiting for %s: %+v (%d waiters on the clock)", what, job.Stats(), fake.Waiters())
-			case <-time.After(time.Millisecond):
-			}
-		}
-	}
 	// The job runs once the driver's ticker and the source's rate wait are
 	// on the clock. The first record is due at once (and crosses two
 	// edges: source to count, count to sink), the next a second on.
-	waitFor("the job to wait on the clock", func() bool { return fake.Waiters() >= 2 && job.Stats().Records == 2 })
+	sfWaitFor(t, done, "the job to wait on the clock", func() bool { return fake.Waiters() >= 2 && job.Stats().Records == 2 })
 	if c := job.Stats().Completed; c != 0 {
 		t.Fatalf("%d checkpoints completed before the clock moved", c)
 	}
