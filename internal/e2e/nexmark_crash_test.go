@@ -45,9 +45,10 @@ var nxInjectPoints = []struct {
 	// checkpoint fails and the pipeline keeps running).
 	restarts bool
 }{
-	// A subtask fails while processing a batch (about 4 batches per task per
-	// checkpoint at this rate, every task reaches the point).
-	{"task/process-batch", 2, 30, 300, true},
+	// A subtask fails while processing a batch: on the stepped clock about 5
+	// batches per checkpoint over all tasks (q11 armed after 29 checkpoints
+	// saw 180 more), so at most 120 after arming.
+	{"task/process-batch", 2, 30, 120, true},
 	// A subtask wrote its snapshot and fails before it acknowledges.
 	{"task/after-snapshot-before-ack", 1, 30, 24, true},
 	// Every subtask acknowledged; the metadata write fails: the checkpoint
