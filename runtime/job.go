@@ -81,6 +81,13 @@ type Stats struct {
 	CheckpointTime time.Duration
 }
 
+// Progress counts the job's protocol events so far: checkpoints completed
+// and failed, restarts and attempts started. It grows by at least one for
+// each thing a run on a stepped clock waits for (see clock.Fake), so a test
+// can step the job's clock once per event instead of guessing how much
+// happens in a second of real time.
+func (s Stats) Progress() int64 { return s.Completed + s.Failed + s.Restarts + s.Attempts }
+
 // Job runs a plan with checkpoints and restarts.
 type Job struct {
 	plan    *Plan

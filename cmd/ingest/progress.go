@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/ingest-engine/ingest/clock"
 	"github.com/ingest-engine/ingest/runtime"
 )
 
@@ -264,15 +265,15 @@ func startProgress(job *runtime.Job, status *statusLine, log *slog.Logger) (stop
 	if status != nil {
 		every = time.Second
 	}
-	return showProgress(job, status, log, every)
+	return showProgress(job, status, log, clock.Wall(), every)
 }
 
-// showProgress is startProgress with the interval given.
-func showProgress(job observer, status *statusLine, log *slog.Logger, every time.Duration) (stop func()) {
+// showProgress is startProgress with the interval given, on clk.
+func showProgress(job observer, status *statusLine, log *slog.Logger, clk clock.Clock, every time.Duration) (stop func()) {
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
-		tick := time.NewTicker(every)
+		tick := clk.NewTicker(every)
 		defer tick.Stop()
 		prev := job.Observe()
 		for {
@@ -283,7 +284,7 @@ func showProgress(job observer, status *statusLine, log *slog.Logger, every time
 					status.finish()
 				}
 				return
-			case <-tick.C:
+			case <-tick.C():
 			}
 			cur := job.Observe()
 			p := progressOf(prev, cur)

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/clock"
+	"github.com/ingest-engine/ingest/internal/testkit"
 	"github.com/ingest-engine/ingest/runtime"
 )
 
@@ -116,10 +118,21 @@ func (f *fixedJob) Observe() runtime.Observation {
 // line's figures; with one, to the status line, left on its own line at the
 // end.
 func TestProgressOutputs(t *testing.T) {
-	var logged bytes.Buffer
+	var logged testkit.SyncBuffer
 	log := slog.New(slog.NewJSONHandler(&logged, nil))
-	stop := showProgress(&fixedJob{}, nil, log, 10*time.Millisecond)
-	time.Sleep(100 * time.Millisecond)
+	fake := clock.NewFake(time.Unix(1000, 0))
+	stop := showProgress(&fixedJob{}, nil, log, fake, 10*time.Millisecond)
+	// One tick of the display's clock logs one record: wait for it.
+	if err := fake.WaitForWaiters(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	fake.Advance(10 * time.Millisecond)
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(logged.String(), "\n"); {
+		if time.Now().After(deadline) {
+			t.Fatal("no progress record was logged a minute after the display's tick")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	stop()
 	first, _, _ := strings.Cut(logged.String(), "\n")
 	var rec map[string]any
@@ -132,8 +145,8 @@ func TestProgressOutputs(t *testing.T) {
 
 	var term bytes.Buffer
 	status := &statusLine{w: &term}
-	stop = showProgress(&fixedJob{}, status, log, 10*time.Millisecond)
-	time.Sleep(50 * time.Millisecond)
+	// Stopped before any tick: the last figures still make the final line.
+	stop = showProgress(&fixedJob{}, status, log, fake, 10*time.Millisecond)
 	stop()
 	out := term.String()
 	if !strings.HasPrefix(out, clearLine+"running · in 1.0k rec/s") || !strings.HasSuffix(out, " · 0 committed\n") {

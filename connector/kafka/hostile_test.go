@@ -376,7 +376,6 @@ func TestHostileKafkaPrefixOfAnotherPipeline(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			a := newSinkPipeline(t, 2)
 			a.prefix = "shared"
-			a.clocked = true // the stream lasts some 20 checkpoints on any machine
 			completed := hostileKillAfterMetadata(t, a)
 			prepared := hostileOngoing(t, a.k, "shared")
 			if len(prepared) == 0 {
@@ -466,7 +465,6 @@ func TestHostileKafkaFreshJobOnPublishedOutput(t *testing.T) {
 func TestHostileKafkaSameJobRestarts(t *testing.T) {
 	// On the stepped clock the restarted run has about 80 batches.
 	sp := newSinkPipeline(t, 2)
-	sp.clocked = true
 	hostileKillAfterMetadata(t, sp)
 	calls, disable := sinkFailOn("task/process-batch", 20, 50)
 	defer disable()

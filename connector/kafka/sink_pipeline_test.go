@@ -104,11 +104,10 @@ type sinkPipeline struct {
 	name, topic string
 	// allowDup runs with runtime.Options.AllowDuplicates.
 	allowDup bool
-	// clocked runs each job on a fake clock stepped one interval per
-	// checkpoint (testkit.DriveClock): how many records an epoch carries,
-	// and so how many batches a run has, does not depend on the machine.
-	clocked bool
-	// fake is the clock of the job being built when clocked.
+	// fake is the clock of the job being built: each job runs on a fake
+	// clock stepped one interval per protocol event (testkit.DriveClock),
+	// so how many records an epoch carries, and so how many batches and
+	// checkpoints a run has, does not depend on the machine's speed.
 	fake *clock.Fake
 }
 
@@ -157,11 +156,8 @@ func (sp *sinkPipeline) job(t *testing.T) *runtime.Job {
 	stream.To(counts, "out", stream.Sink[sinkCount](sink), stream.Parallelism(sp.sinkPar))
 	opts := stream.RunOptions{CheckpointDir: sp.dir, Checkpoint: ck, Restart: runtime.RestartOptions{Delay: 5 * time.Millisecond, MaxAttempts: 20},
 		AllowDuplicates: sp.allowDup}
-	sp.fake = nil
-	if sp.clocked {
-		sp.fake = clock.NewFake(time.Unix(1_800_000_000, 0))
-		opts.Clock = sp.fake
-	}
+	sp.fake = clock.NewFake(time.Unix(1_800_000_000, 0))
+	opts.Clock = sp.fake
 	if testing.Verbose() {
 		opts.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
@@ -183,18 +179,12 @@ func (sp *sinkPipeline) run(t *testing.T, ctx context.Context) (runtime.Stats, e
 	return job.Stats(), err
 }
 
-// runJob runs job, built by sp.job, until it ends or ctx is cancelled; on
-// sp's fake clock when clocked.
+// runJob runs job, built by sp.job, until it ends or ctx is cancelled,
+// stepping its fake clock.
 func (sp *sinkPipeline) runJob(ctx context.Context, job *runtime.Job) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	if sp.fake != nil {
-		go testkit.DriveClock(ctx, sp.fake, sp.interval, 10*time.Second, func() int64 {
-			st := job.Stats()
-			return st.Completed + st.Failed + st.Restarts + st.Attempts
-		})
-	}
-	return job.Run(ctx)
+	return testkit.RunStepped(ctx, sp.fake, sp.interval, job.Run, func() int64 { return job.Stats().Progress() })
 }
 
 // expected is the exact output: "k:n" for every key k and n in 1..records of k.
@@ -274,7 +264,7 @@ func TestSinkExactlyOnceUnderFailures(t *testing.T) {
 		{name: "no failure"},
 		// Records are in the open transaction, not yet prepared.
 		{name: "before prepare: operator fails after a checkpoint", failMap: true},
-		{name: "before prepare: random batches", point: "task/process-batch", at: []int64{60, 450}},
+		{name: "before prepare: random batches", point: "task/process-batch", at: []int64{20, 50}},
 		// The sink flushed; the committable is not returned.
 		{name: "at prepare", point: "sink/kafka/prepare", at: []int64{5, 17}},
 		// Prepared, before the acknowledgement reaches the coordinator.
@@ -329,32 +319,47 @@ func TestSinkExactlyOnceUnderFailures(t *testing.T) {
 func TestSinkEachCheckpointVisibleAtOnce(t *testing.T) {
 	sp := newSinkPipeline(t, 1)
 	sp.sampler = newSinkSampler(t, sp.k, sp.k.topic, sp.k.config(sp.prefix), true)
-	_, disable := sinkFailOn("job/after-metadata-before-commit", 4)
+	commits, disable := sinkFailOn("job/after-metadata-before-commit", 4)
 	defer disable()
-	_, disable2 := sinkFailOn("task/process-batch", 300)
+	batches, disable2 := sinkFailOn("task/process-batch", 30)
 	defer disable2()
-	if _, err := sp.run(t, context.Background()); err != nil {
+	st, err := sp.run(t, context.Background())
+	if err != nil {
 		t.Fatal(err)
 	}
 	sp.sampler.stop()
+	if commits.Load() < 4 || batches.Load() < 30 || st.Restarts == 0 {
+		t.Fatalf("not every failure was injected: %d commits, %d batches, %d restarts", commits.Load(), batches.Load(), st.Restarts)
+	}
 	sp.checkExact(t)
 	sp.sampler.verify(t)
 }
 
-// TestSinkKillAndRestart cancels the job's context hard at random moments
-// (the process dies: no final checkpoint), and each time starts a new job —
-// with new sink objects, as a new process — on the same checkpoint
-// directory. The last run finishes; the output is exact.
+// TestSinkKillAndRestart cancels the job's context hard in the middle of
+// processing (the process dies: no final checkpoint), and each time starts a
+// new job — with new sink objects, as a new process — on the same checkpoint
+// directory. The last run finishes; the output is exact. The kills come at
+// the k-th batch a subtask processes, not after some time has passed, so
+// every run but the last is killed however fast or slow the machine.
 func TestSinkKillAndRestart(t *testing.T) {
 	sp := newSinkPipeline(t, 2)
 	sp.sampler = newSinkSampler(t, sp.k, sp.k.topic, sp.k.config(sp.prefix), false)
 	kills := 0
 	for run := 0; ; run++ {
 		ctx, cancel := context.WithCancel(context.Background())
+		disable := func() {}
 		if run < 3 {
-			time.AfterFunc(time.Duration(60+40*run)*time.Millisecond, cancel)
+			var batches atomic.Int64
+			killAt := int64(5 + 7*run)
+			disable = failpoint.Enable("task/process-batch", func() error {
+				if batches.Add(1) == killAt {
+					cancel()
+				}
+				return nil
+			})
 		}
 		stats, err := sp.run(t, ctx)
+		disable()
 		cancel()
 		t.Logf("run %d: err %v, stats %+v", run, err, stats)
 		if err == nil {
@@ -374,8 +379,8 @@ func TestSinkKillAndRestart(t *testing.T) {
 }
 
 // TestSinkRecoveryCommitsInNewProcess: the process dies after a checkpoint's
-// metadata is durable and before its transactions are committed (failpoint
-// job/after-metadata-before-commit cancels the job). The prepared
+// metadata is durable and before the job tells anyone it is complete, so its
+// transactions are not committed (hostileKillAfterMetadata). The prepared
 // transactions stay open — their records invisible, read-committed consumers
 // held back. A second job on the same checkpoint directory, with new sink
 // objects (a new process), commits them from the restored checkpoint by
@@ -383,32 +388,10 @@ func TestSinkKillAndRestart(t *testing.T) {
 // exact output.
 func TestSinkRecoveryCommitsInNewProcess(t *testing.T) {
 	sp := newSinkPipeline(t, 2)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var at atomic.Int64
-	var completed int64
-	disable := failpoint.Enable("job/after-metadata-before-commit", func() error {
-		if at.Add(1) == 3 {
-			cancel()
-			return fmt.Errorf("killed before the commit: %w", failpoint.ErrInjected)
-		}
-		return nil
-	})
-	stats, err := sp.run(t, ctx)
-	disable()
-	if err == nil || ctx.Err() == nil {
-		t.Fatalf("first run = %v, want it killed", err)
-	}
-	completed = stats.Latest
-	t.Logf("first run: stats %+v", stats)
+	completed := hostileKillAfterMetadata(t, sp)
 	before := len(sp.k.readTopic(t, sp.k.topic, true))
-	if !sp.k.stuck(t, sp.k.topic) {
-		t.Errorf("after the kill no prepared transaction holds back read-committed consumers: checkpoint %d's output was committed early", completed)
-	}
 	job := sp.job(t)
-	rctx, rcancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer rcancel()
-	if err := job.Run(rctx); err != nil {
+	if err := sp.runJob(context.Background(), job); err != nil {
 		t.Fatalf("second run: %v", err)
 	}
 	st := job.Stats()

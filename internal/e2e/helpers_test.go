@@ -1,11 +1,13 @@
 package e2e
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/ingest-engine/ingest/clock"
 	"github.com/ingest-engine/ingest/config"
 	"github.com/ingest-engine/ingest/connector/datagen"
 	"github.com/ingest-engine/ingest/internal/testkit"
@@ -48,5 +50,18 @@ func checkWindows(t *testing.T, dir string, count, keys int64) {
 	want := testkit.ExpectedWindows(count, keys, datagen.DefaultStartTime, time.Millisecond, time.Second)
 	if r := testkit.CheckWindows(lines, want, time.Second); !r.OK() {
 		t.Fatalf("committed output is not exact: %s", r)
+	}
+}
+
+// runStepped runs job to its end on fake, stepping the clock by step each
+// time the job makes protocol progress (testkit.DriveClock), and fails the
+// test if the run fails or outlasts timeout of real time. The job must have
+// been built with fake as its clock.
+func runStepped(t *testing.T, job *runtime.Job, fake *clock.Fake, step, timeout time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := testkit.RunStepped(ctx, fake, step, job.Run, func() int64 { return job.Stats().Progress() }); err != nil {
+		t.Fatalf("run: %v", err)
 	}
 }

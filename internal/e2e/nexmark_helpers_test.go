@@ -273,15 +273,13 @@ func nxRun(t *testing.T, name string, stateful []string, dir string, o nxRunOpti
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	run := job.Run
 	if fake != nil {
-		driving, stop := context.WithCancel(ctx)
-		defer stop()
-		go testkit.DriveClock(driving, fake, opts.Interval, 10*time.Second, func() int64 {
-			st := job.Stats()
-			return st.Completed + st.Failed + st.Restarts + st.Attempts
-		})
+		run = func(ctx context.Context) error {
+			return testkit.RunStepped(ctx, fake, opts.Interval, job.Run, func() int64 { return job.Stats().Progress() })
+		}
 	}
-	if err := job.Run(ctx); err != nil {
+	if err := run(ctx); err != nil {
 		t.Fatalf("%s: run: %v", name, err)
 	}
 	return job.Stats(), logs, nxCommitted(t, out)

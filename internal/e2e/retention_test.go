@@ -130,20 +130,10 @@ func TestRetentionKeepsStorageBounded(t *testing.T) {
 			samples++
 		}
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	driving, stopDriving := context.WithCancel(ctx)
-	go testkit.DriveClock(driving, fake, step, 10*time.Second, func() int64 {
-		st := job.Stats()
-		return st.Completed + st.Failed + st.Restarts + st.Attempts
-	})
-	err := job.Run(ctx)
-	stopDriving()
-	close(stop)
-	wg.Wait()
-	if err != nil {
-		t.Fatalf("run: %v", err)
-	}
+	func() {
+		defer func() { close(stop); wg.Wait() }()
+		runStepped(t, job, fake, step, 5*time.Minute)
+	}()
 
 	ob := job.Observe()
 	ck := ob.Checkpoints

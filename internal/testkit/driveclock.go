@@ -42,3 +42,14 @@ func DriveClock(ctx context.Context, fake *clock.Fake, step, patience time.Durat
 		}
 	}
 }
+
+// RunStepped calls run (a job's Run) with fake stepped by DriveClock until run
+// returns, and returns its error. progress is the job's protocol event count
+// (runtime.Stats.Progress); the job must have been built with fake as its
+// clock.
+func RunStepped(ctx context.Context, fake *clock.Fake, step time.Duration, run func(context.Context) error, progress func() int64) error {
+	driving, stop := context.WithCancel(ctx)
+	defer stop()
+	go DriveClock(driving, fake, step, 10*time.Second, progress)
+	return run(ctx)
+}

@@ -1,7 +1,6 @@
 package process_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -121,11 +120,10 @@ func runBuckets(t *testing.T, count int64, failAt int64) []string {
 	stream.To(out, "sink", file.JSONLines[bucketCount](dir+"/out"))
 	ck := checkpoint.DefaultOptions()
 	ck.Interval = 5 * time.Millisecond
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := p.Run(ctx, stream.RunOptions{CheckpointDir: dir + "/ck", Checkpoint: ck, Restart: runtime.RestartOptions{Delay: time.Millisecond, MaxAttempts: 3}}); err != nil {
-		t.Fatal(err)
-	}
+	// Stepped 10 ms (one tick of the job's driver, so each step triggers a
+	// checkpoint): the 20,000 records take 500 ms of the job's time, some
+	// 50 checkpoints, and the failure after 1,500 comes after several.
+	runStepped(t, p, stream.RunOptions{CheckpointDir: dir + "/ck", Checkpoint: ck, Restart: runtime.RestartOptions{Delay: time.Millisecond, MaxAttempts: 3}}, nil, 10*time.Millisecond)
 	lines, err := testkit.ReadCommitted(dir + "/out")
 	if err != nil {
 		t.Fatal(err)
@@ -219,11 +217,12 @@ func TestProcessingTimeTimers(t *testing.T) {
 		return &firstSeen{fired: &fired}
 	})
 	stream.To(out, "sink", stream.Discard[int64]())
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := p.Run(ctx, stream.RunOptions{CheckpointDir: t.TempDir()}); err != nil {
-		t.Fatal(err)
-	}
+	// Stepped one 10 ms checkpoint interval at a time: the 300 records take
+	// 200 ms of the job's time, and each key's timer (5 ms after its first
+	// record) comes due at the next step, while records still flow.
+	ck := checkpoint.DefaultOptions()
+	ck.Interval = 10 * time.Millisecond
+	runStepped(t, p, stream.RunOptions{CheckpointDir: t.TempDir(), Checkpoint: ck}, nil, ck.Interval)
 	if got := fired.Load(); got != 5 {
 		t.Fatalf("%d processing-time timers fired, want one per key (5)", got)
 	}
@@ -302,11 +301,11 @@ func TestProcessingTimersRestored(t *testing.T) {
 	stream.To(out, "sink", file.JSONLines[int64](dir+"/out"))
 	ck := checkpoint.DefaultOptions()
 	ck.Interval = 20 * time.Millisecond
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := p.Run(ctx, stream.RunOptions{CheckpointDir: dir + "/ck", Checkpoint: ck, Restart: runtime.RestartOptions{Delay: time.Millisecond, MaxAttempts: 2}}); err != nil {
-		t.Fatal(err)
-	}
+	// On a clock stepped one interval per checkpoint, attempt 0 fails at
+	// the first batch after its first checkpoint, some 40 ms of the job's
+	// time in: its timers (150 ms after each key's first record) are
+	// pending in that checkpoint however slow the machine.
+	runStepped(t, p, stream.RunOptions{CheckpointDir: dir + "/ck", Checkpoint: ck, Restart: runtime.RestartOptions{Delay: time.Millisecond, MaxAttempts: 2}}, nil, ck.Interval)
 	if injected.Load() == 0 || restored.Load() == 0 {
 		t.Fatalf("%d failures, %d restores: recovery was not exercised", injected.Load(), restored.Load())
 	}
@@ -354,15 +353,7 @@ func TestTimerRearmedAtNowDoesNotStall(t *testing.T) {
 	stream.To(out, "sink", stream.Discard[int64]())
 	ck := checkpoint.DefaultOptions()
 	ck.Interval = 10 * time.Millisecond
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	job, err := p.NewJob(stream.RunOptions{CheckpointDir: t.TempDir(), Checkpoint: ck})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := job.Run(ctx); err != nil {
-		t.Fatalf("run: %v (timer fired %d times)", err, fired.Load())
-	}
+	job := runStepped(t, p, stream.RunOptions{CheckpointDir: t.TempDir(), Checkpoint: ck}, nil, ck.Interval)
 	if fired.Load() < 3 || job.Stats().Completed < 2 {
 		t.Fatalf("timer fired %d times, %d checkpoints completed", fired.Load(), job.Stats().Completed)
 	}

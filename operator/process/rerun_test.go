@@ -1,11 +1,11 @@
 package process_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/clock"
 	"github.com/ingest-engine/ingest/connector/datagen"
 	"github.com/ingest-engine/ingest/connector/file"
 	"github.com/ingest-engine/ingest/internal/testkit"
@@ -50,6 +50,7 @@ func (f *lateTimer) OnTimer(c *process.Context[int64, int64], _ process.Domain) 
 // commits nothing.
 func TestRerunOfFinishedPipelineFiresNothing(t *testing.T) {
 	dir := t.TempDir()
+	fake := clock.NewFake(epoch) // both runs' clock: the outage below is on it
 	run := func() []testkit.Line {
 		src, err := datagen.Events(datagen.Config{Count: 40, Keys: 4})
 		if err != nil {
@@ -60,11 +61,7 @@ func TestRerunOfFinishedPipelineFiresNothing(t *testing.T) {
 		keyed := stream.KeyBy(events, func(e datagen.Event) int64 { return e.Key })
 		out := process.Keyed(keyed, "late", func() process.Function[datagen.Event, int64, int64] { return &lateTimer{} })
 		stream.To(out, "sink", file.JSONLines[int64](dir+"/out"))
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := p.Run(ctx, stream.RunOptions{CheckpointDir: dir + "/ck", Checkpoint: checkpoint.DefaultOptions(), Restart: runtime.RestartOptions{Delay: time.Millisecond, MaxAttempts: 1}}); err != nil {
-			t.Fatal(err)
-		}
+		runStepped(t, p, stream.RunOptions{CheckpointDir: dir + "/ck", Checkpoint: checkpoint.DefaultOptions(), Restart: runtime.RestartOptions{Delay: time.Millisecond, MaxAttempts: 1}}, fake, 10*time.Millisecond)
 		lines, err := testkit.ReadCommitted(dir + "/out")
 		if err != nil {
 			t.Fatal(err)
@@ -74,7 +71,7 @@ func TestRerunOfFinishedPipelineFiresNothing(t *testing.T) {
 	if got := run(); len(got) != 0 {
 		t.Fatalf("first run committed %d lines, want 0 (timers pending at end of input do not fire)", len(got))
 	}
-	time.Sleep(400 * time.Millisecond) // the timers' time passes "during the outage"
+	fake.Advance(400 * time.Millisecond) // the timers' time passes "during the outage"
 	if got := run(); len(got) != 0 {
 		t.Fatalf("rerun of a finished pipeline committed %d new lines from timers suppressed at end of input", len(got))
 	}
