@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -132,8 +131,23 @@ type SinkConfig struct {
 	ClientOptions []kgo.Opt
 }
 
-// sinkTopicName is what Kafka accepts as a topic name.
-var sinkTopicName = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
+// validTopicName reports whether Kafka accepts name as a topic name: 1 to
+// 249 of a-z A-Z 0-9 . _ -. (A loop, not a regular expression: the compiled
+// form of {1,249} held 230 KB of heap from program start, which every
+// garbage collection of every pipeline then had to scan.)
+func validTopicName(name string) bool {
+	if len(name) == 0 || len(name) > 249 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		switch c := name[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // withDefaults fills unset fields and validates the configuration on its own.
 func (c SinkConfig) withDefaults() (SinkConfig, error) {
@@ -167,16 +181,16 @@ func (c SinkConfig) withDefaults() (SinkConfig, error) {
 	}
 	if c.Topic == "" {
 		errs = append(errs, errors.New("topic is required"))
-	} else if !sinkTopicName.MatchString(c.Topic) {
+	} else if !validTopicName(c.Topic) {
 		errs = append(errs, fmt.Errorf("topic %q is not a valid Kafka topic name (1-249 of a-z A-Z 0-9 . _ -)", c.Topic))
 	}
-	if c.MarkerTopic != "" && !sinkTopicName.MatchString(c.MarkerTopic) {
+	if c.MarkerTopic != "" && !validTopicName(c.MarkerTopic) {
 		errs = append(errs, fmt.Errorf("marker_topic %q is not a valid Kafka topic name (1-249 of a-z A-Z 0-9 . _ -)", c.MarkerTopic))
 	}
 	if c.MarkerTopic == c.Topic && c.Topic != "" {
 		errs = append(errs, fmt.Errorf("marker_topic must differ from topic %q: markers would be mixed into the output", c.Topic))
 	}
-	if !sinkTopicName.MatchString(c.OwnerTopic) {
+	if !validTopicName(c.OwnerTopic) {
 		errs = append(errs, fmt.Errorf("owner_topic %q is not a valid Kafka topic name (1-249 of a-z A-Z 0-9 . _ -)", c.OwnerTopic))
 	}
 	if c.OwnerTopic == c.Topic || c.OwnerTopic == c.MarkerTopic {

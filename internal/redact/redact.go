@@ -20,6 +20,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Mask replaces a hidden value.
@@ -33,6 +34,13 @@ const unparseable = "(unparseable, not shown)"
 // as secret. They err on the side of hiding: a hidden non-secret costs a
 // less precise message, a shown secret a leak.
 var sensitiveWords = []string{"password", "passwd", "pwd", "secret", "token", "sig", "credential", "key", "auth", "sas"}
+
+// lazyRegexp compiles expr on first use: compiled at program start, the
+// expressions of this package held 44 KB of heap in every process, which
+// each garbage collection scans, although most runs never redact a thing.
+func lazyRegexp(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
+}
 
 // SensitiveParam reports whether a URL query parameter or a DSN key named
 // name holds a secret: its name contains password, passwd, pwd, secret,
@@ -53,20 +61,20 @@ func SensitiveParam(name string) bool {
 var tokenSchemes = []string{"nats", "tls"}
 
 // schemeRE matches the scheme of a URL with an authority.
-var schemeRE = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9+.-]*)://`)
+var schemeRE = lazyRegexp(`^([A-Za-z][A-Za-z0-9+.-]*)://`)
 
 // listRE matches the comma that starts the next URL of a list
 // (nats://a:4222,nats://b:4222).
-var listRE = regexp.MustCompile(`,[A-Za-z][A-Za-z0-9+.-]*://`)
+var listRE = lazyRegexp(`,[A-Za-z][A-Za-z0-9+.-]*://`)
 
 // dsnPairRE matches a key=value pair of a DSN, the value plain or
 // single-quoted with backslash escapes. "key == value", a comparison in an
 // expression, is no pair.
-var dsnPairRE = regexp.MustCompile(`(^|[\s;?&])([A-Za-z_][A-Za-z0-9_.-]*)\s*=\s*('(?:[^'\\]|\\.)*'|[^\s'&;=][^\s'&;]*)`)
+var dsnPairRE = lazyRegexp(`(^|[\s;?&])([A-Za-z_][A-Za-z0-9_.-]*)\s*=\s*('(?:[^'\\]|\\.)*'|[^\s'&;=][^\s'&;]*)`)
 
 // hostUserRE matches an address with user info but no scheme,
 // user:password@host:port, as a Kafka broker might be written.
-var hostUserRE = regexp.MustCompile(`^([^\s/@:=]+):([^\s@]*)@([^\s@/]+)$`)
+var hostUserRE = lazyRegexp(`^([^\s/@:=]+):([^\s@]*)@([^\s@/]+)$`)
 
 // DSN returns a connection string with its secrets masked: a URL (or a
 // comma-separated list of URLs) keeps everything but the password of its
@@ -76,14 +84,14 @@ var hostUserRE = regexp.MustCompile(`^([^\s/@:=]+):([^\s@]*)@([^\s@/]+)$`)
 // parse and may hold credentials is shown by its scheme only. A string
 // without secrets is returned unchanged.
 func DSN(s string) string {
-	if schemeRE.MatchString(s) {
+	if schemeRE().MatchString(s) {
 		return urlList(s)
 	}
-	if m := hostUserRE.FindStringSubmatch(s); m != nil {
+	if m := hostUserRE().FindStringSubmatch(s); m != nil {
 		return m[1] + ":" + Mask + "@" + m[3]
 	}
-	return dsnPairRE.ReplaceAllStringFunc(s, func(pair string) string {
-		m := dsnPairRE.FindStringSubmatch(pair)
+	return dsnPairRE().ReplaceAllStringFunc(s, func(pair string) string {
+		m := dsnPairRE().FindStringSubmatch(pair)
 		if !SensitiveParam(m[2]) {
 			return pair
 		}
@@ -95,7 +103,7 @@ func DSN(s string) string {
 func urlList(s string) string {
 	var b strings.Builder
 	for {
-		loc := listRE.FindStringIndex(s)
+		loc := listRE().FindStringIndex(s)
 		if loc == nil {
 			b.WriteString(oneURL(s))
 			return b.String()
@@ -109,7 +117,7 @@ func urlList(s string) string {
 // oneURL redacts one URL, working on its raw text so that what it keeps is
 // shown exactly as written.
 func oneURL(s string) string {
-	m := schemeRE.FindStringSubmatch(s)
+	m := schemeRE().FindStringSubmatch(s)
 	if m == nil {
 		return s
 	}
@@ -163,7 +171,7 @@ func redactQuery(q string) string {
 			pairs[i] = k + "=" + Mask
 			continue
 		}
-		if val, err := url.QueryUnescape(v); err == nil && schemeRE.MatchString(val) {
+		if val, err := url.QueryUnescape(v); err == nil && schemeRE().MatchString(val) {
 			if r := urlList(val); r != val {
 				pairs[i] = k + "=" + url.QueryEscape(r)
 			}
@@ -174,27 +182,27 @@ func redactQuery(q string) string {
 
 // textURLRE matches a URL in free text: a scheme, "://" and what follows up
 // to a space, a quote or a comma (which may start the next URL of a list).
-var textURLRE = regexp.MustCompile("[A-Za-z][A-Za-z0-9+.-]*://[^\\s\"'`<>,]+")
+var textURLRE = lazyRegexp("[A-Za-z][A-Za-z0-9+.-]*://[^\\s\"'`<>,]+")
 
 // textPairRE matches a key=value pair in free text whose key names a
 // password, secret or token; the looser SensitiveParam applies only inside
 // URLs and DSNs, where "key=" is not an ordinary word of a message.
-var textPairRE = regexp.MustCompile(`(?i)(^|[^A-Za-z0-9_])([A-Za-z0-9_.-]*(?:password|passwd|pwd|secret|token)[A-Za-z0-9_.-]*)\s*=\s*('(?:[^'\\]|\\.)*'|[^\s'"&;,=` + "`" + `][^\s'"&;,` + "`" + `]*)`)
+var textPairRE = lazyRegexp(`(?i)(^|[^A-Za-z0-9_])([A-Za-z0-9_.-]*(?:password|passwd|pwd|secret|token)[A-Za-z0-9_.-]*)\s*=\s*('(?:[^'\\]|\\.)*'|[^\s'"&;,=` + "`" + `][^\s'"&;,` + "`" + `]*)`)
 
 // textParamRE matches a query parameter in free text (after ? or &).
-var textParamRE = regexp.MustCompile(`([?&])([^=&\s?#]+)=([^&\s#"'` + "`" + `]*)`)
+var textParamRE = lazyRegexp(`([?&])([^=&\s?#]+)=([^&\s#"'` + "`" + `]*)`)
 
 // Text returns msg with the secrets of every connection string in it masked
 // as DSN does: URLs anywhere in the text, query parameters, and key=value
 // pairs whose key names a password, secret or token.
 func Text(msg string) string {
-	msg = textURLRE.ReplaceAllStringFunc(msg, func(u string) string {
+	msg = textURLRE().ReplaceAllStringFunc(msg, func(u string) string {
 		// Punctuation that ends a sentence is not part of the URL.
 		trimmed := strings.TrimRight(u, ".:;)]}")
 		return oneURL(trimmed) + u[len(trimmed):]
 	})
-	msg = textParamRE.ReplaceAllStringFunc(msg, func(p string) string {
-		m := textParamRE.FindStringSubmatch(p)
+	msg = textParamRE().ReplaceAllStringFunc(msg, func(p string) string {
+		m := textParamRE().FindStringSubmatch(p)
 		name, err := url.QueryUnescape(m[2])
 		if err != nil {
 			name = m[2]
@@ -204,8 +212,8 @@ func Text(msg string) string {
 		}
 		return m[1] + m[2] + "=" + Mask
 	})
-	return textPairRE.ReplaceAllStringFunc(msg, func(p string) string {
-		m := textPairRE.FindStringSubmatch(p)
+	return textPairRE().ReplaceAllStringFunc(msg, func(p string) string {
+		m := textPairRE().FindStringSubmatch(p)
 		if m[3] == Mask {
 			return p
 		}

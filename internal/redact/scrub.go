@@ -34,12 +34,12 @@ func Secrets(s string) []string {
 			add(v)
 		}
 	}
-	if !schemeRE.MatchString(s) {
-		if m := hostUserRE.FindStringSubmatch(s); m != nil {
+	if !schemeRE().MatchString(s) {
+		if m := hostUserRE().FindStringSubmatch(s); m != nil {
 			addRaw(m[2], url.PathUnescape)
 			return out
 		}
-		for _, m := range dsnPairRE.FindAllStringSubmatch(s, -1) {
+		for _, m := range dsnPairRE().FindAllStringSubmatch(s, -1) {
 			if !SensitiveParam(m[2]) {
 				continue
 			}
@@ -52,13 +52,13 @@ func Secrets(s string) []string {
 		return out
 	}
 	parts := []string{s}
-	for loc := listRE.FindStringIndex(s); loc != nil; loc = listRE.FindStringIndex(s) {
+	for loc := listRE().FindStringIndex(s); loc != nil; loc = listRE().FindStringIndex(s) {
 		parts[len(parts)-1] = s[:loc[0]]
 		s = s[loc[0]+1:]
 		parts = append(parts, s)
 	}
 	for _, u := range parts {
-		m := schemeRE.FindStringSubmatch(u)
+		m := schemeRE().FindStringSubmatch(u)
 		rest := u[len(m[0]):]
 		end := strings.IndexAny(rest, "/?#")
 		if end < 0 {
@@ -86,7 +86,7 @@ func Secrets(s string) []string {
 			}
 			if SensitiveParam(name) {
 				addRaw(v, url.QueryUnescape)
-			} else if val, err := url.QueryUnescape(v); err == nil && schemeRE.MatchString(val) {
+			} else if val, err := url.QueryUnescape(v); err == nil && schemeRE().MatchString(val) {
 				for _, nested := range Secrets(val) {
 					add(nested)
 				}
