@@ -23,6 +23,7 @@ import (
 	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/config"
 	"github.com/ingest-engine/ingest/internal/failpoint"
+	"github.com/ingest-engine/ingest/internal/gcfloor"
 	"github.com/ingest-engine/ingest/internal/redact"
 	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/storage/blob"
@@ -46,6 +47,7 @@ func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
 func main() {
+	gcfloor.Install(gcfloor.DefaultBallast)
 	if err := failpoint.FromEnv(); err != nil {
 		fmt.Fprintln(os.Stderr, "ingest:", err)
 		os.Exit(exitConfig)
