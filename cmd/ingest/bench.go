@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"syscall"
 	"time"
@@ -26,7 +27,7 @@ func benchCmd() *cobra.Command {
 func benchNexmarkCmd() *cobra.Command {
 	var o query.BenchOptions
 	var eventsPerSecond int64
-	var cpuProfile string
+	var cpuProfile, memProfile string
 	cmd := &cobra.Command{
 		Use:   "nexmark --query qN --events N",
 		Short: "Run a Nexmark query exactly-once with checkpoints and measure it",
@@ -77,9 +78,20 @@ checkpoint when started again with the same flags.`,
 				fmt.Fprintf(cmd.ErrOrStderr(), "%s: %5.1fs  %d records between operators, %d checkpoints\n",
 					o.Query, p.Elapsed.Seconds(), p.Records, p.Checkpoints)
 			}
+			if memProfile != "" {
+				// Every allocation is sampled, so the profile's counts are exact.
+				prev := runtime.MemProfileRate
+				runtime.MemProfileRate = 1
+				defer func() { runtime.MemProfileRate = prev }()
+			}
 			r, err := query.Bench(ctx, o)
 			if err != nil {
 				return err
+			}
+			if memProfile != "" {
+				if err := writeHeapProfile(memProfile); err != nil {
+					return err
+				}
 			}
 			line, err := json.Marshal(r)
 			if err != nil {
@@ -99,6 +111,23 @@ checkpoint when started again with the same flags.`,
 	f.Int64Var(&eventsPerSecond, "events-per-second", query.BenchEventsPerSecond, "event-time density: events per second of event time")
 	f.Float64Var(&o.Rate, "rate", 0, "limit the source to this many events per second of wall-clock time (0: as fast as possible)")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) to this file")
+	f.StringVar(&memProfile, "memprofile", "", "write an allocation profile (go tool pprof -sample_index=alloc_space) to this file; every allocation is sampled, which slows the run")
 	_ = cmd.MarkFlagRequired("query")
 	return cmd
+}
+
+// writeHeapProfile writes the allocation profile of the run to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("memory profile: %w", err)
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("memory profile %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("memory profile %s: %w", path, err)
+	}
+	return nil
 }
