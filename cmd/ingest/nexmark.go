@@ -44,9 +44,9 @@ Times are epoch milliseconds, prices cents. The events are those of Apache
 Beam's Java Nexmark generator (NexmarkUtils.standardEventIterator) bit for
 bit; the flags are Beam's NexmarkConfiguration fields, with Beam's defaults,
 except the event-time density: --events-per-second (not Beam's) defaults to
-10,000,000 events per second of event time, as Flink's Nexmark and
-` + "`ingest bench nexmark`" + ` do, so the default output is exactly the events the
-bench consumes (with the same --events and --events-per-second).
+` + "`ingest bench nexmark`" + `'s 200,000 events per second of event time, so the
+default output is exactly the events the bench consumes (with the same
+--events and --events-per-second; Flink's Nexmark uses 10,000,000).
 --events-per-second 0 selects Beam's timeline, which the rate flags
 (--num-event-generators, --first-event-rate, ...) shape; they are refused
 without it.

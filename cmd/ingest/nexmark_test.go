@@ -75,7 +75,7 @@ func TestNexmarkGenerateErrors(t *testing.T) {
 		{[]string{"generate", "--events", "-1"}, "--events -1"},
 		{[]string{"generate", "--from", "-1"}, "--from -1"},
 		{[]string{"generate", "--events", "9223372036854775807"}, "beyond"},
-		{[]string{"generate", "--first-event-rate", "5"}, "--first-event-rate shapes Beam's timeline, which --events-per-second 10000000 replaces: add --events-per-second 0"},
+		{[]string{"generate", "--first-event-rate", "5"}, "--first-event-rate shapes Beam's timeline, which --events-per-second 200000 replaces: add --events-per-second 0"},
 		{[]string{"generate", "--events-per-second", "1000", "--num-event-generators", "1"}, "--num-event-generators shapes Beam's timeline"},
 	} {
 		_, err := runNexmark(t, c.args...)
@@ -94,7 +94,7 @@ func TestNexmarkGenerateErrors(t *testing.T) {
 // consumes: the same generator configuration and event-time density (not
 // Beam's timeline, which --events-per-second 0 gives).
 func TestNexmarkGenerateDefaultsAreTheBenchEvents(t *testing.T) {
-	const n = 30_000 // 3 ms of event time at the bench's density
+	const n = 30_000 // 150 ms of event time at the bench's density
 	out, err := runNexmark(t, "generate", "--events", fmt.Sprint(n))
 	if err != nil {
 		t.Fatal(err)

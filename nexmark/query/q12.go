@@ -80,7 +80,7 @@ func (f *q12Counts) OnTimer(c *process.Context[int64, SessionRow], d process.Dom
 }
 
 func init() {
-	register(Query{Name: "q12", Describe: "bids per bidder in 10 s processing-time tumbling windows",
+	register(Query{Name: "q12", Window: 10 * time.Second, Describe: "bids per bidder in 10 s processing-time tumbling windows",
 		Build: func(p *stream.Pipeline, events stream.Stream[nexmark.Event], out string) {
 			byBidder := stream.KeyBy(bids(events), func(b nexmark.Bid) int64 { return b.Bidder })
 			rows := process.Keyed(byBidder, "q12", func() process.Function[nexmark.Bid, int64, SessionRow] { return &q12Counts{} })

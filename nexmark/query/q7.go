@@ -222,7 +222,7 @@ func (f *q7Max) OnTimer(c *process.Context[int64, Q7Row], d process.Domain) erro
 }
 
 func init() {
-	register(Query{Name: "q7", Describe: "highest bid per 10 s tumbling window, joined back to the bids",
+	register(Query{Name: "q7", Window: 10 * time.Second, Describe: "highest bid per 10 s tumbling window, joined back to the bids",
 		Build: func(p *stream.Pipeline, events stream.Stream[nexmark.Event], out string) {
 			byPart := stream.KeyBy(bids(events), func(b nexmark.Bid) int64 { return b.Auction % q7Partitions })
 			partials := process.Keyed(byPart, "q7-partial-max", func() process.Function[nexmark.Bid, int64, q7Partial] { return &q7Partials{} })

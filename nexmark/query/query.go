@@ -32,6 +32,10 @@ type Query struct {
 	Name string
 	// Describe says what it computes.
 	Describe string
+	// Window is the longest event-time span the query keeps a record in
+	// state for (a window's size, a session's gap), 0 for queries without
+	// event-time windows. The bench's warm-up covers it (see Bench).
+	Window time.Duration
 	// Build adds the query to p, reading events; results go to a
 	// transactional JSON Lines file sink under out, or are discarded when
 	// out is "" (Flink's blackhole sink).

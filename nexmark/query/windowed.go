@@ -126,7 +126,7 @@ func init() {
 				}, join.LeftCodec[q3Auction](q3AuctionCodec{}), join.RightCodec[q3Person](q3PersonCodec{}))
 			sinkTo(rows, out)
 		}})
-	register(Query{Name: "q5", Describe: "hot items: auctions with the most bids per sliding window (10 s, every 2 s)",
+	register(Query{Name: "q5", Window: 10 * time.Second, Describe: "hot items: auctions with the most bids per sliding window (10 s, every 2 s)",
 		Build: func(p *stream.Pipeline, events stream.Stream[nexmark.Event], out string) {
 			byAuction := stream.KeyBy(bids(events), func(b nexmark.Bid) int64 { return b.Auction })
 			counts := window.Sliding(byAuction, "q5-counts", 10*time.Second, 2*time.Second, window.CountOf[nexmark.Bid](),
@@ -137,7 +137,7 @@ func init() {
 			rows := process.Keyed(byWindow, "q5", func() process.Function[auctionCount, int64, Q5Row] { return &q5Hot{} })
 			sinkTo(rows, out)
 		}})
-	register(Query{Name: "q8", Describe: "monitor new users: people who opened an auction in the 10 s window they registered in",
+	register(Query{Name: "q8", Window: 10 * time.Second, Describe: "monitor new users: people who opened an auction in the 10 s window they registered in",
 		Build: func(p *stream.Pipeline, events stream.Stream[nexmark.Event], out string) {
 			persons := stream.Map(stream.Filter(events, "q8-persons", func(e nexmark.Event) bool { return e.Type == nexmark.PersonEvent }),
 				"q8-person", func(e nexmark.Event) q8Person { return q8Person{ID: e.Person.ID, Name: e.Person.Name} })
@@ -168,7 +168,7 @@ func init() {
 				}, join.LeftCodec[q8Person](q8PersonCodec{}))
 			sinkTo(rows, out)
 		}})
-	register(Query{Name: "q11", Describe: "user sessions: bids per bidder per session (gap 10 s)",
+	register(Query{Name: "q11", Window: 10 * time.Second, Describe: "user sessions: bids per bidder per session (gap 10 s)",
 		Build: func(p *stream.Pipeline, events stream.Stream[nexmark.Event], out string) {
 			byBidder := stream.KeyBy(bids(events), func(b nexmark.Bid) int64 { return b.Bidder })
 			rows := window.Session(byBidder, "q11", 10*time.Second, window.CountOf[nexmark.Bid](),
