@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/runtime"
 )
 
@@ -29,6 +30,9 @@ const (
 	// stateCheckpointsStale: no checkpoint completed for more than twice the
 	// interval, counting from the start when none has.
 	stateCheckpointsStale = "checkpoints_stale"
+	// stateCheckpointsSlow: the newest completed checkpoint took more than
+	// runtime.SlowCheckpointShare of the interval.
+	stateCheckpointsSlow = "checkpoints_slow"
 	// stateHealthy: running, checkpoints completing.
 	stateHealthy = "healthy"
 )
@@ -184,6 +188,18 @@ func judge(in healthInput) healthJSON {
 				age.Round(time.Second), what, staleFactor, in.interval)
 			add(stateCheckpointsStale, levelWarning, msg, since)
 		}
+	}
+
+	if s := o.LastSlowCheckpoint; s != nil && last != nil && s.ID == last.ID && live {
+		part := s.Phase
+		if s.Task != (checkpoint.TaskID{}) {
+			part += " of " + s.Task.String()
+		}
+		msg := fmt.Sprintf("checkpoint %d took %v of the %v interval (more than %.0f%%); its slowest part: %s, %v; %s slow since the job started: "+
+			"reduce state pressure (less state, fewer keys, a shorter window or TTL, more parallelism) or lengthen the interval",
+			s.ID, s.Duration.Round(time.Millisecond), s.Interval, 100*runtime.SlowCheckpointShare, part, s.PhaseDuration.Round(time.Millisecond),
+			plural(s.Count, "1 checkpoint was", strconv.FormatInt(s.Count, 10)+" checkpoints were"))
+		add(stateCheckpointsSlow, levelWarning, msg, s.At)
 	}
 
 	h := healthJSON{Level: levelOK, State: stateHealthy, Problems: []problemJSON{}}

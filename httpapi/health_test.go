@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/runtime"
 )
 
@@ -115,6 +116,23 @@ func TestJudgeHealth(t *testing.T) {
 			}(),
 			level: "critical", state: "checkpoints_failing", problems: []string{"checkpoints_failing", "restarting", "checkpoints_stale"},
 			summary: []string{"the last 15 checkpoints failed", "no recovery point", "checkpoint 15: timed out"}, since: t0.Add(-30 * s)},
+		{name: "the newest checkpoint took most of the interval",
+			in: func() healthInput {
+				o := running(time.Minute, lastAt(9, s))
+				o.LastSlowCheckpoint = &runtime.SlowCheckpoint{ID: 9, At: t0.Add(-s), Duration: 1700 * time.Millisecond, Interval: 2 * s,
+					Phase: "async", Task: checkpoint.TaskID{Operator: "q5-counts", Subtask: 1}, PhaseDuration: 1200 * time.Millisecond, Count: 4}
+				return healthInput{o: o, history: []runtime.CheckpointRecord{completed(9, s)}, interval: 2 * s}
+			}(),
+			level: "warning", state: "checkpoints_slow", problems: []string{"checkpoints_slow"},
+			summary: []string{"checkpoint 9 took 1.7s of the 2s interval (more than 80%)", "async of q5-counts[1], 1.2s", "4 checkpoints were slow", "reduce state pressure"},
+			since:   t0.Add(-s)},
+		{name: "a slow checkpoint followed by a quick one is history",
+			in: func() healthInput {
+				o := running(time.Minute, lastAt(10, s))
+				o.LastSlowCheckpoint = &runtime.SlowCheckpoint{ID: 9, At: t0.Add(-3 * s), Duration: 1700 * time.Millisecond, Interval: 2 * s, Phase: "sync", Count: 1}
+				return healthInput{o: o, history: []runtime.CheckpointRecord{completed(10, s), completed(9, 3*s)}, interval: 2 * s}
+			}(),
+			level: "ok", state: "healthy"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -328,7 +328,9 @@ func (a *attempt) drive() error {
 					a.job.completed.Add(1)
 					a.job.checkpointTime.Add(int64(ev.took))
 					a.job.latest.Store(ev.id)
-					a.job.obs.completed(ev.id, ev.took)
+					if slow, n := a.job.obs.completed(ev.id, ev.took, a.job.opts.Checkpoint.Interval); slow != nil {
+						warnSlow(a.job.log, slow, n)
+					}
 				}
 			case evLedgerWritten:
 				if lockLost(ev.err) {
@@ -443,10 +445,10 @@ func (a *attempt) act(act checkpoint.Action, finished *bool) error {
 					// what is left of it in real time.
 					wctx, cancel := context.WithTimeoutCause(context.WithoutCancel(a.ctx), m.TriggeredAt.Add(j.opts.Checkpoint.Timeout).Sub(j.clock.Now()),
 						fmt.Errorf("timed out after %v: the metadata write did not finish", j.opts.Checkpoint.Timeout))
-					start := time.Now()
+					start := j.clock.Now()
 					err = j.storage.WriteMetadata(wctx, m.ID, data)
 					cancel()
-					j.obs.metadataWritten(m.ID, time.Since(start))
+					j.obs.metadataWritten(m.ID, j.clock.Now().Sub(start))
 				}
 			}
 			a.event(a.ctx, taskEvent{kind: evMetadataWritten, id: m.ID, err: err, took: j.clock.Now().Sub(m.TriggeredAt)})
@@ -524,11 +526,11 @@ func (a *attempt) publish(x checkpoint.CommitOutput) error {
 		if cm == nil {
 			return fmt.Errorf("no committer for sink %s", c.Sink)
 		}
-		start := time.Now()
+		start := a.job.clock.Now()
 		if err := cm.Commit(ctx, a.rec.jobID, c); err != nil {
 			return fmt.Errorf("sink %s: %w", c.Sink, err)
 		}
-		a.job.obs.sinkCommitted(c.Sink, time.Since(start))
+		a.job.obs.sinkCommitted(c.Sink, a.job.clock.Now().Sub(start))
 	}
 	return nil
 }

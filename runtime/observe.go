@@ -127,6 +127,10 @@ type Observation struct {
 	LateRecords map[string]int64
 	// LastFailure is the last attempt failure, nil when none.
 	LastFailure *Failure
+	// LastSlowCheckpoint is the newest completed checkpoint that took more
+	// than SlowCheckpointShare of the interval, with its slowest part; nil
+	// when none was slow. Its Count says how many were.
+	LastSlowCheckpoint *SlowCheckpoint
 }
 
 // CheckpointSummary sums up a job's checkpoints.
@@ -400,6 +404,10 @@ func (ob *observer) snapshot(j *Job) Observation {
 	if ob.lastFailure != nil {
 		f := *ob.lastFailure
 		o.LastFailure = &f
+	}
+	if ob.lastSlow != nil {
+		s := *ob.lastSlow
+		o.LastSlowCheckpoint = &s
 	}
 	return o
 }

@@ -122,6 +122,13 @@ type observer struct {
 	// (observe_recoveries.go).
 	recoveryLog []RecoveryEvent
 
+	// slowN counts slow checkpoints (slow_checkpoint.go), slowSinceWarn
+	// those since the last warning, logged at slowWarnedAt; lastSlow is the
+	// newest.
+	slowN, slowSinceWarn int64
+	slowWarnedAt         time.Time
+	lastSlow             *SlowCheckpoint
+
 	// req signals the driver that waiters want a checkpoint now.
 	reqOnce sync.Once
 	req     chan struct{}
@@ -403,8 +410,9 @@ func (ob *observer) metadataWritten(id int64, d time.Duration) {
 }
 
 // completed: checkpoint id is complete, took after its trigger
-// (attempt.drive).
-func (ob *observer) completed(id int64, took time.Duration) {
+// (attempt.drive); interval is the checkpoint interval. It returns a slow
+// checkpoint warning to log, if one is due (see slowCheckpoint).
+func (ob *observer) completed(id int64, took, interval time.Duration) (warn *SlowCheckpoint, since int64) {
 	ob.mu.Lock()
 	defer ob.mu.Unlock()
 	ob.init()
@@ -414,11 +422,12 @@ func (ob *observer) completed(id int64, took time.Duration) {
 	delete(ob.stateWrites, id)
 	r := ob.history.get(id)
 	if r == nil {
-		return
+		return nil, 0
 	}
 	r.end(CheckpointCompleted, "", r.TriggeredAt.Add(took))
 	ob.last = &CompletedCheckpoint{ID: id, TriggeredAt: r.TriggeredAt, CompletedAt: r.EndedAt, Duration: took}
 	ob.lastSizeFull = r.StateSizeFull
+	return ob.slowCheckpoint(r, took, interval)
 }
 
 // aborted: checkpoint id failed for reason (attempt.act).

@@ -580,7 +580,7 @@ func (t *task) checkpoint(ctx context.Context, b Barrier, alignment time.Duratio
 	t.att.job.obs.barrier(t, b.ID) // a source's position, for replay accounting (observe_hooks.go)
 	caps := make([]capture, 0, len(t.links))
 	for _, l := range t.links {
-		start := time.Now()
+		start := t.att.job.clock.Now()
 		var s Snapshot
 		var err error
 		if l.op != nil {
@@ -601,7 +601,7 @@ func (t *task) checkpoint(ctx context.Context, b Barrier, alignment time.Duratio
 		if l.ctx.State.HasState() {
 			keyed = l.ctx.State.Snapshot()
 		}
-		caps = append(caps, capture{link: l, keyed: keyed, snap: s, wm: l.wm, sync: time.Since(start)})
+		caps = append(caps, capture{link: l, keyed: keyed, snap: s, wm: l.wm, sync: t.att.job.clock.Now().Sub(start)})
 	}
 	if err := failpoint.Inject("task/after-sync-snapshot"); err != nil {
 		return err
@@ -630,7 +630,8 @@ func (t *task) checkpoint(ctx context.Context, b Barrier, alignment time.Duratio
 // write encodes and stores one capture and returns the acknowledgement (or
 // the decline when it failed).
 func (t *task) write(ctx context.Context, id int64, c capture, alignment time.Duration) taskEvent {
-	start := time.Now()
+	clk := t.att.job.clock
+	start := clk.Now()
 	st := checkpoint.SubtaskState{
 		Task:         c.link.id,
 		Inline:       c.snap.Inline,
@@ -647,9 +648,9 @@ func (t *task) write(ctx context.Context, id int64, c capture, alignment time.Du
 		}
 		if err == nil {
 			var h storage.Handle
-			start := time.Now()
+			start := clk.Now()
 			h, err = t.att.job.storage.WriteFile(ctx, id, stateFileName(c.link.id), data)
-			t.att.job.obs.stateWritten(id, c.link.id, time.Since(start))
+			t.att.job.obs.stateWritten(id, c.link.id, clk.Now().Sub(start))
 			st.State = &h
 		}
 		if err != nil {
@@ -659,7 +660,7 @@ func (t *task) write(ctx context.Context, id int64, c capture, alignment time.Du
 	if err := failpoint.Inject("task/after-snapshot-before-ack"); err != nil {
 		return taskEvent{kind: evFailed, task: c.link.id, err: err}
 	}
-	st.AsyncDuration = time.Since(start)
+	st.AsyncDuration = clk.Now().Sub(start)
 	return taskEvent{kind: evAck, task: c.link.id, id: id, state: st}
 }
 

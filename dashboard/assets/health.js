@@ -13,6 +13,7 @@ const LABELS = {
   checkpoints_failing: 'checkpoints failing',
   restarting: 'restarting',
   checkpoints_stale: 'checkpoints stale',
+  checkpoints_slow: 'checkpoints slow',
 };
 
 // healthOf is p's health, or one made from its status for an API that does
