@@ -68,8 +68,8 @@ sinks:
 `
 
 var workloads = []workload{
-	{name: "nexmark q0, 10 M events", args: []string{"bench", "nexmark", "--query", "q0", "--events", "10000000"}},
-	{name: "nexmark q5, 5 M events", args: []string{"bench", "nexmark", "--query", "q5", "--events", "5000000"}},
+	{name: "nexmark q0, 10 M events", args: []string{"bench", "nexmark", "--query", "q0", "--events", "10000000", "--events-per-second", "200000"}},
+	{name: "nexmark q5, 10 M events", args: []string{"bench", "nexmark", "--query", "q5", "--events", "10000000", "--events-per-second", "200000"}},
 	{name: "datagen → 1 h window → file, 3 M records, 100 K keys", args: []string{"run", "windowed.yaml"}, files: map[string]string{"windowed.yaml": windowedYAML}},
 }
 

@@ -118,8 +118,10 @@ type mark struct {
 }
 
 // phase returns the figures between marks a and b, with the completed
-// checkpoints of history triggered and ended between them.
-func phase(a, b mark, history []runtime.CheckpointRecord) Phase {
+// checkpoints of history triggered and ended between them; the final
+// checkpoint counts only for the end of input (endOfInput), where it
+// belongs however early the sources' end triggered it.
+func phase(a, b mark, history []runtime.CheckpointRecord, endOfInput bool) Phase {
 	p := Phase{Events: b.events - a.events, Seconds: round3(b.at.Sub(a.at).Seconds()), CPUSeconds: round3((b.cpu - a.cpu).Seconds())}
 	if s := b.at.Sub(a.at).Seconds(); s > 0 {
 		p.EventsPerSecond = math.Round(float64(p.Events) / s)
@@ -129,7 +131,8 @@ func phase(a, b mark, history []runtime.CheckpointRecord) Phase {
 	}
 	var d []time.Duration
 	for _, r := range history {
-		if r.Status == runtime.CheckpointCompleted && !r.TriggeredAt.Before(a.at) && !r.EndedAt.After(b.at) {
+		within := !r.TriggeredAt.Before(a.at) && !r.EndedAt.After(b.at)
+		if r.Status == runtime.CheckpointCompleted && (within && !r.Final || endOfInput && r.Final) {
 			d = append(d, r.Duration)
 		}
 	}
@@ -292,8 +295,8 @@ func Bench(ctx context.Context, o BenchOptions) (Result, error) {
 		r.MeanCheckpointMs = round3(float64(st.CheckpointTime) / float64(st.Completed) / 1e6)
 	}
 	history := job.Checkpoints()
-	r.Steady = phase(*warm, *input, history)
-	r.EndOfInput = phase(*input, end, history)
+	r.Steady = phase(*warm, *input, history, false)
+	r.EndOfInput = phase(*input, end, history, true)
 	return r, nil
 }
 

@@ -44,14 +44,25 @@ func TestPhaseCountsCheckpointsWithinIt(t *testing.T) {
 	)
 	a := mark{at: at(1), cpu: 2 * time.Second, events: 1000}
 	b := mark{at: at(200), cpu: 102 * time.Second, events: 1000 + 199_000_000}
-	p := phase(a, b, history)
+	p := phase(a, b, history, false)
 	want := Phase{Events: 199_000_000, Seconds: 199, CPUSeconds: 100, EventsPerSecond: 1_000_000, EventsPerSecondPerCore: 1_990_000,
 		Checkpoints: 100, MeanCheckpointMs: 50.5, P99CheckpointMs: 99, MaxCheckpointMs: 100}
 	if p != want {
 		t.Errorf("phase:\n got %+v\nwant %+v", p, want)
 	}
-	if p := phase(b, b, history); p.Checkpoints != 0 || p.EventsPerSecond != 0 || p.MeanCheckpointMs != 0 {
+	if p := phase(b, b, history, false); p.Checkpoints != 0 || p.EventsPerSecond != 0 || p.MeanCheckpointMs != 0 {
 		t.Errorf("an empty phase: %+v", p)
+	}
+	// The final checkpoint belongs to the end of input, even when the
+	// sources' end triggered it before the bench saw that end.
+	final := runtime.CheckpointRecord{ID: 104, Final: true, Status: runtime.CheckpointCompleted, TriggeredAt: at(199), EndedAt: at(200.5), Duration: ms(1500)}
+	history = append(history, final)
+	if p := phase(a, b, history, false); p.Checkpoints != 100 {
+		t.Errorf("the steady part counts %d checkpoints with the final one, want 100", p.Checkpoints)
+	}
+	// Checkpoint 103 straddles the boundary: it counts for neither part.
+	if p := phase(b, mark{at: at(201), cpu: b.cpu, events: b.events}, history, true); p.Checkpoints != 1 || p.MaxCheckpointMs != 1500 {
+		t.Errorf("end of input: %+v, want the final checkpoint alone", p)
 	}
 }
 
@@ -71,8 +82,11 @@ func TestBenchSteadyAndEndOfInput(t *testing.T) {
 	if r.EndOfInput.Events != 0 {
 		t.Errorf("end of input: %d events read, want 0 (every event was read before it)", r.EndOfInput.Events)
 	}
-	if r.Steady.Checkpoints > int(r.Checkpoints) || r.EndOfInput.Checkpoints > int(r.Checkpoints) {
+	if r.Steady.Checkpoints+r.EndOfInput.Checkpoints > int(r.Checkpoints) {
 		t.Errorf("phases count %d and %d checkpoints of the run's %d", r.Steady.Checkpoints, r.EndOfInput.Checkpoints, r.Checkpoints)
+	}
+	if r.EndOfInput.Checkpoints < 1 {
+		t.Errorf("end of input: %+v, want the final checkpoint in it", r.EndOfInput)
 	}
 	if r.Events != events || r.EventsPerEventSecond != perSec || r.CheckpointIntervalMs != 100 {
 		t.Errorf("result: %+v", r)
