@@ -57,6 +57,13 @@ func (g *startGate) arrive(ctx context.Context, links []*link) error {
 		for _, s := range stateSchemas(l.ctx.State.Schemas()) {
 			states[s.Name] = s
 		}
+		// A state the operator read and moved elsewhere in Open (a new
+		// layout of its state) is handled, not forgotten.
+		for _, s := range stateSchemas(l.ctx.State.Dropped()) {
+			if _, ok := states[s.Name]; !ok {
+				states[s.Name] = s
+			}
+		}
 	}
 	g.pending--
 	last := g.pending == 0

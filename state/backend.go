@@ -75,6 +75,9 @@ type Backend struct {
 	// INVARIANT: its names are disjoint from states' names.
 	restored map[string]*restoredState
 
+	// dropped are the schemas of the states DropState removed.
+	dropped []Schema
+
 	// restoreCalled records that Restore ran (it may run once).
 	restoreCalled bool
 
@@ -283,6 +286,31 @@ func checkCodecs(b *Backend, name string, nils ...bool) error {
 	}
 	return nil
 }
+
+// DropState removes the state called name, registered or restored and
+// unclaimed, so that later snapshots no longer hold it, and reports whether
+// there was one. It is for an operator that moves its state to another name
+// or layout (after reading the old one): a registered state must not be used
+// after it is dropped. The backend remembers the dropped schema (Dropped),
+// so that the runtime's check of a checkpoint's recorded schemas against
+// the registered ones counts the state as handled, not forgotten.
+func (b *Backend) DropState(name string) bool {
+	if s, ok := b.states[name]; ok {
+		b.dropped = append(b.dropped, s.info().schema())
+		delete(b.states, name)
+		return true
+	}
+	if r, ok := b.restored[name]; ok {
+		b.dropped = append(b.dropped, r.meta.schema())
+		delete(b.restored, name)
+		return true
+	}
+	return false
+}
+
+// Dropped returns the schemas of the states DropState removed, in the order
+// it removed them.
+func (b *Backend) Dropped() []Schema { return slices.Clone(b.dropped) }
 
 // HasState reports whether the backend holds any registered or restored
 // state: a subtask without state writes no state file at a checkpoint.

@@ -231,3 +231,79 @@ func TestCompositeAndNamedKeys(t *testing.T) {
 		t.Fatal("named key lost")
 	}
 }
+
+// All visits every entry once, also when the visit clears entries of a
+// table a snapshot froze (the clear copies it; the visit goes on over the
+// frozen one), and the snapshot keeps what it saw.
+func TestValueStateAll(t *testing.T) {
+	b := fullBackend("op")
+	s := must(NewValueState(b, "v", Int64Codec{}, Int64Codec{}))
+	want := map[int64]int64{}
+	for k := range int64(1000) {
+		s.Update(k, k*k)
+		want[k] = k * k
+	}
+	snap := b.Snapshot()
+	got := map[int64]int64{}
+	s.All(func(k, v int64) bool {
+		if _, dup := got[k]; dup {
+			t.Fatalf("key %d visited twice", k)
+		}
+		got[k] = v
+		if k%2 == 0 {
+			s.Clear(k)
+		}
+		return true
+	})
+	if !maps.Equal(got, want) {
+		t.Fatalf("All visited %d entries, want %d", len(got), len(want))
+	}
+	if s.Len() != 500 {
+		t.Fatalf("after clearing the even keys during All: Len %d, want 500", s.Len())
+	}
+	r := fullBackend("op")
+	if err := r.Restore(encode(t, snap)); err != nil {
+		t.Fatal(err)
+	}
+	restored := must(NewValueState(r, "v", Int64Codec{}, Int64Codec{}))
+	if restored.Len() != 1000 {
+		t.Fatalf("the snapshot taken before All holds %d entries, want 1000", restored.Len())
+	}
+	n := 0
+	s.All(func(int64, int64) bool { n++; return n < 3 })
+	if n != 3 {
+		t.Fatalf("All went on after f returned false: %d calls", n)
+	}
+}
+
+// DropState removes a restored or registered state from later snapshots and
+// remembers its schema.
+func TestDropState(t *testing.T) {
+	b := fullBackend("op")
+	old := must(NewValueState(b, "old", StringCodec{}, Int64Codec{}))
+	old.Update("a", 1)
+	must(NewTimers(b, "timers", StringCodec{})).Register("a", 0, 5)
+	data := encode(t, b.Snapshot())
+
+	r := fullBackend("op")
+	if err := r.Restore(data); err != nil {
+		t.Fatal(err)
+	}
+	_ = must(NewValueState(r, "old", StringCodec{}, Int64Codec{})) // claimed, read, then moved by its operator
+	if !r.DropState("old") || !r.DropState("timers") || r.DropState("never") {
+		t.Fatal("DropState: want true for a registered and a restored state, false for an unknown one")
+	}
+	if len(r.Unclaimed()) != 0 {
+		t.Fatalf("unclaimed after dropping: %v", r.Unclaimed())
+	}
+	var names []string
+	for _, s := range r.Dropped() {
+		names = append(names, s.Name+":"+s.Kind.String())
+	}
+	if !slices.Equal(names, []string{"old:value", "timers:timers"}) {
+		t.Fatalf("Dropped = %v", names)
+	}
+	for _, s := range r.Snapshot().Schemas() {
+		t.Errorf("a snapshot after dropping everything holds %q", s.Name)
+	}
+}

@@ -78,6 +78,21 @@ func (s *ValueState[K, V]) Clear(key K) {
 	delete(t.m, key)
 }
 
+// All calls f for every key and its value, in unspecified order, until f
+// returns false. f may Clear the key it is called with, and Update it; any
+// other write during All has unspecified effect on which entries All then
+// visits. (A Clear or Update that copies a frozen key group's table, see
+// Backend, leaves the table All is reading untouched.)
+func (s *ValueState[K, V]) All(f func(K, V) bool) {
+	for i := range s.tables {
+		for k, v := range s.tables[i].m {
+			if !f(k, v) {
+				return
+			}
+		}
+	}
+}
+
 // Len returns the number of keys with a value, in O(key groups).
 func (s *ValueState[K, V]) Len() int {
 	n := 0
