@@ -18,7 +18,12 @@ import (
 // ("window-timers") was stopped at checkpoint 31, with 1,610 of the 3,000
 // records read, window [1s, 2s) open, window [0s, 1s) committed. (It ran
 // with rate: 500 to stop it mid-way; the rate is no part of the state.)
-const legacyWindowsYAML = `pipeline: legacy-windows
+//
+// testdata/legacy-late-windows is the same with 500 ms windows, an allowed
+// lateness of 1 s and the window at parallelism 2, stopped at checkpoint 31
+// with windows fired and kept for their lateness (their timers moved to
+// their cleanup times) and one open; it resumes at parallelism 1.
+const legacyWindowsYAML = `pipeline: %s
 checkpoint:
   interval: 100ms
   dir: checkpoints
@@ -33,8 +38,8 @@ transforms:
     type: window
     input: events
     key: key
-    size: 1s
-    aggregates:
+    size: %v
+%s    aggregates:
       count: count()
       sum: sum(value)
 sinks:
@@ -50,50 +55,60 @@ func TestLegacyWindowCheckpointResumes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a pipeline")
 	}
-	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS("testdata/legacy-windows")); err != nil {
-		t.Fatal(err)
+	for _, c := range []struct {
+		dir, pipeline string
+		size          time.Duration
+		extra         string
+	}{
+		{"legacy-windows", "legacy-windows", time.Second, ""},
+		{"legacy-late-windows", "legacy-late-windows", 500 * time.Millisecond, "    allowed_lateness: 1s\n"},
+	} {
+		t.Run(c.dir, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.CopyFS(dir, os.DirFS(filepath.Join("testdata", c.dir))); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(dir, "p.yaml")
+			if err := os.WriteFile(path, []byte(fmt.Sprintf(legacyWindowsYAML, c.pipeline, c.size, c.extra)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			p, err := config.Load(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			if err := p.Stream.Run(ctx, p.RunOptions()); err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			lines, err := testkit.ReadCommitted(filepath.Join(dir, "out"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, l := range lines {
+				got = append(got, string(l.Text))
+			}
+			type kw struct{ key, start int64 }
+			count, sum := map[kw]int64{}, map[kw]int64{}
+			var order []kw
+			for _, r := range datagenRecords(3000, 7, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), time.Millisecond) {
+				w := kw{r.key, floorTo(r.time, c.size)}
+				if _, ok := count[w]; !ok {
+					order = append(order, w)
+				}
+				count[w]++
+				sum[w] += r.value
+			}
+			var want []string
+			for _, w := range order {
+				start := time.Unix(0, w.start).UTC()
+				want = append(want, fmt.Sprintf(`{"key":%d,"window_start":%q,"window_end":%q,"count":%d,"sum":%d}`,
+					w.key, start.Format(time.RFC3339Nano), start.Add(c.size).Format(time.RFC3339Nano), count[w], sum[w]))
+			}
+			slices.Sort(got)
+			slices.Sort(want)
+			sameLines(t, "committed output after resuming the legacy checkpoint", got, want)
+		})
 	}
-	path := filepath.Join(dir, "p.yaml")
-	if err := os.WriteFile(path, []byte(legacyWindowsYAML), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p, err := config.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	opts := p.RunOptions()
-	if err := p.Stream.Run(ctx, opts); err != nil {
-		t.Fatalf("Run: %v", err)
-	}
-	lines, err := testkit.ReadCommitted(filepath.Join(dir, "out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, l := range lines {
-		got = append(got, string(l.Text))
-	}
-	type kw struct{ key, start int64 }
-	count, sum := map[kw]int64{}, map[kw]int64{}
-	var order []kw
-	for _, r := range datagenRecords(3000, 7, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), time.Millisecond) {
-		w := kw{r.key, floorTo(r.time, time.Second)}
-		if _, ok := count[w]; !ok {
-			order = append(order, w)
-		}
-		count[w]++
-		sum[w] += r.value
-	}
-	var want []string
-	for _, w := range order {
-		start := time.Unix(0, w.start).UTC()
-		want = append(want, fmt.Sprintf(`{"key":%d,"window_start":%q,"window_end":%q,"count":%d,"sum":%d}`,
-			w.key, start.Format(time.RFC3339Nano), start.Add(time.Second).Format(time.RFC3339Nano), count[w], sum[w]))
-	}
-	slices.Sort(got)
-	slices.Sort(want)
-	sameLines(t, "committed output after resuming the legacy checkpoint", got, want)
 }

@@ -195,13 +195,13 @@ func TestCheckpointRecordsTopology(t *testing.T) {
 		for _, st := range w.States {
 			names = append(names, st.Name+":"+st.Kind)
 		}
-		if !slices.Equal(names, []string{"window-timers:timers", "windows:value"}) {
-			t.Errorf("w[%d] records states %q, want window-timers:timers, windows:value", sub, names)
+		if !slices.Equal(names, []string{"aligned-windows:value", "aligned-windows-fired:value"}) {
+			t.Errorf("w[%d] records states %q, want aligned-windows:value, aligned-windows-fired:value", sub, names)
 		}
 	}
 	states := m.OperatorStates("w")
-	if len(states) != 2 || !strings.Contains(strings.Join(states[1].Codecs, " "), "size=1h0m0s") ||
-		!strings.Contains(strings.Join(states[1].Codecs, " "), "window.count/int64") {
+	if len(states) != 2 || !strings.Contains(strings.Join(states[0].Codecs, " "), "size=1h0m0s") ||
+		!strings.Contains(strings.Join(states[0].Codecs, " "), "window.count/int64") {
 		t.Errorf("w's recorded states %v, want the windows state's codecs to name size=1h0m0s and window.count/int64", states)
 	}
 	if got := m.OperatorStates("events"); len(got) != 0 {
@@ -295,9 +295,9 @@ func TestSchemaChangeOfEmptyStateRefused(t *testing.T) {
 		wants []string
 	}{
 		{"changed window size", func() topoShape { s := original; s.size = 2 * time.Hour; return s }(),
-			[]string{`operator "w" state "windows"`, "size=1h0m0s", "size=2h0m0s", "give it a new id and run with --allow-non-restored-state"}},
+			[]string{`operator "w" state "aligned-windows"`, "size=1h0m0s", "size=2h0m0s", "give it a new id and run with --allow-non-restored-state"}},
 		{"changed aggregate", func() topoShape { s := original; s.sum = true; return s }(),
-			[]string{`operator "w" state "windows"`, "window.count/int64", "window.sum/int64"}},
+			[]string{`operator "w" state "aligned-windows"`, "window.count/int64", "window.sum/int64"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := startShape(t, tc.shape, copyDir(t, dir), pacedEvents{count: topoRecords, per: 50, idle: true}, false)

@@ -117,7 +117,7 @@ func TestCheckpointsInspect(t *testing.T) {
 		}
 	}
 	// The window's state schemas, with the codecs that carry its size.
-	for _, want := range []string{`  per_key "windows" (value state, codecs [`, `size=100ms`, `  per_key "window-timers" (timers state`} {
+	for _, want := range []string{`  per_key "aligned-windows" (value state, codecs [`, `size=100ms`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("inspect output lacks the state schema %q:\n%s", want, out)
 		}

@@ -3,6 +3,7 @@ package window
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/ingest-engine/ingest/runtime"
@@ -15,13 +16,30 @@ import (
 // every s that is a multiple of slide (offset 0). Tumbling is the case
 // size == slide.
 //
-// State: ValueState "windows", one slot per (key, window start); a record is
-// added to every window it belongs to (size/slide of them).
+// State: ValueState "aligned-windows", one slot per (key, window start); a
+// record is added to every window it belongs to (size/slide of them).
 //
-// Timers, in "window-timers", namespace = window start: for every (key,
-// window) with state, one at the window's MaxTimestamp until it fired, then,
-// when the allowed lateness is positive, one at MaxTimestamp+lateness (the
-// cleanup time), when its state goes.
+// No timers: every key's window [s, s+size) fires at the same watermark, its
+// MaxTimestamp, and goes at its cleanup time, MaxTimestamp + allowed
+// lateness. So the operator keeps, in memory (rebuilt from the state at
+// Open), the starts of the windows with state and each window's keys, and
+// when the watermark passes a window's MaxTimestamp or cleanup time it
+// visits that window's entries: a per-key timer cost a map entry and a heap
+// item per key and window, three times what a key in a list does.
+//
+// Whether a window fired follows from the watermark, which the checkpoint
+// restores with the state, except after a rescaling restore: the subtask
+// then takes the least watermark of the subtasks whose key groups it takes,
+// and a window another of them had fired would fire again. With no allowed
+// lateness that cannot happen (a window's state goes when it fires); with
+// allowed lateness, ValueState "aligned-windows-fired" marks the entries of
+// fired windows kept for late records, and firing skips them.
+//
+// Checkpoints of earlier builds hold the slots as "windows" and a timer per
+// key and window as "window-timers": Open moves the first into
+// "aligned-windows" and drops the second. (A build that expects those timers
+// refuses a checkpoint without them: its "aligned-windows" is state it does
+// not declare.)
 type alignedOp[T any, K comparable, A any, O any] struct {
 	opBase[T, K, O]
 
@@ -35,7 +53,30 @@ type alignedOp[T any, K comparable, A any, O any] struct {
 	// Set by Open.
 	hash func(K) uint64
 	accs *state.ValueState[windowKey[K], *slot[A]]
+	// fired marks the entries of windows that fired and are kept for the
+	// allowed lateness.
+	// INVARIANT: (key, s) is in fired only if it is in accs and its window
+	// fired (here or in the subtask whose key groups a restore took); every
+	// such entry is in fired when the allowed lateness is positive.
+	fired *state.ValueState[windowKey[K], bool]
+	// starts are the starts of the windows with state, increasing; keys
+	// holds each one's keys.
+	// INVARIANT: (key, s) is an entry of accs if and only if s is in starts
+	// and key in keys[s] (once); every window in starts has its cleanup
+	// time after wm.
+	starts []int64
+	keys   map[int64][]K
 }
+
+// alignedStateName is the state of the window slots, firedStateName that of
+// the marks of fired ones; legacyStateName and legacyTimersName are what
+// builds with a timer per key and window wrote.
+const (
+	alignedStateName = "aligned-windows"
+	firedStateName   = "aligned-windows-fired"
+	legacyStateName  = "windows"
+	legacyTimersName = "window-timers"
+)
 
 func (w *alignedOp[T, K, A, O]) Open(ctx *runtime.Context) error {
 	w.ctx = ctx
@@ -47,15 +88,72 @@ func (w *alignedOp[T, K, A, O]) Open(ctx *runtime.Context) error {
 		return err
 	}
 	kc := windowKeyCodec[K]{key: w.keyCodec, hash: w.hash, size: time.Duration(w.size), slide: time.Duration(w.slide)}
-	if w.accs, err = state.NewValueState[windowKey[K], *slot[A]](ctx.State, "windows", kc, slotCodec[A]{w.agg.Codec}); err != nil {
+	vc := slotCodec[A]{w.agg.Codec}
+	if w.accs, err = state.NewValueState[windowKey[K], *slot[A]](ctx.State, alignedStateName, kc, vc); err != nil {
 		return restoreError(err)
 	}
-	if w.timers, err = state.NewTimers[K](ctx.State, "window-timers", w.keyCodec); err != nil {
+	if w.fired, err = state.NewValueState[windowKey[K], bool](ctx.State, firedStateName, kc, state.BoolCodec{}); err != nil {
 		return restoreError(err)
 	}
-	w.fire = w.onTimer
+	if err := w.adoptLegacy(ctx.State, kc, vc); err != nil {
+		return err
+	}
+	w.keys = map[int64][]K{}
+	w.accs.All(func(k windowKey[K], _ *slot[A]) bool {
+		if _, ok := w.keys[k.start]; !ok {
+			w.starts = append(w.starts, k.start)
+		}
+		w.keys[k.start] = append(w.keys[k.start], k.key)
+		return true
+	})
+	slices.Sort(w.starts)
 	w.late.open(ctx, w.cfg.lateOutput)
+	// The restored watermark may be past the cleanup time of restored
+	// windows (allowed lateness shortened since the checkpoint): they go now.
+	// Those it is past the MaxTimestamp of fired before the checkpoint.
+	return w.advanceTo(w.wm, w.wm)
+}
+
+// adoptLegacy moves the slots of a checkpoint written with a timer per key
+// and window into the aligned-windows state, and drops the timers, which the
+// watermark and the window starts replace.
+func (w *alignedOp[T, K, A, O]) adoptLegacy(b *state.Backend, kc windowKeyCodec[K], vc slotCodec[A]) error {
+	unclaimed := b.Unclaimed()
+	if slices.Contains(unclaimed, legacyStateName) {
+		legacy, err := state.NewValueState[windowKey[K], *slot[A]](b, legacyStateName, kc, vc)
+		if err != nil {
+			return restoreError(err)
+		}
+		legacy.All(func(k windowKey[K], sl *slot[A]) bool {
+			w.accs.Update(k, sl)
+			return true
+		})
+		b.DropState(legacyStateName)
+	}
+	if slices.Contains(unclaimed, legacyTimersName) {
+		// A window that fired had its timer moved to its cleanup time.
+		legacy, err := state.NewTimers[K](b, legacyTimersName, w.keyCodec)
+		if err != nil {
+			return restoreError(err)
+		}
+		if err := legacy.Advance(runtime.MaxWatermark, func(key K, s, ts int64) error {
+			if ts > w.end(s)-1 {
+				if k := (windowKey[K]{key: key, start: s, hash: w.hash(key)}); w.hasEntry(k) {
+					w.fired.Update(k, true)
+				}
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		b.DropState(legacyTimersName)
+	}
 	return nil
+}
+
+func (w *alignedOp[T, K, A, O]) hasEntry(k windowKey[K]) bool {
+	_, ok := w.accs.Get(k)
+	return ok
 }
 
 // restoreError explains a restored state that does not fit the window.
@@ -124,7 +222,10 @@ func (w *alignedOp[T, K, A, O]) addToWindow(key K, h uint64, s int64, v T) {
 	if !ok {
 		sl = &slot[A]{acc: w.agg.Init(), epoch: w.cur}
 		w.accs.Update(k, sl)
-		w.register(key, s)
+		w.track(key, s)
+		if w.end(s)-1 <= w.wm {
+			w.fired.Update(k, true) // it fires below, within the allowed lateness
+		}
 	} else {
 		sl = w.own(k, sl)
 	}
@@ -134,41 +235,86 @@ func (w *alignedOp[T, K, A, O]) addToWindow(key K, h uint64, s int64, v T) {
 	}
 }
 
-// register registers the timer of key's window starting at s, which just got
-// state: at its MaxTimestamp, or at its cleanup time when it already fired
-// (it gets state within the allowed lateness). A window past its cleanup time
-// gets none.
-func (w *alignedOp[T, K, A, O]) register(key K, s int64) {
-	if maxTs := w.end(s) - 1; maxTs > w.wm {
-		w.timers.Register(key, s, maxTs)
-	} else if c := w.cleanupAt(s); c > w.wm {
-		w.timers.Register(key, s, c)
+// track records that key's window starting at s got state. A new window is
+// nearly always the newest, so this is O(1) but for out-of-order records.
+func (w *alignedOp[T, K, A, O]) track(key K, s int64) {
+	ks, ok := w.keys[s]
+	w.keys[s] = append(ks, key)
+	if ok {
+		return
 	}
+	if n := len(w.starts); n > 0 && w.starts[n-1] > s {
+		i, _ := slices.BinarySearch(w.starts, s)
+		w.starts = slices.Insert(w.starts, i, s)
+		return
+	}
+	w.starts = append(w.starts, s)
 }
 
-// onTimer handles timer (key, window start s, ts); see alignedOp for the
-// timers a window has.
-func (w *alignedOp[T, K, A, O]) onTimer(key K, s, ts int64) error {
-	maxTs, cleanup := w.end(s)-1, w.cleanupAt(s)
-	h := w.hash(key)
-	switch {
-	case ts < maxTs:
-		// Not registered by this code; be safe rather than fire early.
-		w.timers.Register(key, s, maxTs)
-		return nil
-	case ts == maxTs:
-		if sl, ok := w.accs.Get(windowKey[K]{key: key, start: s, hash: h}); ok {
-			w.emit(key, s, sl)
+// ProcessWatermark fires every window whose MaxTimestamp the watermark
+// reached and drops the state of those whose cleanup time it reached.
+func (w *alignedOp[T, K, A, O]) ProcessWatermark(wm int64) error {
+	prev := w.wm
+	w.wm = wm
+	if err := w.advanceTo(prev, wm); err != nil {
+		return err
+	}
+	return w.flush()
+}
+
+// advanceTo fires the windows whose MaxTimestamp is in (prev, wm] and drops
+// those whose cleanup time is at or before wm, in increasing order of start,
+// so results come out in the order of their times, and within a window in
+// the order its keys got state (as the timers fired that came before).
+func (w *alignedOp[T, K, A, O]) advanceTo(prev, wm int64) error {
+	kept := w.starts[:0]
+	for _, s := range w.starts {
+		maxTs := w.end(s) - 1
+		fire := maxTs <= wm && maxTs > prev
+		drop := w.cleanupAt(s) <= wm
+		if fire || drop {
+			w.visit(s, fire, drop)
+		}
+		if !drop {
+			kept = append(kept, s)
 		}
 	}
-	if ts < cleanup {
-		// The window fired and is kept for the allowed lateness (or the
-		// allowed lateness grew since a restore).
-		w.timers.Register(key, s, cleanup)
-		return nil
-	}
-	w.accs.Clear(windowKey[K]{key: key, start: s, hash: h}) // the window's state goes
+	clear(w.starts[len(kept):])
+	w.starts = kept
 	return nil
+}
+
+// visit emits (fire) and removes (drop) the entries of the window starting
+// at s.
+func (w *alignedOp[T, K, A, O]) visit(s int64, fire, drop bool) {
+	marks := w.fired.Len() > 0
+	for _, key := range w.keys[s] {
+		k := windowKey[K]{key: key, start: s, hash: w.hash(key)}
+		if fire {
+			done := false
+			if marks {
+				_, done = w.fired.Get(k)
+			}
+			if !done {
+				if sl, ok := w.accs.Get(k); ok {
+					w.emit(key, s, sl)
+				}
+				if !drop {
+					w.fired.Update(k, true)
+					marks = true
+				}
+			}
+		}
+		if drop {
+			w.accs.Clear(k)
+			if marks {
+				w.fired.Clear(k)
+			}
+		}
+	}
+	if drop {
+		delete(w.keys, s)
+	}
 }
 
 // emit appends key's window starting at s with the accumulator in sl to the

@@ -2,6 +2,7 @@ package window_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -205,3 +206,53 @@ func TestRestoreRefusesChangedWindow(t *testing.T) {
 type renamedSum struct{ sumCodec }
 
 func (renamedSum) Name() string { return "test.count" }
+
+// A rescaling restore takes the least watermark of the subtasks whose key
+// groups it takes. A tumbling window that one of them fired and kept for
+// its allowed lateness must not fire again when that watermark passes its
+// end a second time; the other's window, not fired yet, fires once.
+func TestFiredWindowDoesNotFireAgainAfterRescale(t *testing.T) {
+	newOp := spec{kind: "tumbling", size: 100, lateness: 500}.newOp(t)
+	hash, err := state.Hasher[string]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	low, high := state.KeyGroupRange{Start: 0, End: 64}, state.KeyGroupRange{Start: 64, End: 128}
+	keyIn := func(r state.KeyGroupRange) string {
+		for i := 0; ; i++ {
+			k := fmt.Sprintf("k%d", i)
+			if r.Contains(state.KeyGroupFor(hash(k), 128)) {
+				return k
+			}
+		}
+	}
+	ka, kb := keyIn(low), keyIn(high)
+
+	a := open[ev, res](t, newOp, low, nil)
+	a.process(t, rec(ka, 1, 10))
+	if got := outs(a.watermark(t, 150)); !slices.Equal(got, []out{{ka, 0, 100, 1, 1, 99}}) {
+		t.Fatalf("a fired %v", got)
+	}
+	b := open[ev, res](t, newOp, high, nil)
+	b.process(t, rec(kb, 2, 20))
+	if got := b.watermark(t, 50); len(got) != 0 {
+		t.Fatalf("b fired before the window's end: %v", outs(got))
+	}
+	snapA, snapB := a.checkpoint(t, 1), b.checkpoint(t, 1)
+
+	merged := open[ev, res](t, newOp, fullRange(), &checkpoint.SubtaskState{Watermark: 50}, snapA, snapB)
+	if got := outs(merged.watermark(t, 200)); !slices.Equal(got, []out{{kb, 0, 100, 1, 2, 99}}) {
+		t.Fatalf("after the rescaling restore the watermark passing the window's end gave %v, want b's window alone", got)
+	}
+	// Late records within the allowed lateness still update both.
+	merged.process(t, rec(ka, 4, 30), rec(kb, 8, 40))
+	if got := sortOuts(outs(merged.out.recs[1:])); !slices.Equal(got, sortOuts([]out{{ka, 0, 100, 2, 5, 99}, {kb, 0, 100, 2, 10, 99}})) {
+		t.Fatalf("late records after the restore: %v", got)
+	}
+	if got := merged.watermark(t, 599); len(got) != 0 {
+		t.Fatalf("the cleanup time fired %v", outs(got))
+	}
+	if e, _ := window.StateSize(merged.op); e != 0 {
+		t.Fatalf("after the cleanup time: %d windows", e)
+	}
+}
