@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ingest-engine/ingest/internal/testkit"
 	"github.com/ingest-engine/ingest/runtime"
 )
 
@@ -69,6 +70,9 @@ func TestPhaseCountsCheckpointsWithinIt(t *testing.T) {
 // A run splits into warm-up, steady part and end of input: the steady part
 // starts no earlier than the warm-up's events, and the parts' events add up.
 func TestBenchSteadyAndEndOfInput(t *testing.T) {
+	if testkit.RaceEnabled {
+		t.Skip("a million events through the engine: several times slower under -race, and the runtime's races are the runtime tests' job")
+	}
 	const events, perSec = 1_000_000, 20_000 // 50 s of event time, 14 s of it warm-up
 	r, err := Bench(context.Background(), BenchOptions{Query: "q5", Events: events, CheckpointDir: t.TempDir(),
 		CheckpointInterval: 100 * time.Millisecond, Generator: BenchGenerator(perSec)})
