@@ -170,11 +170,11 @@ func (a *arena) appendEntry(tag uint32, key, value []byte) (uint32, error) {
 }
 
 // newChunk starts a chunk that can hold an entry of size bytes. Chunks grow
-// with the arena, a quarter of its capacity each, from minChunk (a table
-// with a few entries stays small) to maxChunk (the unused tail of the last
-// chunk stays under a quarter of the arena, and a table of a million 30-byte
-// entries has about 60 chunks). An entry larger than that gets a chunk of
-// its own size.
+// with the arena, an eighth of its capacity each, from minChunk (a table
+// with a few entries stays small) to maxChunk: the unused tail of the last
+// chunk stays around 6% of the arena, and a table of a million 30-byte
+// entries has under 90 chunks. An entry larger than that gets a chunk of its
+// own size.
 func (a *arena) newChunk(size int) error {
 	if len(a.chunks) >= a.cfg.chunksMax() {
 		return fmt.Errorf("%w: %d chunks, %d bytes of arena", ErrFull, len(a.chunks), a.chunkBytes)
@@ -184,7 +184,7 @@ func (a *arena) newChunk(size int) error {
 		a.ends = append(a.ends, uint32(min(a.fill, len(last))))
 		a.used += len(last) - a.fill
 	}
-	n := max(min(a.chunkBytes/4, a.cfg.chunkMax()), a.cfg.chunkMin())
+	n := max(min(a.chunkBytes/8, a.cfg.chunkMax()), a.cfg.chunkMin())
 	n = roundChunk(n)
 	n = max(min(n, a.cfg.chunkMax()), size)
 	a.chunks = append(a.chunks, make([]byte, n))

@@ -466,7 +466,7 @@ func (ck *checker) check(t *Table) error {
 			}
 		}
 		k, _ := t.entry(addr)
-		if fj, _, _, _, _, found := t.find(tag, k); !found || fj != uint32(j) {
+		if fj, _, _, _, found := t.lookup(tag, k); !found || fj != uint32(j) {
 			return fmt.Errorf("find of slot %d's key gives slot %d, %v", j, fj, found)
 		}
 	}

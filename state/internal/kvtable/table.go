@@ -116,35 +116,11 @@ func (t *Table) Bytes() int {
 // Get returns the value of key, a view into the table valid until the next
 // write (Put, Delete, Modify) or Freeze; the caller must not modify it.
 func (t *Table) Get(hash uint64, key []byte) ([]byte, bool) {
-	// find, specialised: a lookup is the hottest path, and without the
-	// insert position to return it keeps everything in registers.
-	slots := t.slots
-	mask := uint32(len(slots) - 1)
-	if len(slots) == 0 {
+	_, c, vs, vl, ok := t.lookup(tagOf(hash), key)
+	if !ok {
 		return nil, false
 	}
-	shift := t.shift
-	tag := tagOf(hash)
-	j := tag >> shift
-	for dist := uint32(0); ; dist++ {
-		s := slots[j&mask]
-		if st := slotTag(s); st == tag {
-			c, p := t.locate(slotAddr(s))
-			if h := c[p+tagSize : p+tagSize+2]; h[0]|h[1] < 0x80 {
-				ks, kl, vl := p+tagSize+2, int(h[0]), int(h[1])
-				if kl == len(key) && string(c[ks:ks+kl]) == string(key) {
-					vs := ks + kl
-					return c[vs : vs+vl : vs+vl], true
-				}
-			} else if ks, kl, vl := parseEntrySlow(c, p); string(c[ks:ks+kl]) == string(key) {
-				vs := ks + kl
-				return c[vs : vs+vl : vs+vl], true
-			}
-		} else if s == 0 || (j-st>>shift)&mask < dist {
-			return nil, false
-		}
-		j++
-	}
+	return c[vs : vs+vl : vs+vl], true
 }
 
 // Put sets the value of key. When key has a value of the same length that
@@ -157,26 +133,26 @@ func (t *Table) Get(hash uint64, key []byte) ([]byte, bool) {
 // copied before anything moves.
 func (t *Table) Put(hash uint64, key, value []byte) error {
 	err := t.put(hash, key, value)
-	if err != nil && t.reclaim() {
-		err = t.put(hash, key, value) // at most once: the arena is compact now
+	if err != nil && t.views.Load() == 0 && t.used-t.live > t.deadBase {
+		// Compaction may make room. It moves the arena, which key and
+		// value may alias: copy them first (only on this rare path).
+		key, value = slices.Clone(key), slices.Clone(value)
+		if t.reclaim() {
+			err = t.put(hash, key, value) // at most once: the arena is compact now
+		}
 	}
 	return err
 }
 
 func (t *Table) put(hash uint64, key, value []byte) error {
-	if len(t.slots) == 0 {
-		t.resize(minSlots)
-	}
 	tag := tagOf(hash)
-	j, dist, c, vs, vl, found := t.find(tag, key)
-	if found {
+	if j, c, vs, vl, found := t.lookup(tag, key); found {
 		addr := slotAddr(t.slots[j])
 		if vl == len(value) && !t.frozen(addr) {
 			copy(c[vs:vs+vl], value)
 			// Dead bytes left by writes while views were live are
 			// reclaimed once they are released, even if every later
-			// write is in place: this check is two loads when there is
-			// nothing to do.
+			// write is in place.
 			t.maybeCompact(true)
 			return nil
 		}
@@ -190,6 +166,9 @@ func (t *Table) put(hash uint64, key, value []byte) error {
 		t.maybeCompact(true)
 		return nil
 	}
+	if len(t.slots) == 0 {
+		t.resize(minSlots)
+	}
 	grow := t.n+1 > maxLoad(len(t.slots))
 	if grow && len(t.slots) >= 1<<maxSlotsLog2 {
 		return fmt.Errorf("%w: %d entries", ErrFull, t.n)
@@ -201,12 +180,11 @@ func (t *Table) put(hash uint64, key, value []byte) error {
 		return err
 	}
 	if grow {
-		t.resize(2 * len(t.slots))
-		t.insert(slotOf(tag, naddr))
+		t.resize(2 * len(t.slots)) // a new array: the copy-on-write too
 	} else {
 		t.ownSlots()
-		t.insertAt(j, dist, slotOf(tag, naddr))
 	}
+	t.insert(slotOf(tag, naddr))
 	t.n++
 	t.live += entrySize(len(key), len(value))
 	t.maybeCompact(true)
@@ -222,19 +200,19 @@ func (t *Table) put(hash uint64, key, value []byte) error {
 // fails only with ErrFull (copying a frozen entry), leaving the table
 // unchanged.
 func (t *Table) Modify(hash uint64, key []byte) (value []byte, found bool, err error) {
-	if t.n == 0 {
-		return nil, false, nil
-	}
 	tag := tagOf(hash)
-	j, _, _, _, _, found := t.find(tag, key)
+	j, c, vs, vl, found := t.lookup(tag, key)
 	if !found {
 		return nil, false, nil
 	}
-	// Compaction moves entries but keeps slot indexes (no resize), and
-	// key is not read again: the slot at j still holds the entry.
-	t.maybeCompact(false)
-	addr := slotAddr(t.slots[j])
-	if t.frozen(addr) {
+	if t.used-t.live-t.deadBase >= t.live {
+		// Compaction may run: it keeps slot indexes (no resize), and key
+		// is not read again, but the entry may move.
+		t.compactIfDue(false)
+		_, v := t.entry(slotAddr(t.slots[j]))
+		c, vs = v[:cap(v)], 0
+	}
+	if addr := slotAddr(t.slots[j]); t.frozen(addr) {
 		k, v := t.entry(addr)
 		naddr, err := t.appendEntry(tag, k, v) // k, v are below the arena end: not overwritten
 		if err != nil {
@@ -242,10 +220,10 @@ func (t *Table) Modify(hash uint64, key []byte) (value []byte, found bool, err e
 		}
 		t.ownSlots()
 		t.slots[j] = slotOf(tag, naddr)
-		addr = naddr
+		_, v = t.entry(naddr)
+		c, vs = v[:cap(v)], 0
 	}
-	_, v := t.entry(addr)
-	return v, true, nil
+	return c[vs : vs+vl : vs+vl], true, nil
 }
 
 // Delete removes key and reports whether it had a value. The entry's bytes
@@ -254,7 +232,7 @@ func (t *Table) Delete(hash uint64, key []byte) bool {
 	if t.n == 0 {
 		return false
 	}
-	j, _, _, _, vl, found := t.find(tagOf(hash), key)
+	j, _, _, vl, found := t.lookup(tagOf(hash), key)
 	if !found {
 		return false
 	}
@@ -282,34 +260,35 @@ func (t *Table) reclaim() bool {
 // maxLoad is the most entries a slot array of n slots holds: 7/8 of it.
 func maxLoad(n int) int { return n - n/8 }
 
-// find looks key up. On a hit (found) it returns the slot holding key and
-// where the entry's value is: c[vs:vs+vl]. On a miss it returns where the
-// probe stopped: the slot where an insert of key starts and key's distance
-// from its home there.
-func (t *Table) find(tag uint32, key []byte) (j, dist uint32, c []byte, vs, vl int, found bool) {
+// lookup finds key: the slot holding it and where its value is,
+// c[vs:vs+vl]. It is the hot path of every operation, kept to what stays
+// in registers: tags first, the arena only on a tag match, and the one-byte
+// lengths of small entries decoded inline.
+func (t *Table) lookup(tag uint32, key []byte) (j uint32, c []byte, vs, vl int, found bool) {
 	slots := t.slots
 	mask := uint32(len(slots) - 1)
+	if len(slots) == 0 {
+		return 0, nil, 0, 0, false
+	}
 	shift := t.shift
 	j = tag >> shift
-	for ; ; dist++ {
+	for dist := uint32(0); ; dist++ {
 		s := slots[j&mask]
-		if s == 0 {
-			return j & mask, dist, nil, 0, 0, false
-		}
 		if st := slotTag(s); st == tag {
 			// Same tag, same home, same distance: compare the key.
 			c, p := t.locate(slotAddr(s))
 			if h := c[p+tagSize : p+tagSize+2]; h[0]|h[1] < 0x80 {
-				// One-byte lengths, inlined: the common case.
 				ks, kl := p+tagSize+2, int(h[0])
 				if kl == len(key) && string(c[ks:ks+kl]) == string(key) {
-					return j & mask, dist, c, ks + kl, int(h[1]), true
+					return j & mask, c, ks + kl, int(h[1]), true
 				}
 			} else if ks, kl, vl := parseEntrySlow(c, p); string(c[ks:ks+kl]) == string(key) {
-				return j & mask, dist, c, ks + kl, vl, true
+				return j & mask, c, ks + kl, vl, true
 			}
-		} else if (j-st>>shift)&mask < dist {
-			return j & mask, dist, nil, 0, 0, false // a richer key would have been placed here
+		} else if s == 0 || (j-st>>shift)&mask < dist {
+			// Empty, or a slot closer to its home than key would be
+			// to its own: key is absent (Robin Hood order).
+			return 0, nil, 0, 0, false
 		}
 		j++
 	}
@@ -334,7 +313,8 @@ func (t *Table) findAddr(tag, addr uint32) (uint32, bool) {
 	}
 }
 
-// insert places slot s (whose key is absent) by Robin Hood insertion.
+// insert places slot s, whose key is absent, by Robin Hood insertion from
+// its home slot.
 func (t *Table) insert(s uint64) { t.insertAt(slotTag(s)>>t.shift, 0, s) }
 
 // insertAt places slot s starting at slot j, dist from its home: each slot
@@ -435,8 +415,13 @@ func (t *Table) unfreeze() {
 // dead from compacting on every write. mayShrink allows shrinking a sparse
 // slot array (which moves slots).
 func (t *Table) maybeCompact(mayShrink bool) {
-	dead := t.used - t.live - t.deadBase
-	if dead < t.live || dead < t.cfg.compactMin() || t.views.Load() != 0 {
+	if t.used-t.live-t.deadBase >= t.live { // inlined: two loads when there is nothing to do
+		t.compactIfDue(mayShrink)
+	}
+}
+
+func (t *Table) compactIfDue(mayShrink bool) {
+	if t.used-t.live-t.deadBase < t.cfg.compactMin() || t.views.Load() != 0 {
 		return
 	}
 	t.unfreeze()

@@ -332,3 +332,32 @@ func TestBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestChunkGeometry pins the sizes the package documentation promises: a
+// table of one entry under 400 bytes, a table of 1 M entries of 8+16 bytes
+// in under 90 chunks with under 10% of its arena unused.
+func TestChunkGeometry(t *testing.T) {
+	var small Table
+	if err := small.Put(hash8(1), key8(nil, 1), make([]byte, 16)); err != nil {
+		t.Fatal(err)
+	}
+	if b := small.Bytes(); b >= 400 {
+		t.Fatalf("a one-entry table holds %d bytes", b)
+	}
+	if testing.Short() {
+		t.Skip("-short: skipping the 1 M-entry table")
+	}
+	var tab Table
+	var kb [8]byte
+	v := make([]byte, 16)
+	for k := range int64(1_000_000) {
+		if err := tab.Put(hash8(k), key8(kb[:], k), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slack := float64(tab.chunkBytes-tab.used) / float64(tab.chunkBytes)
+	t.Logf("%d chunks, %d bytes of arena, %.1f%% unused, %.1f bytes per entry", len(tab.chunks), tab.chunkBytes, 100*slack, float64(tab.Bytes())/1e6)
+	if len(tab.chunks) >= 90 || slack >= 0.10 {
+		t.Fatalf("1 M entries in %d chunks with %.1f%% of the arena unused", len(tab.chunks), 100*slack)
+	}
+}
