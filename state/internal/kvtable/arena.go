@@ -54,37 +54,6 @@ func (c config) compactMin() int {
 	return c.minCompact
 }
 
-// arena is the append-only store of entries: a list of pointer-free byte
-// chunks, so the garbage collector never scans entries.
-//
-// An entry is: tag (4 bytes, little-endian) | uvarint key length | uvarint
-// value length | key | value. The tag is the one in the entry's slot; it
-// lets compaction, which walks the arena, find the slot of an entry
-// without the key's hash.
-type arena struct {
-	// chunks holds the entry bytes; len(chunks[i]) == cap(chunks[i]).
-	// INVARIANT: a chunk's bytes below its data end (ends[i], or fill for
-	// the last chunk) are a sequence of whole entries, live or dead; no
-	// chunk is ever reallocated, and bytes a live Frozen view can reach
-	// are never written (see Table.frozenMark, Table.views).
-	chunks [][]byte
-	// ends[i] is the data end of chunks[i] for every chunk but the last.
-	ends []uint32
-	// fill is the data end of the last chunk.
-	fill int
-	// chunkBytes is the total capacity of chunks.
-	chunkBytes int
-	// used is the arena bytes consumed: the capacity of every chunk but
-	// the last (a chunk's unused tail counts as dead once the next one is
-	// started) plus fill.
-	used int
-	// live is the total size of the entries the slots reference.
-	// INVARIANT: used - live is the dead bytes compaction can reclaim.
-	live int
-
-	cfg config
-}
-
 // entrySize returns the arena size of an entry with these lengths.
 func entrySize(klen, vlen int) int {
 	return tagSize + uvarintLen(klen) + uvarintLen(vlen) + klen + vlen
@@ -118,15 +87,15 @@ func parseEntrySlow(c []byte, p int) (ks, kl, vl int) {
 }
 
 // locate returns the chunk and position of addr.
-func (a *arena) locate(addr uint32) ([]byte, int) {
-	return a.chunks[addr>>posBits], int(addr & posMask)
+func (t *Table) locate(addr uint32) ([]byte, int) {
+	return t.chunks[addr>>posBits], int(addr & posMask)
 }
 
 // entry returns the key and value of the entry at addr, each with its
 // capacity cut at its length so an append by the caller cannot overwrite the
 // next bytes.
-func (a *arena) entry(addr uint32) (key, value []byte) {
-	c, p := a.locate(addr)
+func (t *Table) entry(addr uint32) (key, value []byte) {
+	c, p := t.locate(addr)
 	ks, kl, vl := parseEntry(c, p)
 	vs := ks + kl
 	return c[ks:vs:vs], c[vs : vs+vl : vs+vl]
@@ -136,11 +105,11 @@ func (a *arena) entry(addr uint32) (key, value []byte) {
 // chunk: every entry already in the arena is below it, every later one at or
 // above it. It is 64 bits: past a full last chunk it is the next chunk's
 // first address, which overflows 32 bits for the last chunk index.
-func (a *arena) end() uint64 {
-	if len(a.chunks) == 0 {
+func (t *Table) end() uint64 {
+	if len(t.chunks) == 0 {
 		return 0
 	}
-	return uint64(len(a.chunks)-1)<<posBits + uint64(min(a.fill, maxStart))
+	return uint64(len(t.chunks)-1)<<posBits + uint64(min(t.fill, maxStart))
 }
 
 // fits reports whether an entry of size bytes can start at p in a chunk of
@@ -149,23 +118,23 @@ func fits(c, p, size int) bool { return p < maxStart && size <= c-p }
 
 // appendEntry appends an entry and returns its address and size. It fails
 // with ErrFull when a new chunk is needed and the chunk indexes are used up.
-func (a *arena) appendEntry(tag uint32, key, value []byte) (uint32, error) {
+func (t *Table) appendEntry(tag uint32, key, value []byte) (uint32, error) {
 	size := entrySize(len(key), len(value))
-	if len(a.chunks) == 0 || !fits(len(a.chunks[len(a.chunks)-1]), a.fill, size) {
-		if err := a.newChunk(size); err != nil {
+	if len(t.chunks) == 0 || !fits(len(t.chunks[len(t.chunks)-1]), t.fill, size) {
+		if err := t.newChunk(size); err != nil {
 			return 0, err
 		}
 	}
-	ci := len(a.chunks) - 1
-	c, p := a.chunks[ci], a.fill
+	ci := len(t.chunks) - 1
+	c, p := t.chunks[ci], t.fill
 	binary.LittleEndian.PutUint32(c[p:], tag)
 	q := p + tagSize
 	q += binary.PutUvarint(c[q:], uint64(len(key)))
 	q += binary.PutUvarint(c[q:], uint64(len(value)))
 	q += copy(c[q:], key)
 	copy(c[q:], value)
-	a.fill += size
-	a.used += size
+	t.fill += size
+	t.used += size
 	return uint32(ci)<<posBits | uint32(p), nil
 }
 
@@ -175,21 +144,21 @@ func (a *arena) appendEntry(tag uint32, key, value []byte) (uint32, error) {
 // chunk stays around 6% of the arena, and a table of a million 30-byte
 // entries has under 90 chunks. An entry larger than that gets a chunk of its
 // own size.
-func (a *arena) newChunk(size int) error {
-	if len(a.chunks) >= a.cfg.chunksMax() {
-		return fmt.Errorf("%w: %d chunks, %d bytes of arena", ErrFull, len(a.chunks), a.chunkBytes)
+func (t *Table) newChunk(size int) error {
+	if len(t.chunks) >= t.cfg.chunksMax() {
+		return fmt.Errorf("%w: %d chunks, %d bytes of arena", ErrFull, len(t.chunks), t.chunkBytes)
 	}
-	if len(a.chunks) > 0 {
-		last := a.chunks[len(a.chunks)-1]
-		a.ends = append(a.ends, uint32(min(a.fill, len(last))))
-		a.used += len(last) - a.fill
+	if len(t.chunks) > 0 {
+		last := t.chunks[len(t.chunks)-1]
+		t.ends = append(t.ends, uint32(min(t.fill, len(last))))
+		t.used += len(last) - t.fill
 	}
-	n := max(min(a.chunkBytes/8, a.cfg.chunkMax()), a.cfg.chunkMin())
+	n := max(min(t.chunkBytes/8, t.cfg.chunkMax()), t.cfg.chunkMin())
 	n = roundChunk(n)
-	n = max(min(n, a.cfg.chunkMax()), size)
-	a.chunks = append(a.chunks, make([]byte, n))
-	a.chunkBytes += n
-	a.fill = 0
+	n = max(min(n, t.cfg.chunkMax()), size)
+	t.chunks = append(t.chunks, make([]byte, n))
+	t.chunkBytes += n
+	t.fill = 0
 	return nil
 }
 
@@ -207,51 +176,50 @@ func roundChunk(n int) int {
 }
 
 // slide compacts the arena in place: it walks every entry in address order
-// and moves each live one down to the next free address, calling
-// moved(slot, naddr) so the caller can repoint the entry's slot; slotOf
-// returns the slot referencing the entry with this tag at addr, if any (a
-// dead entry has none). An entry never moves up (the destination never
+// and moves each live one down to the next free address, repointing its
+// slot, which it finds by the entry's tag and old address (a dead entry has
+// no slot). An entry never moves up (the destination never
 // passes the source: in the source's own chunk an entry that fits at the
 // source fits lower down), so no live entry is overwritten before it is
 // moved. Chunks left empty at the end are dropped. The caller must ensure
-// that no Frozen view can read the arena.
-func (a *arena) slide(slotOf func(tag, addr uint32) (uint32, bool), moved func(slot, naddr uint32)) {
-	if len(a.chunks) == 0 {
+// that no Frozen view can read the arena or the slots.
+func (t *Table) slide() {
+	if len(t.chunks) == 0 {
 		return
 	}
 	dc, dp := 0, 0 // destination chunk and position
-	for sc, c := range a.chunks {
-		end := a.fill
-		if sc < len(a.ends) {
-			end = int(a.ends[sc])
+	for sc, c := range t.chunks {
+		end := t.fill
+		if sc < len(t.ends) {
+			end = int(t.ends[sc])
 		}
 		for sp := 0; sp < end; {
 			ks, kl, vl := parseEntry(c, sp)
 			size := ks - sp + kl + vl
 			tag := binary.LittleEndian.Uint32(c[sp:])
-			if j, ok := slotOf(tag, uint32(sc)<<posBits|uint32(sp)); ok {
-				for !fits(len(a.chunks[dc]), dp, size) {
-					a.ends[dc] = uint32(dp) // dc < sc here: see above
+			if j, ok := t.findAddr(tag, uint32(sc)<<posBits|uint32(sp)); ok {
+				for !fits(len(t.chunks[dc]), dp, size) {
+					t.ends[dc] = uint32(dp) // dc < sc here: see above
 					dc++
 					dp = 0
 				}
-				copy(a.chunks[dc][dp:dp+size], c[sp:sp+size])
-				moved(j, uint32(dc)<<posBits|uint32(dp))
+				copy(t.chunks[dc][dp:dp+size], c[sp:sp+size])
+				t.slots[j] = slotOf(tag, uint32(dc)<<posBits|uint32(dp))
 				dp += size
 			}
 			sp += size
 		}
 	}
 	// Drop the chunks after the destination, for the garbage collector.
-	for i := dc + 1; i < len(a.chunks); i++ {
-		a.chunkBytes -= len(a.chunks[i])
-		a.chunks[i] = nil
+	for i := dc + 1; i < len(t.chunks); i++ {
+		t.chunkBytes -= len(t.chunks[i])
+		t.chunks[i] = nil
 	}
-	a.chunks = a.chunks[:dc+1]
-	a.ends = a.ends[:dc]
-	a.fill = dp
-	a.used = dp
-	for _, c := range a.chunks[:dc] {
-		a.used += len(c)
+	t.chunks = t.chunks[:dc+1]
+	t.ends = t.ends[:dc]
+	t.fill = dp
+	t.used = dp
+	for _, c := range t.chunks[:dc] {
+		t.used += len(c)
 	}
 }

@@ -1,6 +1,7 @@
 package kvtable
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -34,6 +35,8 @@ const (
 // Every key must always come with the same hash (the caller's 64-bit hash of
 // the key); the table never hashes key bytes itself.
 type Table struct {
+	// The fields a lookup reads come first, in one cache line.
+
 	// slots is the hash table: 0 for an empty slot, else tag<<32 | address
 	// of the entry in the arena. len(slots) is 0 or a power of two ≥
 	// minSlots.
@@ -45,15 +48,26 @@ type Table struct {
 	// INVARIANT: n < len(slots) (an empty slot ends every probe), and
 	// n ≤ len(slots)·7/8 after every insert.
 	slots []uint64
+	// chunks is the arena: pointer-free byte chunks, so the garbage
+	// collector never scans entries; len(chunks[i]) == cap(chunks[i]). An
+	// entry is: tag (4 bytes, little-endian) | uvarint key length |
+	// uvarint value length | key | value. The tag is the one in the
+	// entry's slot; it lets compaction, which walks the arena, find the
+	// slot of an entry without the key's hash.
+	// INVARIANT: a chunk's bytes below its data end (ends[i], or fill for
+	// the last chunk) are a sequence of whole entries, live or dead; no
+	// chunk is ever reallocated, and bytes a live Frozen view can reach
+	// are never written (see frozenMark, views).
+	chunks [][]byte
 	// shift is 32 - log2(len(slots)): an entry's home slot is tag >> shift.
 	shift uint8
-	// n is the number of entries (non-zero slots).
-	n int
-
 	// shared records that a Frozen view may hold slots.
 	// INVARIANT: while shared, slots is never written; the first write
 	// replaces it with a copy (ownSlots).
 	shared bool
+	// n is the number of entries (non-zero slots).
+	n int
+
 	// frozenMark is the arena end at the last Freeze.
 	// INVARIANT: an entry at an address below frozenMark may be visible to
 	// a live Frozen view and is never written while views > 0; writing its
@@ -61,19 +75,32 @@ type Table struct {
 	// appended after the last Freeze are at or above the mark and are
 	// written in place.
 	frozenMark uint64
+	// used is the arena bytes consumed: the capacity of every chunk but
+	// the last (a chunk's unused tail counts as dead once the next one is
+	// started) plus fill.
+	used int
+	// live is the total size of the entries the slots reference.
+	// INVARIANT: used - live is the dead bytes compaction can reclaim.
+	live int
+	// deadBase is the dead bytes right after the last compaction: the
+	// tails of chunks whose next entry did not fit, each under the size of
+	// that next (live) entry, so deadBase < live then.
+	deadBase int
+	// fill is the data end of the last chunk.
+	fill int
 	// views counts the Frozen views not yet released. Release (on any
 	// goroutine) decrements it; the owner reads it before reusing frozen
 	// memory (lazily, on the next write that would need to), so the
 	// atomic orders the reader's last reads before the owner's writes.
 	views atomic.Int64
-	// deadBase is the dead bytes right after the last compaction: the
-	// tails of chunks whose next entry did not fit, each under the size of
-	// that next (live) entry, so deadBase < live then.
-	deadBase int
+
+	// ends[i] is the data end of chunks[i] for every chunk but the last.
+	ends []uint32
+	// chunkBytes is the total capacity of chunks.
+	chunkBytes int
 	// compactions counts compactions, for tests and statistics.
 	compactions int
-
-	arena
+	cfg         config
 }
 
 // config holds the arena's geometry. A zero field means the default; tests
@@ -279,7 +306,7 @@ func (t *Table) lookup(tag uint32, key []byte) (j uint32, c []byte, vs, vl int, 
 			c, p := t.locate(slotAddr(s))
 			if h := c[p+tagSize : p+tagSize+2]; h[0]|h[1] < 0x80 {
 				ks, kl := p+tagSize+2, int(h[0])
-				if kl == len(key) && string(c[ks:ks+kl]) == string(key) {
+				if kl == len(key) && equal(c[ks:ks+kl], key) {
 					return j & mask, c, ks + kl, int(h[1]), true
 				}
 			} else if ks, kl, vl := parseEntrySlow(c, p); string(c[ks:ks+kl]) == string(key) {
@@ -292,6 +319,15 @@ func (t *Table) lookup(tag uint32, key []byte) (j uint32, c []byte, vs, vl int, 
 		}
 		j++
 	}
+}
+
+// equal reports whether a and b, of equal lengths, are equal: 8-byte keys
+// (integers) as one word, without the call to memequal.
+func equal(a, b []byte) bool {
+	if len(a) == 8 && len(b) == 8 {
+		return binary.LittleEndian.Uint64(a) == binary.LittleEndian.Uint64(b)
+	}
+	return string(a) == string(b)
 }
 
 // findAddr returns the slot holding the entry with this tag at addr.
@@ -439,9 +475,7 @@ func (t *Table) compact(mayShrink bool) {
 		}
 		t.resize(n)
 	}
-	t.slide(t.findAddr, func(j, naddr uint32) {
-		t.slots[j] = slotOf(slotTag(t.slots[j]), naddr)
-	})
+	t.slide()
 	t.deadBase = t.used - t.live
 	t.compactions++
 }
