@@ -1,5 +1,5 @@
 // Package kvtable is the table the memory state backend can keep one key
-// group's entries in: encoded key bytes → encoded value bytes, in about 40
+// group's entries in: encoded key bytes → encoded value bytes, in about 45
 // bytes per entry of an 8-byte key and a 16-byte value, with copy-on-write
 // snapshots whose synchronous part is O(1) per table.
 //
@@ -63,10 +63,9 @@
 //
 // # Writes
 //
-// Put of a value of the same length as the current one, Modify, and a Put
-// that follows a Modify of that key write in place when the entry is not
-// frozen: no arena growth and no slot write, the common case of a
-// fixed-size aggregate. Any other Put appends the entry and points its slot
+// Put of a value of the same length as the current one, and Modify, write in
+// place when the entry is not frozen: no arena growth and no slot write, the
+// common case of a fixed-size aggregate. Any other Put appends the entry and points its slot
 // at it; the old version becomes dead bytes. Delete empties the slot; the
 // entry becomes dead bytes.
 //
@@ -97,10 +96,12 @@
 // view; Get never moves anything. Compaction slides live entries down in
 // address order, in place: for each entry of the arena it finds the slot by
 // the tag stored in the entry (no hash needed) and the entry's old address,
-// so a dead entry is one no slot points to. It costs O(used bytes) and is
-// paid for by at least as many dead bytes written since the last one (the
-// tails it leaves are under the live bytes): amortised O(1) per byte
-// written. Chunks left empty at the end go back to the garbage collector.
+// so a dead entry is one no slot points to. It costs O(used bytes), and the
+// dead bytes it cannot reclaim (chunk tails, chunks too small for the next
+// entry) are a bounded multiple of the live bytes, so it is paid for by the
+// at least live bytes of dead ones written since the last: amortised O(1)
+// per byte written. Chunks left empty at the end go back to the garbage
+// collector.
 //
 // # Invariants
 //

@@ -61,7 +61,7 @@ func TestConcurrentFrozen(t *testing.T) {
 		f.Release() // on the reader's goroutine, as Encode would
 		done <- result{round, err}
 	}
-	live, compactions := 0, 0
+	live := 0
 	for round := int64(1); round <= 30; round++ {
 		want := make(map[int64]int64, len(present))
 		for k, r := range present {
@@ -107,18 +107,19 @@ func TestConcurrentFrozen(t *testing.T) {
 			live--
 		}
 		if live == 0 {
-			before := tab.compactions
 			for k := range present {
 				if err := tab.Put(hash8(k), key8(kb[:], k), val(vb[:], round, k)); err != nil {
 					t.Fatal(err)
 				}
 				present[k] = round
 			}
-			compactions += tab.compactions - before
 		}
 	}
-	if compactions == 0 {
-		t.Fatal("no compaction between rounds: the test does not exercise it")
+	// Deletes alone leave a seventh of the live bytes dead per round, so
+	// some write with no view live (at the latest in a third round's
+	// pass) must have compacted.
+	if tab.compactions == 0 {
+		t.Fatal("no compaction: the test does not exercise it")
 	}
 	for ; live > 0; live-- {
 		if r := <-done; r.err != nil {

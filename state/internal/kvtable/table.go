@@ -83,8 +83,10 @@ type Table struct {
 	// INVARIANT: used - live is the dead bytes compaction can reclaim.
 	live int
 	// deadBase is the dead bytes right after the last compaction: the
-	// tails of chunks whose next entry did not fit, each under the size of
-	// that next (live) entry, so deadBase < live then.
+	// tails of chunks whose next entry did not fit (each under the size of
+	// that live entry) and chunks skipped whole because they were smaller
+	// than the next live entry (with chunks growing by an eighth, under 8
+	// times the largest entry), so it is a bounded multiple of live then.
 	deadBase int
 	// fill is the data end of the last chunk.
 	fill int
@@ -443,13 +445,13 @@ func (t *Table) unfreeze() {
 // maybeCompact compacts the arena when the dead bytes (old versions,
 // deleted entries, chunk tails) added since the last compaction are at least
 // its live bytes and at least minCompact, and no Frozen view is live. A
-// compaction costs O(used bytes) = O(live + dead), and the dead bytes left
-// right after one (chunk tails that compaction cannot fill) are under the
-// live bytes, so each compaction is paid for by at least a third as many
-// dead bytes written since the last: amortised O(1) per byte written.
-// Counting only the dead bytes added since keeps a geometry whose tails stay
-// dead from compacting on every write. mayShrink allows shrinking a sparse
-// slot array (which moves slots).
+// compaction costs O(used bytes) = O(live + deadBase + new dead bytes), and
+// deadBase, what the last compaction could not reclaim, is a bounded multiple
+// of the live bytes (see deadBase), so each compaction costs a constant
+// multiple of the dead bytes written since the last: amortised O(1) per byte
+// written. Counting only the dead bytes added since keeps a geometry whose
+// tails stay dead from compacting on every write. mayShrink allows
+// shrinking a sparse slot array (which moves slots).
 func (t *Table) maybeCompact(mayShrink bool) {
 	if t.used-t.live-t.deadBase >= t.live { // inlined: two loads when there is nothing to do
 		t.compactIfDue(mayShrink)
