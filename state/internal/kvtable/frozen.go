@@ -1,0 +1,62 @@
+package kvtable
+
+import (
+	"iter"
+	"sync/atomic"
+)
+
+// Frozen is an immutable view of a Table's entries as of one Freeze. Any
+// goroutine may read it (several at once) while the table's owner keeps
+// writing the table. Call Release when done; a view must not be used after.
+type Frozen struct {
+	// slots and chunks are the table's as of Freeze.
+	// INVARIANT: until Release, neither the slot array nor any arena byte
+	// a slot here references is written: the table copies its slots before
+	// its first write after Freeze (Table.shared), appends a new version
+	// instead of writing a frozen entry (Table.frozenMark), appends new
+	// entries past the frozen end, adds chunks beyond len(chunks) (which
+	// this slice cannot see) and compacts only when no view is live.
+	slots  []uint64
+	chunks [][]byte
+	n      int
+	// views is the table's count of live views, decremented once by
+	// Release.
+	views    *atomic.Int64
+	released atomic.Bool
+}
+
+// Len returns the number of entries in the view.
+func (f *Frozen) Len() int { return f.n }
+
+// All returns an iterator over the view's entries: each (key, value) once,
+// in no particular order. The slices alias the table's arena: they stay valid
+// until Release and must not be modified.
+func (f *Frozen) All() iter.Seq2[[]byte, []byte] {
+	return func(yield func(key, value []byte) bool) {
+		if f.released.Load() {
+			return
+		}
+		for _, s := range f.slots {
+			if s == 0 {
+				continue
+			}
+			addr := slotAddr(s)
+			c := f.chunks[addr>>posBits]
+			ks, kl, vl := parseEntry(c, int(addr&posMask))
+			vs := ks + kl
+			if !yield(c[ks:vs:vs], c[vs:vs+vl:vs+vl]) {
+				return
+			}
+		}
+	}
+}
+
+// Release tells the table that this view will not be read again, so the
+// memory it pins can be reused once every view is released: the table's
+// owner notices on its next write that needs it. Release may be called on
+// any goroutine, after the view's last read; calling it again does nothing.
+func (f *Frozen) Release() {
+	if f.released.CompareAndSwap(false, true) {
+		f.views.Add(-1)
+	}
+}
