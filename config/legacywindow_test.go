@@ -23,6 +23,8 @@ import (
 // lateness of 1 s and the window at parallelism 2, stopped at checkpoint 31
 // with windows fired and kept for their lateness (their timers moved to
 // their cleanup times) and one open; it resumes at parallelism 1.
+// testdata/legacy-sliding-windows: 1 s windows sliding by 250 ms (panes,
+// one timer per key), stopped at checkpoint 31 after 1,592 records.
 const legacyWindowsYAML = `pipeline: %s
 checkpoint:
   interval: 100ms
@@ -57,11 +59,12 @@ func TestLegacyWindowCheckpointResumes(t *testing.T) {
 	}
 	for _, c := range []struct {
 		dir, pipeline string
-		size          time.Duration
+		size, slide   time.Duration
 		extra         string
 	}{
-		{"legacy-windows", "legacy-windows", time.Second, ""},
-		{"legacy-late-windows", "legacy-late-windows", 500 * time.Millisecond, "    allowed_lateness: 1s\n"},
+		{"legacy-windows", "legacy-windows", time.Second, time.Second, ""},
+		{"legacy-late-windows", "legacy-late-windows", 500 * time.Millisecond, 500 * time.Millisecond, "    allowed_lateness: 1s\n"},
+		{"legacy-sliding-windows", "legacy-sliding-windows", time.Second, 250 * time.Millisecond, "    kind: sliding\n    slide: 250ms\n"},
 	} {
 		t.Run(c.dir, func(t *testing.T) {
 			dir := t.TempDir()
@@ -93,12 +96,14 @@ func TestLegacyWindowCheckpointResumes(t *testing.T) {
 			count, sum := map[kw]int64{}, map[kw]int64{}
 			var order []kw
 			for _, r := range datagenRecords(3000, 7, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), time.Millisecond) {
-				w := kw{r.key, floorTo(r.time, c.size)}
-				if _, ok := count[w]; !ok {
-					order = append(order, w)
+				for start := floorTo(r.time, c.slide); start > r.time-int64(c.size); start -= int64(c.slide) {
+					w := kw{r.key, start}
+					if _, ok := count[w]; !ok {
+						order = append(order, w)
+					}
+					count[w]++
+					sum[w] += r.value
 				}
-				count[w]++
-				sum[w] += r.value
 			}
 			var want []string
 			for _, w := range order {

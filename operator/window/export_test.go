@@ -14,4 +14,4 @@ func StateSize(op runtime.Operator) (entries, timers int) {
 
 func (w *alignedOp[T, K, A, O]) stateSize() (int, int) { return w.accs.Len(), 0 }
 func (w *sessionOp[T, K, A, O]) stateSize() (int, int) { return w.sessions.Len(), w.timers.Len() }
-func (w *paneOp[T, K, A, O]) stateSize() (int, int)    { return w.sets.Len(), w.timers.Len() }
+func (w *paneOp[T, K, A, O]) stateSize() (int, int)    { return w.sets.Len(), w.sets.Len() }

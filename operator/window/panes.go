@@ -17,13 +17,18 @@ import (
 // firing merges its panes.
 //
 // A key's panes live together in one value (paneSet), with the key's firing
-// progress and its one timer, so that firing a window costs one state
-// lookup and one timer, however many panes and windows the key has: windows
-// that hold none of the key's records are skipped without a lookup, and a
-// new pane registers no timer unless it is due before the key's pending one.
+// progress and its one due time, so that firing a window costs one state
+// lookup however many panes and windows the key has: windows that hold none
+// of the key's records are skipped without a lookup, and a new pane moves
+// the key's due time only when it is due earlier.
 //
-// State: ValueState "windows", key → *paneSet; Timers "window-timers", one
-// per key with panes (namespace 0).
+// State: ValueState "pane-windows", key → *paneSet. The keys due at each
+// time are kept in memory (due, rebuilt from the sets' due times at Open):
+// every key's windows end at the same times, so a timer per key (a map entry
+// and a heap item) only repeated what paneSet.timer records. Checkpoints of
+// earlier builds hold the sets as "windows" with a timer per key as
+// "window-timers": Open moves the first and drops the second (a build that
+// expects the timers refuses "pane-windows" as state it does not declare).
 type paneOp[T any, K comparable, A any, O any] struct {
 	opBase[T, K, O]
 
@@ -35,9 +40,15 @@ type paneOp[T any, K comparable, A any, O any] struct {
 	keyCodec          state.Codec[K]
 	output            func(K, Window, A) O
 
-	// sets is set by Open.
+	// sets and due are set by Open.
 	sets *state.ValueState[K, *paneSet[A]]
+	// due holds every key with a set under its set's timer.
+	// INVARIANT: for every key in sets, due lists key at set.timer.
+	due dueKeys[K]
 }
+
+// paneStateName is the state of the pane sets.
+const paneStateName = "pane-windows"
 
 // pane is one pane's accumulator.
 type pane[A any] struct {
@@ -57,8 +68,8 @@ type paneSet[A any] struct {
 	// the key's panes is not fired again by the timer.
 	next int64
 	// timer is the time of the key's pending timer.
-	// INVARIANT: exactly one timer (key, 0, timer) is pending for the key,
-	// and timer <= due(set).
+	// INVARIANT: the operator's due lists the key at timer, and
+	// timer <= due(set).
 	timer int64
 	// epoch: see slot.epoch; the same invariant covers panes, its backing
 	// array and the accumulators.
@@ -72,13 +83,28 @@ func (w *paneOp[T, K, A, O]) Open(ctx *runtime.Context) error {
 	w.lateness = int64(w.cfg.lateness)
 	vc := paneSetCodec[A]{acc: w.agg.Codec, size: time.Duration(w.size), slide: time.Duration(w.slide), pane: time.Duration(w.pane)}
 	var err error
-	if w.sets, err = state.NewValueState[K, *paneSet[A]](ctx.State, "windows", w.keyCodec, vc); err != nil {
+	if w.sets, err = state.NewValueState[K, *paneSet[A]](ctx.State, paneStateName, w.keyCodec, vc); err != nil {
 		return restoreError(err)
 	}
-	if w.timers, err = state.NewTimers[K](ctx.State, "window-timers", w.keyCodec); err != nil {
-		return restoreError(err)
+	unclaimed := ctx.State.Unclaimed()
+	if slices.Contains(unclaimed, legacyStateName) {
+		legacy, err := state.NewValueState[K, *paneSet[A]](ctx.State, legacyStateName, w.keyCodec, vc)
+		if err != nil {
+			return restoreError(err)
+		}
+		legacy.All(func(k K, set *paneSet[A]) bool {
+			w.sets.Update(k, set)
+			return true
+		})
+		ctx.State.DropState(legacyStateName)
 	}
-	w.fire = w.onTimer
+	if slices.Contains(unclaimed, legacyTimersName) {
+		ctx.State.DropState(legacyTimersName) // paneSet.timer records each key's
+	}
+	w.sets.All(func(k K, set *paneSet[A]) bool {
+		w.due.add(set.timer, k)
+		return true
+	})
 	w.late.open(ctx, w.cfg.lateOutput)
 	return nil
 }
@@ -116,10 +142,10 @@ func (w *paneOp[T, K, A, O]) nextWindow(set *paneSet[A]) (int64, bool) {
 	return 0, false
 }
 
-// due returns when the key's timer must fire: at its next window's
+// dueAt returns when the key's timer must fire: at its next window's
 // MaxTimestamp or at its first pane's cleanup time (the cleanup time of the
 // pane's newest window), whichever comes first.
-func (w *paneOp[T, K, A, O]) due(set *paneSet[A]) int64 {
+func (w *paneOp[T, K, A, O]) dueAt(set *paneSet[A]) int64 {
 	d := w.cleanupAt(w.lastWindow(set.panes[0].start))
 	if s, ok := w.nextWindow(set); ok {
 		d = min(d, w.maxTs(s))
@@ -169,8 +195,8 @@ func (w *paneOp[T, K, A, O]) add(key K, p int64, v T) {
 		set = &paneSet[A]{panes: make([]pane[A], 1, 2), next: w.firstUnfired(w.wm), epoch: w.cur}
 		set.panes[0] = pane[A]{start: p, acc: w.agg.Add(w.agg.Init(), v)}
 		w.sets.Update(key, set)
-		set.timer = w.due(set)
-		w.timers.Register(key, 0, set.timer)
+		set.timer = w.dueAt(set)
+		w.due.add(set.timer, key)
 		w.refire(key, set, p)
 		return
 	}
@@ -183,10 +209,9 @@ func (w *paneOp[T, K, A, O]) add(key K, p int64, v T) {
 			set.panes = slices.Insert(set.panes, i, pane[A]{start: p, acc: w.agg.Init()})
 			set.panes[i].acc = w.agg.Add(set.panes[i].acc, v)
 			set.next = max(set.next, w.firstUnfired(w.wm))
-			if d := w.due(set); d < set.timer {
-				w.timers.Delete(key, 0, set.timer)
-				set.timer = d
-				w.timers.Register(key, 0, d)
+			if d := w.dueAt(set); d < set.timer {
+				set.timer = d // the entry at the old time is stale now
+				w.due.add(d, key)
 			}
 			w.refire(key, set, p)
 			return
@@ -237,12 +262,12 @@ func (w *paneOp[T, K, A, O]) emit(key K, set *paneSet[A], s int64) {
 	}
 }
 
-// onTimer fires key's windows due at ts and drops its panes whose cleanup
+// onDue fires key's windows due at ts and drops its panes whose cleanup
 // time came.
-func (w *paneOp[T, K, A, O]) onTimer(key K, _ int64, ts int64) error {
+func (w *paneOp[T, K, A, O]) onDue(key K, ts int64) error {
 	set, ok := w.sets.Get(key)
 	if !ok || set.timer != ts {
-		return nil // not the key's timer (the invariant says this does not happen)
+		return nil // a stale entry: the key's due time moved, or its panes went
 	}
 	set = w.own(key, set)
 	for {
@@ -262,9 +287,18 @@ func (w *paneOp[T, K, A, O]) onTimer(key K, _ int64, ts int64) error {
 		return nil
 	}
 	set.panes = slices.Delete(set.panes, 0, n)
-	set.timer = w.due(set)
-	w.timers.Register(key, 0, set.timer)
+	set.timer = w.dueAt(set)
+	w.due.add(set.timer, key)
 	return nil
+}
+
+// ProcessWatermark fires the keys due at or before wm.
+func (w *paneOp[T, K, A, O]) ProcessWatermark(wm int64) error {
+	w.wm = wm
+	if err := w.due.advance(wm, w.onDue); err != nil {
+		return err
+	}
+	return w.flush()
 }
 
 // ceilDiv returns the least multiple of d (d > 0) that is >= t, saturating

@@ -1,0 +1,88 @@
+package window
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// dueKeys fires keys in increasing time, in the order they were added
+// within a time, also keys added at a later time by a fire of the same
+// advance; nothing after wm fires, and everything fires exactly once.
+func TestDueKeys(t *testing.T) {
+	var d dueKeys[string]
+	d.add(30, "c")
+	d.add(10, "a")
+	d.add(20, "b1")
+	d.add(20, "b2")
+	d.add(40, "late")
+	var got []string
+	err := d.advance(30, func(k string, ts int64) error {
+		got = append(got, k)
+		if k == "a" {
+			d.add(25, "from-a") // due within this advance
+			d.add(50, "after")  // beyond wm
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"a", "b1", "b2", "from-a", "c"}; !slices.Equal(got, want) {
+		t.Fatalf("fired %v, want %v", got, want)
+	}
+	if n := d.entries(); n != 2 {
+		t.Fatalf("%d entries left, want 2 (late, after)", n)
+	}
+	got = nil
+	_ = d.advance(1<<62, func(k string, _ int64) error { got = append(got, k); return nil })
+	if want := []string{"late", "after"}; !slices.Equal(got, want) {
+		t.Fatalf("then fired %v, want %v", got, want)
+	}
+}
+
+// Against a sorted reference: random adds, advances in random steps.
+func TestDueKeysOrderMatchesSorting(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 9))
+	for range 200 {
+		var d dueKeys[int]
+		type item struct {
+			ts  int64
+			seq int
+		}
+		var pending []item
+		var fired []item
+		seq := 0
+		wm := int64(0)
+		for range 200 {
+			if rng.IntN(3) > 0 {
+				ts := wm + 1 + rng.Int64N(50)
+				d.add(ts, seq)
+				pending = append(pending, item{ts, seq})
+				seq++
+				continue
+			}
+			wm += rng.Int64N(30)
+			_ = d.advance(wm, func(k int, ts int64) error { fired = append(fired, item{ts, k}); return nil })
+		}
+		_ = d.advance(1<<62, func(k int, ts int64) error { fired = append(fired, item{ts, k}); return nil })
+		slices.SortStableFunc(pending, func(a, b item) int {
+			if a.ts != b.ts {
+				return int(a.ts - b.ts)
+			}
+			return a.seq - b.seq
+		})
+		// Fired in time order overall; all of them, once.
+		if len(fired) != len(pending) {
+			t.Fatalf("fired %d of %d", len(fired), len(pending))
+		}
+		if !slices.IsSortedFunc(fired, func(a, b item) int { return int(a.ts - b.ts) }) {
+			t.Fatalf("fired out of time order: %v", fired)
+		}
+		got := slices.Clone(fired)
+		slices.SortStableFunc(got, func(a, b item) int { return int(a.ts - b.ts) })
+		if !slices.Equal(got, pending) {
+			t.Fatalf("within a time, keys fired out of the order they were added")
+		}
+	}
+}
