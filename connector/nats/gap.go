@@ -393,6 +393,16 @@ func (r *reader[T]) prove() error {
 	for _, x := range c.crossed {
 		if x.lo < st.FirstSeq {
 			hi := min(x.hi, st.FirstSeq-1)
+			if c.mirror {
+				// A mirror's sequences past the last look that it does not
+				// hold are its origin's skipped ones (see relist): a mirror
+				// that was still empty at the last look begins at its first
+				// copied message, however far into the origin that is.
+				hi = min(hi, c.last)
+			}
+			if hi < x.lo {
+				continue
+			}
 			if n := hi - x.lo + 1 - c.baseline.count(x.lo, hi); n > 0 {
 				found = append(found, gap{span: span{x.lo, hi}, n: n,
 					why: fmt.Sprintf("the stream now begins at %d: a purge or a retention limit removed them", st.FirstSeq)})
