@@ -117,3 +117,90 @@ func TestLegacyWindowCheckpointResumes(t *testing.T) {
 		})
 	}
 }
+
+// legacyWindowJoinYAML wrote testdata/legacy-window-join: a build whose
+// window join kept its buffers as "left" and "right" and a timer per key
+// and window ("window-timers"), stopped at checkpoint 30 with window
+// [1s, 2s) open on both sides and window [0s, 1s) committed.
+const legacyWindowJoinYAML = `pipeline: legacy-window-join
+checkpoint:
+  interval: 100ms
+  dir: checkpoints
+sources:
+  a:
+    type: datagen
+    count: 3000
+    keys: 500
+    event_interval: 1ms
+  b:
+    type: datagen
+    count: 1500
+    keys: 500
+    event_interval: 2ms
+transforms:
+  j:
+    type: join
+    kind: window
+    left: a
+    right: b
+    on: key
+    size: 1s
+    select:
+      key: key
+      a: left.id
+      b: right.id
+sinks:
+  out:
+    type: file
+    input: j
+    path: out
+`
+
+// A window join's checkpoint written by an earlier build resumes to the
+// exact output: every pair of each key's records in a window, once.
+func TestLegacyWindowJoinCheckpointResumes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a pipeline")
+	}
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join("testdata", "legacy-window-join"))); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "p.yaml")
+	if err := os.WriteFile(path, []byte(legacyWindowJoinYAML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := p.Stream.Run(ctx, p.RunOptions()); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	lines, err := testkit.ReadCommitted(filepath.Join(dir, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range lines {
+		got = append(got, string(l.Text))
+	}
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	type kw struct{ key, window int64 }
+	as := map[kw][]int64{}
+	for _, r := range datagenRecords(3000, 500, start, time.Millisecond) {
+		w := kw{r.key, floorTo(r.time, time.Second)}
+		as[w] = append(as[w], r.id)
+	}
+	var want []string
+	for _, r := range datagenRecords(1500, 500, start, 2*time.Millisecond) {
+		for _, a := range as[kw{r.key, floorTo(r.time, time.Second)}] {
+			want = append(want, fmt.Sprintf(`{"key":%d,"a":%d,"b":%d}`, r.key, a, r.id))
+		}
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	sameLines(t, "committed output after resuming the legacy window join checkpoint", got, want)
+}

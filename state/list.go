@@ -110,6 +110,20 @@ func (s *ListState[K, V]) Update(key K, vs []V) {
 	t.m[key] = &list[V]{vs: slices.Clone(vs), epoch: s.b.epoch}
 }
 
+// All calls f for every key and its list (a read-only view, as Get gives),
+// in unspecified order, until f returns false. f may Clear or Update the key
+// it is called with; any other write during All has unspecified effect on
+// which keys All then visits.
+func (s *ListState[K, V]) All(f func(K, []V) bool) {
+	for i := range s.tables {
+		for k, l := range s.tables[i].m {
+			if !f(k, l.vs[:len(l.vs):len(l.vs)]) {
+				return
+			}
+		}
+	}
+}
+
 // Clear removes key's list.
 func (s *ListState[K, V]) Clear(key K) {
 	i, ok := s.index(key)

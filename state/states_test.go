@@ -307,3 +307,39 @@ func TestDropState(t *testing.T) {
 		t.Errorf("a snapshot after dropping everything holds %q", s.Name)
 	}
 }
+
+// ListState.All visits every key once with its list, also while it clears
+// the lists of a table a snapshot froze.
+func TestListStateAll(t *testing.T) {
+	b := fullBackend("op")
+	s := must(NewListState(b, "l", Int64Codec{}, Int64Codec{}))
+	for k := range int64(300) {
+		for v := range k % 4 {
+			s.Add(k, v)
+		}
+	}
+	b.Snapshot()
+	seen := map[int64]int{}
+	s.All(func(k int64, vs []int64) bool {
+		seen[k]++
+		if int64(len(vs)) != k%4 {
+			t.Fatalf("key %d: list %v", k, vs)
+		}
+		s.Clear(k)
+		return true
+	})
+	// Keys with an empty list (k%4 == 0) hold no list at all.
+	if len(seen) != 225 {
+		t.Fatalf("All visited %d keys, want 225", len(seen))
+	}
+	for k, n := range seen {
+		if n != 1 {
+			t.Fatalf("key %d visited %d times", k, n)
+		}
+	}
+	n := 0
+	s.All(func(int64, []int64) bool { n++; return true })
+	if n != 0 {
+		t.Fatalf("%d lists left after clearing each during All", n)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/ingest-engine/ingest/operator/window"
@@ -88,16 +89,20 @@ type windowJoin[L, R any, K comparable, O any] struct {
 	sides[L, R, K]
 	apply func(K, window.Window, []L, []R, func(O))
 
-	task   string
-	out    runtime.Output
-	hash   func(K) uint64
-	left   *state.ListState[bucketKey[K], L]
-	right  *state.ListState[bucketKey[K], R]
-	timers *state.Timers[K]
-	// timers holds one timer per (key, window) with records: namespace the
-	// window start, time the window's last instant.
-	// INVARIANT: a window's lists are non-empty only while its timer is
-	// pending.
+	task  string
+	out   runtime.Output
+	hash  func(K) uint64
+	left  *state.ListState[bucketKey[K], L]
+	right *state.ListState[bucketKey[K], R]
+	// starts are the starts of the windows with records, increasing, and
+	// keys each one's keys, in the order they got their first record. Not
+	// state: every key's window of one start fires at the same watermark,
+	// so Open rebuilds them from the lists instead of keeping a timer per
+	// key and window (a map entry and a heap item each).
+	// INVARIANT: a (key, start) has a non-empty list on either side if and
+	// only if start is in starts and key in keys[start], once.
+	starts []int64
+	keys   map[int64][]K
 
 	// wm is the watermark processed; windows ending at or before it have
 	// fired. INVARIANT: it never decreases.
@@ -112,8 +117,12 @@ type windowJoin[L, R any, K comparable, O any] struct {
 	emit func(O)
 }
 
-// Open registers the window buffers and timers and takes the restored
-// watermark.
+// Open registers the window buffers, takes the restored watermark and
+// rebuilds the windows' key lists. A checkpoint of an earlier build holds
+// the buffers as "left" and "right" with a timer per key and window as
+// "window-timers": Open moves the buffers and drops the timers. (Such a
+// build refuses the new names as state it does not declare, rather than
+// keeping windows it would never fire.)
 func (j *windowJoin[L, R, K, O]) Open(ctx *runtime.Context) error {
 	j.task = fmt.Sprintf("%s %v", j.kind, ctx.Task)
 	j.out = ctx.Output
@@ -125,15 +134,37 @@ func (j *windowJoin[L, R, K, O]) Open(ctx *runtime.Context) error {
 		return fmt.Errorf("%s: %w", j.task, err)
 	}
 	kc := bucketKeyCodec[K]{key: j.keyCodec, hash: j.hash, name: j.schema}
-	if j.left, err = state.NewListState(ctx.State, "left", kc, j.codecL); err != nil {
+	if j.left, err = state.NewListState(ctx.State, "window-left", kc, j.codecL); err != nil {
 		return j.restoreError(err)
 	}
-	if j.right, err = state.NewListState(ctx.State, "right", kc, j.codecR); err != nil {
+	if j.right, err = state.NewListState(ctx.State, "window-right", kc, j.codecR); err != nil {
 		return j.restoreError(err)
 	}
-	if j.timers, err = state.NewTimers(ctx.State, "window-timers", j.keyCodec); err != nil {
+	unclaimed := ctx.State.Unclaimed()
+	if err := adoptLegacyList(ctx.State, unclaimed, "left", kc, j.codecL, j.left); err != nil {
 		return j.restoreError(err)
 	}
+	if err := adoptLegacyList(ctx.State, unclaimed, "right", kc, j.codecR, j.right); err != nil {
+		return j.restoreError(err)
+	}
+	if slices.Contains(unclaimed, "window-timers") {
+		ctx.State.DropState("window-timers") // the windows' key lists replace them
+	}
+	j.keys = map[int64][]K{}
+	track := func(bk bucketKey[K]) {
+		if _, ok := j.keys[bk.slot]; !ok {
+			j.starts = append(j.starts, bk.slot)
+		}
+		j.keys[bk.slot] = append(j.keys[bk.slot], bk.key)
+	}
+	j.left.All(func(bk bucketKey[K], _ []L) bool { track(bk); return true })
+	j.right.All(func(bk bucketKey[K], _ []R) bool {
+		if len(j.left.Get(bk)) == 0 {
+			track(bk)
+		}
+		return true
+	})
+	slices.Sort(j.starts)
 	return nil
 }
 
@@ -196,35 +227,65 @@ func addToWindows[L, R any, K comparable, O any, T any](j *windowJoin[L, R, K, O
 		}
 		key := keyOf(rec.Value)
 		bk := bucketKey[K]{key: key, slot: start, hash: j.hash(key)}
-		if len(mine.Get(bk)) == 0 {
-			// This side's first record in the window; the other side may
-			// have registered the timer already (Register is idempotent).
-			j.timers.Register(key, start, last)
+		if len(mine.Get(bk)) == 0 && !j.otherSideHas(s, bk) {
+			j.track(key, start) // the key's first record in the window
 		}
 		mine.Add(bk, rec.Value)
 	}
 }
 
+// otherSideHas reports whether the side other than s has records of bk.
+func (j *windowJoin[L, R, K, O]) otherSideHas(s int, bk bucketKey[K]) bool {
+	if s == 0 {
+		return len(j.right.Get(bk)) > 0
+	}
+	return len(j.left.Get(bk)) > 0
+}
+
+// track records that key got its first record in the window starting at
+// start. A new window is nearly always the newest: O(1) but for
+// out-of-order records.
+func (j *windowJoin[L, R, K, O]) track(key K, start int64) {
+	ks, ok := j.keys[start]
+	j.keys[start] = append(ks, key)
+	if ok {
+		return
+	}
+	if n := len(j.starts); n > 0 && j.starts[n-1] > start {
+		i, _ := slices.BinarySearch(j.starts, start)
+		j.starts = slices.Insert(j.starts, i, start)
+		return
+	}
+	j.starts = append(j.starts, start)
+}
+
 // ProcessWatermark fires every window whose last instant the watermark
-// reached, in event-time order, and emits their output in one batch.
+// reached, in event-time order (within a window, in the order its keys got
+// their first record), and emits their output in one batch.
 func (j *windowJoin[L, R, K, O]) ProcessWatermark(wm int64) error {
 	j.wm = wm
-	err := j.timers.Advance(wm, func(key K, start, last int64) error {
-		bk := bucketKey[K]{key: key, slot: start, hash: j.hash(key)}
-		ls, rs := j.left.Get(bk), j.right.Get(bk)
-		// The views stay valid after Clear: a list is never written in place.
-		j.left.Clear(bk)
-		j.right.Clear(bk)
-		if j.inner && (len(ls) == 0 || len(rs) == 0) {
-			return nil
+	n := 0
+	for _, start := range j.starts {
+		_, last := windowOf(start, j.size)
+		if last > wm {
+			break
 		}
-		j.firedAt = last
-		j.apply(key, window.Window{Start: start, End: satAdd(last, 1)}, ls, rs, j.emit)
-		return nil
-	})
-	if err != nil {
-		return err
+		n++
+		for _, key := range j.keys[start] {
+			bk := bucketKey[K]{key: key, slot: start, hash: j.hash(key)}
+			ls, rs := j.left.Get(bk), j.right.Get(bk)
+			// The views stay valid after Clear: a list is never written in place.
+			j.left.Clear(bk)
+			j.right.Clear(bk)
+			if j.inner && (len(ls) == 0 || len(rs) == 0) {
+				continue
+			}
+			j.firedAt = last
+			j.apply(key, window.Window{Start: start, End: satAdd(last, 1)}, ls, rs, j.emit)
+		}
+		delete(j.keys, start)
 	}
+	j.starts = slices.Delete(j.starts, 0, n)
 	if len(j.fired) == 0 {
 		return nil
 	}
@@ -233,7 +294,7 @@ func (j *windowJoin[L, R, K, O]) ProcessWatermark(wm int64) error {
 	return j.out.Emit(out)
 }
 
-// Snapshot has no non-keyed state: the windows and timers are keyed state.
+// Snapshot has no non-keyed state: the windows are keyed state.
 func (j *windowJoin[L, R, K, O]) Snapshot(int64) (runtime.Snapshot, error) {
 	return runtime.Snapshot{}, nil
 }
@@ -244,5 +305,24 @@ func (j *windowJoin[L, R, K, O]) NotifyComplete(int64) error { return nil }
 // Close reports the late records dropped.
 func (j *windowJoin[L, R, K, O]) Close() error {
 	j.late.report()
+	return nil
+}
+
+// adoptLegacyList moves the lists of a restored state called name (an
+// earlier build's) into into, and drops it.
+func adoptLegacyList[K comparable, V any](b *state.Backend, unclaimed []string, name string, kc bucketKeyCodec[K], vc state.Codec[V],
+	into *state.ListState[bucketKey[K], V]) error {
+	if !slices.Contains(unclaimed, name) {
+		return nil
+	}
+	legacy, err := state.NewListState(b, name, kc, vc)
+	if err != nil {
+		return err
+	}
+	legacy.All(func(k bucketKey[K], vs []V) bool {
+		into.Update(k, vs)
+		return true
+	})
+	b.DropState(name)
 	return nil
 }
