@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -203,4 +204,56 @@ func TestLegacyWindowJoinCheckpointResumes(t *testing.T) {
 	slices.Sort(got)
 	slices.Sort(want)
 	sameLines(t, "committed output after resuming the legacy window join checkpoint", got, want)
+}
+
+// An interval join's checkpoint written by an earlier build, which kept a
+// cleanup timer per key and bucket ("left-cleanup", "right-cleanup"),
+// resumes to the exact pairs: testdata/legacy-interval-join is the window
+// join's pipeline above as an interval join (b from 0 to 100 ms after a),
+// stopped at checkpoint 30.
+func TestLegacyIntervalJoinCheckpointResumes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a pipeline")
+	}
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join("testdata", "legacy-interval-join"))); err != nil {
+		t.Fatal(err)
+	}
+	src := strings.Replace(strings.Replace(legacyWindowJoinYAML, "legacy-window-join", "legacy-interval-join", 1),
+		"    kind: window\n", "    kind: interval\n", 1)
+	src = strings.Replace(src, "    size: 1s\n", "    lower: 0s\n    upper: 100ms\n", 1)
+	path := filepath.Join(dir, "p.yaml")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := p.Stream.Run(ctx, p.RunOptions()); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	lines, err := testkit.ReadCommitted(filepath.Join(dir, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range lines {
+		got = append(got, string(l.Text))
+	}
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	bs := datagenRecords(1500, 500, start, 2*time.Millisecond)
+	var want []string
+	for _, a := range datagenRecords(3000, 500, start, time.Millisecond) {
+		for _, b := range bs {
+			if a.key == b.key && b.time >= a.time && b.time <= a.time+int64(100*time.Millisecond) {
+				want = append(want, fmt.Sprintf(`{"key":%d,"a":%d,"b":%d}`, a.key, a.id, b.id))
+			}
+		}
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	sameLines(t, "committed output after resuming the legacy interval join checkpoint", got, want)
 }

@@ -640,3 +640,47 @@ func TestWindowCoGroup(t *testing.T) {
 		t.Fatalf("calls %+v, want %+v", calls, want)
 	}
 }
+
+// The buffers a restore brings back go when the watermark passes their
+// cleanup time, as those stored since: the bucket index is rebuilt from them
+// at Open (no timer per key and bucket is kept).
+func TestIntervalBuffersOfARestoreGo(t *testing.T) {
+	mk := newOp(t, intervalSpec(0, 100).build, keyL, keyR, join.LeftCodec(lrecCodec{}), join.RightCodec(rrecCodec{}))
+	h := open[lrec, rrec, pair](t, mk, nil)
+	h.left(t, lr(1, 5, 10))
+	h.right(t, rr(2, 6, 20))
+	snap := h.snapshot(t, 1)
+	if n := entries(t, snap); n["left"] != 1 || n["right"] != 1 {
+		t.Fatalf("snapshot entries %v, want a left and a right buffer", n)
+	}
+	r := open[lrec, rrec, pair](t, mk, &checkpoint.SubtaskState{Watermark: 0}, snap)
+	r.left(t, lr(3, 7, 30))
+	if got := r.watermark(t, 1_000); len(got) != 0 {
+		t.Fatalf("the watermark emitted %v", got)
+	}
+	for _, c := range []struct {
+		key, ts int64
+		left    bool
+	}{{5, 10, true}, {6, 20, false}, {7, 30, true}} {
+		var n int
+		if c.left {
+			recs, err := join.BufferedLeft[lrec, rrec, int64, pair](r.op, c.key, c.ts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n = len(recs)
+		} else {
+			recs, err := join.BufferedRight[lrec, rrec, int64, pair](r.op, c.key, c.ts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n = len(recs)
+		}
+		if n != 0 {
+			t.Errorf("key %d at %d: %d records still buffered after the watermark passed their cleanup time", c.key, c.ts, n)
+		}
+	}
+	if n := entries(t, r.snapshot(t, 2)); len(n) != 0 {
+		t.Errorf("snapshot after the cleanup holds %v", n)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/ingest-engine/ingest/runtime"
@@ -175,11 +176,15 @@ type bucketJoin[L, R any, K comparable, O any] struct {
 	hash  func(K) uint64
 	left  *state.ListState[bucketKey[K], runtime.Record[L]]
 	right *state.ListState[bucketKey[K], runtime.Record[R]]
-	// cleanup[s] holds one timer per (key, bucket) of side s: namespace the
-	// bucket index, time g.cleanupTime. Nil when the geometry is unbounded.
-	// INVARIANT: a bucket of side s holds records only while its cleanup
-	// timer is pending.
-	cleanup [2]*state.Timers[K]
+	// cleanup[s] are the buckets of side s with records, by index, with
+	// their keys, and their indexes in increasing order (so in increasing
+	// cleanup time, g.cleanupTime). Not state: every key's bucket of one
+	// index goes at the same watermark, so Open rebuilds them from the
+	// buffers instead of keeping a timer per key and bucket (a map entry and
+	// a heap item each). Unused when the geometry is unbounded.
+	// INVARIANT: (key, b) has records on side s if and only if b is in
+	// cleanup[s] and key in its keys, once.
+	cleanup [2]bucketIndex[K]
 	// wm is the watermark processed. INVARIANT: it never decreases.
 	wm   int64
 	late lateCount
@@ -199,8 +204,8 @@ func newBucketJoin[L, R any, K comparable, O any](kind, id string, left stream.K
 	return addNode[L, R, K, O](left, right, n, s)
 }
 
-// Open registers the buffers and cleanup timers and takes the restored
-// watermark.
+// Open registers the buffers, takes the restored watermark and rebuilds the
+// bucket index.
 func (j *bucketJoin[L, R, K, O]) Open(ctx *runtime.Context) error {
 	j.task = fmt.Sprintf("%s %v", j.kind, ctx.Task)
 	j.out = ctx.Output
@@ -217,14 +222,76 @@ func (j *bucketJoin[L, R, K, O]) Open(ctx *runtime.Context) error {
 	if j.right, err = state.NewListState(ctx.State, "right", kc, state.Codec[runtime.Record[R]](recordCodec[R]{j.codecR})); err != nil {
 		return j.restoreError(err)
 	}
-	if j.g.width > 0 {
-		for s, name := range [2]string{"left-cleanup", "right-cleanup"} {
-			if j.cleanup[s], err = state.NewTimers(ctx.State, name, state.Codec[K](kc.key)); err != nil {
-				return j.restoreError(err)
-			}
+	// Earlier builds kept a cleanup timer per key and bucket: the bucket
+	// index replaces them. (Such a build restoring a checkpoint of this one
+	// finds no timers for the restored buckets and keeps them: more memory,
+	// the same output, since matches are checked against the bounds.)
+	unclaimed := ctx.State.Unclaimed()
+	for _, name := range [2]string{"left-cleanup", "right-cleanup"} {
+		if slices.Contains(unclaimed, name) {
+			ctx.State.DropState(name)
 		}
 	}
+	if j.g.width > 0 {
+		j.left.All(func(bk bucketKey[K], recs []runtime.Record[L]) bool {
+			j.cleanup[0].add(bk.key, bk.slot, j.g.cleanupTime(0, recs[0].Time))
+			return true
+		})
+		j.right.All(func(bk bucketKey[K], recs []runtime.Record[R]) bool {
+			j.cleanup[1].add(bk.key, bk.slot, j.g.cleanupTime(1, recs[0].Time))
+			return true
+		})
+	}
 	return nil
+}
+
+// bucketIndex is one side's buckets with records: per bucket index its
+// cleanup time and keys, and the indexes in increasing order.
+type bucketIndex[K comparable] struct {
+	buckets map[int64]*bucketKeys[K]
+	order   []int64
+}
+
+type bucketKeys[K comparable] struct {
+	due  int64 // g.cleanupTime of the bucket, the same for every key
+	keys []K
+}
+
+// add records that key's bucket b, going at due, got its first record. A
+// new bucket is nearly always the newest: O(1) but for out-of-order records.
+func (x *bucketIndex[K]) add(key K, b, due int64) {
+	if x.buckets == nil {
+		x.buckets = map[int64]*bucketKeys[K]{}
+	}
+	if bk, ok := x.buckets[b]; ok {
+		bk.keys = append(bk.keys, key)
+		return
+	}
+	x.buckets[b] = &bucketKeys[K]{due: due, keys: []K{key}}
+	if n := len(x.order); n > 0 && x.order[n-1] > b {
+		i, _ := slices.BinarySearch(x.order, b)
+		x.order = slices.Insert(x.order, i, b)
+		return
+	}
+	x.order = append(x.order, b)
+}
+
+// drop calls clear for every (key, bucket) whose bucket goes at or before wm
+// and forgets them. Cleanup times increase with the bucket index.
+func (x *bucketIndex[K]) drop(wm int64, clear func(key K, b int64)) {
+	n := 0
+	for _, b := range x.order {
+		bk := x.buckets[b]
+		if bk.due > wm {
+			break
+		}
+		for _, key := range bk.keys {
+			clear(key, b)
+		}
+		delete(x.buckets, b)
+		n++
+	}
+	x.order = slices.Delete(x.order, 0, n)
 }
 
 // restoreError explains a state registration failure; a mismatch with the
@@ -304,7 +371,7 @@ func probeAndStore[L, R any, K comparable, O any, T, U any](j *bucketJoin[L, R, 
 		if bounded && len(mine.Get(bk)) == 0 {
 			// The bucket's first record: the bucket is dropped when the
 			// watermark passes its cleanup time (> wm, as hi >= wm).
-			j.cleanup[s].Register(key, bk.slot, g.cleanupTime(s, t))
+			j.cleanup[s].add(key, bk.slot, g.cleanupTime(s, t))
 		}
 		mine.Add(bk, rec)
 	}
@@ -317,19 +384,16 @@ func (j *bucketJoin[L, R, K, O]) ProcessWatermark(wm int64) error {
 	if j.g.width == 0 {
 		return nil
 	}
-	if err := j.cleanup[0].Advance(wm, func(key K, slot, _ int64) error {
+	j.cleanup[0].drop(wm, func(key K, slot int64) {
 		j.left.Clear(bucketKey[K]{key: key, slot: slot, hash: j.hash(key)})
-		return nil
-	}); err != nil {
-		return err
-	}
-	return j.cleanup[1].Advance(wm, func(key K, slot, _ int64) error {
-		j.right.Clear(bucketKey[K]{key: key, slot: slot, hash: j.hash(key)})
-		return nil
 	})
+	j.cleanup[1].drop(wm, func(key K, slot int64) {
+		j.right.Clear(bucketKey[K]{key: key, slot: slot, hash: j.hash(key)})
+	})
+	return nil
 }
 
-// Snapshot has no non-keyed state: the buffers and timers are keyed state.
+// Snapshot has no non-keyed state: the buffers are keyed state.
 func (j *bucketJoin[L, R, K, O]) Snapshot(int64) (runtime.Snapshot, error) {
 	return runtime.Snapshot{}, nil
 }
