@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ingest-engine/ingest/operator/internal/startkeys"
 	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/state"
 	"github.com/ingest-engine/ingest/stream"
@@ -176,15 +177,13 @@ type bucketJoin[L, R any, K comparable, O any] struct {
 	hash  func(K) uint64
 	left  *state.ListState[bucketKey[K], runtime.Record[L]]
 	right *state.ListState[bucketKey[K], runtime.Record[R]]
-	// cleanup[s] are the buckets of side s with records, by index, with
-	// their keys, and their indexes in increasing order (so in increasing
-	// cleanup time, g.cleanupTime). Not state: every key's bucket of one
-	// index goes at the same watermark, so Open rebuilds them from the
-	// buffers instead of keeping a timer per key and bucket (a map entry and
-	// a heap item each). Unused when the geometry is unbounded.
-	// INVARIANT: (key, b) has records on side s if and only if b is in
-	// cleanup[s] and key in its keys, once.
-	cleanup [2]bucketIndex[K]
+	// cleanup[s] holds the buckets of side s with records by cleanup time
+	// (g.cleanupTime, the same for every key of a bucket). Not state: Open
+	// rebuilds it from the buffers instead of keeping a timer per key and
+	// bucket. Unused when the geometry is unbounded.
+	// INVARIANT: a bucket of side s has records if and only if cleanup[s]
+	// lists it, once.
+	cleanup [2]startkeys.Index[bucketKey[K]]
 	// wm is the watermark processed. INVARIANT: it never decreases.
 	wm   int64
 	late lateCount
@@ -234,64 +233,15 @@ func (j *bucketJoin[L, R, K, O]) Open(ctx *runtime.Context) error {
 	}
 	if j.g.width > 0 {
 		j.left.All(func(bk bucketKey[K], recs []runtime.Record[L]) bool {
-			j.cleanup[0].add(bk.key, bk.slot, j.g.cleanupTime(0, recs[0].Time))
+			j.cleanup[0].Add(j.g.cleanupTime(0, recs[0].Time), bk)
 			return true
 		})
 		j.right.All(func(bk bucketKey[K], recs []runtime.Record[R]) bool {
-			j.cleanup[1].add(bk.key, bk.slot, j.g.cleanupTime(1, recs[0].Time))
+			j.cleanup[1].Add(j.g.cleanupTime(1, recs[0].Time), bk)
 			return true
 		})
 	}
 	return nil
-}
-
-// bucketIndex is one side's buckets with records: per bucket index its
-// cleanup time and keys, and the indexes in increasing order.
-type bucketIndex[K comparable] struct {
-	buckets map[int64]*bucketKeys[K]
-	order   []int64
-}
-
-type bucketKeys[K comparable] struct {
-	due  int64 // g.cleanupTime of the bucket, the same for every key
-	keys []K
-}
-
-// add records that key's bucket b, going at due, got its first record. A
-// new bucket is nearly always the newest: O(1) but for out-of-order records.
-func (x *bucketIndex[K]) add(key K, b, due int64) {
-	if x.buckets == nil {
-		x.buckets = map[int64]*bucketKeys[K]{}
-	}
-	if bk, ok := x.buckets[b]; ok {
-		bk.keys = append(bk.keys, key)
-		return
-	}
-	x.buckets[b] = &bucketKeys[K]{due: due, keys: []K{key}}
-	if n := len(x.order); n > 0 && x.order[n-1] > b {
-		i, _ := slices.BinarySearch(x.order, b)
-		x.order = slices.Insert(x.order, i, b)
-		return
-	}
-	x.order = append(x.order, b)
-}
-
-// drop calls clear for every (key, bucket) whose bucket goes at or before wm
-// and forgets them. Cleanup times increase with the bucket index.
-func (x *bucketIndex[K]) drop(wm int64, clear func(key K, b int64)) {
-	n := 0
-	for _, b := range x.order {
-		bk := x.buckets[b]
-		if bk.due > wm {
-			break
-		}
-		for _, key := range bk.keys {
-			clear(key, b)
-		}
-		delete(x.buckets, b)
-		n++
-	}
-	x.order = slices.Delete(x.order, 0, n)
 }
 
 // restoreError explains a state registration failure; a mismatch with the
@@ -371,7 +321,7 @@ func probeAndStore[L, R any, K comparable, O any, T, U any](j *bucketJoin[L, R, 
 		if bounded && len(mine.Get(bk)) == 0 {
 			// The bucket's first record: the bucket is dropped when the
 			// watermark passes its cleanup time (> wm, as hi >= wm).
-			j.cleanup[s].add(key, bk.slot, g.cleanupTime(s, t))
+			j.cleanup[s].Add(g.cleanupTime(s, t), bk)
 		}
 		mine.Add(bk, rec)
 	}
@@ -384,12 +334,8 @@ func (j *bucketJoin[L, R, K, O]) ProcessWatermark(wm int64) error {
 	if j.g.width == 0 {
 		return nil
 	}
-	j.cleanup[0].drop(wm, func(key K, slot int64) {
-		j.left.Clear(bucketKey[K]{key: key, slot: slot, hash: j.hash(key)})
-	})
-	j.cleanup[1].drop(wm, func(key K, slot int64) {
-		j.right.Clear(bucketKey[K]{key: key, slot: slot, hash: j.hash(key)})
-	})
+	_ = j.cleanup[0].Fire(wm, func(bk bucketKey[K], _ int64) error { j.left.Clear(bk); return nil })
+	_ = j.cleanup[1].Fire(wm, func(bk bucketKey[K], _ int64) error { j.right.Clear(bk); return nil })
 	return nil
 }
 

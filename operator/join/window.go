@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ingest-engine/ingest/operator/internal/startkeys"
 	"github.com/ingest-engine/ingest/operator/window"
 	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/state"
@@ -94,15 +95,13 @@ type windowJoin[L, R any, K comparable, O any] struct {
 	hash  func(K) uint64
 	left  *state.ListState[bucketKey[K], L]
 	right *state.ListState[bucketKey[K], R]
-	// starts are the starts of the windows with records, increasing, and
-	// keys each one's keys, in the order they got their first record. Not
-	// state: every key's window of one start fires at the same watermark,
-	// so Open rebuilds them from the lists instead of keeping a timer per
-	// key and window (a map entry and a heap item each).
+	// windows holds, by window start, the keys with records in it, in the
+	// order they got their first record. Not state: every key's window of
+	// one start fires at the same watermark, so Open rebuilds it from the
+	// lists instead of keeping a timer per key and window.
 	// INVARIANT: a (key, start) has a non-empty list on either side if and
-	// only if start is in starts and key in keys[start], once.
-	starts []int64
-	keys   map[int64][]K
+	// only if windows lists key under start, once.
+	windows startkeys.Index[K]
 
 	// wm is the watermark processed; windows ending at or before it have
 	// fired. INVARIANT: it never decreases.
@@ -150,21 +149,13 @@ func (j *windowJoin[L, R, K, O]) Open(ctx *runtime.Context) error {
 	if slices.Contains(unclaimed, "window-timers") {
 		ctx.State.DropState("window-timers") // the windows' key lists replace them
 	}
-	j.keys = map[int64][]K{}
-	track := func(bk bucketKey[K]) {
-		if _, ok := j.keys[bk.slot]; !ok {
-			j.starts = append(j.starts, bk.slot)
-		}
-		j.keys[bk.slot] = append(j.keys[bk.slot], bk.key)
-	}
-	j.left.All(func(bk bucketKey[K], _ []L) bool { track(bk); return true })
+	j.left.All(func(bk bucketKey[K], _ []L) bool { j.windows.Add(bk.slot, bk.key); return true })
 	j.right.All(func(bk bucketKey[K], _ []R) bool {
 		if len(j.left.Get(bk)) == 0 {
-			track(bk)
+			j.windows.Add(bk.slot, bk.key)
 		}
 		return true
 	})
-	slices.Sort(j.starts)
 	return nil
 }
 
@@ -228,7 +219,7 @@ func addToWindows[L, R any, K comparable, O any, T any](j *windowJoin[L, R, K, O
 		key := keyOf(rec.Value)
 		bk := bucketKey[K]{key: key, slot: start, hash: j.hash(key)}
 		if len(mine.Get(bk)) == 0 && !j.otherSideHas(s, bk) {
-			j.track(key, start) // the key's first record in the window
+			j.windows.Add(start, key) // the key's first record in the window
 		}
 		mine.Add(bk, rec.Value)
 	}
@@ -242,36 +233,19 @@ func (j *windowJoin[L, R, K, O]) otherSideHas(s int, bk bucketKey[K]) bool {
 	return len(j.left.Get(bk)) > 0
 }
 
-// track records that key got its first record in the window starting at
-// start. A new window is nearly always the newest: O(1) but for
-// out-of-order records.
-func (j *windowJoin[L, R, K, O]) track(key K, start int64) {
-	ks, ok := j.keys[start]
-	j.keys[start] = append(ks, key)
-	if ok {
-		return
-	}
-	if n := len(j.starts); n > 0 && j.starts[n-1] > start {
-		i, _ := slices.BinarySearch(j.starts, start)
-		j.starts = slices.Insert(j.starts, i, start)
-		return
-	}
-	j.starts = append(j.starts, start)
-}
-
 // ProcessWatermark fires every window whose last instant the watermark
 // reached, in event-time order (within a window, in the order its keys got
 // their first record), and emits their output in one batch.
 func (j *windowJoin[L, R, K, O]) ProcessWatermark(wm int64) error {
 	j.wm = wm
 	n := 0
-	for _, start := range j.starts {
+	for _, start := range j.windows.Starts() {
 		_, last := windowOf(start, j.size)
 		if last > wm {
 			break
 		}
 		n++
-		for _, key := range j.keys[start] {
+		for _, key := range j.windows.Keys(start) {
 			bk := bucketKey[K]{key: key, slot: start, hash: j.hash(key)}
 			ls, rs := j.left.Get(bk), j.right.Get(bk)
 			// The views stay valid after Clear: a list is never written in place.
@@ -283,9 +257,8 @@ func (j *windowJoin[L, R, K, O]) ProcessWatermark(wm int64) error {
 			j.firedAt = last
 			j.apply(key, window.Window{Start: start, End: satAdd(last, 1)}, ls, rs, j.emit)
 		}
-		delete(j.keys, start)
 	}
-	j.starts = slices.Delete(j.starts, 0, n)
+	j.windows.DropFirst(n)
 	if len(j.fired) == 0 {
 		return nil
 	}

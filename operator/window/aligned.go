@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ingest-engine/ingest/operator/internal/startkeys"
 	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/state"
 )
@@ -59,13 +60,10 @@ type alignedOp[T any, K comparable, A any, O any] struct {
 	// fired (here or in the subtask whose key groups a restore took); every
 	// such entry is in fired when the allowed lateness is positive.
 	fired *state.ValueState[windowKey[K], bool]
-	// starts are the starts of the windows with state, increasing; keys
-	// holds each one's keys.
-	// INVARIANT: (key, s) is an entry of accs if and only if s is in starts
-	// and key in keys[s] (once); every window in starts has its cleanup
-	// time after wm.
-	starts []int64
-	keys   map[int64][]K
+	// windows holds the keys of each window with state, by start.
+	// INVARIANT: (key, s) is an entry of accs if and only if windows lists
+	// key under s (once); every window in it has its cleanup time after wm.
+	windows startkeys.Index[K]
 }
 
 // alignedStateName is the state of the window slots, firedStateName that of
@@ -98,15 +96,10 @@ func (w *alignedOp[T, K, A, O]) Open(ctx *runtime.Context) error {
 	if err := w.adoptLegacy(ctx.State, kc, vc); err != nil {
 		return err
 	}
-	w.keys = map[int64][]K{}
 	w.accs.All(func(k windowKey[K], _ *slot[A]) bool {
-		if _, ok := w.keys[k.start]; !ok {
-			w.starts = append(w.starts, k.start)
-		}
-		w.keys[k.start] = append(w.keys[k.start], k.key)
+		w.windows.Add(k.start, k.key)
 		return true
 	})
-	slices.Sort(w.starts)
 	w.late.open(ctx, w.cfg.lateOutput)
 	// The restored watermark may be past the cleanup time of restored
 	// windows (allowed lateness shortened since the checkpoint): they go now.
@@ -222,7 +215,7 @@ func (w *alignedOp[T, K, A, O]) addToWindow(key K, h uint64, s int64, v T) {
 	if !ok {
 		sl = &slot[A]{acc: w.agg.Init(), epoch: w.cur}
 		w.accs.Update(k, sl)
-		w.track(key, s)
+		w.windows.Add(s, key)
 		if w.end(s)-1 <= w.wm {
 			w.fired.Update(k, true) // it fires below, within the allowed lateness
 		}
@@ -233,22 +226,6 @@ func (w *alignedOp[T, K, A, O]) addToWindow(key K, h uint64, s int64, v T) {
 	if w.end(s)-1 <= w.wm {
 		w.emit(key, s, sl) // within the allowed lateness: an updated result
 	}
-}
-
-// track records that key's window starting at s got state. A new window is
-// nearly always the newest, so this is O(1) but for out-of-order records.
-func (w *alignedOp[T, K, A, O]) track(key K, s int64) {
-	ks, ok := w.keys[s]
-	w.keys[s] = append(ks, key)
-	if ok {
-		return
-	}
-	if n := len(w.starts); n > 0 && w.starts[n-1] > s {
-		i, _ := slices.BinarySearch(w.starts, s)
-		w.starts = slices.Insert(w.starts, i, s)
-		return
-	}
-	w.starts = append(w.starts, s)
 }
 
 // ProcessWatermark fires every window whose MaxTimestamp the watermark
@@ -267,20 +244,22 @@ func (w *alignedOp[T, K, A, O]) ProcessWatermark(wm int64) error {
 // so results come out in the order of their times, and within a window in
 // the order its keys got state (as the timers fired that came before).
 func (w *alignedOp[T, K, A, O]) advanceTo(prev, wm int64) error {
-	kept := w.starts[:0]
-	for _, s := range w.starts {
+	dropped := 0 // cleanup times increase with the start: the dropped are the first
+	for _, s := range w.windows.Starts() {
 		maxTs := w.end(s) - 1
-		fire := maxTs <= wm && maxTs > prev
+		if maxTs > wm {
+			break
+		}
+		fire := maxTs > prev
 		drop := w.cleanupAt(s) <= wm
 		if fire || drop {
 			w.visit(s, fire, drop)
 		}
-		if !drop {
-			kept = append(kept, s)
+		if drop {
+			dropped++
 		}
 	}
-	clear(w.starts[len(kept):])
-	w.starts = kept
+	w.windows.DropFirst(dropped)
 	return nil
 }
 
@@ -288,7 +267,7 @@ func (w *alignedOp[T, K, A, O]) advanceTo(prev, wm int64) error {
 // at s.
 func (w *alignedOp[T, K, A, O]) visit(s int64, fire, drop bool) {
 	marks := w.fired.Len() > 0
-	for _, key := range w.keys[s] {
+	for _, key := range w.windows.Keys(s) {
 		k := windowKey[K]{key: key, start: s, hash: w.hash(key)}
 		if fire {
 			done := false
@@ -311,9 +290,6 @@ func (w *alignedOp[T, K, A, O]) visit(s int64, fire, drop bool) {
 				w.fired.Clear(k)
 			}
 		}
-	}
-	if drop {
-		delete(w.keys, s)
 	}
 }
 

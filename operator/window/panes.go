@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ingest-engine/ingest/operator/internal/startkeys"
 	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/state"
 )
@@ -23,7 +24,9 @@ import (
 // the key's due time only when it is due earlier.
 //
 // State: ValueState "pane-windows", key → *paneSet. The keys due at each
-// time are kept in memory (due, rebuilt from the sets' due times at Open):
+// time are kept in memory (due, rebuilt from the sets' due times at Open; a
+// key whose due time moves stays listed at the old one, an entry onDue
+// skips, since paneSet.timer no longer matches):
 // every key's windows end at the same times, so a timer per key (a map entry
 // and a heap item) only repeated what paneSet.timer records. Checkpoints of
 // earlier builds hold the sets as "windows" with a timer per key as
@@ -44,7 +47,7 @@ type paneOp[T any, K comparable, A any, O any] struct {
 	sets *state.ValueState[K, *paneSet[A]]
 	// due holds every key with a set under its set's timer.
 	// INVARIANT: for every key in sets, due lists key at set.timer.
-	due dueKeys[K]
+	due startkeys.Index[K]
 }
 
 // paneStateName is the state of the pane sets.
@@ -102,7 +105,7 @@ func (w *paneOp[T, K, A, O]) Open(ctx *runtime.Context) error {
 		ctx.State.DropState(legacyTimersName) // paneSet.timer records each key's
 	}
 	w.sets.All(func(k K, set *paneSet[A]) bool {
-		w.due.add(set.timer, k)
+		w.due.Add(set.timer, k)
 		return true
 	})
 	w.late.open(ctx, w.cfg.lateOutput)
@@ -196,7 +199,7 @@ func (w *paneOp[T, K, A, O]) add(key K, p int64, v T) {
 		set.panes[0] = pane[A]{start: p, acc: w.agg.Add(w.agg.Init(), v)}
 		w.sets.Update(key, set)
 		set.timer = w.dueAt(set)
-		w.due.add(set.timer, key)
+		w.due.Add(set.timer, key)
 		w.refire(key, set, p)
 		return
 	}
@@ -211,7 +214,7 @@ func (w *paneOp[T, K, A, O]) add(key K, p int64, v T) {
 			set.next = max(set.next, w.firstUnfired(w.wm))
 			if d := w.dueAt(set); d < set.timer {
 				set.timer = d // the entry at the old time is stale now
-				w.due.add(d, key)
+				w.due.Add(d, key)
 			}
 			w.refire(key, set, p)
 			return
@@ -288,14 +291,14 @@ func (w *paneOp[T, K, A, O]) onDue(key K, ts int64) error {
 	}
 	set.panes = slices.Delete(set.panes, 0, n)
 	set.timer = w.dueAt(set)
-	w.due.add(set.timer, key)
+	w.due.Add(set.timer, key)
 	return nil
 }
 
 // ProcessWatermark fires the keys due at or before wm.
 func (w *paneOp[T, K, A, O]) ProcessWatermark(wm int64) error {
 	w.wm = wm
-	if err := w.due.advance(wm, w.onDue); err != nil {
+	if err := w.due.Fire(wm, w.onDue); err != nil {
 		return err
 	}
 	return w.flush()

@@ -1,4 +1,4 @@
-package window
+package startkeys
 
 import (
 	"math/rand/v2"
@@ -6,22 +6,22 @@ import (
 	"testing"
 )
 
-// dueKeys fires keys in increasing time, in the order they were added
+// Fire fires keys in increasing time, in the order they were added
 // within a time, also keys added at a later time by a fire of the same
 // advance; nothing after wm fires, and everything fires exactly once.
-func TestDueKeys(t *testing.T) {
-	var d dueKeys[string]
-	d.add(30, "c")
-	d.add(10, "a")
-	d.add(20, "b1")
-	d.add(20, "b2")
-	d.add(40, "late")
+func TestIndex(t *testing.T) {
+	var d Index[string]
+	d.Add(30, "c")
+	d.Add(10, "a")
+	d.Add(20, "b1")
+	d.Add(20, "b2")
+	d.Add(40, "late")
 	var got []string
-	err := d.advance(30, func(k string, ts int64) error {
+	err := d.Fire(30, func(k string, ts int64) error {
 		got = append(got, k)
 		if k == "a" {
-			d.add(25, "from-a") // due within this advance
-			d.add(50, "after")  // beyond wm
+			d.Add(25, "from-a") // due within this advance
+			d.Add(50, "after")  // beyond wm
 		}
 		return nil
 	})
@@ -31,21 +31,21 @@ func TestDueKeys(t *testing.T) {
 	if want := []string{"a", "b1", "b2", "from-a", "c"}; !slices.Equal(got, want) {
 		t.Fatalf("fired %v, want %v", got, want)
 	}
-	if n := d.entries(); n != 2 {
+	if n := d.Entries(); n != 2 {
 		t.Fatalf("%d entries left, want 2 (late, after)", n)
 	}
 	got = nil
-	_ = d.advance(1<<62, func(k string, _ int64) error { got = append(got, k); return nil })
+	_ = d.Fire(1<<62, func(k string, _ int64) error { got = append(got, k); return nil })
 	if want := []string{"late", "after"}; !slices.Equal(got, want) {
 		t.Fatalf("then fired %v, want %v", got, want)
 	}
 }
 
 // Against a sorted reference: random adds, advances in random steps.
-func TestDueKeysOrderMatchesSorting(t *testing.T) {
+func TestIndexOrderMatchesSorting(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 9))
 	for range 200 {
-		var d dueKeys[int]
+		var d Index[int]
 		type item struct {
 			ts  int64
 			seq int
@@ -57,15 +57,15 @@ func TestDueKeysOrderMatchesSorting(t *testing.T) {
 		for range 200 {
 			if rng.IntN(3) > 0 {
 				ts := wm + 1 + rng.Int64N(50)
-				d.add(ts, seq)
+				d.Add(ts, seq)
 				pending = append(pending, item{ts, seq})
 				seq++
 				continue
 			}
 			wm += rng.Int64N(30)
-			_ = d.advance(wm, func(k int, ts int64) error { fired = append(fired, item{ts, k}); return nil })
+			_ = d.Fire(wm, func(k int, ts int64) error { fired = append(fired, item{ts, k}); return nil })
 		}
-		_ = d.advance(1<<62, func(k int, ts int64) error { fired = append(fired, item{ts, k}); return nil })
+		_ = d.Fire(1<<62, func(k int, ts int64) error { fired = append(fired, item{ts, k}); return nil })
 		slices.SortStableFunc(pending, func(a, b item) int {
 			if a.ts != b.ts {
 				return int(a.ts - b.ts)
