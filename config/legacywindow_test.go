@@ -68,31 +68,7 @@ func TestLegacyWindowCheckpointResumes(t *testing.T) {
 		{"legacy-sliding-windows", "legacy-sliding-windows", time.Second, 250 * time.Millisecond, "    kind: sliding\n    slide: 250ms\n"},
 	} {
 		t.Run(c.dir, func(t *testing.T) {
-			dir := t.TempDir()
-			if err := os.CopyFS(dir, os.DirFS(filepath.Join("testdata", c.dir))); err != nil {
-				t.Fatal(err)
-			}
-			path := filepath.Join(dir, "p.yaml")
-			if err := os.WriteFile(path, []byte(fmt.Sprintf(legacyWindowsYAML, c.pipeline, c.size, c.extra)), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			p, err := config.Load(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			if err := p.Stream.Run(ctx, p.RunOptions()); err != nil {
-				t.Fatalf("Run: %v", err)
-			}
-			lines, err := testkit.ReadCommitted(filepath.Join(dir, "out"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got []string
-			for _, l := range lines {
-				got = append(got, string(l.Text))
-			}
+			got := resumeGolden(t, c.dir, fmt.Sprintf(legacyWindowsYAML, c.pipeline, c.size, c.extra))
 			type kw struct{ key, start int64 }
 			count, sum := map[kw]int64{}, map[kw]int64{}
 			var order []kw
@@ -112,7 +88,6 @@ func TestLegacyWindowCheckpointResumes(t *testing.T) {
 				want = append(want, fmt.Sprintf(`{"key":%d,"window_start":%q,"window_end":%q,"count":%d,"sum":%d}`,
 					w.key, start.Format(time.RFC3339Nano), start.Add(c.size).Format(time.RFC3339Nano), count[w], sum[w]))
 			}
-			slices.Sort(got)
 			slices.Sort(want)
 			sameLines(t, "committed output after resuming the legacy checkpoint", got, want)
 		})
@@ -160,34 +135,7 @@ sinks:
 // A window join's checkpoint written by an earlier build resumes to the
 // exact output: every pair of each key's records in a window, once.
 func TestLegacyWindowJoinCheckpointResumes(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a pipeline")
-	}
-	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS(filepath.Join("testdata", "legacy-window-join"))); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "p.yaml")
-	if err := os.WriteFile(path, []byte(legacyWindowJoinYAML), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p, err := config.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := p.Stream.Run(ctx, p.RunOptions()); err != nil {
-		t.Fatalf("Run: %v", err)
-	}
-	lines, err := testkit.ReadCommitted(filepath.Join(dir, "out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, l := range lines {
-		got = append(got, string(l.Text))
-	}
+	got := resumeGolden(t, "legacy-window-join", legacyWindowJoinYAML)
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	type kw struct{ key, window int64 }
 	as := map[kw][]int64{}
@@ -201,7 +149,6 @@ func TestLegacyWindowJoinCheckpointResumes(t *testing.T) {
 			want = append(want, fmt.Sprintf(`{"key":%d,"a":%d,"b":%d}`, r.key, a, r.id))
 		}
 	}
-	slices.Sort(got)
 	slices.Sort(want)
 	sameLines(t, "committed output after resuming the legacy window join checkpoint", got, want)
 }
@@ -212,16 +159,37 @@ func TestLegacyWindowJoinCheckpointResumes(t *testing.T) {
 // join's pipeline above as an interval join (b from 0 to 100 ms after a),
 // stopped at checkpoint 30.
 func TestLegacyIntervalJoinCheckpointResumes(t *testing.T) {
+	src := strings.Replace(strings.Replace(legacyWindowJoinYAML, "legacy-window-join", "legacy-interval-join", 1),
+		"    kind: window\n", "    kind: interval\n", 1)
+	src = strings.Replace(src, "    size: 1s\n", "    lower: 0s\n    upper: 100ms\n", 1)
+	got := resumeGolden(t, "legacy-interval-join", src)
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	bs := datagenRecords(1500, 500, start, 2*time.Millisecond)
+	var want []string
+	for _, a := range datagenRecords(3000, 500, start, time.Millisecond) {
+		for _, b := range bs {
+			if a.key == b.key && b.time >= a.time && b.time <= a.time+int64(100*time.Millisecond) {
+				want = append(want, fmt.Sprintf(`{"key":%d,"a":%d,"b":%d}`, a.key, a.id, b.id))
+			}
+		}
+	}
+	slices.Sort(want)
+	sameLines(t, "committed output after resuming the legacy interval join checkpoint", got, want)
+}
+
+// resumeGolden copies testdata/<golden> (a checkpoint directory and the sink
+// directory of an earlier build's stopped run) to a new directory, runs the
+// pipeline src there to the end, and returns the committed output lines,
+// sorted.
+func resumeGolden(t *testing.T, golden, src string) []string {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("runs a pipeline")
 	}
 	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS(filepath.Join("testdata", "legacy-interval-join"))); err != nil {
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join("testdata", golden))); err != nil {
 		t.Fatal(err)
 	}
-	src := strings.Replace(strings.Replace(legacyWindowJoinYAML, "legacy-window-join", "legacy-interval-join", 1),
-		"    kind: window\n", "    kind: interval\n", 1)
-	src = strings.Replace(src, "    size: 1s\n", "    lower: 0s\n    upper: 100ms\n", 1)
 	path := filepath.Join(dir, "p.yaml")
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
@@ -239,21 +207,10 @@ func TestLegacyIntervalJoinCheckpointResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	for _, l := range lines {
-		got = append(got, string(l.Text))
-	}
-	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	bs := datagenRecords(1500, 500, start, 2*time.Millisecond)
-	var want []string
-	for _, a := range datagenRecords(3000, 500, start, time.Millisecond) {
-		for _, b := range bs {
-			if a.key == b.key && b.time >= a.time && b.time <= a.time+int64(100*time.Millisecond) {
-				want = append(want, fmt.Sprintf(`{"key":%d,"a":%d,"b":%d}`, a.key, a.id, b.id))
-			}
-		}
+	got := make([]string, len(lines))
+	for i, l := range lines {
+		got[i] = string(l.Text)
 	}
 	slices.Sort(got)
-	slices.Sort(want)
-	sameLines(t, "committed output after resuming the legacy interval join checkpoint", got, want)
+	return got
 }
