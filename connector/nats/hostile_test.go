@@ -627,6 +627,24 @@ func TestGapStreamRecreated(t *testing.T) {
 // A mirror records the sequences of its origin it does not hold (here: the
 // other subjects it filters out) as deleted ones, also while the source
 // reads it: they are not gaps (#12 item 4a, no false alarm).
+// mirrorOf creates a mirror of f's stream that holds the subject's messages
+// only, deleted when the test ends, and returns its name.
+func (f *fixture) mirrorOf(t *testing.T, subject string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	mirror := f.name + "_M"
+	if _, err := f.js.CreateStream(ctx, jetstream.StreamConfig{Name: mirror, Mirror: &jetstream.StreamSource{Name: f.name, FilterSubject: f.subject(subject)}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = f.js.DeleteStream(ctx, mirror)
+	})
+	return mirror
+}
+
 // The same with the mirror created, and the source opened on it, before
 // the origin has its messages: at the source's first look the mirror is
 // empty, and when messages arrive it begins at its first copied one, past
@@ -636,19 +654,8 @@ func TestGapStreamRecreated(t *testing.T) {
 func TestGapNoFalseAlarmMirrorEmptyAtOpen(t *testing.T) {
 	t.Parallel()
 	f := newStream(t, requireServer(t))
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	mirror := f.name + "_M"
-	if _, err := f.js.CreateStream(ctx, jetstream.StreamConfig{Name: mirror, Mirror: &jetstream.StreamSource{Name: f.name, FilterSubject: f.subject("ev.1")}}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = f.js.DeleteStream(ctx, mirror)
-	})
 	cfg := f.config()
-	cfg.Stream = mirror
+	cfg.Stream = f.mirrorOf(t, "ev.1")
 	st := open(t, eventSource(t, cfg), nil)
 	f.publishEvents(0, 400, 5)
 	st.readUntil(t, 100)
@@ -665,19 +672,8 @@ func TestGapNoFalseAlarmFilteredMirror(t *testing.T) {
 	t.Parallel()
 	f := newStream(t, requireServer(t))
 	f.publishEvents(0, 200, 5)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	mirror := f.name + "_M"
-	if _, err := f.js.CreateStream(ctx, jetstream.StreamConfig{Name: mirror, Mirror: &jetstream.StreamSource{Name: f.name, FilterSubject: f.subject("ev.1")}}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = f.js.DeleteStream(ctx, mirror)
-	})
 	cfg := f.config()
-	cfg.Stream = mirror
+	cfg.Stream = f.mirrorOf(t, "ev.1")
 	st := open(t, eventSource(t, cfg), nil)
 	st.readUntil(t, 50)
 	f.publishEvents(200, 400, 5)
