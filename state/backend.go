@@ -347,3 +347,41 @@ func (b *Backend) Schemas() []Schema {
 func (i *stateInfo) schema() Schema {
 	return Schema{Name: i.name, Kind: i.kind, Codecs: slices.Clone(i.codecs)}
 }
+
+// MoveRestoredValues moves the entries of the value state called name that
+// the backend restored and no registration claimed (an earlier layout of an
+// operator's state, read with kc and vc) into into, and drops it (see
+// DropState). Without such a state it does nothing. It runs in the
+// operator's Open, after into is registered.
+func MoveRestoredValues[K comparable, V any](b *Backend, name string, kc Codec[K], vc Codec[V], into *ValueState[K, V]) error {
+	if _, ok := b.restored[name]; !ok {
+		return nil
+	}
+	from, err := NewValueState(b, name, kc, vc)
+	if err != nil {
+		return err
+	}
+	from.All(func(k K, v V) bool {
+		into.Update(k, v)
+		return true
+	})
+	b.DropState(name)
+	return nil
+}
+
+// MoveRestoredLists is MoveRestoredValues for a list state.
+func MoveRestoredLists[K comparable, V any](b *Backend, name string, kc Codec[K], vc Codec[V], into *ListState[K, V]) error {
+	if _, ok := b.restored[name]; !ok {
+		return nil
+	}
+	from, err := NewListState(b, name, kc, vc)
+	if err != nil {
+		return err
+	}
+	from.All(func(k K, vs []V) bool {
+		into.Update(k, vs)
+		return true
+	})
+	b.DropState(name)
+	return nil
+}

@@ -343,3 +343,46 @@ func TestListStateAll(t *testing.T) {
 		t.Fatalf("%d lists left after clearing each during All", n)
 	}
 }
+
+// MoveRestoredValues and MoveRestoredLists move a restored, unclaimed state
+// into another and drop it; without one they do nothing.
+func TestMoveRestored(t *testing.T) {
+	b := fullBackend("op")
+	must(NewValueState(b, "old-v", StringCodec{}, Int64Codec{})).Update("a", 7)
+	ol := must(NewListState(b, "old-l", StringCodec{}, Int64Codec{}))
+	ol.Add("b", 1)
+	ol.Add("b", 2)
+	data := encode(t, b.Snapshot())
+
+	r := fullBackend("op")
+	if err := r.Restore(data); err != nil {
+		t.Fatal(err)
+	}
+	nv := must(NewValueState(r, "new-v", StringCodec{}, Int64Codec{}))
+	nl := must(NewListState(r, "new-l", StringCodec{}, Int64Codec{}))
+	if err := MoveRestoredValues(r, "old-v", Codec[string](StringCodec{}), Codec[int64](Int64Codec{}), nv); err != nil {
+		t.Fatal(err)
+	}
+	if err := MoveRestoredLists(r, "old-l", Codec[string](StringCodec{}), Codec[int64](Int64Codec{}), nl); err != nil {
+		t.Fatal(err)
+	}
+	if err := MoveRestoredValues(r, "never", Codec[string](StringCodec{}), Codec[int64](Int64Codec{}), nv); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := nv.Get("a"); !ok || v != 7 {
+		t.Fatalf("moved value: %d, %v", v, ok)
+	}
+	if l := nl.Get("b"); !slices.Equal(l, []int64{1, 2}) {
+		t.Fatalf("moved list: %v", l)
+	}
+	if u := r.Unclaimed(); len(u) != 0 {
+		t.Fatalf("unclaimed after moving: %v", u)
+	}
+	var names []string
+	for _, s := range r.Snapshot().Schemas() {
+		names = append(names, s.Name)
+	}
+	if !slices.Equal(names, []string{"new-l", "new-v"}) {
+		t.Fatalf("snapshot states %v, want only the new ones", names)
+	}
+}

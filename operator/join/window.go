@@ -139,14 +139,13 @@ func (j *windowJoin[L, R, K, O]) Open(ctx *runtime.Context) error {
 	if j.right, err = state.NewListState(ctx.State, "window-right", kc, j.codecR); err != nil {
 		return j.restoreError(err)
 	}
-	unclaimed := ctx.State.Unclaimed()
-	if err := adoptLegacyList(ctx.State, unclaimed, "left", kc, j.codecL, j.left); err != nil {
+	if err := state.MoveRestoredLists(ctx.State, "left", state.Codec[bucketKey[K]](kc), j.codecL, j.left); err != nil {
 		return j.restoreError(err)
 	}
-	if err := adoptLegacyList(ctx.State, unclaimed, "right", kc, j.codecR, j.right); err != nil {
+	if err := state.MoveRestoredLists(ctx.State, "right", state.Codec[bucketKey[K]](kc), j.codecR, j.right); err != nil {
 		return j.restoreError(err)
 	}
-	if slices.Contains(unclaimed, "window-timers") {
+	if slices.Contains(ctx.State.Unclaimed(), "window-timers") {
 		ctx.State.DropState("window-timers") // the windows' key lists replace them
 	}
 	j.left.All(func(bk bucketKey[K], _ []L) bool { j.windows.Add(bk.slot, bk.key); return true })
@@ -278,24 +277,5 @@ func (j *windowJoin[L, R, K, O]) NotifyComplete(int64) error { return nil }
 // Close reports the late records dropped.
 func (j *windowJoin[L, R, K, O]) Close() error {
 	j.late.report()
-	return nil
-}
-
-// adoptLegacyList moves the lists of a restored state called name (an
-// earlier build's) into into, and drops it.
-func adoptLegacyList[K comparable, V any](b *state.Backend, unclaimed []string, name string, kc bucketKeyCodec[K], vc state.Codec[V],
-	into *state.ListState[bucketKey[K], V]) error {
-	if !slices.Contains(unclaimed, name) {
-		return nil
-	}
-	legacy, err := state.NewListState(b, name, kc, vc)
-	if err != nil {
-		return err
-	}
-	legacy.All(func(k bucketKey[K], vs []V) bool {
-		into.Update(k, vs)
-		return true
-	})
-	b.DropState(name)
 	return nil
 }

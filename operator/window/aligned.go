@@ -111,19 +111,10 @@ func (w *alignedOp[T, K, A, O]) Open(ctx *runtime.Context) error {
 // and window into the aligned-windows state, and drops the timers, which the
 // watermark and the window starts replace.
 func (w *alignedOp[T, K, A, O]) adoptLegacy(b *state.Backend, kc windowKeyCodec[K], vc slotCodec[A]) error {
-	unclaimed := b.Unclaimed()
-	if slices.Contains(unclaimed, legacyStateName) {
-		legacy, err := state.NewValueState[windowKey[K], *slot[A]](b, legacyStateName, kc, vc)
-		if err != nil {
-			return restoreError(err)
-		}
-		legacy.All(func(k windowKey[K], sl *slot[A]) bool {
-			w.accs.Update(k, sl)
-			return true
-		})
-		b.DropState(legacyStateName)
+	if err := state.MoveRestoredValues(b, legacyStateName, state.Codec[windowKey[K]](kc), state.Codec[*slot[A]](vc), w.accs); err != nil {
+		return restoreError(err)
 	}
-	if slices.Contains(unclaimed, legacyTimersName) {
+	if slices.Contains(b.Unclaimed(), legacyTimersName) {
 		// A window that fired had its timer moved to its cleanup time.
 		legacy, err := state.NewTimers[K](b, legacyTimersName, w.keyCodec)
 		if err != nil {

@@ -89,19 +89,10 @@ func (w *paneOp[T, K, A, O]) Open(ctx *runtime.Context) error {
 	if w.sets, err = state.NewValueState[K, *paneSet[A]](ctx.State, paneStateName, w.keyCodec, vc); err != nil {
 		return restoreError(err)
 	}
-	unclaimed := ctx.State.Unclaimed()
-	if slices.Contains(unclaimed, legacyStateName) {
-		legacy, err := state.NewValueState[K, *paneSet[A]](ctx.State, legacyStateName, w.keyCodec, vc)
-		if err != nil {
-			return restoreError(err)
-		}
-		legacy.All(func(k K, set *paneSet[A]) bool {
-			w.sets.Update(k, set)
-			return true
-		})
-		ctx.State.DropState(legacyStateName)
+	if err := state.MoveRestoredValues(ctx.State, legacyStateName, w.keyCodec, state.Codec[*paneSet[A]](vc), w.sets); err != nil {
+		return restoreError(err)
 	}
-	if slices.Contains(unclaimed, legacyTimersName) {
+	if slices.Contains(ctx.State.Unclaimed(), legacyTimersName) {
 		ctx.State.DropState(legacyTimersName) // paneSet.timer records each key's
 	}
 	w.sets.All(func(k K, set *paneSet[A]) bool {
