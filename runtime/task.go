@@ -643,6 +643,7 @@ func (t *task) write(ctx context.Context, id int64, c capture, alignment time.Du
 	if c.keyed != nil {
 		st.States = stateSchemas(c.keyed.Schemas())
 		data, err := c.keyed.Encode()
+		c.keyed.Release() // encoded once: its tables may reclaim what it pinned
 		if err == nil {
 			err = failpoint.Inject("task/during-async-write")
 		}

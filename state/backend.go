@@ -81,8 +81,9 @@ type Backend struct {
 	// restoreCalled records that Restore ran (it may run once).
 	restoreCalled bool
 
-	// err is the first routing error: an access for a key outside
-	// kgRange. INVARIANT: once set it never changes.
+	// err is the first error of an access: a key outside kgRange, or a
+	// write a compact table could not take (see fail). INVARIANT: once set
+	// it never changes.
 	err error
 }
 
@@ -120,13 +121,22 @@ func (b *Backend) MaxParallelism() int { return b.maxParallelism }
 // KeyGroupRange returns the key groups this backend owns.
 func (b *Backend) KeyGroupRange() KeyGroupRange { return b.kgRange }
 
-// Err returns the first routing error: a state access for a key whose key
-// group is outside this backend's range, which means the record was routed to
-// the wrong subtask. The access was ignored (reads returned nothing, writes
-// were dropped), so state is no longer trustworthy: the runtime should check
-// Err after each batch and fail the job. Snapshots of a backend with an error
+// Err returns the first error of a state access: a key whose key group is
+// outside this backend's range, which means the record was routed to the
+// wrong subtask, or a write a NamespacedValueState's tables could not take
+// (one key group's table past its 4 GiB, or a value its codec could not read
+// back). The access was ignored (reads returned nothing, writes were
+// dropped), so state is no longer trustworthy: the runtime should check Err
+// after each batch and fail the job. Snapshots of a backend with an error
 // fail to encode.
 func (b *Backend) Err() error { return b.err }
+
+// fail records err as the backend's error unless one is recorded already.
+func (b *Backend) fail(err error) {
+	if b.err == nil {
+		b.err = err
+	}
+}
 
 // Unclaimed returns the names, sorted, of restored states that no
 // registration has claimed. After the operator's Open, a non-empty result
@@ -169,6 +179,14 @@ type registered interface {
 	load(p restoredPart) error
 }
 
+// loadedHook is implemented by states that finish their restore once every
+// key group is loaded (building an index over all key groups).
+type loadedHook interface{ loaded() }
+
+// releaser is implemented by frozen states that pin memory until the
+// snapshot is done with them (see Snapshot.Release).
+type releaser interface{ release() }
+
 // frozenState is a state's tables as of a Snapshot: immutable, so Encode may
 // read it from another goroutine.
 type frozenState interface {
@@ -210,6 +228,9 @@ func register[S registered](b *Backend, info *stateInfo, build func() (S, error)
 			if err := s.load(p); err != nil {
 				return zero, err
 			}
+		}
+		if h, ok := any(s).(loadedHook); ok {
+			h.loaded()
 		}
 		delete(b.restored, info.name)
 	}

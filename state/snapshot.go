@@ -67,6 +67,25 @@ type Snapshot struct {
 	// snapshots: Encode reserves about that much at once instead of growing
 	// the buffer by doubling.
 	sizeHint *atomic.Int64
+	// released is set by Release. INVARIANT: once set, Encode fails: the
+	// frozen tables may be reused.
+	released atomic.Bool
+}
+
+// Release tells the backend that the snapshot will not be encoded again,
+// so the compact tables (NamespacedValueState) can reclaim the versions only
+// it still pins. Call it after the last Encode, on any goroutine; Encode
+// fails afterwards. A snapshot never released costs memory, not
+// correctness: its tables keep every version written since, and never
+// compact.
+func (s *Snapshot) Release() {
+	if s.released.CompareAndSwap(false, true) {
+		for _, st := range s.states {
+			if r, ok := st.(releaser); ok {
+				r.release()
+			}
+		}
+	}
 }
 
 // Snapshot captures the backend's state for a checkpoint: the synchronous
@@ -109,7 +128,10 @@ func (b *Backend) Snapshot() *Snapshot {
 // error names the operator, state and key group.
 func (s *Snapshot) Encode() (out []byte, err error) {
 	if s.err != nil {
-		return nil, fmt.Errorf("state: operator %q: refusing to encode a snapshot of a backend with a routing error: %w", s.operator, s.err)
+		return nil, fmt.Errorf("state: operator %q: refusing to encode a snapshot of a backend with an access error: %w", s.operator, s.err)
+	}
+	if s.released.Load() {
+		return nil, fmt.Errorf("state: operator %q: Encode of a released snapshot", s.operator)
 	}
 	var (
 		cur *stateInfo // the state and key group being encoded, for errors

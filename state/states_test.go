@@ -178,7 +178,7 @@ func TestMisroutedKeyIsAStickyError(t *testing.T) {
 	if b.Err() != err {
 		t.Fatal("the first routing error was replaced")
 	}
-	if _, err := b.Snapshot().Encode(); err == nil || !strings.Contains(err.Error(), "routing error") {
+	if _, err := b.Snapshot().Encode(); err == nil || !strings.Contains(err.Error(), "routed to the wrong subtask") {
 		t.Fatalf("Encode of a backend with a routing error: %v", err)
 	}
 }

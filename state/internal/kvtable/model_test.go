@@ -358,6 +358,20 @@ func (d *driver) checkTable() {
 			d.fatalf("Get %x = %x, %v; model has %x, %v", k, v, ok, want, wok)
 		}
 	}
+	// The owner's iterator yields exactly the model's entries, each once.
+	seen := map[string]bool{}
+	for k, v := range d.tab.All() {
+		if seen[string(k)] {
+			d.fatalf("All yields %x twice", k)
+		}
+		seen[string(k)] = true
+		if want, ok := d.model[string(k)]; !ok || !bytes.Equal(v, want) {
+			d.fatalf("All has %x = %x; the model has %x (present %v)", k, v, want, ok)
+		}
+	}
+	if len(seen) != len(d.model) {
+		d.fatalf("All yields %d entries, want %d", len(seen), len(d.model))
+	}
 }
 
 // checkInvariants checks a table's structure: the Robin Hood order, entry

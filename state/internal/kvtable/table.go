@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"iter"
 	"math/bits"
 	"slices"
 	"sync/atomic"
@@ -494,4 +495,22 @@ func (t *Table) Freeze() *Frozen {
 	t.shared = true
 	t.frozenMark = t.end()
 	return f
+}
+
+// All returns an iterator over the table's entries, for the owner: each
+// (key, value) once, in slot order (which follows the keys' hashes, not
+// the order they were written). The slices alias the arena: they are valid
+// until the next write or Freeze and must not be modified. The table must
+// not be written during the iteration.
+func (t *Table) All() iter.Seq2[[]byte, []byte] {
+	return func(yield func(key, value []byte) bool) {
+		for _, s := range t.slots {
+			if s == 0 {
+				continue
+			}
+			if !yield(t.entry(slotAddr(s))) {
+				return
+			}
+		}
+	}
 }

@@ -1,0 +1,485 @@
+package state
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+
+	"github.com/ingest-engine/ingest/state/internal/kvtable"
+)
+
+// NamespacedValueState holds one value of type V per (namespace, key): the
+// state of an operator whose keys share an int64 namespace that comes and
+// goes for every key at once, such as a window's start. Create it with
+// NewNamespacedValueState. Like its Backend, it must be used only from the
+// task goroutine.
+//
+// Unlike ValueState, it keeps entries encoded, key bytes → value bytes, in
+// compact hash tables (package kvtable), one per key group and namespace: an
+// entry costs its encoded size plus about 20 bytes, holds no pointer the
+// garbage collector scans, and dropping a namespace (a window that fired)
+// frees its tables at once. Reading a value decodes it and writing one
+// encodes it, so the codecs run on every access: give it binary codecs, not
+// JSON. A value whose encoding keeps its length is rewritten in place.
+//
+// Keys are compared by their encoding: the key codec must be canonical
+// (equal keys encode to equal bytes, unequal ones to unequal bytes). The
+// value codec must decode what it encoded to an equal value.
+//
+// Copy-on-write: Snapshot freezes each table in O(1) (see kvtable.Table.
+// Freeze); a write afterwards copies only what it changes. The snapshot
+// must be released (Snapshot.Release) for the tables to reclaim the old
+// versions.
+//
+// In a snapshot, an entry is kc(key) ++ zigzag varint(namespace), then
+// vc(value): a ValueState whose key codec writes that encoding (a window's
+// (key, start) codec) holds the same bytes, so either restores the other's
+// checkpoints when the codec names match (see NewNamespacedValueState).
+type NamespacedValueState[K comparable, V any] struct {
+	keyRouter[K]
+	meta stateInfo
+	kc   Codec[K]
+	vc   Codec[V]
+	// into is vc as an IntoDecoder, or nil: Apply then decodes into
+	// scratch, reusing its memory, instead of allocating a value.
+	into    IntoDecoder[V]
+	scratch V
+	// groups holds the entries, by key group - Start.
+	groups []nsGroup
+	// spaces counts, per namespace, the key groups holding a table for it.
+	// INVARIANT: spaces[ns] is the number of groups g with g.tables[ns]
+	// present, and namespaces is the keys of spaces, increasing.
+	spaces     map[int64]int
+	namespaces []int64
+	// kbuf and vbuf are reused encoding buffers of the task goroutine.
+	kbuf, vbuf []byte
+}
+
+// nsGroup is one key group's entries.
+type nsGroup struct {
+	// tables holds the key group's entries per namespace.
+	// INVARIANT: no table in it is empty: a Clear that empties one removes
+	// it (and a namespace with no table is not listed).
+	tables map[int64]*kvtable.Table
+	// last caches the table of namespace lastNS: the records of a batch
+	// mostly go to one namespace (the newest window). INVARIANT: last is
+	// nil or tables[lastNS].
+	lastNS int64
+	last   *kvtable.Table
+}
+
+// IntoDecoder is implemented by codecs that can decode into an existing
+// value, reusing its memory (a slice's backing array): NamespacedValueState
+// then updates a value without allocating one. DecodeInto decodes one value
+// from the front of src into *dst and returns the bytes consumed, with the
+// same contract as Codec.Decode but that *dst, which the caller owns, may be
+// reused: no other value may share memory with it.
+type IntoDecoder[T any] interface {
+	DecodeInto(dst *T, src []byte) (n int, err error)
+}
+
+// NewNamespacedValueState registers (or returns, if this name is already
+// registered with the same types and codecs) the namespaced value state
+// called name, and loads its restored entries. keyName is the name
+// checkpoints record for the entry key encoding, kc(key) ++ zigzag
+// varint(namespace): it must change whenever the meaning of a namespace or
+// key does (a window's size); a ValueState whose key codec has that name and
+// writes that encoding reads and writes the same checkpoints. Errors are as
+// for NewValueState.
+func NewNamespacedValueState[K comparable, V any](b *Backend, name, keyName string, kc Codec[K], vc Codec[V]) (*NamespacedValueState[K, V], error) {
+	if err := checkCodecs(b, name, kc == nil, vc == nil); err != nil {
+		return nil, err
+	}
+	if keyName == "" {
+		return nil, fmt.Errorf("state: operator %q state %q: the key encoding's name is empty", b.operator, name)
+	}
+	info := &stateInfo{name: name, kind: KindValue, codecs: []string{keyName, vc.Name()}}
+	return register(b, info, func() (*NamespacedValueState[K, V], error) {
+		r, err := newKeyRouter[K](b, name)
+		if err != nil {
+			return nil, err
+		}
+		s := &NamespacedValueState[K, V]{keyRouter: r, meta: *info, kc: kc, vc: vc, groups: make([]nsGroup, r.n), spaces: map[int64]int{}}
+		s.into, _ = vc.(IntoDecoder[V])
+		return s, nil
+	})
+}
+
+// locate returns key's group, its hash and its encoding (in kbuf, valid
+// until the next call), or false when key is outside the backend's range
+// (the routing error is recorded).
+func (s *NamespacedValueState[K, V]) locate(key K) (*nsGroup, uint64, []byte, bool) {
+	h := s.hash(key)
+	i := KeyGroupFor(h, s.maxP) - s.start
+	if uint(i) >= uint(s.n) {
+		s.misrouted(key, i+s.start)
+		return nil, 0, nil, false
+	}
+	s.kbuf = s.kc.Append(s.kbuf[:0], key)
+	return &s.groups[i], h, s.kbuf, true
+}
+
+// table returns the group's table of ns, nil if it has none.
+func (g *nsGroup) table(ns int64) *kvtable.Table {
+	if g.last != nil && g.lastNS == ns {
+		return g.last
+	}
+	t := g.tables[ns]
+	if t != nil {
+		g.lastNS, g.last = ns, t
+	}
+	return t
+}
+
+// put stores an entry in g's table of ns, creating the table (and listing
+// the namespace) if needed.
+func (s *NamespacedValueState[K, V]) put(g *nsGroup, ns int64, h uint64, k, v []byte) {
+	t := g.table(ns)
+	if t == nil {
+		t = new(kvtable.Table)
+		if err := t.Put(h, k, v); err != nil {
+			s.fail(ns, err) // a new table stays empty: not installed
+			return
+		}
+		if g.tables == nil {
+			g.tables = map[int64]*kvtable.Table{}
+		}
+		g.tables[ns] = t
+		g.lastNS, g.last = ns, t
+		s.addSpace(ns)
+		return
+	}
+	if err := t.Put(h, k, v); err != nil {
+		s.fail(ns, err)
+	}
+}
+
+// addSpace counts a new table of ns.
+func (s *NamespacedValueState[K, V]) addSpace(ns int64) {
+	s.spaces[ns]++
+	if s.spaces[ns] > 1 {
+		return
+	}
+	if n := len(s.namespaces); n == 0 || s.namespaces[n-1] < ns {
+		s.namespaces = append(s.namespaces, ns) // the usual case: a newer window
+		return
+	}
+	i, _ := slices.BinarySearch(s.namespaces, ns)
+	s.namespaces = slices.Insert(s.namespaces, i, ns)
+}
+
+// removeTable forgets g's table of ns.
+func (s *NamespacedValueState[K, V]) removeTable(g *nsGroup, ns int64) {
+	delete(g.tables, ns)
+	if g.lastNS == ns {
+		g.last = nil
+	}
+	if s.spaces[ns]--; s.spaces[ns] == 0 {
+		delete(s.spaces, ns)
+		if i, ok := slices.BinarySearch(s.namespaces, ns); ok {
+			s.namespaces = slices.Delete(s.namespaces, i, i+1)
+		}
+	}
+}
+
+// fail records a write the tables could not take (or a value the codec
+// could not read back) as the backend's error: state is then incomplete, so
+// the runtime fails the job (see Backend.Err).
+func (s *NamespacedValueState[K, V]) fail(ns int64, err error) {
+	s.b.fail(fmt.Errorf("state: operator %q state %q namespace %d: %w", s.b.operator, s.name, ns, err))
+}
+
+// decode decodes a stored value into a new V.
+func (s *NamespacedValueState[K, V]) decode(ns int64, val []byte) (V, bool) {
+	v, n, err := s.vc.Decode(val)
+	if err == nil && n != len(val) {
+		err = fmt.Errorf("codec %s read %d of the %d bytes it wrote", s.vc.Name(), n, len(val))
+	}
+	if err != nil {
+		s.fail(ns, fmt.Errorf("decoding a stored value: %w", err))
+		var zero V
+		return zero, false
+	}
+	return v, true
+}
+
+// Get returns the value of key in namespace ns and whether it is set. The
+// value is freshly decoded: the caller may keep it.
+func (s *NamespacedValueState[K, V]) Get(ns int64, key K) (V, bool) {
+	var zero V
+	g, h, k, ok := s.locate(key)
+	if !ok {
+		return zero, false
+	}
+	t := g.table(ns)
+	if t == nil {
+		return zero, false
+	}
+	val, ok := t.Get(h, k)
+	if !ok {
+		return zero, false
+	}
+	return s.decode(ns, val)
+}
+
+// Update sets the value of key in namespace ns.
+func (s *NamespacedValueState[K, V]) Update(ns int64, key K, v V) {
+	g, h, k, ok := s.locate(key)
+	if !ok {
+		return
+	}
+	s.vbuf = s.vc.Append(s.vbuf[:0], v)
+	s.put(g, ns, h, k, s.vbuf)
+}
+
+// Apply replaces the value of key in namespace ns with f(value, found) (the
+// zero V and false when it has none), in one lookup: the read-modify-write
+// of an aggregate. The value f gets may reuse memory across calls (see
+// IntoDecoder): f may modify and return it but must not keep it, and must
+// not use the state.
+func (s *NamespacedValueState[K, V]) Apply(ns int64, key K, f func(v V, found bool) V) {
+	g, h, k, ok := s.locate(key)
+	if !ok {
+		return
+	}
+	t := g.table(ns)
+	if t == nil {
+		var zero V
+		s.vbuf = s.vc.Append(s.vbuf[:0], f(zero, false))
+		s.put(g, ns, h, k, s.vbuf)
+		return
+	}
+	val, found, err := t.Modify(h, k)
+	if err != nil {
+		s.fail(ns, err)
+		return
+	}
+	var v V
+	if found {
+		var n int
+		if s.into != nil {
+			n, err = s.into.DecodeInto(&s.scratch, val)
+			v = s.scratch
+		} else {
+			v, n, err = s.vc.Decode(val)
+		}
+		if err == nil && n != len(val) {
+			err = fmt.Errorf("codec %s read %d of the %d bytes it wrote", s.vc.Name(), n, len(val))
+		}
+		if err != nil {
+			s.fail(ns, fmt.Errorf("decoding a stored value: %w", err))
+			return
+		}
+	}
+	s.vbuf = s.vc.Append(s.vbuf[:0], f(v, found))
+	if found && len(s.vbuf) == len(val) {
+		copy(val, s.vbuf) // in place: Modify made the entry writable
+		return
+	}
+	if err := t.Put(h, k, s.vbuf); err != nil {
+		s.fail(ns, err)
+	}
+}
+
+// Clear removes the value of key in namespace ns.
+func (s *NamespacedValueState[K, V]) Clear(ns int64, key K) {
+	g, h, k, ok := s.locate(key)
+	if !ok {
+		return
+	}
+	if t := g.table(ns); t != nil && t.Delete(h, k) && t.Len() == 0 {
+		s.removeTable(g, ns)
+	}
+}
+
+// Namespaces returns the namespaces holding entries, increasing. The slice
+// is valid until the next write and must not be modified.
+func (s *NamespacedValueState[K, V]) Namespaces() []int64 { return s.namespaces }
+
+// Entries calls f for every key of namespace ns and its value, in
+// unspecified order (by key group, then by hash), until f returns false.
+// Keys and values are freshly decoded: f may keep them. f must not write
+// the state.
+func (s *NamespacedValueState[K, V]) Entries(ns int64, f func(K, V) bool) {
+	if s.spaces[ns] == 0 {
+		return
+	}
+	for i := range s.groups {
+		t := s.groups[i].tables[ns]
+		if t == nil {
+			continue
+		}
+		for kb, vb := range t.All() {
+			k, n, err := s.kc.Decode(kb)
+			if err == nil && n != len(kb) {
+				err = fmt.Errorf("codec %s read %d of the %d bytes it wrote", s.kc.Name(), n, len(kb))
+			}
+			if err != nil {
+				s.fail(ns, fmt.Errorf("decoding a stored key: %w", err))
+				return
+			}
+			v, ok := s.decode(ns, vb)
+			if !ok || !f(k, v) {
+				return
+			}
+		}
+	}
+}
+
+// DropNamespace removes every entry of namespace ns, in O(key groups): its
+// tables go to the garbage collector once no snapshot holds them.
+func (s *NamespacedValueState[K, V]) DropNamespace(ns int64) {
+	if s.spaces[ns] == 0 {
+		return
+	}
+	for i := range s.groups {
+		if g := &s.groups[i]; g.tables[ns] != nil {
+			s.removeTable(g, ns)
+		}
+	}
+}
+
+// Len returns the number of entries, in O(key groups × namespaces).
+func (s *NamespacedValueState[K, V]) Len() int {
+	n := 0
+	for i := range s.groups {
+		for _, t := range s.groups[i].tables {
+			n += t.Len()
+		}
+	}
+	return n
+}
+
+// Bytes returns the memory the state's tables hold (see
+// kvtable.Table.Bytes), not counting what only a snapshot still holds.
+func (s *NamespacedValueState[K, V]) Bytes() int {
+	n := 0
+	for i := range s.groups {
+		for _, t := range s.groups[i].tables {
+			n += t.Bytes()
+		}
+	}
+	return n
+}
+
+func (s *NamespacedValueState[K, V]) info() *stateInfo { return &s.meta }
+
+func (s *NamespacedValueState[K, V]) freeze() frozenState {
+	f := &frozenNamespaced{meta: &s.meta, groups: make([][]frozenSpace, len(s.groups)), counts: make([]int, len(s.groups))}
+	for i := range s.groups {
+		g := &s.groups[i]
+		if len(g.tables) == 0 {
+			continue
+		}
+		spaces := make([]frozenSpace, 0, len(g.tables))
+		for _, ns := range s.namespaces {
+			if t := g.tables[ns]; t != nil {
+				spaces = append(spaces, frozenSpace{ns: ns, view: t.Freeze()})
+				f.counts[i] += t.Len()
+			}
+		}
+		f.groups[i] = spaces
+	}
+	return f
+}
+
+// load installs one restored key group's entries: count × (kc(key) ++
+// zigzag varint(namespace), value). It writes only that key group's tables;
+// loaded then lists the namespaces.
+func (s *NamespacedValueState[K, V]) load(p restoredPart) error {
+	r := s.b.partReader(s.name, p)
+	g := &s.groups[p.kg-s.start]
+	var kb []byte
+	for range p.count {
+		k, err := readValue(r, s.kc, "key")
+		if err != nil {
+			return err
+		}
+		if err := s.checkKeyGroup(k, p.kg); err != nil {
+			return err
+		}
+		ns, err := r.varint("namespace")
+		if err != nil {
+			return err
+		}
+		raw := r.src
+		if _, err := readValue(r, s.vc, "value"); err != nil {
+			return err
+		}
+		raw = raw[:len(raw)-len(r.src)]
+		if g.tables == nil {
+			g.tables = map[int64]*kvtable.Table{}
+		}
+		t := g.tables[ns]
+		if t == nil {
+			t = new(kvtable.Table)
+			g.tables[ns] = t
+		}
+		// The key is stored re-encoded, so lookups, which encode, find it;
+		// the value as the snapshot holds it, which its codec just read.
+		kb = s.kc.Append(kb[:0], k)
+		if err := t.Put(s.hash(k), kb, raw); err != nil {
+			return r.corrupt("entries", err)
+		}
+	}
+	n := 0
+	for _, t := range g.tables {
+		n += t.Len()
+	}
+	return r.finish(n, p.count)
+}
+
+// loaded lists the namespaces of the restored tables, after every key group
+// is loaded (see register).
+func (s *NamespacedValueState[K, V]) loaded() {
+	clear(s.spaces)
+	for i := range s.groups {
+		for ns := range s.groups[i].tables {
+			s.spaces[ns]++
+		}
+	}
+	s.namespaces = slices.Sorted(func(yield func(int64) bool) {
+		for ns := range s.spaces {
+			if !yield(ns) {
+				return
+			}
+		}
+	})
+}
+
+// frozenNamespaced is a NamespacedValueState as of a Snapshot.
+type frozenNamespaced struct {
+	meta *stateInfo
+	// groups holds each key group's frozen tables, by namespace.
+	// INVARIANT: the views are not released before the snapshot is.
+	groups [][]frozenSpace
+	counts []int
+}
+
+// frozenSpace is one key group's table of one namespace, frozen.
+type frozenSpace struct {
+	ns   int64
+	view *kvtable.Frozen
+}
+
+func (f *frozenNamespaced) info() *stateInfo { return f.meta }
+func (f *frozenNamespaced) count(i int) int  { return f.counts[i] }
+func (f *frozenNamespaced) appendEntries(dst []byte, i int) []byte {
+	for _, sp := range f.groups[i] {
+		for k, v := range sp.view.All() {
+			dst = append(dst, k...)
+			dst = binary.AppendVarint(dst, sp.ns)
+			dst = append(dst, v...)
+		}
+	}
+	return dst
+}
+
+// release releases every frozen table (see Snapshot.Release).
+func (f *frozenNamespaced) release() {
+	for _, g := range f.groups {
+		for _, sp := range g {
+			sp.view.Release()
+		}
+	}
+}
