@@ -369,12 +369,13 @@ func (i *stateInfo) schema() Schema {
 	return Schema{Name: i.name, Kind: i.kind, Codecs: slices.Clone(i.codecs)}
 }
 
-// MoveRestoredValues moves the entries of the value state called name that
+// MoveRestoredValues passes each entry of the value state called name that
 // the backend restored and no registration claimed (an earlier layout of an
-// operator's state, read with kc and vc) into into, and drops it (see
-// DropState). Without such a state it does nothing. It runs in the
-// operator's Open, after into is registered.
-func MoveRestoredValues[K comparable, V any](b *Backend, name string, kc Codec[K], vc Codec[V], into *ValueState[K, V]) error {
+// operator's state, read with kc and vc) to put, which stores it in the
+// current layout (a ValueState's Update), and drops it (see DropState).
+// Without such a state it does nothing. It runs in the operator's Open,
+// after the states put writes are registered.
+func MoveRestoredValues[K comparable, V any](b *Backend, name string, kc Codec[K], vc Codec[V], put func(K, V)) error {
 	if _, ok := b.restored[name]; !ok {
 		return nil
 	}
@@ -383,7 +384,7 @@ func MoveRestoredValues[K comparable, V any](b *Backend, name string, kc Codec[K
 		return err
 	}
 	from.All(func(k K, v V) bool {
-		into.Update(k, v)
+		put(k, v)
 		return true
 	})
 	b.DropState(name)

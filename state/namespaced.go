@@ -232,53 +232,69 @@ func (s *NamespacedValueState[K, V]) Update(ns int64, key K, v V) {
 	s.put(g, ns, h, k, s.vbuf)
 }
 
-// Apply replaces the value of key in namespace ns with f(value, found) (the
-// zero V and false when it has none), in one lookup: the read-modify-write
-// of an aggregate. The value f gets may reuse memory across calls (see
+// Apply replaces the value of key in namespace ns with f(value, found), in
+// one lookup: the read-modify-write of an aggregate. When key has no value
+// there, f gets found false and init decoded (the encoding of the value a
+// new entry starts from, such as an empty accumulator; the zero V when init
+// is nil). The value f gets may reuse memory across calls (see
 // IntoDecoder): f may modify and return it but must not keep it, and must
 // not use the state.
-func (s *NamespacedValueState[K, V]) Apply(ns int64, key K, f func(v V, found bool) V) {
+func (s *NamespacedValueState[K, V]) Apply(ns int64, key K, init []byte, f func(v V, found bool) V) {
 	g, h, k, ok := s.locate(key)
 	if !ok {
 		return
 	}
 	t := g.table(ns)
-	if t == nil {
-		var zero V
-		s.vbuf = s.vc.Append(s.vbuf[:0], f(zero, false))
-		s.put(g, ns, h, k, s.vbuf)
-		return
+	var (
+		val   []byte
+		found bool
+		err   error
+	)
+	if t != nil {
+		if val, found, err = t.Modify(h, k); err != nil {
+			s.fail(ns, err)
+			return
+		}
 	}
-	val, found, err := t.Modify(h, k)
-	if err != nil {
-		s.fail(ns, err)
-		return
+	src := val
+	if !found {
+		src = init
 	}
 	var v V
-	if found {
-		var n int
-		if s.into != nil {
-			n, err = s.into.DecodeInto(&s.scratch, val)
-			v = s.scratch
-		} else {
-			v, n, err = s.vc.Decode(val)
-		}
-		if err == nil && n != len(val) {
-			err = fmt.Errorf("codec %s read %d of the %d bytes it wrote", s.vc.Name(), n, len(val))
-		}
-		if err != nil {
-			s.fail(ns, fmt.Errorf("decoding a stored value: %w", err))
+	if src != nil {
+		if v, ok = s.decodeReusing(ns, src); !ok {
 			return
 		}
 	}
 	s.vbuf = s.vc.Append(s.vbuf[:0], f(v, found))
-	if found && len(s.vbuf) == len(val) {
+	switch {
+	case found && len(s.vbuf) == len(val):
 		copy(val, s.vbuf) // in place: Modify made the entry writable
-		return
+	case t == nil:
+		s.put(g, ns, h, k, s.vbuf)
+	default:
+		if err := t.Put(h, k, s.vbuf); err != nil {
+			s.fail(ns, err)
+		}
 	}
-	if err := t.Put(h, k, s.vbuf); err != nil {
-		s.fail(ns, err)
+}
+
+// decodeReusing decodes src into the scratch value when the codec can
+// (IntoDecoder), else into a new one.
+func (s *NamespacedValueState[K, V]) decodeReusing(ns int64, src []byte) (V, bool) {
+	if s.into == nil {
+		return s.decode(ns, src)
 	}
+	n, err := s.into.DecodeInto(&s.scratch, src)
+	if err == nil && n != len(src) {
+		err = fmt.Errorf("codec %s read %d of the %d bytes it wrote", s.vc.Name(), n, len(src))
+	}
+	if err != nil {
+		s.fail(ns, fmt.Errorf("decoding a stored value: %w", err))
+		var zero V
+		return zero, false
+	}
+	return s.scratch, true
 }
 
 // Clear removes the value of key in namespace ns.

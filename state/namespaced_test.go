@@ -107,7 +107,11 @@ func TestNamespacedModel(t *testing.T) {
 					m[nsKey{ns, key}] = v
 				case op < 60:
 					add := value()
-					s.Apply(ns, key, func(old string, found bool) string {
+					var init []byte
+					if r.IntN(2) == 0 {
+						init = StringCodec{}.Append(nil, "")
+					}
+					s.Apply(ns, key, init, func(old string, found bool) string {
 						want, ok := m[nsKey{ns, key}]
 						if found != ok || old != want {
 							t.Fatalf("step %d: Apply(%d, %q) got %q, %v; want %q, %v", step, ns, key, old, found, want, ok)
@@ -361,7 +365,7 @@ func TestNamespacedMisrouted(t *testing.T) {
 			key = k
 		}
 	}
-	s.Apply(1, key, func(string, bool) string { return "x" })
+	s.Apply(1, key, nil, func(string, bool) string { return "x" })
 	s.Update(1, key, "x")
 	if s.Len() != 0 || b.Err() == nil || !strings.Contains(b.Err().Error(), "wrong subtask") {
 		t.Fatalf("misrouted writes: Len %d, Err %v", s.Len(), b.Err())

@@ -360,13 +360,13 @@ func TestMoveRestored(t *testing.T) {
 	}
 	nv := must(NewValueState(r, "new-v", StringCodec{}, Int64Codec{}))
 	nl := must(NewListState(r, "new-l", StringCodec{}, Int64Codec{}))
-	if err := MoveRestoredValues(r, "old-v", Codec[string](StringCodec{}), Codec[int64](Int64Codec{}), nv); err != nil {
+	if err := MoveRestoredValues(r, "old-v", Codec[string](StringCodec{}), Codec[int64](Int64Codec{}), nv.Update); err != nil {
 		t.Fatal(err)
 	}
 	if err := MoveRestoredLists(r, "old-l", Codec[string](StringCodec{}), Codec[int64](Int64Codec{}), nl); err != nil {
 		t.Fatal(err)
 	}
-	if err := MoveRestoredValues(r, "never", Codec[string](StringCodec{}), Codec[int64](Int64Codec{}), nv); err != nil {
+	if err := MoveRestoredValues(r, "never", Codec[string](StringCodec{}), Codec[int64](Int64Codec{}), nv.Update); err != nil {
 		t.Fatal(err)
 	}
 	if v, ok := nv.Get("a"); !ok || v != 7 {

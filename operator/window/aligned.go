@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/ingest-engine/ingest/operator/internal/startkeys"
 	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/state"
 )
@@ -17,27 +16,30 @@ import (
 // every s that is a multiple of slide (offset 0). Tumbling is the case
 // size == slide.
 //
-// State: ValueState "aligned-windows", one slot per (key, window start); a
-// record is added to every window it belongs to (size/slide of them).
+// State: "aligned-windows", a NamespacedValueState of accumulators by
+// (window start, key), in compact tables: one per key group and window, so
+// a window's state is dropped in O(key groups) when it goes. A record is
+// added to every window it belongs to (size/slide of them).
 //
 // No timers: every key's window [s, s+size) fires at the same watermark, its
 // MaxTimestamp, and goes at its cleanup time, MaxTimestamp + allowed
-// lateness. So the operator keeps, in memory (rebuilt from the state at
-// Open), the starts of the windows with state and each window's keys, and
-// when the watermark passes a window's MaxTimestamp or cleanup time it
-// visits that window's entries: a per-key timer cost a map entry and a heap
-// item per key and window, three times what a key in a list does.
+// lateness. So when the watermark passes a window's MaxTimestamp or cleanup
+// time the operator visits that window's entries, which the state lists by
+// start: a per-key timer cost a map entry and a heap item per key and
+// window.
 //
 // Whether a window fired follows from the watermark, which the checkpoint
 // restores with the state, except after a rescaling restore: the subtask
 // then takes the least watermark of the subtasks whose key groups it takes,
 // and a window another of them had fired would fire again. With no allowed
 // lateness that cannot happen (a window's state goes when it fires); with
-// allowed lateness, ValueState "aligned-windows-fired" marks the entries of
-// fired windows kept for late records, and firing skips them.
+// allowed lateness, "aligned-windows-fired" marks the entries of fired
+// windows kept for late records, and firing skips them.
 //
-// Checkpoints of earlier builds hold the slots as "windows" and a timer per
-// key and window as "window-timers": Open moves the first into
+// Both states' checkpoint entries are (key, start) → value, as the
+// ValueStates of earlier builds wrote them, so their checkpoints restore.
+// Checkpoints of still earlier builds hold the accumulators as "windows" and
+// a timer per key and window as "window-timers": Open moves the first into
 // "aligned-windows" and drops the second. (A build that expects those timers
 // refuses a checkpoint without them: its "aligned-windows" is state it does
 // not declare.)
@@ -52,18 +54,22 @@ type alignedOp[T any, K comparable, A any, O any] struct {
 	output      func(K, Window, A) O
 
 	// Set by Open.
-	hash func(K) uint64
-	accs *state.ValueState[windowKey[K], *slot[A]]
+	// accs holds the accumulators by (window start, key).
+	accs *state.NamespacedValueState[K, A]
 	// fired marks the entries of windows that fired and are kept for the
 	// allowed lateness.
-	// INVARIANT: (key, s) is in fired only if it is in accs and its window
+	// INVARIANT: (s, key) is in fired only if it is in accs and its window
 	// fired (here or in the subtask whose key groups a restore took); every
 	// such entry is in fired when the allowed lateness is positive.
-	fired *state.ValueState[windowKey[K], bool]
-	// windows holds the keys of each window with state, by start.
-	// INVARIANT: (key, s) is an entry of accs if and only if windows lists
-	// key under s (once); every window in it has its cleanup time after wm.
-	windows startkeys.Index[K]
+	fired *state.NamespacedValueState[K, bool]
+	// add is the update Apply makes for a record, bound once so that a
+	// record allocates no closure: it adds adding to the accumulator (from
+	// empty, the encoded empty accumulator, if the entry is new, which it
+	// records in created).
+	add     func(acc A, found bool) A
+	empty   []byte
+	adding  T
+	created bool
 }
 
 // alignedStateName is the state of the window slots, firedStateName that of
@@ -81,25 +87,27 @@ func (w *alignedOp[T, K, A, O]) Open(ctx *runtime.Context) error {
 	w.wm = ctx.Watermark()
 	w.cur = 1
 	w.lateness = int64(w.cfg.lateness)
-	var err error
-	if w.hash, err = state.Hasher[K](); err != nil {
+	hash, err := state.Hasher[K]()
+	if err != nil {
 		return err
 	}
-	kc := windowKeyCodec[K]{key: w.keyCodec, hash: w.hash, size: time.Duration(w.size), slide: time.Duration(w.slide)}
-	vc := slotCodec[A]{w.agg.Codec}
-	if w.accs, err = state.NewValueState[windowKey[K], *slot[A]](ctx.State, alignedStateName, kc, vc); err != nil {
+	kc := windowKeyCodec[K]{key: w.keyCodec, hash: hash, size: time.Duration(w.size), slide: time.Duration(w.slide)}
+	if w.accs, err = state.NewNamespacedValueState(ctx.State, alignedStateName, kc.Name(), w.keyCodec, w.agg.Codec); err != nil {
 		return restoreError(err)
 	}
-	if w.fired, err = state.NewValueState[windowKey[K], bool](ctx.State, firedStateName, kc, state.BoolCodec{}); err != nil {
+	if w.fired, err = state.NewNamespacedValueState[K, bool](ctx.State, firedStateName, kc.Name(), w.keyCodec, state.BoolCodec{}); err != nil {
 		return restoreError(err)
 	}
-	if err := w.adoptLegacy(ctx.State, kc, vc); err != nil {
+	if err := w.adoptLegacy(ctx.State, kc); err != nil {
 		return err
 	}
-	w.accs.All(func(k windowKey[K], _ *slot[A]) bool {
-		w.windows.Add(k.start, k.key)
-		return true
-	})
+	// A new entry starts from the empty accumulator decoded, into reused
+	// memory when the codec can (state.IntoDecoder): no Init per new key.
+	w.empty = w.agg.Codec.Append(nil, w.agg.Init())
+	w.add = func(acc A, found bool) A {
+		w.created = !found
+		return w.agg.Add(acc, w.adding)
+	}
 	w.late.open(ctx, w.cfg.lateOutput)
 	// The restored watermark may be past the cleanup time of restored
 	// windows (allowed lateness shortened since the checkpoint): they go now.
@@ -107,11 +115,12 @@ func (w *alignedOp[T, K, A, O]) Open(ctx *runtime.Context) error {
 	return w.advanceTo(w.wm, w.wm)
 }
 
-// adoptLegacy moves the slots of a checkpoint written with a timer per key
-// and window into the aligned-windows state, and drops the timers, which the
-// watermark and the window starts replace.
-func (w *alignedOp[T, K, A, O]) adoptLegacy(b *state.Backend, kc windowKeyCodec[K], vc slotCodec[A]) error {
-	if err := state.MoveRestoredValues(b, legacyStateName, state.Codec[windowKey[K]](kc), state.Codec[*slot[A]](vc), w.accs); err != nil {
+// adoptLegacy moves the accumulators of a checkpoint written with a timer
+// per key and window into the aligned-windows state, and drops the timers,
+// which the watermark and the window starts replace.
+func (w *alignedOp[T, K, A, O]) adoptLegacy(b *state.Backend, kc windowKeyCodec[K]) error {
+	move := func(k windowKey[K], sl *slot[A]) { w.accs.Update(k.start, k.key, sl.acc) }
+	if err := state.MoveRestoredValues(b, legacyStateName, state.Codec[windowKey[K]](kc), state.Codec[*slot[A]](slotCodec[A]{w.agg.Codec}), move); err != nil {
 		return restoreError(err)
 	}
 	if slices.Contains(b.Unclaimed(), legacyTimersName) {
@@ -122,8 +131,8 @@ func (w *alignedOp[T, K, A, O]) adoptLegacy(b *state.Backend, kc windowKeyCodec[
 		}
 		if err := legacy.Advance(runtime.MaxWatermark, func(key K, s, ts int64) error {
 			if ts > w.end(s)-1 {
-				if k := (windowKey[K]{key: key, start: s, hash: w.hash(key)}); w.hasEntry(k) {
-					w.fired.Update(k, true)
+				if _, ok := w.accs.Get(s, key); ok {
+					w.fired.Update(s, key, true)
 				}
 			}
 			return nil
@@ -133,11 +142,6 @@ func (w *alignedOp[T, K, A, O]) adoptLegacy(b *state.Backend, kc windowKeyCodec[
 		b.DropState(legacyTimersName)
 	}
 	return nil
-}
-
-func (w *alignedOp[T, K, A, O]) hasEntry(k windowKey[K]) bool {
-	_, ok := w.accs.Get(k)
-	return ok
 }
 
 // restoreError explains a restored state that does not fit the window.
@@ -169,14 +173,13 @@ func (w *alignedOp[T, K, A, O]) ProcessBatch(_ int, r runtime.Records) error {
 			continue
 		}
 		key := w.key(rec.Value)
-		h := w.hash(key)
 		if w.size <= w.slide {
-			w.addToWindow(key, h, last, rec.Value) // tumbling: t's only window
+			w.addToWindow(key, last, rec.Value) // tumbling: t's only window
 		} else {
 			// The windows holding t start at last - i*slide > t - size.
 			for i := (w.size - (t - last) - 1) / w.slide; i >= 0; i-- {
 				if s := last - i*w.slide; w.cleanupAt(s) > w.wm {
-					w.addToWindow(key, h, s, rec.Value)
+					w.addToWindow(key, s, rec.Value)
 				}
 			}
 		}
@@ -187,35 +190,21 @@ func (w *alignedOp[T, K, A, O]) ProcessBatch(_ int, r runtime.Records) error {
 	return w.flush()
 }
 
-// own returns sl ready to be written: sl itself when it belongs to the
-// current epoch, else a copy stored in its place under k.
-func (w *alignedOp[T, K, A, O]) own(k windowKey[K], sl *slot[A]) *slot[A] {
-	if sl.epoch == w.cur {
-		return sl
-	}
-	sl = &slot[A]{acc: w.agg.clone(sl.acc), epoch: w.cur}
-	w.accs.Update(k, sl)
-	return sl
-}
-
-// addToWindow adds v to key's window starting at s, whose
-// cleanup time has not passed. A window that already fired fires again.
-func (w *alignedOp[T, K, A, O]) addToWindow(key K, h uint64, s int64, v T) {
-	k := windowKey[K]{key: key, start: s, hash: h}
-	sl, ok := w.accs.Get(k)
-	if !ok {
-		sl = &slot[A]{acc: w.agg.Init(), epoch: w.cur}
-		w.accs.Update(k, sl)
-		w.windows.Add(s, key)
-		if w.end(s)-1 <= w.wm {
-			w.fired.Update(k, true) // it fires below, within the allowed lateness
-		}
-	} else {
-		sl = w.own(k, sl)
-	}
-	sl.acc = w.agg.Add(sl.acc, v)
+// addToWindow adds v to key's window starting at s, whose cleanup time has
+// not passed. A window that already fired fires again.
+func (w *alignedOp[T, K, A, O]) addToWindow(key K, s int64, v T) {
+	w.adding, w.created = v, false
+	w.accs.Apply(s, key, w.empty, w.add)
+	var zero T
+	w.adding = zero // the record is not kept
 	if w.end(s)-1 <= w.wm {
-		w.emit(key, s, sl) // within the allowed lateness: an updated result
+		// Within the allowed lateness: an updated result.
+		if w.created {
+			w.fired.Update(s, key, true)
+		}
+		if acc, ok := w.accs.Get(s, key); ok {
+			w.emit(key, s, acc)
+		}
 	}
 }
 
@@ -232,65 +221,68 @@ func (w *alignedOp[T, K, A, O]) ProcessWatermark(wm int64) error {
 
 // advanceTo fires the windows whose MaxTimestamp is in (prev, wm] and drops
 // those whose cleanup time is at or before wm, in increasing order of start,
-// so results come out in the order of their times, and within a window in
-// the order its keys got state (as the timers fired that came before).
+// so results come out in the order of their times.
 func (w *alignedOp[T, K, A, O]) advanceTo(prev, wm int64) error {
-	dropped := 0 // cleanup times increase with the start: the dropped are the first
-	for _, s := range w.windows.Starts() {
+	for i := 0; ; {
+		starts := w.accs.Namespaces() // visit may drop starts[i]: read it again
+		if i >= len(starts) {
+			return nil
+		}
+		s := starts[i]
 		maxTs := w.end(s) - 1
 		if maxTs > wm {
-			break
+			return nil
 		}
 		fire := maxTs > prev
 		drop := w.cleanupAt(s) <= wm
 		if fire || drop {
-			w.visit(s, fire, drop)
+			if err := w.visit(s, fire, drop); err != nil {
+				return err
+			}
 		}
-		if drop {
-			dropped++
+		if !drop {
+			i++
 		}
 	}
-	w.windows.DropFirst(dropped)
-	return nil
 }
 
 // visit emits (fire) and removes (drop) the entries of the window starting
-// at s.
-func (w *alignedOp[T, K, A, O]) visit(s int64, fire, drop bool) {
-	marks := w.fired.Len() > 0
-	for _, key := range w.windows.Keys(s) {
-		k := windowKey[K]{key: key, start: s, hash: w.hash(key)}
-		if fire {
-			done := false
+// at s. It emits the results in batches of runtime.DefaultBatchSize as it
+// goes, so a window of millions of keys never holds all its results at once.
+func (w *alignedOp[T, K, A, O]) visit(s int64, fire, drop bool) error {
+	var err error
+	if fire {
+		marks := w.fired.Len() > 0
+		w.accs.Entries(s, func(key K, acc A) bool {
 			if marks {
-				_, done = w.fired.Get(k)
-			}
-			if !done {
-				if sl, ok := w.accs.Get(k); ok {
-					w.emit(key, s, sl)
-				}
-				if !drop {
-					w.fired.Update(k, true)
-					marks = true
+				if _, done := w.fired.Get(s, key); done {
+					return true
 				}
 			}
-		}
-		if drop {
-			w.accs.Clear(k)
-			if marks {
-				w.fired.Clear(k)
+			w.emit(key, s, acc)
+			if !drop {
+				w.fired.Update(s, key, true)
+				marks = true
 			}
-		}
+			if len(w.results) >= runtime.DefaultBatchSize {
+				err = w.flush()
+			}
+			return err == nil
+		})
 	}
+	if err != nil {
+		return err
+	}
+	if drop {
+		w.accs.DropNamespace(s)
+		w.fired.DropNamespace(s)
+	}
+	return nil
 }
 
-// emit appends key's window starting at s with the accumulator in sl to the
-// results. The output function may keep a reference to the accumulator, so sl
-// is no longer written in place.
-func (w *alignedOp[T, K, A, O]) emit(key K, s int64, sl *slot[A]) {
+// emit appends key's window starting at s with accumulator acc, which the
+// state decoded for it (the output function may keep it), to the results.
+func (w *alignedOp[T, K, A, O]) emit(key K, s int64, acc A) {
 	end := w.end(s)
-	w.results = append(w.results, runtime.Record[O]{Value: w.output(key, Window{Start: s, End: end}, sl.acc), Time: end - 1})
-	if sl.epoch == w.cur {
-		sl.epoch = 0
-	}
+	w.results = append(w.results, runtime.Record[O]{Value: w.output(key, Window{Start: s, End: end}, acc), Time: end - 1})
 }

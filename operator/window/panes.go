@@ -89,7 +89,7 @@ func (w *paneOp[T, K, A, O]) Open(ctx *runtime.Context) error {
 	if w.sets, err = state.NewValueState[K, *paneSet[A]](ctx.State, paneStateName, w.keyCodec, vc); err != nil {
 		return restoreError(err)
 	}
-	if err := state.MoveRestoredValues(ctx.State, legacyStateName, w.keyCodec, state.Codec[*paneSet[A]](vc), w.sets); err != nil {
+	if err := state.MoveRestoredValues(ctx.State, legacyStateName, w.keyCodec, state.Codec[*paneSet[A]](vc), w.sets.Update); err != nil {
 		return restoreError(err)
 	}
 	if slices.Contains(ctx.State.Unclaimed(), legacyTimersName) {

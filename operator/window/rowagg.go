@@ -291,43 +291,68 @@ func (rc rowAccCodec) Append(dst []byte, acc RowAcc) []byte {
 var errAccTruncated = errors.New("window accumulator: truncated input")
 
 func (rc rowAccCodec) Decode(src []byte) (RowAcc, int, error) {
+	var acc RowAcc
+	n, err := rc.decode(&acc, src, false)
+	if err != nil {
+		return nil, 0, err
+	}
+	return acc, n, nil
+}
+
+// DecodeInto decodes into *dst, reusing its cells when it has room
+// (state.IntoDecoder): a window's state then updates an accumulator
+// without allocating one. The sets of count_distinct cells are new maps.
+func (rc rowAccCodec) DecodeInto(dst *RowAcc, src []byte) (int, error) {
+	return rc.decode(dst, src, true)
+}
+
+// decode decodes one RowAcc into *dst: into its cells when reuse is set and
+// they are enough, else into new ones. On error *dst is unspecified.
+func (rc rowAccCodec) decode(dst *RowAcc, src []byte, reuse bool) (int, error) {
 	l, n := binary.Uvarint(src)
 	if n <= 0 || l > uint64(len(src)) {
-		return nil, 0, errAccTruncated
+		return 0, errAccTruncated
 	}
 	if rc.distinct != nil && l != uint64(len(rc.distinct)) {
-		return nil, 0, fmt.Errorf("window accumulator: %d cells, want %d", l, len(rc.distinct))
+		return 0, fmt.Errorf("window accumulator: %d cells, want %d", l, len(rc.distinct))
 	}
-	acc := make(RowAcc, l)
+	acc := *dst
+	if reuse && uint64(cap(acc)) >= l {
+		acc = acc[:l]
+		clear(acc)
+	} else {
+		acc = make(RowAcc, l)
+	}
+	*dst = acc
 	for i := range acc {
 		var m int
 		if acc[i].count, m = binary.Varint(src[n:]); m <= 0 {
-			return nil, 0, errAccTruncated
+			return 0, errAccTruncated
 		}
 		n += m
 		if acc[i].sumI, m = binary.Varint(src[n:]); m <= 0 {
-			return nil, 0, errAccTruncated
+			return 0, errAccTruncated
 		}
 		n += m
 		if len(src[n:]) < 8 {
-			return nil, 0, errAccTruncated
+			return 0, errAccTruncated
 		}
 		acc[i].sumF = math.Float64frombits(binary.LittleEndian.Uint64(src[n:]))
 		n += 8
 		v, m, err := row.ValueCodec{}.Decode(src[n:])
 		if err != nil {
-			return nil, 0, err
+			return 0, err
 		}
 		acc[i].v = v
 		n += m
 		if rc.distinct != nil && rc.distinct[i] {
 			if acc[i].set, m, err = decodeValueSet(src[n:]); err != nil {
-				return nil, 0, err
+				return 0, err
 			}
 			n += m
 		}
 	}
-	return acc, n, nil
+	return n, nil
 }
 
 // decodeValueSet decodes a uvarint count followed by that many distinct values.

@@ -47,6 +47,13 @@ func (c config) chunksMax() int {
 	return c.maxChunks
 }
 
+func (c config) offHeapFrom() int {
+	if c.offHeapMin == 0 {
+		return defaultOffHeapMin
+	}
+	return c.offHeapMin
+}
+
 func (c config) compactMin() int {
 	if c.minCompact == 0 {
 		return defaultMinCompact
@@ -156,7 +163,14 @@ func (t *Table) newChunk(size int) error {
 	n := max(min(t.chunkBytes/8, t.cfg.chunkMax()), t.cfg.chunkMin())
 	n = roundChunk(n)
 	n = max(min(n, t.cfg.chunkMax()), size)
-	t.chunks = append(t.chunks, make([]byte, n))
+	var c []byte
+	if n >= t.cfg.offHeapFrom() {
+		c, _ = t.mapChunk(n)
+	}
+	if c == nil {
+		c = make([]byte, n)
+	}
+	t.chunks = append(t.chunks, c)
 	t.chunkBytes += n
 	t.fill = 0
 	return nil
@@ -210,9 +224,11 @@ func (t *Table) slide() {
 			sp += size
 		}
 	}
-	// Drop the chunks after the destination, for the garbage collector.
+	// Drop the chunks after the destination: unmapped, or for the garbage
+	// collector.
 	for i := dc + 1; i < len(t.chunks); i++ {
 		t.chunkBytes -= len(t.chunks[i])
+		t.dropChunk(t.chunks[i])
 		t.chunks[i] = nil
 	}
 	t.chunks = t.chunks[:dc+1]

@@ -130,6 +130,7 @@ func newDriver(tb testing.TB, src source) *driver {
 		maxChunk:   []int{64, 128, 1024}[src.intn(3)],
 		maxChunks:  []int{0, 0, 0, 6}[src.intn(4)],
 		minCompact: []int{1, 64, 0}[src.intn(3)],
+		offHeapMin: []int{1, 64, 0}[src.intn(3)], // off the heap: every chunk, some, none
 	}
 	d.desc = fmt.Sprintf("hash %s, config %+v", h.name, d.tab.cfg)
 	seen := map[string]bool{}
@@ -392,6 +393,19 @@ func (ck *checker) check(t *Table) error {
 	}
 	clear(ck.starts)
 	clear(ck.refs)
+	if t.off != nil {
+		// Off-heap bookkeeping: exactly the table's mapped chunks, each
+		// once (a dropped one unmapped and forgotten).
+		mapped := 0
+		for _, c := range t.chunks {
+			if _, ok := t.off.chunks[&c[0]]; ok {
+				mapped++
+			}
+		}
+		if mapped != len(t.off.chunks) {
+			return fmt.Errorf("%d chunks registered off the heap, %d of them still the table's", len(t.off.chunks), mapped)
+		}
+	}
 	ns := len(t.slots)
 	if ns != 0 && (ns < minSlots || ns&(ns-1) != 0 || 1<<(32-int(t.shift)) != ns) {
 		return fmt.Errorf("slot array of %d slots, shift %d", ns, t.shift)

@@ -19,7 +19,7 @@ import (
 func TestConcurrentFrozen(t *testing.T) {
 	const keys = 4000
 	var tab Table
-	tab.cfg = config{minChunk: 256, maxChunk: 4096, minCompact: 256} // many chunks, frequent compaction
+	tab.cfg = config{minChunk: 256, maxChunk: 4096, minCompact: 256, offHeapMin: 1024} // many chunks, frequent compaction, most off the heap
 	var kb [8]byte
 	val := func(dst []byte, round, k int64) []byte {
 		dst = binary.LittleEndian.AppendUint64(dst[:0], uint64(round))

@@ -103,7 +103,10 @@ type Table struct {
 	chunkBytes int
 	// compactions counts compactions, for tests and statistics.
 	compactions int
-	cfg         config
+	// off holds the chunks mapped outside the Go heap; nil until the
+	// first (see offHeap).
+	off *offHeap
+	cfg config
 }
 
 // config holds the arena's geometry. A zero field means the default; tests
@@ -111,6 +114,8 @@ type Table struct {
 // compaction in a few operations.
 type config struct {
 	minChunk, maxChunk, maxChunks, minCompact int
+	// offHeapMin is the smallest chunk mapped off the heap.
+	offHeapMin int
 }
 
 // tagOf returns the 32-bit tag of a caller-supplied hash: the high half of
