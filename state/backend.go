@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
+	"sync"
 	"sync/atomic"
 )
 
@@ -176,11 +178,17 @@ type registered interface {
 	freeze() frozenState
 	// load installs one restored key group's entries. It runs during
 	// registration, before the state is used.
+	//
+	// load may be called concurrently for different key groups of one
+	// state; it must write only that key group's data (its table index,
+	// p.kg - Start, and what only that table references). Anything that
+	// spans key groups (a count, a queue, an index) is built by loaded.
 	load(p restoredPart) error
 }
 
 // loadedHook is implemented by states that finish their restore once every
-// key group is loaded (building an index over all key groups).
+// key group is loaded (building an index over all key groups). loaded runs
+// on the registering goroutine after every load has returned.
 type loadedHook interface{ loaded() }
 
 // releaser is implemented by frozen states that pin memory until the
@@ -199,7 +207,7 @@ type frozenState interface {
 
 // register returns the state named info.name: the one already registered if
 // it has the same kind, Go types and codecs, else a new one from build, with
-// its restored entries (if any) loaded.
+// its restored entries (if any) loaded (see loadParts).
 func register[S registered](b *Backend, info *stateInfo, build func() (S, error)) (S, error) {
 	var zero S
 	if info.name == "" {
@@ -221,13 +229,8 @@ func register[S registered](b *Backend, info *stateInfo, build func() (S, error)
 			return zero, fmt.Errorf("%w: operator %q state %q: the snapshot holds a %v, the operator registers a %v",
 				ErrStateMismatch, b.operator, info.name, &r.meta, info)
 		}
-		for _, p := range r.parts {
-			if p.count == 0 {
-				continue
-			}
-			if err := s.load(p); err != nil {
-				return zero, err
-			}
+		if err := loadParts(s, r.parts); err != nil {
+			return zero, err
 		}
 		if h, ok := any(s).(loadedHook); ok {
 			h.loaded()
@@ -236,6 +239,95 @@ func register[S registered](b *Backend, info *stateInfo, build func() (S, error)
 	}
 	b.states[info.name] = s
 	return s, nil
+}
+
+// parallelRestoreMinEntries is the number of restored entries of a state
+// from which loadParts decodes on several goroutines: below it, starting
+// them costs more than it saves.
+const parallelRestoreMinEntries = 4096
+
+// restoreWorkers bounds the goroutines loadParts decodes one state with:
+// GOMAXPROCS. It is a variable so tests and benchmarks can compare the
+// parallel path with the sequential one (1).
+var restoreWorkers = func() int { return runtime.GOMAXPROCS(0) }
+
+// loadParts decodes a restored state's non-empty parts into s, on up to
+// restoreWorkers goroutines, one key group at a time each; a state with
+// fewer than parallelRestoreMinEntries entries loads on the calling
+// goroutine. It returns when every load it started has returned, so no
+// goroutine touches s afterwards.
+//
+// Its outcome is that of loading the parts in key-group order and stopping
+// at the first failure: the error (or panic, re-raised on the calling
+// goroutine) of the lowest key group that fails. Parts are handed out in
+// increasing order, and workers take no new part once one has failed, so
+// every part below the lowest failure has been loaded when they stop. (A
+// re-raised panic keeps its value; its stack is the calling goroutine's.)
+func loadParts(s registered, parts []restoredPart) error {
+	todo := make([]int, 0, len(parts)) // indexes of the non-empty parts
+	entries := 0
+	for i := range parts {
+		if parts[i].count > 0 {
+			todo = append(todo, i)
+			entries += parts[i].count
+		}
+	}
+	workers := min(restoreWorkers(), len(todo))
+	if workers <= 1 || entries < parallelRestoreMinEntries {
+		for _, i := range todo {
+			if err := s.load(parts[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+
+	// outcome is one part's result. Each is written by the one worker
+	// that loaded that part and read after wg.Wait.
+	type outcome struct {
+		err      error
+		panicked bool
+		value    any // the panic value, when panicked
+	}
+	var (
+		outcomes = make([]outcome, len(todo))
+		next     atomic.Int64 // the next index into todo to hand out
+		failed   atomic.Bool  // a part failed: hand out no more
+		wg       sync.WaitGroup
+	)
+	load := func(j int) {
+		o := &outcomes[j]
+		defer func() {
+			if r := recover(); r != nil {
+				o.panicked, o.value = true, r
+				failed.Store(true)
+			}
+		}()
+		if o.err = s.load(parts[todo[j]]); o.err != nil {
+			failed.Store(true)
+		}
+	}
+	for range workers {
+		wg.Go(func() {
+			for !failed.Load() {
+				j := int(next.Add(1) - 1)
+				if j >= len(todo) {
+					return
+				}
+				load(j)
+			}
+		})
+	}
+	wg.Wait()
+	for j := range outcomes {
+		switch o := &outcomes[j]; {
+		case o.panicked:
+			panic(o.value)
+		case o.err != nil:
+			return o.err
+		}
+	}
+	return nil
 }
 
 // keyRouter maps a state's keys to key-group table indexes.

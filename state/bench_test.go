@@ -3,6 +3,7 @@ package state
 import (
 	"encoding/binary"
 	"fmt"
+	"runtime"
 	"testing"
 )
 
@@ -194,6 +195,53 @@ func BenchmarkRestore1M(b *testing.B) {
 		if _, err := NewValueState(r, "agg", Int64Codec{}, aggCodec{}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// fixed16Codec encodes an agg in a fixed 16 bytes (two little-endian
+// int64s): BenchmarkRestore's 16-byte values.
+type fixed16Codec struct{}
+
+func (fixed16Codec) Name() string { return "agg/fixed16" }
+func (fixed16Codec) Append(dst []byte, v agg) []byte {
+	return binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(dst, uint64(v.Sum)), uint64(v.Count))
+}
+func (fixed16Codec) Decode(src []byte) (agg, int, error) {
+	if len(src) < 16 {
+		return agg{}, 0, truncated("agg/fixed16", 16, len(src))
+	}
+	return agg{int64(binary.LittleEndian.Uint64(src)), int64(binary.LittleEndian.Uint64(src[8:]))}, 16, nil
+}
+
+// Restore + registration of a ValueState of 1M int64 keys with 16-byte
+// values over 128 key groups: decoding on one goroutine (workers=1) and on
+// GOMAXPROCS (the default). Restore's checksums are verified sequentially
+// in both.
+func BenchmarkRestore(b *testing.B) {
+	bk := fullBackend("bench")
+	s := must(NewValueState(bk, "agg", Int64Codec{}, fixed16Codec{}))
+	for k := range int64(1_000_000) {
+		s.Update(k, agg{k, k ^ 0x5555})
+	}
+	data, err := bk.Snapshot().Encode()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, workers := range []int{1, runtime.GOMAXPROCS(0)} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			setRestoreWorkers(b, workers)
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			for b.Loop() {
+				r := fullBackend("bench")
+				if err := r.Restore(data); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := NewValueState(r, "agg", Int64Codec{}, fixed16Codec{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

@@ -20,7 +20,9 @@ type Codec[T any] interface {
 	// Decode decodes one value from the front of src and returns it with the
 	// number of bytes consumed (0 <= n <= len(src)). Truncated or malformed
 	// input returns an error; Decode never panics. The value must not alias
-	// src: the caller may reuse src afterwards.
+	// src: the caller may reuse src afterwards. Decode may run on several
+	// goroutines at once (registration decodes a large restored state's key
+	// groups in parallel), so it must not write state shared between calls.
 	Decode(src []byte) (v T, n int, err error)
 	// Name identifies the encoding. It is stored in snapshots and compared
 	// on restore, so a state whose codec changed is reported as an

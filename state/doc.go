@@ -18,8 +18,10 @@
 //     subtask whose range overlaps this one. Entries stay encoded.
 //  3. The operator's Open registers its states (NewValueState, NewMapState,
 //     NewListState, NewTimers) with codecs; registration decodes that state's
-//     restored entries and fails with ErrStateMismatch if the kind or codecs
-//     changed. Afterwards Unclaimed lists restored state nobody registered.
+//     restored entries (a large state's key groups in parallel, on up to
+//     GOMAXPROCS goroutines) and fails with ErrStateMismatch if the kind or
+//     codecs changed. Afterwards Unclaimed lists restored state nobody
+//     registered.
 //  4. Processing: Get/Update/... on the task goroutine. A key outside the
 //     range is a routing bug, reported by Err.
 //  5. At each checkpoint barrier: Snapshot on the task goroutine (cheap: no

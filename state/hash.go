@@ -19,7 +19,9 @@ import (
 // KeyHasher is implemented by key types that are not strings, integers,
 // booleans or floats (composite keys such as structs). HashKey must return the
 // same value for keys that are ==, and the same value in every process and
-// run: do not hash pointers or use hash/maphash.
+// run: do not hash pointers or use hash/maphash. It may be called on several
+// goroutines at once (a restore checks the key groups of restored keys in
+// parallel), so it must not write state shared between calls.
 type KeyHasher interface{ HashKey() uint64 }
 
 // HashKey returns the stable 64-bit hash of k. Supported key types are those

@@ -179,6 +179,9 @@ func (t *Timers[K]) freeze() frozenState {
 }
 
 // Payload of one key group: count × (key, varint namespace, varint ts, uvarint seq).
+// load fills that key group's table only (it may run concurrently for other
+// key groups, see registered): the queue, live and nextSeq span key groups,
+// so loaded builds them.
 func (t *Timers[K]) load(p restoredPart) error {
 	r := t.b.partReader(t.name, p)
 	i := p.kg - t.start
@@ -206,19 +209,31 @@ func (t *Timers[K]) load(p restoredPart) error {
 		if seq == ^uint64(0) {
 			return r.corrupt("sequence", fmt.Errorf("sequence number %d out of range", seq))
 		}
-		id := timerID[K]{key: k, ns: ns, ts: ts}
-		m[id] = seq
-		t.nextSeq = max(t.nextSeq, seq+1)
+		m[timerID[K]{key: k, ns: ns, ts: ts}] = seq
 	}
 	if err := r.finish(len(m), p.count); err != nil {
 		return err
 	}
 	t.tables[i] = timerTable[K]{m: m, epoch: t.b.epoch}
-	t.live += len(m)
-	for id, seq := range m {
-		t.queue.push(timerItem[K]{id: id, seq: seq, kgi: int32(i)})
-	}
 	return nil
+}
+
+// loaded counts the restored timers, sets nextSeq past every restored
+// sequence number and builds the queue (one heapify, O(n)), after every key
+// group is loaded (see register).
+func (t *Timers[K]) loaded() {
+	t.live = 0
+	for i := range t.tables {
+		t.live += len(t.tables[i].m)
+	}
+	t.queue = make(timerHeap[K], 0, t.live)
+	for i := range t.tables {
+		for id, seq := range t.tables[i].m {
+			t.nextSeq = max(t.nextSeq, seq+1)
+			t.queue = append(t.queue, timerItem[K]{id: id, seq: seq, kgi: int32(i)})
+		}
+	}
+	t.queue.init()
 }
 
 // frozenTimers is a Timers as of a Snapshot.
