@@ -377,6 +377,16 @@ func (r *keyRouter[K]) checkKeyGroup(key K, kg int) error {
 	return nil
 }
 
+// readKey decodes a restored key with kc and checks that it belongs to
+// key group kg (see checkKeyGroup): the start of every entry of a load.
+func readKey[K comparable](r *partReader, kc Codec[K], kr *keyRouter[K], kg int) (K, error) {
+	k, err := readValue(r, kc, "key")
+	if err != nil {
+		return k, err
+	}
+	return k, kr.checkKeyGroup(k, kg)
+}
+
 // ownTable prepares the table tagged *epoch for a write: if a Snapshot may
 // reference m (older epoch), it returns a copy tagged with the current epoch.
 func ownTable[M ~map[K]V, K comparable, V any](b *Backend, m M, epoch *uint64) M {

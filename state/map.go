@@ -181,11 +181,8 @@ func (s *MapState[K, UK, UV]) load(p restoredPart) error {
 	r := s.b.partReader(s.name, p)
 	m := make(map[K]*userMap[UK, UV], r.sizeHint(p.count))
 	for range p.count {
-		k, err := readValue(r, s.kc, "key")
+		k, err := readKey(r, s.kc, &s.keyRouter, p.kg)
 		if err != nil {
-			return err
-		}
-		if err := s.checkKeyGroup(k, p.kg); err != nil {
 			return err
 		}
 		n, err := r.length("map size")

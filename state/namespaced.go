@@ -192,15 +192,21 @@ func (s *NamespacedValueState[K, V]) fail(ns int64, err error) {
 // decode decodes a stored value into a new V.
 func (s *NamespacedValueState[K, V]) decode(ns int64, val []byte) (V, bool) {
 	v, n, err := s.vc.Decode(val)
-	if err == nil && n != len(val) {
-		err = fmt.Errorf("codec %s read %d of the %d bytes it wrote", s.vc.Name(), n, len(val))
-	}
-	if err != nil {
+	if err = readBack(s.vc.Name(), n, len(val), err); err != nil {
 		s.fail(ns, fmt.Errorf("decoding a stored value: %w", err))
 		var zero V
 		return zero, false
 	}
 	return v, true
+}
+
+// readBack is a codec's result reading back a value it wrote: err, or an
+// error when it read other than all size bytes.
+func readBack(codec string, n, size int, err error) error {
+	if err == nil && n != size {
+		err = fmt.Errorf("codec %s read %d of the %d bytes it wrote", codec, n, size)
+	}
+	return err
 }
 
 // Get returns the value of key in namespace ns and whether it is set. The
@@ -286,10 +292,7 @@ func (s *NamespacedValueState[K, V]) decodeReusing(ns int64, src []byte) (V, boo
 		return s.decode(ns, src)
 	}
 	n, err := s.into.DecodeInto(&s.scratch, src)
-	if err == nil && n != len(src) {
-		err = fmt.Errorf("codec %s read %d of the %d bytes it wrote", s.vc.Name(), n, len(src))
-	}
-	if err != nil {
+	if err = readBack(s.vc.Name(), n, len(src), err); err != nil {
 		s.fail(ns, fmt.Errorf("decoding a stored value: %w", err))
 		var zero V
 		return zero, false
@@ -327,10 +330,7 @@ func (s *NamespacedValueState[K, V]) Entries(ns int64, f func(K, V) bool) {
 		}
 		for kb, vb := range t.All() {
 			k, n, err := s.kc.Decode(kb)
-			if err == nil && n != len(kb) {
-				err = fmt.Errorf("codec %s read %d of the %d bytes it wrote", s.kc.Name(), n, len(kb))
-			}
-			if err != nil {
+			if err = readBack(s.kc.Name(), n, len(kb), err); err != nil {
 				s.fail(ns, fmt.Errorf("decoding a stored key: %w", err))
 				return
 			}
@@ -366,18 +366,6 @@ func (s *NamespacedValueState[K, V]) Len() int {
 	return n
 }
 
-// Bytes returns the memory the state's tables hold (see
-// kvtable.Table.Bytes), not counting what only a snapshot still holds.
-func (s *NamespacedValueState[K, V]) Bytes() int {
-	n := 0
-	for i := range s.groups {
-		for _, t := range s.groups[i].tables {
-			n += t.Bytes()
-		}
-	}
-	return n
-}
-
 func (s *NamespacedValueState[K, V]) info() *stateInfo { return &s.meta }
 
 func (s *NamespacedValueState[K, V]) freeze() frozenState {
@@ -407,11 +395,8 @@ func (s *NamespacedValueState[K, V]) load(p restoredPart) error {
 	g := &s.groups[p.kg-s.start]
 	var kb []byte
 	for range p.count {
-		k, err := readValue(r, s.kc, "key")
+		k, err := readKey(r, s.kc, &s.keyRouter, p.kg)
 		if err != nil {
-			return err
-		}
-		if err := s.checkKeyGroup(k, p.kg); err != nil {
 			return err
 		}
 		ns, err := r.varint("namespace")

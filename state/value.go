@@ -117,11 +117,8 @@ func (s *ValueState[K, V]) load(p restoredPart) error {
 	r := s.b.partReader(s.name, p)
 	m := make(map[K]V, r.sizeHint(p.count))
 	for range p.count {
-		k, err := readValue(r, s.kc, "key")
+		k, err := readKey(r, s.kc, &s.keyRouter, p.kg)
 		if err != nil {
-			return err
-		}
-		if err := s.checkKeyGroup(k, p.kg); err != nil {
 			return err
 		}
 		v, err := readValue(r, s.vc, "value")
