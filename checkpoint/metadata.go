@@ -52,6 +52,18 @@ type SubtaskState struct {
 	Task TaskID `json:"task"`
 	// State is the subtask's keyed/operator state file, nil when it has none.
 	State *storage.Handle `json:"state,omitempty"`
+	// Shared are the files of earlier checkpoints that State builds on: an
+	// incremental snapshot writes only the key groups that changed and takes
+	// every other key group from the newest of these files that holds it. A
+	// restore reads them all with State.
+	//
+	// INVARIANT: a checkpoint whose subtask lists a file of checkpoint M in
+	// Shared keeps M's files from deletion while the checkpoint is kept
+	// (Metadata.References; retention is reference-counted).
+	Shared []storage.Handle `json:"shared,omitempty"`
+	// StateReused is how many bytes of the Shared files the snapshot uses:
+	// State.Size + StateReused is what a full snapshot would have written.
+	StateReused int64 `json:"state_reused,omitempty"`
 	// Inline is small operator state kept in the metadata itself (a source's
 	// replay position).
 	Inline []byte `json:"inline,omitempty"`
@@ -191,16 +203,33 @@ func (m *Metadata) OperatorStates(operator string) []StateSchema {
 	return out
 }
 
-// Size is the total size of the state files the checkpoint references.
+// Size is the size of the checkpoint's state as a full snapshot would hold
+// it: the state files, the parts of earlier files they reuse, inline state.
 func (m *Metadata) Size() int64 {
 	var n int64
 	for _, t := range m.Tasks {
 		if t.State != nil {
 			n += t.State.Size
 		}
-		n += int64(len(t.Inline))
+		n += t.StateReused + int64(len(t.Inline))
 	}
 	return n
+}
+
+// References returns, increasing and without repeats, the ids of the earlier
+// checkpoints whose files this checkpoint's state builds on (SubtaskState.Shared).
+// While this checkpoint is kept, none of those may be deleted.
+func (m *Metadata) References() []int64 {
+	var ids []int64
+	for _, t := range m.Tasks {
+		for _, h := range t.Shared {
+			if h.Checkpoint != m.ID {
+				ids = append(ids, h.Checkpoint)
+			}
+		}
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
 }
 
 // Encode serialises the metadata as JSON. The storage layer adds the checksum.

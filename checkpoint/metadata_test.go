@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -148,5 +149,20 @@ func TestDecodeMetadata_RejectsOtherVersionsAndGarbage(t *testing.T) {
 		if _, err := DecodeMetadata([]byte(b)); err == nil {
 			t.Errorf("DecodeMetadata(%q) succeeded", b)
 		}
+	}
+}
+
+func TestMetadataReferencesAndSize(t *testing.T) {
+	m := &Metadata{ID: 9, Tasks: []SubtaskState{
+		{Task: TaskID{"w", 0}, State: &storage.Handle{Checkpoint: 9, Size: 10}, StateReused: 30,
+			Shared: []storage.Handle{{Checkpoint: 7}, {Checkpoint: 3}}},
+		{Task: TaskID{"w", 1}, State: &storage.Handle{Checkpoint: 9, Size: 5}, Inline: []byte("ab"),
+			Shared: []storage.Handle{{Checkpoint: 7}, {Checkpoint: 9}}},
+	}}
+	if got, want := m.References(), []int64{3, 7}; !slices.Equal(got, want) {
+		t.Errorf("References() = %v, want %v", got, want)
+	}
+	if got := m.Size(); got != 47 {
+		t.Errorf("Size() = %d, want 47 (10+30+5+2)", got)
 	}
 }
