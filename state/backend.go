@@ -83,6 +83,14 @@ type Backend struct {
 	// restoreCalled records that Restore ran (it may run once).
 	restoreCalled bool
 
+	// base is the snapshot of the last complete checkpoint, which the next
+	// CheckpointSnapshot builds on; nil: the next one is full. pending
+	// holds the plans of checkpoints not yet complete or aborted, by id;
+	// completed is the last id Complete was told of.
+	base      *chain
+	pending   map[int64]*checkpointPlan
+	completed int64
+
 	// err is the first error of an access: a key outside kgRange, or a
 	// write a compact table could not take (see fail). INVARIANT: once set
 	// it never changes.
@@ -155,6 +163,7 @@ func (b *Backend) Unclaimed() []string {
 func (b *Backend) DropUnclaimed() []string {
 	names := b.Unclaimed()
 	clear(b.restored)
+	b.resetChain()
 	return names
 }
 
@@ -184,6 +193,11 @@ type registered interface {
 	// p.kg - Start, and what only that table references). Anything that
 	// spans key groups (a count, a queue, an index) is built by loaded.
 	load(p restoredPart) error
+	// writtenSince reports whether key group index i (kg - Start) may
+	// have changed since the Snapshot taken at epoch: true when unsure.
+	// INVARIANT: false only if every entry of that key group is as the
+	// snapshot saw it (incremental snapshots reuse its section).
+	writtenSince(i int, epoch uint64) bool
 }
 
 // loadedHook is implemented by states that finish their restore once every
@@ -418,6 +432,7 @@ func checkCodecs(b *Backend, name string, nils ...bool) error {
 // so that the runtime's check of a checkpoint's recorded schemas against
 // the registered ones counts the state as handled, not forgotten.
 func (b *Backend) DropState(name string) bool {
+	b.resetChain() // even if there is none: cheap, and never wrong
 	if s, ok := b.states[name]; ok {
 		b.dropped = append(b.dropped, s.info().schema())
 		delete(b.states, name)

@@ -203,3 +203,8 @@ func (f *frozenList[K, V]) appendEntries(dst []byte, i int) []byte {
 	}
 	return dst
 }
+
+// writtenSince reports whether key group index i was written after the
+// snapshot taken at epoch: its table's copy-on-write epoch is the last epoch
+// with a write (see Backend.epoch).
+func (s *ListState[K, V]) writtenSince(i int, epoch uint64) bool { return s.tables[i].epoch > epoch }

@@ -66,6 +66,9 @@ type nsGroup struct {
 	// nil or tables[lastNS].
 	lastNS int64
 	last   *kvtable.Table
+	// written is the backend epoch of the group's last write (see
+	// writtenSince).
+	written uint64
 }
 
 // IntoDecoder is implemented by codecs that can decode into an existing
@@ -234,6 +237,7 @@ func (s *NamespacedValueState[K, V]) Update(ns int64, key K, v V) {
 	if !ok {
 		return
 	}
+	g.written = s.b.epoch
 	s.vbuf = s.vc.Append(s.vbuf[:0], v)
 	s.put(g, ns, h, k, s.vbuf)
 }
@@ -250,6 +254,7 @@ func (s *NamespacedValueState[K, V]) Apply(ns int64, key K, init []byte, f func(
 	if !ok {
 		return
 	}
+	g.written = s.b.epoch
 	t := g.table(ns)
 	var (
 		val   []byte
@@ -306,8 +311,11 @@ func (s *NamespacedValueState[K, V]) Clear(ns int64, key K) {
 	if !ok {
 		return
 	}
-	if t := g.table(ns); t != nil && t.Delete(h, k) && t.Len() == 0 {
-		s.removeTable(g, ns)
+	if t := g.table(ns); t != nil && t.Delete(h, k) {
+		g.written = s.b.epoch
+		if t.Len() == 0 {
+			s.removeTable(g, ns)
+		}
 	}
 }
 
@@ -350,6 +358,7 @@ func (s *NamespacedValueState[K, V]) DropNamespace(ns int64) {
 	}
 	for i := range s.groups {
 		if g := &s.groups[i]; g.tables[ns] != nil {
+			g.written = s.b.epoch
 			s.removeTable(g, ns)
 		}
 	}
@@ -393,6 +402,7 @@ func (s *NamespacedValueState[K, V]) freeze() frozenState {
 func (s *NamespacedValueState[K, V]) load(p restoredPart) error {
 	r := s.b.partReader(s.name, p)
 	g := &s.groups[p.kg-s.start]
+	g.written = s.b.epoch
 	var kb []byte
 	for range p.count {
 		k, err := readKey(r, s.kc, &s.keyRouter, p.kg)
@@ -483,4 +493,10 @@ func (f *frozenNamespaced) release() {
 			sp.view.Release()
 		}
 	}
+}
+
+// writtenSince reports whether key group index i was written after the
+// snapshot taken at epoch.
+func (s *NamespacedValueState[K, V]) writtenSince(i int, epoch uint64) bool {
+	return s.groups[i].written > epoch
 }

@@ -52,56 +52,77 @@ func (b *Backend) Restore(snapshots ...[]byte) error {
 		return fmt.Errorf("state: operator %q: Restore called after states were registered: restore before the operator opens", b.operator)
 	}
 	n := b.kgRange.Len()
-	coveredBy := make([]int, n) // 1-based snapshot number per key group, 0 = none
-	restored := make(map[string]*restoredState)
+	files := make([]*fileInfo, len(snapshots))
+	ctxs := make([]string, len(snapshots))
 	for si, data := range snapshots {
-		ctx := fmt.Sprintf("operator %q: snapshot %d of %d", b.operator, si+1, len(snapshots))
-		f, err := parseFile(data, ctx)
+		ctxs[si] = fmt.Sprintf("operator %q: snapshot %d of %d", b.operator, si+1, len(snapshots))
+		f, err := parseFile(data, ctxs[si])
 		if err != nil {
 			return err
 		}
 		if f.operator != b.operator {
-			return fmt.Errorf("%w: %s was written by operator %q", ErrStateMismatch, ctx, f.operator)
+			return fmt.Errorf("%w: %s was written by operator %q", ErrStateMismatch, ctxs[si], f.operator)
 		}
 		if f.maxParallelism != b.maxParallelism {
 			return fmt.Errorf("%w: %s has max parallelism %d, the operator now has %d: max parallelism cannot change without discarding state",
-				ErrStateMismatch, ctx, f.maxParallelism, b.maxParallelism)
+				ErrStateMismatch, ctxs[si], f.maxParallelism, b.maxParallelism)
 		}
+		files[si] = f
+	}
+	// Each key group comes from the newest file that holds it: an
+	// incremental file's own sections, else an earlier file of its chain.
+	// Two files of one checkpoint never hold the same key group.
+	holder := make([]int, n) // 1-based snapshot number per key group, 0 = none
+	entry := make([]indexEntry, n)
+	for si, f := range files {
 		for kg := max(f.kgRange.Start, b.kgRange.Start); kg < min(f.kgRange.End, b.kgRange.End); kg++ {
-			if prev := coveredBy[kg-b.kgRange.Start]; prev != 0 {
-				return fmt.Errorf("state: %s: key group %d is also covered by snapshot %d: snapshots of different checkpoints or subtasks were mixed", ctx, kg, prev)
-			}
-			coveredBy[kg-b.kgRange.Start] = si + 1
-		}
-		for _, e := range f.index {
-			if !b.kgRange.Contains(e.kg) {
+			e, ok := f.holds(kg)
+			if !ok {
 				continue
 			}
-			sec, err := parseSection(data, e, ctx)
-			if err != nil {
-				return err
-			}
-			for _, st := range sec {
-				r := restored[st.meta.name]
-				if r == nil {
-					r = &restoredState{meta: st.meta, parts: make([]restoredPart, n)}
-					restored[st.meta.name] = r
-				} else if r.meta.kind != st.meta.kind || !slices.Equal(r.meta.codecs, st.meta.codecs) {
-					return fmt.Errorf("%w: %s: key group %d: state %q is a %v here but a %v in another key group",
-						ErrCorrupt, ctx, e.kg, st.meta.name, &st.meta, &r.meta)
+			i := kg - b.kgRange.Start
+			if prev := holder[i]; prev != 0 {
+				p := files[prev-1]
+				if p.checkpoint == f.checkpoint {
+					return fmt.Errorf("state: %s: key group %d is also covered by snapshot %d of the same checkpoint %d: snapshots of different checkpoints or subtasks were mixed", ctxs[si], kg, prev, f.checkpoint)
 				}
-				r.parts[e.kg-b.kgRange.Start] = restoredPart{kg: e.kg, count: st.count, payload: st.payload}
+				if p.checkpoint > f.checkpoint {
+					continue
+				}
 			}
+			holder[i], entry[i] = si+1, e
 		}
 	}
 	if len(snapshots) > 0 {
-		if i := slices.Index(coveredBy, 0); i >= 0 {
+		if i := slices.Index(holder, 0); i >= 0 {
 			j := i
-			for j < n && coveredBy[j] == 0 {
+			for j < n && holder[j] == 0 {
 				j++
 			}
 			return fmt.Errorf("state: operator %q: no snapshot covers key groups %v: a snapshot file is missing",
 				b.operator, KeyGroupRange{Start: b.kgRange.Start + i, End: b.kgRange.Start + j})
+		}
+	}
+	restored := make(map[string]*restoredState)
+	for i, e := range entry {
+		if holder[i] == 0 || e.length == 0 {
+			continue // no snapshots, or an empty key group of a full file
+		}
+		si := holder[i] - 1
+		sec, err := parseSection(snapshots[si], e, ctxs[si])
+		if err != nil {
+			return err
+		}
+		for _, st := range sec {
+			r := restored[st.meta.name]
+			if r == nil {
+				r = &restoredState{meta: st.meta, parts: make([]restoredPart, n)}
+				restored[st.meta.name] = r
+			} else if r.meta.kind != st.meta.kind || !slices.Equal(r.meta.codecs, st.meta.codecs) {
+				return fmt.Errorf("%w: %s: key group %d: state %q is a %v here but a %v in another key group",
+					ErrCorrupt, ctxs[si], e.kg, st.meta.name, &st.meta, &r.meta)
+			}
+			r.parts[i] = restoredPart{kg: e.kg, count: st.count, payload: st.payload}
 		}
 	}
 	b.restoreCalled = true
@@ -114,6 +135,13 @@ type SnapshotInfo struct {
 	Operator       string
 	MaxParallelism int
 	KeyGroups      KeyGroupRange // the range of the subtask that wrote it
+	// Checkpoint is the id of the checkpoint the file was written for (0
+	// when unknown: format version 1, or encoded outside a checkpoint).
+	Checkpoint int64
+	// Incremental reports a file that holds only the key groups of its
+	// Sections (an empty section: a key group that became empty); the
+	// others of KeyGroups are in earlier files of its checkpoint's chain.
+	Incremental bool
 	Sections       []SectionInfo // non-empty key groups, in increasing order
 }
 
@@ -142,7 +170,7 @@ func Inspect(data []byte) (*SnapshotInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	info := &SnapshotInfo{Operator: f.operator, MaxParallelism: f.maxParallelism, KeyGroups: f.kgRange}
+	info := &SnapshotInfo{Operator: f.operator, MaxParallelism: f.maxParallelism, KeyGroups: f.kgRange, Checkpoint: f.checkpoint, Incremental: f.incremental}
 	ctx := fmt.Sprintf("snapshot of operator %q", f.operator)
 	seen := map[string]*stateInfo{} // each state's schema in the first key group holding it
 	for _, e := range f.index {
@@ -171,7 +199,26 @@ type fileInfo struct {
 	operator       string
 	maxParallelism int
 	kgRange        KeyGroupRange
-	index          []indexEntry
+	// checkpoint is the id of the checkpoint the file was written for (0
+	// for version 1 and for files encoded outside a checkpoint).
+	checkpoint int64
+	// incremental files hold only the key groups of their index.
+	incremental bool
+	index       []indexEntry
+}
+
+// holds returns the index entry of key group kg and whether the file holds
+// kg: a full file every key group of its range (an entry of length 0 for an
+// empty one), an incremental file those it has sections for.
+func (f *fileInfo) holds(kg int) (indexEntry, bool) {
+	if !f.kgRange.Contains(kg) {
+		return indexEntry{}, false
+	}
+	i, ok := slices.BinarySearchFunc(f.index, kg, func(e indexEntry, kg int) int { return e.kg - kg })
+	if ok {
+		return f.index[i], true
+	}
+	return indexEntry{kg: kg}, !f.incremental
 }
 
 type indexEntry struct{ kg, off, length int }
@@ -214,14 +261,22 @@ func parseFile(data []byte, ctx string) (*fileInfo, error) {
 
 	h := &byteReader{b: data[:indexOff], off: len(formatMagic)}
 	version := h.uvarint()
-	if h.err == nil && version != formatVersion {
-		return nil, corrupt("unsupported format version %d (this build reads %d)", version, formatVersion)
+	if h.err == nil && version != formatVersion && version != formatVersionV1 {
+		return nil, corrupt("unsupported format version %d (this build reads %d and %d)", version, formatVersionV1, formatVersion)
 	}
 	f := &fileInfo{}
 	f.operator = h.string()
 	f.maxParallelism = h.int()
 	f.kgRange.Start = h.int()
 	f.kgRange.End = h.int()
+	if version == formatVersion {
+		id := h.uvarint()
+		flags := h.byte()
+		if h.err == nil && (id > math.MaxInt64 || flags&^flagIncremental != 0) {
+			return nil, corrupt("header: checkpoint %d or flags %#x out of range", id, flags)
+		}
+		f.checkpoint, f.incremental = int64(id), flags&flagIncremental != 0
+	}
 	headerEnd := h.off
 	stored := h.uint32()
 	if h.err != nil {

@@ -451,6 +451,7 @@ type stackState struct {
 
 func (s *stackState) info() *stateInfo    { return &stateInfo{name: "fake"} }
 func (s *stackState) freeze() frozenState { return nil }
+func (s *stackState) writtenSince(int, uint64) bool { return true }
 func (s *stackState) load(p restoredPart) error {
 	pc := make([]uintptr, 64)
 	frames := runtime.CallersFrames(pc[:runtime.Callers(1, pc)])
@@ -510,6 +511,7 @@ type orderState struct {
 
 func (s *orderState) info() *stateInfo    { return &stateInfo{name: "fake"} }
 func (s *orderState) freeze() frozenState { return nil }
+func (s *orderState) writtenSince(int, uint64) bool { return true }
 func (s *orderState) load(p restoredPart) error {
 	switch p.kg {
 	case 5:

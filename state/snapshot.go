@@ -9,13 +9,13 @@ import (
 	"sync/atomic"
 )
 
-// Snapshot file format, version 1. Integers are unsigned varints (uvarint)
+// Snapshot file format, version 2. Integers are unsigned varints (uvarint)
 // unless marked u32le/u64le (little endian, fixed width); a string is a
 // uvarint length followed by its bytes.
 //
 //	file    = header section* index footer
-//	header  = "IGKS" | version=1 | string operator | maxParallelism
-//	          | rangeStart | rangeEnd | u32le crc
+//	header  = "IGKS" | version=2 | string operator | maxParallelism
+//	          | rangeStart | rangeEnd | checkpoint | byte flags | u32le crc
 //	section = keyGroup | stateCount | state* | u32le crc
 //	state   = string name | byte kind | codecCount | string* codecNames
 //	          | entryCount | u64le payloadLength | payload
@@ -24,11 +24,24 @@ import (
 //
 // Every crc is CRC-32C (Castagnoli) over the bytes of its part before it
 // (header, section; the footer's covers the index). A section's length in the
-// index includes its crc. Sections appear in increasing key-group order, one
-// per key group that holds any entry; states within a section are sorted by
-// name and only those with entries appear. The index lets a reader take the
-// sections of the key groups it owns (rescaling) without decoding, or even
-// reading, the others; the fixed-size footer lets it find the index.
+// index includes its crc. Sections appear in increasing key-group order;
+// states within a section are sorted by name and only those with entries
+// appear. The index lets a reader take the sections of the key groups it
+// owns (rescaling) without decoding, or even reading, the others; the
+// fixed-size footer lets it find the index.
+//
+// checkpoint is the id of the checkpoint the file was written for (0 when it
+// was encoded outside a checkpoint). flags bit 0 marks an incremental file.
+// A full file holds every key group of its range: one section per key group
+// that has entries, none for an empty one. An incremental file holds only
+// the key groups it has sections for, an empty section (no states) standing
+// for a key group that became empty; every other key group of its range is
+// held by an earlier checkpoint's file of the same subtask (see
+// Backend.CheckpointSnapshot). Restore takes each key group from the newest
+// file that holds it.
+//
+// Version 1 is version 2 without checkpoint and flags: a full file of
+// checkpoint 0. Restore still reads it.
 //
 // Payload layouts per kind, entryCount entries each, in unspecified order
 // (Go map order):
@@ -41,9 +54,13 @@ import (
 // where keys and values use the state's codecs, varint is a zigzag varint,
 // and seq orders timers with equal ts.
 const (
-	formatMagic   = "IGKS"
-	formatVersion = 1
-	footerLen     = 8 + 4 + len(formatMagic)
+	formatMagic     = "IGKS"
+	formatVersion   = 2
+	formatVersionV1 = 1
+	footerLen       = 8 + 4 + len(formatMagic)
+	// flagIncremental marks a file that holds only the key groups it has
+	// sections for.
+	flagIncremental = 1
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -67,6 +84,10 @@ type Snapshot struct {
 	// snapshots: Encode reserves about that much at once instead of growing
 	// the buffer by doubling.
 	sizeHint *atomic.Int64
+	// plan is set for a snapshot taken by CheckpointSnapshot, and epoch is
+	// the copy-on-write epoch it was taken at.
+	plan  *checkpointPlan
+	epoch uint64
 	// released is set by Release. INVARIANT: once set, Encode fails: the
 	// frozen tables may be reused.
 	released atomic.Bool
@@ -118,20 +139,30 @@ func (b *Backend) Snapshot() *Snapshot {
 }
 
 // Encode serialises the snapshot in the snapshot file format (see the
-// format comment in snapshot.go): one checksummed section per non-empty key
-// group, and an index. It is the asynchronous part of a checkpoint: it only
-// reads frozen tables, so it may run on another goroutine while the task
-// keeps processing. It may be called more than once.
+// format comment in snapshot.go) as a full file of checkpoint 0: one
+// checksummed section per non-empty key group, and an index. It is the
+// asynchronous part of a checkpoint: it only reads frozen tables, so it may
+// run on another goroutine while the task keeps processing. It may be called
+// more than once. (A checkpoint uses EncodeCheckpoint.)
 //
 // It fails if the backend had recorded a routing error (Backend.Err) when the
 // snapshot was taken, or if a codec panics (a value it cannot encode); the
 // error names the operator, state and key group.
-func (s *Snapshot) Encode() (out []byte, err error) {
+func (s *Snapshot) Encode() ([]byte, error) {
+	out, _, err := s.encode(0, nil)
+	return out, err
+}
+
+// encode writes the file of checkpoint id. With rewrite nil it is a full
+// file; else an incremental one holding the key groups i (kg - Start) with
+// rewrite[i], empty ones as empty sections. It returns the length of each
+// key group's section by index (0 for one not written).
+func (s *Snapshot) encode(id int64, rewrite []bool) (out []byte, lens []int, err error) {
 	if s.err != nil {
-		return nil, fmt.Errorf("state: operator %q: refusing to encode a snapshot of a backend with an access error: %w", s.operator, s.err)
+		return nil, nil, fmt.Errorf("state: operator %q: refusing to encode a snapshot of a backend with an access error: %w", s.operator, s.err)
 	}
 	if s.released.Load() {
-		return nil, fmt.Errorf("state: operator %q: Encode of a released snapshot", s.operator)
+		return nil, nil, fmt.Errorf("state: operator %q: Encode of a released snapshot", s.operator)
 	}
 	var (
 		cur *stateInfo // the state and key group being encoded, for errors
@@ -148,11 +179,13 @@ func (s *Snapshot) Encode() (out []byte, err error) {
 			} else {
 				err = fmt.Errorf("state: operator %q state %q key group %d: encode: panic: %v", s.operator, name, kg, r)
 			}
-			out = nil
+			out, lens = nil, nil
 		}
 	}()
 
-	if s.sizeHint != nil {
+	incremental := rewrite != nil
+	if s.sizeHint != nil && !incremental {
+		// The hint is a full file's size: an incremental one is smaller.
 		if hint := s.sizeHint.Load(); hint > 0 {
 			out = make([]byte, 0, hint+hint/8)
 		}
@@ -162,17 +195,26 @@ func (s *Snapshot) Encode() (out []byte, err error) {
 			}
 		}()
 	}
+	flags := byte(0)
+	if incremental {
+		flags |= flagIncremental
+	}
 	out = append(out, formatMagic...)
 	out = appendUvarint(out, formatVersion)
 	out = appendString(out, s.operator)
 	out = appendUvarint(out, s.maxParallelism)
 	out = appendUvarint(out, s.kgRange.Start)
 	out = appendUvarint(out, s.kgRange.End)
+	out = appendUvarint(out, uint64(id))
+	out = append(out, flags)
 	out = binary.LittleEndian.AppendUint32(out, crc32c(out))
 
-	type indexEntry struct{ kg, off, length int }
+	lens = make([]int, s.kgRange.Len())
 	var index []indexEntry
 	for i := range s.kgRange.Len() {
+		if incremental && !rewrite[i] {
+			continue
+		}
 		kg = s.kgRange.Start + i
 		nonEmpty := 0
 		for _, st := range s.states {
@@ -180,7 +222,7 @@ func (s *Snapshot) Encode() (out []byte, err error) {
 				nonEmpty++
 			}
 		}
-		if nonEmpty == 0 {
+		if nonEmpty == 0 && !incremental {
 			continue
 		}
 		off := len(out)
@@ -207,6 +249,7 @@ func (s *Snapshot) Encode() (out []byte, err error) {
 		cur = nil
 		out = binary.LittleEndian.AppendUint32(out, crc32c(out[off:]))
 		index = append(index, indexEntry{kg: kg, off: off, length: len(out) - off})
+		lens[i] = len(out) - off
 	}
 	kg = -1
 
@@ -221,7 +264,7 @@ func (s *Snapshot) Encode() (out []byte, err error) {
 	out = binary.LittleEndian.AppendUint64(out, uint64(indexOff))
 	out = binary.LittleEndian.AppendUint32(out, crc)
 	out = append(out, formatMagic...)
-	return out, nil
+	return out, lens, nil
 }
 
 func appendUvarint[N int | uint64](dst []byte, v N) []byte {

@@ -330,3 +330,8 @@ func (h timerHeap[K]) down(i int) {
 		i = c
 	}
 }
+
+// writtenSince reports whether key group index i was written after the
+// snapshot taken at epoch: its table's copy-on-write epoch is the last epoch
+// with a write (see Backend.epoch).
+func (t *Timers[K]) writtenSince(i int, epoch uint64) bool { return t.tables[i].epoch > epoch }

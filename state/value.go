@@ -151,3 +151,8 @@ func (f *frozenValue[K, V]) appendEntries(dst []byte, i int) []byte {
 	}
 	return dst
 }
+
+// writtenSince reports whether key group index i was written after the
+// snapshot taken at epoch: its table's copy-on-write epoch is the last epoch
+// with a write (see Backend.epoch).
+func (s *ValueState[K, V]) writtenSince(i int, epoch uint64) bool { return s.tables[i].epoch > epoch }

@@ -1,0 +1,242 @@
+package state
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+)
+
+// maxChainFiles bounds the files one subtask's state is read from at a
+// restore: an incremental snapshot that would reference more earlier files
+// rewrites the key groups of the oldest ones instead.
+const maxChainFiles = 8
+
+// minReferencedShare is the part of an earlier file's bytes that must still
+// be referenced for a snapshot to keep using it: below it the file's live
+// key groups are rewritten, so that retention can delete the file and
+// storage does not keep mostly-dead files alive for a few key groups.
+const minReferencedShare = 0.25
+
+// chain describes the files a complete checkpoint's snapshot of this
+// backend reads from: for each key group, the checkpoint whose file holds
+// it. It is immutable once built.
+type chain struct {
+	// epoch is the copy-on-write epoch the snapshot was taken at: a key
+	// group whose states report writtenSince(i, epoch) false is as the
+	// chain holds it.
+	epoch uint64
+	// names are the states the snapshot held, sorted.
+	names []string
+	// holder is, by key group - Start, the id of the checkpoint whose file
+	// holds the key group, and bytes the length of its section there.
+	holder []int64
+	bytes  []int
+	// fileBytes is each holder file's total section bytes.
+	fileBytes map[int64]int
+}
+
+// Encoded is a snapshot encoded for a checkpoint (Snapshot.EncodeCheckpoint).
+type Encoded struct {
+	// Data is the file to store for the checkpoint.
+	Data []byte
+	// Incremental reports that Data holds only the key groups written since
+	// the snapshot it builds on; the others are in the Shared files.
+	Incremental bool
+	// Shared are the ids of the earlier checkpoints whose files of this
+	// subtask hold the key groups Data does not, increasing. A restore
+	// needs Data and all of them; none may be deleted while this
+	// checkpoint is kept.
+	Shared []int64
+	// Reused is how many bytes of the Shared files the snapshot takes:
+	// len(Data) + Reused is about what a full snapshot would write.
+	Reused int64
+}
+
+// checkpointPlan is what CheckpointSnapshot decided for a snapshot.
+type checkpointPlan struct {
+	id   int64
+	base *chain // nil: a full snapshot
+	// rewrite marks, by key group - Start, the key groups an incremental
+	// snapshot writes; the others come from base.
+	rewrite []bool
+	// mu guards result, which EncodeCheckpoint sets (on the writing
+	// goroutine) and Complete adopts (on the task goroutine).
+	mu     sync.Mutex
+	result *chain
+}
+
+// CheckpointSnapshot is Snapshot for checkpoint id: besides freezing the
+// state it plans an incremental snapshot. It builds on the snapshot of the
+// last checkpoint this backend was told is complete (Complete): the key
+// groups none of whose states was written since that snapshot are not
+// written again but taken from the files that snapshot read from. The plan
+// costs O(key groups × states), on the task goroutine; the entries are read
+// only by EncodeCheckpoint.
+//
+// The first snapshot after NewBackend or Restore, and the first after a
+// state was registered or dropped since the base, is full. A snapshot never
+// references more than maxChainFiles-1 earlier files, nor a file of which
+// less than minReferencedShare is still referenced: those key groups are
+// rewritten.
+//
+// INVARIANT: a snapshot only references files of checkpoints that completed
+// (their base was adopted by Complete), never those of an in-flight or
+// failed checkpoint, so aborting a checkpoint (and deleting its files) never
+// breaks a later one.
+func (b *Backend) CheckpointSnapshot(id int64) *Snapshot {
+	s := b.Snapshot()
+	p := &checkpointPlan{id: id}
+	s.plan = p
+	s.epoch = b.epoch - 1 // Snapshot started a new epoch
+	if base := b.base; base != nil && slices.Equal(base.names, s.names()) {
+		p.base, p.rewrite = base, b.dirty(base)
+	}
+	if b.pending == nil {
+		b.pending = make(map[int64]*checkpointPlan)
+	}
+	b.pending[id] = p
+	return s
+}
+
+// dirty returns, by key group - Start, the key groups a snapshot on base
+// must write: those written since base, and those held by files the
+// snapshot should stop referencing (see CheckpointSnapshot).
+func (b *Backend) dirty(base *chain) []bool {
+	n := b.kgRange.Len()
+	rewrite := make([]bool, n)
+	for i := range n {
+		for _, st := range b.states {
+			if st.writtenSince(i, base.epoch) {
+				rewrite[i] = true
+				break
+			}
+		}
+	}
+	// The bytes each earlier file would still supply.
+	live := map[int64]int{}
+	for i := range n {
+		if !rewrite[i] {
+			live[base.holder[i]] += base.bytes[i]
+		}
+	}
+	retire := map[int64]bool{}
+	for id, used := range live {
+		if float64(used) < minReferencedShare*float64(base.fileBytes[id]) {
+			retire[id] = true
+		}
+	}
+	ids := slices.Sorted(maps.Keys(live))
+	for _, id := range ids {
+		if len(live)-len(retire) < maxChainFiles {
+			break
+		}
+		retire[id] = true // the oldest first (again, if retired already)
+	}
+	for i := range n {
+		if !rewrite[i] && retire[base.holder[i]] {
+			rewrite[i] = true
+		}
+	}
+	return rewrite
+}
+
+// names returns the snapshot's state names, sorted (states are).
+func (s *Snapshot) names() []string {
+	out := make([]string, len(s.states))
+	for i, st := range s.states {
+		out[i] = st.info().name
+	}
+	return out
+}
+
+// EncodeCheckpoint encodes a snapshot taken by CheckpointSnapshot: the key
+// groups its plan writes, marked with the checkpoint's id, and which earlier
+// checkpoints' files hold the rest. Like Encode it runs off the task
+// goroutine; it may be called more than once (the last result is what
+// Complete adopts). Errors are as for Encode.
+func (s *Snapshot) EncodeCheckpoint() (*Encoded, error) {
+	p := s.plan
+	if p == nil {
+		return nil, fmt.Errorf("state: operator %q: EncodeCheckpoint of a snapshot not taken by CheckpointSnapshot", s.operator)
+	}
+	data, lens, err := s.encode(p.id, p.rewrite)
+	if err != nil {
+		return nil, err
+	}
+	n := s.kgRange.Len()
+	next := &chain{epoch: s.epoch, names: s.names(), holder: make([]int64, n), bytes: lens, fileBytes: map[int64]int{}}
+	enc := &Encoded{Data: data, Incremental: p.base != nil}
+	for i := range n {
+		if p.base == nil || p.rewrite[i] {
+			next.holder[i] = p.id
+			next.fileBytes[p.id] += lens[i]
+			continue
+		}
+		h := p.base.holder[i]
+		next.holder[i], next.bytes[i] = h, p.base.bytes[i]
+		next.fileBytes[h] = p.base.fileBytes[h]
+		enc.Reused += int64(p.base.bytes[i])
+	}
+	if _, ok := next.fileBytes[p.id]; !ok {
+		next.fileBytes[p.id] = 0
+	}
+	for id := range next.fileBytes {
+		if id != p.id {
+			enc.Shared = append(enc.Shared, id)
+		}
+	}
+	slices.Sort(enc.Shared)
+	p.mu.Lock()
+	p.result = next
+	p.mu.Unlock()
+	return enc, nil
+}
+
+// Complete tells the backend that checkpoint id is complete: its snapshot,
+// if it was encoded, becomes the base of later incremental snapshots.
+// Without one (the backend took no snapshot for id, or its encoding failed)
+// the next snapshot is full, since the old base may no longer be kept.
+// Snapshots planned for id or earlier are forgotten. It runs on the task
+// goroutine.
+func (b *Backend) Complete(id int64) {
+	p := b.pending[id]
+	for pid := range b.pending {
+		if pid <= id {
+			delete(b.pending, pid)
+		}
+	}
+	if id <= b.completed {
+		return // an old notification: a newer base is adopted
+	}
+	b.completed = id
+	b.base = nil
+	if p != nil {
+		p.mu.Lock()
+		b.base = p.result
+		p.mu.Unlock()
+	}
+}
+
+// Abort tells the backend that checkpoint id failed: its snapshot never
+// becomes a base (its files may be deleted).
+func (b *Backend) Abort(id int64) { delete(b.pending, id) }
+
+// resetChain makes the next checkpoint snapshot full and keeps every
+// snapshot planned before from becoming a base: the set of states changed
+// (DropState, DropUnclaimed), which a key group's section in an earlier file
+// still holds.
+func (b *Backend) resetChain() {
+	b.base = nil
+	clear(b.pending)
+}
+
+// ChainFiles returns the ids of the checkpoints whose files the next
+// incremental snapshot may reference, increasing: the files of the base
+// (empty when the next snapshot is full). The runtime keeps their handles.
+func (b *Backend) ChainFiles() []int64 {
+	if b.base == nil {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(b.base.fileBytes))
+}

@@ -1,0 +1,309 @@
+package state
+
+import (
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// incWorkload is the standard workload plus a namespaced value state (the
+// compact tables aligned windows use), which tracks writes its own way.
+type incWorkload struct {
+	*workload
+	ns *NamespacedValueState[int64, int64]
+}
+
+type incKey struct{ ns, key int64 }
+
+func newIncWorkload(t testing.TB, b *Backend) *incWorkload {
+	t.Helper()
+	w := mustWorkload(t, b)
+	ns, err := NewNamespacedValueState(b, "windows", "int64+ns", Int64Codec{}, Int64Codec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &incWorkload{workload: w, ns: ns}
+}
+
+// step applies one random operation, on keys from a domain of keys.
+func (w *incWorkload) step(r *rand.Rand, m *model, nsm map[incKey]int64, keys int) {
+	if r.IntN(4) > 0 {
+		w.workload.step(r, m, keys)
+		return
+	}
+	k := incKey{ns: int64(r.IntN(3)), key: int64(r.IntN(keys))}
+	if !w.owns(HashKey(k.key)) {
+		return
+	}
+	switch r.IntN(5) {
+	case 0:
+		w.ns.Clear(k.ns, k.key)
+		delete(nsm, k)
+	case 1:
+		if r.IntN(8) == 0 {
+			w.ns.DropNamespace(k.ns)
+			maps.DeleteFunc(nsm, func(x incKey, _ int64) bool { return x.ns == k.ns })
+		}
+	default:
+		v := r.Int64N(100)
+		w.ns.Apply(k.ns, k.key, nil, func(old int64, _ bool) int64 { return old + v })
+		nsm[k] += v
+	}
+}
+
+func (w *incWorkload) nsContents() map[incKey]int64 {
+	out := map[incKey]int64{}
+	for _, ns := range w.ns.Namespaces() {
+		w.ns.Entries(ns, func(k, v int64) bool {
+			out[incKey{ns, k}] = v
+			return true
+		})
+	}
+	return out
+}
+
+// restoreInc restores files into a backend for kgRange and returns its
+// workload, or the restore's error.
+func restoreInc(t testing.TB, maxP int, kgRange KeyGroupRange, files ...[]byte) (*incWorkload, error) {
+	t.Helper()
+	b := NewBackend("op", maxP, kgRange)
+	if err := b.Restore(files...); err != nil {
+		return nil, err
+	}
+	w := newIncWorkload(t, b)
+	if u := b.Unclaimed(); len(u) != 0 {
+		t.Fatalf("unclaimed state: %v", u)
+	}
+	return w, nil
+}
+
+// checkpointed is a checkpoint's encoded snapshot and what it must restore to.
+type checkpointed struct {
+	id   int64
+	enc  *Encoded
+	want *model
+	nsm  map[incKey]int64
+}
+
+// files returns the checkpoint's own file and every file it references, or
+// fails naming the first one storage no longer has.
+func (c *checkpointed) files(t *testing.T, stored map[int64][]byte) [][]byte {
+	t.Helper()
+	out := [][]byte{c.enc.Data}
+	for _, id := range c.enc.Shared {
+		data, ok := stored[id]
+		if !ok {
+			t.Fatalf("checkpoint %d references the file of checkpoint %d, which was deleted", c.id, id)
+		}
+		out = append(out, data)
+	}
+	return out
+}
+
+// verify restores c in full and into two halves, and compares with what it
+// must hold.
+func (c *checkpointed) verify(t *testing.T, maxP int, stored map[int64][]byte) {
+	t.Helper()
+	files := c.files(t, stored)
+	got := newModel()
+	gotNS := map[incKey]int64{}
+	for _, r := range []KeyGroupRange{{Start: 0, End: maxP / 2}, {Start: maxP / 2, End: maxP}} {
+		w, err := restoreInc(t, maxP, r, files...)
+		if err != nil {
+			t.Fatalf("checkpoint %d (shared %v), range %v: %v", c.id, c.enc.Shared, r, err)
+		}
+		got.merge(w.contents())
+		maps.Copy(gotNS, w.nsContents())
+	}
+	if d := diff(got, c.want); d != "" {
+		t.Fatalf("checkpoint %d (shared %v) restored in halves: %s", c.id, c.enc.Shared, d)
+	}
+	if !maps.Equal(gotNS, c.nsm) {
+		t.Fatalf("checkpoint %d (shared %v): namespaced state restored as %v, want %v", c.id, c.enc.Shared, gotNS, c.nsm)
+	}
+	w, err := restoreInc(t, maxP, KeyGroupRange{Start: 0, End: maxP}, files...)
+	if err != nil {
+		t.Fatalf("checkpoint %d: %v", c.id, err)
+	}
+	if d := diff(w.contents(), c.want); d != "" || !maps.Equal(w.nsContents(), c.nsm) {
+		t.Fatalf("checkpoint %d restored whole: %s / namespaced equal %v", c.id, d, maps.Equal(w.nsContents(), c.nsm))
+	}
+}
+
+// Random writes over many checkpoints, some of them in flight together,
+// each completed, aborted or abandoned at random; storage deletes what the
+// coordinator would (aborted and abandoned files, and completed ones that no
+// kept checkpoint references). Every kept checkpoint restores exactly, in
+// full and rescaled, from its file and the files it references; and the
+// chains do reuse sections and stay bounded.
+func TestIncrementalChainRestoresExactly(t *testing.T) {
+	const maxP, retain = 32, 2
+	for seed := range uint64(6) {
+		r := rand.New(rand.NewPCG(seed, 77))
+		b := NewBackend("op", maxP, KeyGroupRange{Start: 0, End: maxP})
+		w := newIncWorkload(t, b)
+		m, nsm := newModel(), map[incKey]int64{}
+		stored := map[int64][]byte{}
+		var inFlight, kept []*checkpointed
+		incremental, reusedBytes := 0, int64(0)
+		for id := int64(1); id <= 120; id++ {
+			// Mostly a few hot keys (a few key groups), sometimes many.
+			keys := 6
+			if r.IntN(5) == 0 {
+				keys = 200
+			}
+			for range r.IntN(40) {
+				w.step(r, m, nsm, keys)
+			}
+			if err := b.Err(); err != nil {
+				t.Fatal(err)
+			}
+			s := b.CheckpointSnapshot(id)
+			enc, err := s.EncodeCheckpoint()
+			s.Release()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(enc.Shared) > maxChainFiles-1 {
+				t.Fatalf("checkpoint %d references %d files, more than %d", id, len(enc.Shared), maxChainFiles-1)
+			}
+			if enc.Incremental {
+				incremental++
+				reusedBytes += enc.Reused
+			}
+			stored[id] = enc.Data
+			inFlight = append(inFlight, &checkpointed{id: id, enc: enc, want: m.clone(), nsm: maps.Clone(nsm)})
+
+			// Resolve some in-flight checkpoints, oldest first.
+			for len(inFlight) > 0 && (len(inFlight) > 3 || r.IntN(3) > 0) {
+				c := inFlight[0]
+				inFlight = inFlight[1:]
+				switch r.IntN(8) {
+				case 0:
+					b.Abort(c.id)
+					delete(stored, c.id)
+				case 1: // abandoned: the backend is never told
+					delete(stored, c.id)
+				default:
+					b.Complete(c.id)
+					kept = append(kept, c)
+					if len(kept) > retain {
+						kept = kept[1:]
+					}
+				}
+			}
+			// Retention: keep the kept checkpoints and what they and the
+			// in-flight ones reference.
+			live := map[int64]bool{}
+			for _, c := range slices.Concat(kept, inFlight) {
+				live[c.id] = true
+				for _, id := range c.enc.Shared {
+					live[id] = true
+				}
+			}
+			maps.DeleteFunc(stored, func(id int64, _ []byte) bool { return !live[id] })
+			if id%10 == 0 {
+				for _, c := range kept {
+					c.verify(t, maxP, stored)
+				}
+			}
+		}
+		for _, c := range kept {
+			c.verify(t, maxP, stored)
+		}
+		if incremental < 40 || reusedBytes == 0 {
+			t.Fatalf("seed %d: %d incremental snapshots reusing %d bytes: the chain is not used", seed, incremental, reusedBytes)
+		}
+	}
+}
+
+// An incremental file alone does not restore: the key groups it takes from
+// earlier files are reported missing, never restored empty. Two files of one
+// checkpoint covering the same key group are an error.
+func TestIncrementalFileWithoutItsChainIsAnError(t *testing.T) {
+	const maxP = 16
+	b := NewBackend("op", maxP, KeyGroupRange{Start: 0, End: maxP})
+	w := newIncWorkload(t, b)
+	r := rand.New(rand.NewPCG(1, 2))
+	m, nsm := newModel(), map[incKey]int64{}
+	for range 2000 {
+		w.step(r, m, nsm, 100)
+	}
+	s := b.CheckpointSnapshot(1)
+	full, err := s.EncodeCheckpoint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Complete(1)
+	w.values.Update("k1", 5) // one key group
+	s = b.CheckpointSnapshot(2)
+	inc, err := s.EncodeCheckpoint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !inc.Incremental || !slices.Equal(inc.Shared, []int64{1}) {
+		t.Fatalf("second snapshot: incremental %v shared %v, want incremental on [1]", inc.Incremental, inc.Shared)
+	}
+	if len(inc.Data)*4 > len(full.Data) {
+		t.Fatalf("one changed key group wrote %d bytes, the full snapshot %d", len(inc.Data), len(full.Data))
+	}
+	_, err = restoreInc(t, maxP, KeyGroupRange{Start: 0, End: maxP}, inc.Data)
+	if err == nil || !strings.Contains(err.Error(), "a snapshot file is missing") {
+		t.Fatalf("restore of the incremental file alone: %v, want a missing-file error", err)
+	}
+	_, err = restoreInc(t, maxP, KeyGroupRange{Start: 0, End: maxP}, full.Data, full.Data)
+	if err == nil || !strings.Contains(err.Error(), "same checkpoint") {
+		t.Fatalf("restore of one checkpoint's file twice: %v, want an overlap error", err)
+	}
+	info, err := Inspect(inc.Data)
+	if err != nil || info.Checkpoint != 2 || !info.Incremental || len(info.Sections) != 1 {
+		t.Fatalf("Inspect of the incremental file: %+v, %v", info, err)
+	}
+}
+
+// A state dropped and registered again under its name never brings back the
+// dropped entries from an earlier file of the chain.
+func TestDropStateResetsTheChain(t *testing.T) {
+	const maxP = 16
+	b := NewBackend("op", maxP, KeyGroupRange{Start: 0, End: maxP})
+	v, err := NewValueState(b, "v", Int64Codec{}, Int64Codec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range int64(200) {
+		v.Update(k, k)
+	}
+	s := b.CheckpointSnapshot(1)
+	if _, err := s.EncodeCheckpoint(); err != nil {
+		t.Fatal(err)
+	}
+	// Dropped while checkpoint 1 is in flight: it must not become the base.
+	b.DropState("v")
+	b.Complete(1)
+	v, err = NewValueState(b, "v", Int64Codec{}, Int64Codec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.Update(7, 700)
+	s = b.CheckpointSnapshot(2)
+	enc, err := s.EncodeCheckpoint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if enc.Incremental || len(enc.Shared) != 0 {
+		t.Fatalf("snapshot after DropState: incremental %v shared %v, want a full one", enc.Incremental, enc.Shared)
+	}
+	r := NewBackend("op", maxP, KeyGroupRange{Start: 0, End: maxP})
+	if err := r.Restore(enc.Data); err != nil {
+		t.Fatal(err)
+	}
+	rv, err := NewValueState(r, "v", Int64Codec{}, Int64Codec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := rv.Len(); n != 1 {
+		t.Fatalf("restored %d entries, want 1", n)
+	}
+}
