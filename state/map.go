@@ -242,4 +242,6 @@ func (f *frozenMap[K, UK, UV]) appendEntries(dst []byte, i int) []byte {
 // writtenSince reports whether key group index i was written after the
 // snapshot taken at epoch: its table's copy-on-write epoch is the last epoch
 // with a write (see Backend.epoch).
-func (s *MapState[K, UK, UV]) writtenSince(i int, epoch uint64) bool { return s.tables[i].epoch > epoch }
+func (s *MapState[K, UK, UV]) writtenSince(i int, epoch uint64) bool {
+	return s.tables[i].epoch > epoch
+}

@@ -142,7 +142,7 @@ type SnapshotInfo struct {
 	// Sections (an empty section: a key group that became empty); the
 	// others of KeyGroups are in earlier files of its checkpoint's chain.
 	Incremental bool
-	Sections       []SectionInfo // non-empty key groups, in increasing order
+	Sections    []SectionInfo // non-empty key groups, in increasing order
 }
 
 // SectionInfo describes one key group's section of a snapshot.

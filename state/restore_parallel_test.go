@@ -449,8 +449,8 @@ type stackState struct {
 	workers atomic.Int64
 }
 
-func (s *stackState) info() *stateInfo    { return &stateInfo{name: "fake"} }
-func (s *stackState) freeze() frozenState { return nil }
+func (s *stackState) info() *stateInfo              { return &stateInfo{name: "fake"} }
+func (s *stackState) freeze() frozenState           { return nil }
 func (s *stackState) writtenSince(int, uint64) bool { return true }
 func (s *stackState) load(p restoredPart) error {
 	pc := make([]uintptr, 64)
@@ -509,8 +509,8 @@ type orderState struct {
 	sixFailed chan struct{}
 }
 
-func (s *orderState) info() *stateInfo    { return &stateInfo{name: "fake"} }
-func (s *orderState) freeze() frozenState { return nil }
+func (s *orderState) info() *stateInfo              { return &stateInfo{name: "fake"} }
+func (s *orderState) freeze() frozenState           { return nil }
 func (s *orderState) writtenSince(int, uint64) bool { return true }
 func (s *orderState) load(p restoredPart) error {
 	switch p.kg {
