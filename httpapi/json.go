@@ -216,6 +216,9 @@ type checkpointJSON struct {
 	AlignmentMaxMS  float64 `json:"alignment_max_ms"`
 	StateSizeBytes  int64   `json:"state_size_bytes"`
 	IncrementalSize int64   `json:"incremental_size_bytes"`
+	// FilesReused counts the earlier checkpoints' state files its
+	// incremental snapshots build on.
+	FilesReused     int     `json:"files_reused"`
 	Status          string  `json:"status"`
 	FailureReason   string  `json:"failure_reason"`
 	Final           bool    `json:"final"`
@@ -249,7 +252,10 @@ type subtaskCheckpointJSON struct {
 	AsyncMS        float64 `json:"async_ms"`
 	AlignmentMS    float64 `json:"alignment_ms"`
 	StateSizeBytes int64   `json:"state_size_bytes"`
-	StorageWriteMS float64 `json:"storage_write_ms"`
+	// StateReusedBytes are taken from SharedFiles earlier state files.
+	StateReusedBytes int64   `json:"state_reused_bytes"`
+	SharedFiles      int     `json:"shared_files"`
+	StorageWriteMS   float64 `json:"storage_write_ms"`
 }
 
 // ms is d in milliseconds.
@@ -444,7 +450,7 @@ func checkpointOf(r runtime.CheckpointRecord, now time.Time, tasks []checkpoint.
 	c := checkpointJSON{
 		ID: r.ID, TriggerTime: rfc3339(r.TriggeredAt), EndTime: optTime(r.EndedAt), DurationMS: ms(d),
 		SyncMS: ms(r.SyncMax), AsyncMS: ms(r.AsyncMax), AlignmentMaxMS: ms(r.AlignmentMax),
-		StateSizeBytes: r.StateSizeFull, IncrementalSize: r.StateSizeIncremental,
+		StateSizeBytes: r.StateSizeFull, IncrementalSize: r.StateSizeIncremental, FilesReused: r.FilesReused,
 		Status: string(r.Status), FailureReason: r.FailureReason, Final: r.Final, Attempt: r.Attempt,
 		Tasks: r.Tasks, Acknowledged: len(r.Subtasks), StorageWriteMS: ms(r.StateWriteMax), MetadataWriteMS: ms(r.MetadataWrite),
 		Committed: r.Committed, Unacknowledged: unacknowledged(r, tasks),
@@ -462,7 +468,7 @@ func detailOf(r runtime.CheckpointRecord, now time.Time, tasks []checkpoint.Task
 	for _, s := range r.Subtasks {
 		d.Subtasks = append(d.Subtasks, subtaskCheckpointJSON{Operator: s.Task.Operator, Subtask: s.Task.Subtask,
 			SyncMS: ms(s.Sync), AsyncMS: ms(s.Async), AlignmentMS: ms(s.Alignment), StateSizeBytes: s.StateSize,
-			StorageWriteMS: ms(s.StorageWrite)})
+			StateReusedBytes: s.StateReused, SharedFiles: s.SharedFiles, StorageWriteMS: ms(s.StorageWrite)})
 	}
 	for k, v := range r.Committables {
 		d.Committables[k] = v

@@ -52,11 +52,15 @@ type CheckpointRecord struct {
 	// SyncMax, AsyncMax and AlignmentMax are the largest per-subtask
 	// synchronous snapshot, asynchronous write and barrier alignment times.
 	SyncMax, AsyncMax, AlignmentMax time.Duration
-	// StateSizeFull is the size of everything the checkpoint references:
-	// state files and inline state (checkpoint.Metadata.Size).
-	// StateSizeIncremental is what this checkpoint added on top of earlier
-	// ones; every checkpoint is written in full today, so it is 0.
+	// StateSizeFull is the size of the checkpoint's state as a full
+	// snapshot holds it: its state files, the parts of earlier checkpoints'
+	// files its incremental snapshots reuse, and inline state
+	// (checkpoint.Metadata.Size). StateSizeIncremental is what this
+	// checkpoint wrote: its own state files and inline state.
 	StateSizeFull, StateSizeIncremental int64
+	// FilesReused counts the earlier checkpoints' state files its subtasks'
+	// incremental snapshots build on (checkpoint.SubtaskState.Shared).
+	FilesReused int
 	// StateWriteMax is the slowest state file write to checkpoint storage;
 	// MetadataWrite is the write of the metadata file, which makes the
 	// checkpoint complete (0 until written).
@@ -77,8 +81,11 @@ type SubtaskCheckpoint struct {
 	// encoding and writing of its state, Alignment the time from its first
 	// to its last barrier.
 	Sync, Async, Alignment time.Duration
-	// StateSize is the size of its state file plus its inline state.
-	StateSize int64
+	// StateSize is the size of the state file it wrote plus its inline
+	// state; StateReused the bytes of earlier files its incremental
+	// snapshot takes, from SharedFiles files.
+	StateSize, StateReused int64
+	SharedFiles            int
 	// StorageWrite is the time its state file write took; 0 without one.
 	StorageWrite time.Duration
 }
@@ -157,5 +164,7 @@ func (r *CheckpointRecord) ack(s SubtaskCheckpoint) {
 	r.AsyncMax = max(r.AsyncMax, s.Async)
 	r.AlignmentMax = max(r.AlignmentMax, s.Alignment)
 	r.StateWriteMax = max(r.StateWriteMax, s.StorageWrite)
-	r.StateSizeFull += s.StateSize
+	r.StateSizeFull += s.StateSize + s.StateReused
+	r.StateSizeIncremental += s.StateSize
+	r.FilesReused += s.SharedFiles
 }

@@ -398,7 +398,7 @@ func (ob *observer) snapshot(j *Job) Observation {
 		last := *ob.last
 		c.LastCompleted = &last
 	}
-	c.LastStateSizeFull, c.LastStateSizeIncremental = ob.lastSizeFull, 0
+	c.LastStateSizeFull, c.LastStateSizeIncremental = ob.lastSizeFull, ob.lastSizeIncremental
 	o.Recoveries = sortedRecoveries(ob.recoveries)
 	o.zeroKnownLabels(j.plan)
 	if ob.lastFailure != nil {

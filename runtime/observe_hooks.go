@@ -98,9 +98,9 @@ type observer struct {
 	triggeredN, completedN, failedN, committedN int64
 	// uncommitted are the complete checkpoints whose commit is not yet
 	// confirmed, increasing.
-	uncommitted  []int64
-	last         *CompletedCheckpoint
-	lastSizeFull int64
+	uncommitted                       []int64
+	last                              *CompletedCheckpoint
+	lastSizeFull, lastSizeIncremental int64
 	// stateWrites[id][task] is the state file write time of a subtask whose
 	// acknowledgement has not arrived yet.
 	stateWrites map[int64]map[checkpoint.TaskID]time.Duration
@@ -283,7 +283,7 @@ func (ob *observer) restoredCheckpoint(m *checkpoint.Metadata) {
 	if ob.last == nil || ob.last.ID < m.ID {
 		ob.last = &CompletedCheckpoint{ID: m.ID, TriggeredAt: m.TriggeredAt, CompletedAt: m.CompletedAt,
 			Duration: m.CompletedAt.Sub(m.TriggeredAt), Restored: true}
-		ob.lastSizeFull = m.Size()
+		ob.lastSizeFull, ob.lastSizeIncremental = m.Size(), 0
 	}
 	// A recovery re-commits the recovery point's output: nothing of it or
 	// before it is pending any more.
@@ -370,7 +370,7 @@ func (ob *observer) acked(id int64, st checkpoint.SubtaskState) {
 		size += st.State.Size
 	}
 	r.ack(SubtaskCheckpoint{Task: st.Task, Sync: st.SyncDuration, Async: st.AsyncDuration, Alignment: st.Alignment,
-		StateSize: size, StorageWrite: ob.stateWrites[id][st.Task]})
+		StateSize: size, StateReused: st.StateReused, SharedFiles: len(st.Shared), StorageWrite: ob.stateWrites[id][st.Task]})
 	delete(ob.stateWrites[id], st.Task)
 	op := st.Task.Operator
 	ob.alignment.observe(op, st.Alignment)
@@ -426,7 +426,7 @@ func (ob *observer) completed(id int64, took, interval time.Duration) (warn *Slo
 	}
 	r.end(CheckpointCompleted, "", r.TriggeredAt.Add(took))
 	ob.last = &CompletedCheckpoint{ID: id, TriggeredAt: r.TriggeredAt, CompletedAt: r.EndedAt, Duration: took}
-	ob.lastSizeFull = r.StateSizeFull
+	ob.lastSizeFull, ob.lastSizeIncremental = r.StateSizeFull, r.StateSizeIncremental
 	return ob.slowCheckpoint(r, took, interval)
 }
 

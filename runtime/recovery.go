@@ -220,14 +220,16 @@ func (j *Job) restoreState(ctx context.Context, rec *recovery, n *Node, t checkp
 	}
 	var files [][]byte
 	for _, s := range mine {
-		if s.State == nil || (!rescaled && s.Task != t) {
+		if !rescaled && s.Task != t {
 			continue
 		}
-		data, err := j.readState(ctx, rec, *s.State)
-		if err != nil {
-			return nil, nil, fmt.Errorf("reading state of %v from checkpoint %d: %w", s.Task, rec.meta.ID, err)
+		for _, h := range stateFiles(s) {
+			data, err := j.readState(ctx, rec, h)
+			if err != nil {
+				return nil, nil, fmt.Errorf("reading state of %v from checkpoint %d%s: %w", s.Task, rec.meta.ID, sharedFrom(rec.meta.ID, h), err)
+			}
+			files = append(files, data)
 		}
-		files = append(files, data)
 	}
 	if len(files) > 0 {
 		if err := b.Restore(files...); err != nil {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"runtime/debug"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/ingest-engine/ingest/checkpoint"
@@ -61,6 +63,9 @@ type link struct {
 	wm int64
 	// obs are the link's counters for Job.Observe (observe_hooks.go).
 	obs *subtaskObs
+	// files are the handles of the state files this link wrote, by
+	// checkpoint: what an incremental snapshot's Shared ids name.
+	files stateFileSet
 }
 
 // Emit implements Output for the link's operator or source.
@@ -239,6 +244,8 @@ func (t *task) handleControl(ctx context.Context) (end bool, err error) {
 				}
 			}
 			for _, l := range t.links {
+				l.ctx.State.Complete(c.id)
+				l.files.keep(c.id, l.ctx.State.ChainFiles())
 				if l.op != nil {
 					if err := l.op.NotifyComplete(c.id); err != nil {
 						return false, fmt.Errorf("%v: checkpoint %d complete: %w", l.id, c.id, err)
@@ -246,6 +253,10 @@ func (t *task) handleControl(ctx context.Context) (end bool, err error) {
 				}
 			}
 		case ctlAbort:
+			for _, l := range t.links {
+				l.ctx.State.Abort(c.id)
+				l.files.drop(c.id)
+			}
 			if t.aligner != nil {
 				t.aligner.Abort(c.id)
 			}
@@ -599,7 +610,7 @@ func (t *task) checkpoint(ctx context.Context, b Barrier, alignment time.Duratio
 		}
 		var keyed *state.Snapshot
 		if l.ctx.State.HasState() {
-			keyed = l.ctx.State.Snapshot()
+			keyed = l.ctx.State.CheckpointSnapshot(b.ID)
 		}
 		caps = append(caps, capture{link: l, keyed: keyed, snap: s, wm: l.wm, sync: t.att.job.clock.Now().Sub(start)})
 	}
@@ -642,17 +653,24 @@ func (t *task) write(ctx context.Context, id int64, c capture, alignment time.Du
 	}
 	if c.keyed != nil {
 		st.States = stateSchemas(c.keyed.Schemas())
-		data, err := c.keyed.Encode()
+		enc, err := c.keyed.EncodeCheckpoint()
 		c.keyed.Release() // encoded once: its tables may reclaim what it pinned
 		if err == nil {
 			err = failpoint.Inject("task/during-async-write")
 		}
 		if err == nil {
+			st.Shared, err = c.link.files.handles(enc.Shared)
+			st.StateReused = enc.Reused
+		}
+		if err == nil {
 			var h storage.Handle
 			start := clk.Now()
-			h, err = t.att.job.storage.WriteFile(ctx, id, stateFileName(c.link.id), data)
+			h, err = t.att.job.storage.WriteFile(ctx, id, stateFileName(c.link.id), enc.Data)
 			t.att.job.obs.stateWritten(id, c.link.id, clk.Now().Sub(start))
 			st.State = &h
+			if err == nil {
+				c.link.files.add(h)
+			}
 		}
 		if err != nil {
 			return taskEvent{kind: evDecline, task: c.link.id, id: id, err: fmt.Errorf("writing state: %w", err)}
@@ -668,4 +686,59 @@ func (t *task) write(ctx context.Context, id int64, c capture, alignment time.Du
 // stateFileName names a subtask's state file within a checkpoint.
 func stateFileName(t checkpoint.TaskID) string {
 	return fmt.Sprintf("state-%s-%d", t.Operator, t.Subtask)
+}
+
+// stateFileSet holds the handles of the state files one link wrote that a
+// later incremental snapshot may reference: those of its chain and those of
+// checkpoints still in flight. The task goroutine prunes it (at completion
+// and abort); the goroutine that writes a checkpoint adds to it and reads it.
+type stateFileSet struct {
+	mu sync.Mutex
+	m  map[int64]storage.Handle
+}
+
+// add records the handle of a file just written.
+func (f *stateFileSet) add(h storage.Handle) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m == nil {
+		f.m = map[int64]storage.Handle{}
+	}
+	f.m[h.Checkpoint] = h
+}
+
+// handles returns the handles of the files of checkpoints ids, or an error
+// naming one this link has no file of (a snapshot referencing a file the
+// link did not write: never expected, and never acknowledged).
+func (f *stateFileSet) handles(ids []int64) ([]storage.Handle, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]storage.Handle, 0, len(ids))
+	for _, id := range ids {
+		h, ok := f.m[id]
+		if !ok {
+			return nil, fmt.Errorf("incremental state builds on the file of checkpoint %d, which this subtask did not write", id)
+		}
+		out = append(out, h)
+	}
+	return out, nil
+}
+
+// keep forgets the files of checkpoints up to completed that are not in
+// chain; files of later checkpoints may still become a base.
+func (f *stateFileSet) keep(completed int64, chain []int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for id := range f.m {
+		if id <= completed && !slices.Contains(chain, id) {
+			delete(f.m, id)
+		}
+	}
+}
+
+// drop forgets the file of a failed checkpoint.
+func (f *stateFileSet) drop(id int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.m, id)
 }

@@ -130,21 +130,19 @@ func (j *Job) verifyCheckpoint(ctx context.Context, id int64, c *candidate) (*ch
 	}
 	files := map[storage.Handle]*verifiedFile{}
 	for _, s := range m.Tasks {
-		if s.State == nil {
-			continue
-		}
-		h := *s.State
-		data, err := j.storage.ReadFile(ctx, h)
-		if err != nil {
-			// The storage error names the file's path and the reason.
-			return nil, nil, fmt.Errorf("checkpoint %d: state file %s of %v %s: %w", id, h.Name, s.Task, damageReason(err), err)
-		}
-		if _, err := state.Inspect(data); err != nil {
-			p := path.Join(j.storage.Location(), storage.CheckpointDirName(h.Checkpoint), h.Name)
-			return nil, nil, fmt.Errorf("checkpoint %d: state file %s of %v passes its storage checksum but not its own checks (it was written damaged): %w", id, p, s.Task, err)
-		}
-		if u := uses[s.Task.Operator]; u > 0 {
-			files[h] = &verifiedFile{data: data, uses: u}
+		for _, h := range stateFiles(s) {
+			data, err := j.storage.ReadFile(ctx, h)
+			if err != nil {
+				// The storage error names the file's path and the reason.
+				return nil, nil, fmt.Errorf("checkpoint %d: state file %s of %v %s%s: %w", id, h.Name, s.Task, damageReason(err), sharedFrom(id, h), err)
+			}
+			if _, err := state.Inspect(data); err != nil {
+				p := path.Join(j.storage.Location(), storage.CheckpointDirName(h.Checkpoint), h.Name)
+				return nil, nil, fmt.Errorf("checkpoint %d: state file %s of %v%s passes its storage checksum but not its own checks (it was written damaged): %w", id, p, s.Task, sharedFrom(id, h), err)
+			}
+			if u := uses[s.Task.Operator]; u > 0 {
+				files[h] = &verifiedFile{data: data, uses: u}
+			}
 		}
 	}
 	return m, files, nil
@@ -171,4 +169,23 @@ func (j *Job) readState(ctx context.Context, rec *recovery, h storage.Handle) ([
 		return f.data, nil
 	}
 	return j.storage.ReadFile(ctx, h)
+}
+
+// stateFiles returns the state files a subtask's keyed state is restored
+// from: its own file, then the earlier checkpoints' files it builds on
+// (incremental snapshots). None when it has no keyed state.
+func stateFiles(s checkpoint.SubtaskState) []storage.Handle {
+	if s.State == nil {
+		return nil
+	}
+	return append([]storage.Handle{*s.State}, s.Shared...)
+}
+
+// sharedFrom says, for a message, that h is a file of an earlier checkpoint
+// that checkpoint id's state builds on ("" for id's own file).
+func sharedFrom(id int64, h storage.Handle) string {
+	if h.Checkpoint == id {
+		return ""
+	}
+	return fmt.Sprintf(" (written by checkpoint %d, which checkpoint %d's incremental state builds on)", h.Checkpoint, id)
 }

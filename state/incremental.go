@@ -74,8 +74,9 @@ type checkpointPlan struct {
 // costs O(key groups × states), on the task goroutine; the entries are read
 // only by EncodeCheckpoint.
 //
-// The first snapshot after NewBackend or Restore, and the first after a
-// state was registered or dropped since the base, is full. A snapshot never
+// The first snapshot after NewBackend or Restore, the first after a state
+// was registered or dropped since the base, and one that would rewrite every
+// key group are full. A snapshot never
 // references more than maxChainFiles-1 earlier files, nor a file of which
 // less than minReferencedShare is still referenced: those key groups are
 // rewritten.
@@ -90,7 +91,12 @@ func (b *Backend) CheckpointSnapshot(id int64) *Snapshot {
 	s.plan = p
 	s.epoch = b.epoch - 1 // Snapshot started a new epoch
 	if base := b.base; base != nil && slices.Equal(base.names, s.names()) {
-		p.base, p.rewrite = base, b.dirty(base)
+		// When every key group is rewritten, nothing is gained by
+		// referencing the base: a full file is smaller (it writes no
+		// section for an empty key group) and ends the chain.
+		if rewrite := b.dirty(base); slices.Contains(rewrite, false) {
+			p.base, p.rewrite = base, rewrite
+		}
 	}
 	if b.pending == nil {
 		b.pending = make(map[int64]*checkpointPlan)
@@ -122,7 +128,9 @@ func (b *Backend) dirty(base *chain) []bool {
 	}
 	retire := map[int64]bool{}
 	for id, used := range live {
-		if float64(used) < minReferencedShare*float64(base.fileBytes[id]) {
+		// A file that would supply only empty key groups is not worth
+		// keeping either.
+		if used == 0 || float64(used) < minReferencedShare*float64(base.fileBytes[id]) {
 			retire[id] = true
 		}
 	}
