@@ -47,6 +47,29 @@ type Config struct {
 // time and one event and returns the actions the caller must carry out (see
 // each Action's obligations). It is not safe for concurrent use; one
 // goroutine owns it.
+//
+// Retention is reference-counted (issue #14): a checkpoint's state may build
+// on files of earlier checkpoints (SubtaskState.Shared, Metadata.References).
+// The coordinator keeps, besides the newest Options.Retain complete
+// checkpoints (Retained), every complete checkpoint that one of these
+// references, transitively, or that a pending checkpoint may build on, or
+// that a failed metadata write not yet recorded in the ledger references
+// (Held). Its invariants:
+//   - no checkpoint that a retained, held or pending checkpoint, or an
+//     unrecorded failed write, references is ever discarded;
+//   - a pending checkpoint may build on anything retained or held at its
+//     trigger: none of that is discarded until it completes or fails;
+//   - an acknowledgement that references a checkpoint no longer kept fails
+//     its checkpoint: no checkpoint completes with a dangling reference;
+//   - the Discard of a failed, abandoned or late-acknowledged checkpoint
+//     never names a retained or held one;
+//   - a held checkpoint is discarded in the step that ends the last reason
+//     to keep it, and its Discard comes before those of the checkpoints it
+//     references.
+//
+// Without references only pending checkpoints hold checkpoints: with
+// MaxConcurrent > 1, a checkpoint leaving the retained set while a newer one
+// is pending is discarded once the newer ones end.
 type Coordinator struct {
 	cfg   Config
 	tasks map[TaskID]bool
@@ -519,24 +542,43 @@ func (c *Coordinator) retire(out []Action) []Action {
 	return c.collect(out)
 }
 
-// collect discards, in increasing id order, every held checkpoint that is no
-// longer live. It runs whenever something that keeps checkpoints live ends:
-// a retirement, a pending checkpoint's end, a failure recorded in the ledger.
+// collect discards every held checkpoint that is no longer live. It runs
+// whenever something that keeps checkpoints live ends: a retirement, a
+// pending checkpoint's end, a failure recorded in the ledger.
+//
+// The Discards come in increasing id order, except that a checkpoint comes
+// before every checkpoint it references: the caller carries them out one by
+// one, and a crash between two then never leaves a checkpoint in storage
+// whose referenced files are gone.
 func (c *Coordinator) collect(out []Action) []Action {
 	if len(c.held) == 0 {
 		return out
 	}
 	live := c.live()
-	var keep []int64
+	var keep, gone []int64
 	for _, id := range c.held {
 		if live[id] {
 			keep = append(keep, id)
-			continue
+		} else {
+			gone = append(gone, id)
 		}
-		delete(c.refs, id)
-		out = append(out, Discard{ID: id})
 	}
 	c.held = keep
+	for len(gone) > 0 {
+		i := slices.IndexFunc(gone, func(id int64) bool {
+			return !slices.ContainsFunc(gone, func(o int64) bool { return slices.Contains(c.refs[o], id) })
+		})
+		if i < 0 {
+			i = 0 // a reference cycle, which ids increasing along references rule out
+		}
+		out = append(out, Discard{ID: gone[i]})
+		gone = slices.Delete(gone, i, i+1)
+	}
+	for id := range c.refs {
+		if !c.kept(id) {
+			delete(c.refs, id)
+		}
+	}
 	return out
 }
 

@@ -1112,6 +1112,13 @@ func (s *sim) apply(ev Event, a Action, latest int64, pending, prevHeld []int64)
 			s.stats.HeldDiscards++
 		}
 		delete(s.store, x.ID)
+		// Discards are carried out one by one: a crash between two must not
+		// leave a checkpoint that references a deleted one.
+		for _, id := range s.storedIDs() {
+			if slices.Contains(s.refsOf[id], x.ID) {
+				s.failf("retention: Discard{%d} while checkpoint %d in storage references it (no discarded checkpoint is referenced by a kept one)", x.ID, id)
+			}
+		}
 		delete(s.writing, x.ID)
 		s.dropWrite(x.ID)
 
