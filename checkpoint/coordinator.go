@@ -22,6 +22,16 @@ type Config struct {
 	// Retained lists the complete checkpoints kept in storage, increasing; it
 	// includes Restored. Retention discards the oldest when newer ones complete.
 	Retained []int64
+	// References maps a checkpoint of Retained to the ids of the earlier
+	// checkpoints whose files its state builds on (Metadata.References). The
+	// newest Options.Retain of Retained (and Restored) are retained; an older
+	// one that they reference, directly or through other references, starts
+	// held (see Coordinator.Held), every other one retained until the next
+	// completion retires it. Nil means no checkpoint references another, as
+	// with full snapshots. References to ids not in Retained are ignored:
+	// nothing of them is left to keep (an ack that still names one fails its
+	// checkpoint).
+	References map[int64][]int64
 	// NextID is the id of the next checkpoint; it must be greater than every id
 	// present in storage and every id the ledger reserved, so a new checkpoint
 	// never reuses an old one's id.
@@ -37,6 +47,29 @@ type Config struct {
 // time and one event and returns the actions the caller must carry out (see
 // each Action's obligations). It is not safe for concurrent use; one
 // goroutine owns it.
+//
+// Retention is reference-counted (issue #14): a checkpoint's state may build
+// on files of earlier checkpoints (SubtaskState.Shared, Metadata.References).
+// The coordinator keeps, besides the newest Options.Retain complete
+// checkpoints (Retained), every complete checkpoint that one of these
+// references, transitively, or that a pending checkpoint may build on, or
+// that a failed metadata write not yet recorded in the ledger references
+// (Held). Its invariants:
+//   - no checkpoint that a retained, held or pending checkpoint, or an
+//     unrecorded failed write, references is ever discarded;
+//   - a pending checkpoint may build on anything retained or held at its
+//     trigger: none of that is discarded until it completes or fails;
+//   - an acknowledgement that references a checkpoint no longer kept fails
+//     its checkpoint: no checkpoint completes with a dangling reference;
+//   - the Discard of a failed, abandoned or late-acknowledged checkpoint
+//     never names a retained or held one;
+//   - a held checkpoint is discarded in the step that ends the last reason
+//     to keep it, and its Discard comes before those of the checkpoints it
+//     references.
+//
+// Without references only pending checkpoints hold checkpoints: with
+// MaxConcurrent > 1, a checkpoint leaving the retained set while a newer one
+// is pending is discarded once the newer ones end.
 type Coordinator struct {
 	cfg   Config
 	tasks map[TaskID]bool
@@ -52,9 +85,28 @@ type Coordinator struct {
 	// latest is the recovery point: the newest checkpoint whose metadata was
 	// reported durable (or the restored one). It only grows.
 	latest int64
-	// retained are the complete checkpoints kept in storage, increasing.
+	// retained are the complete checkpoints kept in storage as recovery
+	// points, increasing: the newest Options.Retain of them once one
+	// completed.
 	// INVARIANT: latest is the last element when any checkpoint is complete.
 	retained []int64
+	// held are the complete checkpoints that left the retained set but stay
+	// in storage, increasing: a retained checkpoint references them
+	// (directly or transitively through refs), a pending checkpoint may
+	// reference them (pendingCheckpoint.protects), or a failed metadata write
+	// whose outcome is unknown references them (unrecordedRefs). They are not
+	// recovery points and do not count against Options.Retain.
+	// INVARIANT: every held checkpoint is live (see live); it is Discarded in
+	// the step that makes it not live, and never before.
+	// INVARIANT: retained and held are disjoint, and no pending id is in either.
+	held []int64
+	// refs are the direct references (Metadata.References) of every retained
+	// or held checkpoint that has any.
+	refs map[int64][]int64
+	// unrecordedRefs are the references of each checkpoint of unrecorded: its
+	// metadata may have landed, and until the ledger records it as failed a
+	// recovery may restore it, so what it references stays in storage.
+	unrecordedRefs map[int64][]int64
 	// uncommitted are the commits of complete checkpoints not yet confirmed
 	// published, in checkpoint order. Every new metadata carries them, so a
 	// recovery from any later checkpoint publishes them too.
@@ -117,6 +169,12 @@ type pendingCheckpoint struct {
 	writing bool
 	// meta is the metadata handed to WriteMetadata, once writing.
 	meta *Metadata
+	// protects are the checkpoints this one may build on: every checkpoint
+	// retained or held when it was triggered (an incremental snapshot takes
+	// its base from those), and every one its acknowledgements reference.
+	// INVARIANT: while p is pending, none of them is discarded, so an
+	// acknowledgement that references one of them never dangles.
+	protects []int64
 }
 
 // New returns a coordinator for cfg.
@@ -137,21 +195,51 @@ func New(cfg Config) (*Coordinator, error) {
 		}
 		tasks[t] = true
 	}
-	retained := slices.Clone(cfg.Retained)
-	slices.Sort(retained)
-	if cfg.Restored != 0 && !slices.Contains(retained, cfg.Restored) {
-		retained = append(retained, cfg.Restored)
-		slices.Sort(retained)
+	kept := slices.Clone(cfg.Retained)
+	if cfg.Restored != 0 {
+		kept = append(kept, cfg.Restored)
 	}
-	return &Coordinator{
-		cfg:      cfg,
-		tasks:    tasks,
-		nextID:   cfg.NextID,
-		pending:  map[int64]*pendingCheckpoint{},
-		latest:   cfg.Restored,
-		retained: retained,
-		reserved: cfg.Reserved,
-	}, nil
+	slices.Sort(kept)
+	kept = slices.Compact(kept)
+	c := &Coordinator{
+		cfg:            cfg,
+		tasks:          tasks,
+		nextID:         cfg.NextID,
+		pending:        map[int64]*pendingCheckpoint{},
+		latest:         cfg.Restored,
+		reserved:       cfg.Reserved,
+		refs:           map[int64][]int64{},
+		unrecordedRefs: map[int64][]int64{},
+	}
+	for _, id := range kept {
+		var rs []int64
+		for _, r := range cfg.References[id] {
+			if r != id && slices.Contains(kept, r) {
+				rs = append(rs, r)
+			}
+		}
+		if len(rs) > 0 {
+			slices.Sort(rs)
+			c.refs[id] = slices.Compact(rs)
+		}
+	}
+	// The newest Retain (and the restored one) are retained; of the older
+	// ones, those they reference are held, and the others stay retained
+	// until the next completion retires them, as without references.
+	newest := kept[max(0, len(kept)-cfg.Options.Retain):]
+	roots := slices.Clone(newest)
+	if cfg.Restored != 0 && !slices.Contains(roots, cfg.Restored) {
+		roots = append(roots, cfg.Restored)
+	}
+	referenced := c.reachable(roots)
+	for _, id := range kept {
+		if !slices.Contains(roots, id) && referenced[id] {
+			c.held = append(c.held, id)
+		} else {
+			c.retained = append(c.retained, id)
+		}
+	}
+	return c, nil
 }
 
 // LatestComplete returns the recovery point: the newest complete checkpoint
@@ -167,6 +255,18 @@ func (c *Coordinator) Pending() []int64 {
 	slices.Sort(ids)
 	return ids
 }
+
+// Retained returns the complete checkpoints kept as recovery points,
+// increasing: the newest Options.Retain complete ones (after a restart,
+// until the next completion, possibly more). The last is LatestComplete.
+func (c *Coordinator) Retained() []int64 { return slices.Clone(c.retained) }
+
+// Held returns the complete checkpoints kept in storage although they left
+// the retained set, increasing: a retained checkpoint references their files
+// (directly or through other references), a pending checkpoint may build on
+// them, or a failed metadata write whose outcome is not yet recorded
+// references them. Each is discarded in the step that ends the last of these.
+func (c *Coordinator) Held() []int64 { return slices.Clone(c.held) }
 
 // ConsecutiveFailures returns the number of checkpoints that failed since the
 // last one completed.
@@ -243,6 +343,12 @@ func (c *Coordinator) ledgerWritten(now time.Time, e LedgerWritten, out []Action
 	}
 	c.reserved = max(c.reserved, e.Reserved)
 	c.unrecorded = slices.DeleteFunc(c.unrecorded, func(id int64) bool { return slices.Contains(e.Failed, id) })
+	for _, id := range e.Failed {
+		// A recovery discards a recorded failure instead of restoring it:
+		// what only it referenced may go.
+		delete(c.unrecordedRefs, id)
+	}
+	out = c.collect(out)
 	return c.startWrite(now, out)
 }
 
@@ -262,8 +368,9 @@ func (c *Coordinator) acked(now time.Time, e Acked, out []Action) []Action {
 	if p == nil {
 		// A late acknowledgement of a checkpoint that failed or expired: the
 		// state it wrote belongs to no checkpoint and is deleted. Retained
-		// checkpoints are never discarded (a duplicate ack of one is ignored).
-		if e.ID < c.nextID && !slices.Contains(c.retained, e.ID) && e.ID != c.latest {
+		// and held checkpoints are never discarded (a duplicate ack of one is
+		// ignored).
+		if e.ID < c.nextID && !c.kept(e.ID) && e.ID != c.latest {
 			out = append(out, Discard{ID: e.ID})
 		}
 		return out
@@ -273,6 +380,18 @@ func (c *Coordinator) acked(now time.Time, e Acked, out []Action) []Action {
 	}
 	if _, dup := p.acks[e.State.Task]; dup {
 		return out
+	}
+	// Every file the state builds on must still be in storage, and stay
+	// there: a checkpoint with a dangling reference could not be restored.
+	for _, h := range e.State.Shared {
+		if h.Checkpoint == e.ID || slices.Contains(p.protects, h.Checkpoint) {
+			continue
+		}
+		if !c.kept(h.Checkpoint) {
+			return c.fail(p, fmt.Errorf("%v references file %q of checkpoint %d, which is not kept in storage (discarded, or never complete)",
+				e.State.Task, h.Name, h.Checkpoint), out)
+		}
+		p.protects = append(p.protects, h.Checkpoint)
 	}
 	p.acks[e.State.Task] = e.State
 	if len(p.acks) < len(c.tasks) {
@@ -368,7 +487,11 @@ func (c *Coordinator) metadataWritten(now time.Time, e MetadataWritten, out []Ac
 		}
 		// Until the ledger records p as failed, no newer checkpoint may
 		// complete (startWrite waits): a recovery after that would restore p.
+		// For the same reason what p references stays in storage until then.
 		c.unrecorded = append(c.unrecorded, p.id)
+		if rs := p.meta.References(); len(rs) > 0 {
+			c.unrecordedRefs[p.id] = rs
+		}
 		out = c.fail(p, fmt.Errorf("writing metadata: %w", e.Err), out)
 		return c.requestLedger(now, out)
 	}
@@ -378,6 +501,9 @@ func (c *Coordinator) metadataWritten(now time.Time, e MetadataWritten, out []Ac
 	c.failures = 0
 	c.lastCompletion = now
 	c.retained = append(c.retained, p.id)
+	if rs := p.meta.References(); len(rs) > 0 {
+		c.refs[p.id] = rs
+	}
 	if p.final {
 		c.finalComplete = true
 	}
@@ -404,13 +530,94 @@ func (c *Coordinator) metadataWritten(now time.Time, e MetadataWritten, out []Ac
 	return c.startWrite(now, c.retire(out))
 }
 
-// retire discards complete checkpoints beyond the retention count.
+// retire takes the oldest complete checkpoints beyond the retention count out
+// of the retained set: each is discarded, unless it is still live (see live),
+// in which case it is held until it is not.
 func (c *Coordinator) retire(out []Action) []Action {
 	for len(c.retained) > c.cfg.Options.Retain {
-		out = append(out, Discard{ID: c.retained[0]})
+		c.held = append(c.held, c.retained[0])
 		c.retained = c.retained[1:]
 	}
+	slices.Sort(c.held)
+	return c.collect(out)
+}
+
+// collect discards every held checkpoint that is no longer live. It runs
+// whenever something that keeps checkpoints live ends: a retirement, a
+// pending checkpoint's end, a failure recorded in the ledger.
+//
+// The Discards come in increasing id order, except that a checkpoint comes
+// before every checkpoint it references: the caller carries them out one by
+// one, and a crash between two then never leaves a checkpoint in storage
+// whose referenced files are gone.
+func (c *Coordinator) collect(out []Action) []Action {
+	if len(c.held) == 0 {
+		return out
+	}
+	live := c.live()
+	var keep, gone []int64
+	for _, id := range c.held {
+		if live[id] {
+			keep = append(keep, id)
+		} else {
+			gone = append(gone, id)
+		}
+	}
+	c.held = keep
+	for len(gone) > 0 {
+		i := slices.IndexFunc(gone, func(id int64) bool {
+			return !slices.ContainsFunc(gone, func(o int64) bool { return slices.Contains(c.refs[o], id) })
+		})
+		if i < 0 {
+			i = 0 // a reference cycle, which ids increasing along references rule out
+		}
+		out = append(out, Discard{ID: gone[i]})
+		gone = slices.Delete(gone, i, i+1)
+	}
+	for id := range c.refs {
+		if !c.kept(id) {
+			delete(c.refs, id)
+		}
+	}
 	return out
+}
+
+// live returns the checkpoints that must stay in storage: the retained ones,
+// those a pending checkpoint may build on, those a failed metadata write not
+// yet recorded references, and every checkpoint one of these references,
+// transitively.
+func (c *Coordinator) live() map[int64]bool {
+	roots := slices.Clone(c.retained)
+	for _, p := range c.pending {
+		roots = append(roots, p.protects...)
+	}
+	for _, rs := range c.unrecordedRefs {
+		roots = append(roots, rs...)
+	}
+	return c.reachable(roots)
+}
+
+// reachable returns roots and every checkpoint they reference through refs,
+// transitively.
+func (c *Coordinator) reachable(roots []int64) map[int64]bool {
+	seen := make(map[int64]bool, len(roots))
+	stack := slices.Clone(roots)
+	for len(stack) > 0 {
+		id := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		stack = append(stack, c.refs[id]...)
+	}
+	return seen
+}
+
+// kept reports whether checkpoint id is complete and kept in storage:
+// retained or held.
+func (c *Coordinator) kept(id int64) bool {
+	return slices.Contains(c.retained, id) || slices.Contains(c.held, id)
 }
 
 func (c *Coordinator) committed(e Committed, out []Action) []Action {
@@ -460,13 +667,18 @@ func (c *Coordinator) countFailure(reason error, out []Action) []Action {
 	return out
 }
 
-// abandon removes p without counting a failure: its partial state is discarded.
+// abandon removes p without counting a failure: its partial state is
+// discarded, and so is every held checkpoint only p kept live.
 func (c *Coordinator) abandon(p *pendingCheckpoint, reason error, out []Action) []Action {
 	delete(c.pending, p.id)
 	if p.final {
 		c.finalID = 0 // request it again
 	}
-	return append(out, Abort{ID: p.id, Reason: reason}, Discard{ID: p.id})
+	out = append(out, Abort{ID: p.id, Reason: reason})
+	if !c.kept(p.id) { // INVARIANT: never, since ids are not reused; stated for the Discard
+		out = append(out, Discard{ID: p.id})
+	}
+	return c.collect(out)
 }
 
 // maybeTrigger starts a checkpoint when the settings allow one.
@@ -491,7 +703,9 @@ func (c *Coordinator) maybeTrigger(now time.Time, out []Action) []Action {
 	id := c.nextID
 	c.nextID++
 	c.lastTrigger, c.triggerRequested = now, false
-	c.pending[id] = &pendingCheckpoint{id: id, triggeredAt: now, final: final, acks: map[TaskID]SubtaskState{}}
+	// The new checkpoint may build on anything in storage now.
+	protects := append(slices.Clone(c.retained), c.held...)
+	c.pending[id] = &pendingCheckpoint{id: id, triggeredAt: now, final: final, acks: map[TaskID]SubtaskState{}, protects: protects}
 	if final {
 		c.finalID = id
 	}

@@ -128,8 +128,11 @@ type Abort struct {
 
 // Discard asks the caller to delete everything stored for checkpoint ID: the
 // partial state of a failed checkpoint, the late state of an expired one, or a
-// complete checkpoint beyond the retention count. It is only emitted for
-// checkpoints that are not the recovery point.
+// complete checkpoint beyond the retention count that nothing kept
+// references any more. It is never emitted for the recovery point, a
+// retained or a held checkpoint (Coordinator.Held). The caller carries
+// Discards out in emission order: a checkpoint's Discard comes before those
+// of the checkpoints it references.
 type Discard struct {
 	ID int64
 }

@@ -82,7 +82,10 @@ type Options struct {
 	TolerableFailures int
 
 	// Retain is how many complete checkpoints are kept; older ones are
-	// deleted once a newer one is complete.
+	// deleted once a newer one is complete, unless a kept checkpoint's
+	// state still builds on their files (incremental snapshots): those are
+	// held, outside the count, until nothing references them (see
+	// Coordinator.Held).
 	// The default value is 1. Flink: state.checkpoints.num-retained.
 	Retain int
 

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ingest-engine/ingest/storage"
 )
 
 // Data-driven scripts in the style of etcd raft's interaction tests: each file
@@ -21,13 +23,16 @@ import (
 // Commands (times are offsets from the script's start, t0):
 //
 //	new tasks=a[0],b[0] [interval=10s timeout=30s min-pause=0s max-concurrent=1
-//	    tolerable=0 retain=1 restored=N retained=N,N next-id=N reserved=N]
+//	    tolerable=0 retain=1 restored=N retained=N,N refs=N:M+M,N:M next-id=N reserved=N]
 //	                               (reserved: the durable ledger's reservation;
 //	                               default 1000000, so that scripts not about
-//	                               the ledger trigger without WriteLedger)
+//	                               the ledger trigger without WriteLedger;
+//	                               refs: Config.References, N references M…)
 //	tick <time>                    set the clock and step a Tick
 //	at <time>                      set the clock only
-//	ack <id> <task> [<p>:<data>…]  acknowledge with committables prepared at p
+//	ack <id> <task> [<p>:<data>…] [shared=M,M]
+//	                               acknowledge with committables prepared at p,
+//	                               and state that builds on file fM of each M
 //	ack-all <id>                   every task acknowledges with an empty state
 //	decline <id> <task>
 //	written <id> [err]             MetadataWritten
@@ -36,6 +41,8 @@ import (
 //	task-failed <task>
 //	final                          RequestFinal
 //	state                          latest, pending, consecutive failures
+//	kept                           Retained() and Held()
+//	last-abort                     the reason of the last Abort
 //	metadata <id>                  the last WriteMetadata of id, its tasks and commits
 
 var rewrite = flag.Bool("rewrite", false, "TestScripts: rewrite testdata/*.txt with the actual output")
@@ -135,6 +142,8 @@ type scriptRunner struct {
 	writes map[int64]*Metadata
 	// ledger is the last WriteLedger emitted.
 	ledger WriteLedger
+	// abort is the reason of the last Abort emitted.
+	abort error
 }
 
 func (r *scriptRunner) run(path string, b scriptBlock) []string {
@@ -209,6 +218,16 @@ func (r *scriptRunner) run(path string, b scriptBlock) []string {
 				cfg.NextID = int64(n)
 			case "reserved":
 				cfg.Reserved = int64(n)
+			case "refs":
+				cfg.References = map[int64][]int64{}
+				for _, e := range strings.Split(v, ",") {
+					from, to, _ := strings.Cut(e, ":")
+					x, _ := strconv.ParseInt(from, 10, 64)
+					for _, r := range strings.Split(to, "+") {
+						y, _ := strconv.ParseInt(r, 10, 64)
+						cfg.References[x] = append(cfg.References[x], y)
+					}
+				}
 			case "retained":
 				for _, s := range strings.Split(v, ",") {
 					x, _ := strconv.ParseInt(s, 10, 64)
@@ -237,6 +256,16 @@ func (r *scriptRunner) run(path string, b scriptBlock) []string {
 	case "ack":
 		st := SubtaskState{Task: task(arg(2))}
 		for _, c := range f[3:] {
+			if ids, ok := strings.CutPrefix(c, "shared="); ok {
+				for _, m := range strings.Split(ids, ",") {
+					n, err := strconv.ParseInt(m, 10, 64)
+					if err != nil {
+						return fail("bad shared checkpoint %q", m)
+					}
+					st.Shared = append(st.Shared, storage.Handle{Name: "f" + m, Checkpoint: n})
+				}
+				continue
+			}
 			p, data, ok := strings.Cut(c, ":")
 			n, err := strconv.ParseInt(p, 10, 64)
 			if !ok || err != nil {
@@ -268,6 +297,10 @@ func (r *scriptRunner) run(path string, b scriptBlock) []string {
 		ev = RequestFinal{}
 	case "state":
 		return []string{fmt.Sprintf("latest=%d pending=%v failures=%d", r.c.LatestComplete(), r.c.Pending(), r.c.ConsecutiveFailures())}
+	case "kept":
+		return []string{fmt.Sprintf("retained=%v held=%v", r.c.Retained(), r.c.Held())}
+	case "last-abort":
+		return []string{fmt.Sprint(r.abort)}
 	case "metadata":
 		m := r.writes[id(1)]
 		if m == nil {
@@ -296,6 +329,9 @@ func (r *scriptRunner) step(ev Event) []string {
 		}
 		if w, ok := a.(WriteLedger); ok {
 			r.ledger = w
+		}
+		if ab, ok := a.(Abort); ok {
+			r.abort = ab.Reason
 		}
 		out = append(out, fmtAction(a))
 	}

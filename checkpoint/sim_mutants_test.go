@@ -9,7 +9,8 @@ import (
 // A simulation that cannot fail checks nothing. Each case here breaks one
 // thing the simulations claim to check — the aligner, through a wrapper that
 // misbehaves the way a buggy Aligner would, or the committer and recovery
-// models, through a switch — and requires the simulation to fail, with the
+// models, through a switch, the coordinator's retention, through Discards
+// added to its actions (retentionMutant) — and requires the simulation to fail, with the
 // check that case is about, within a bounded number of seeds. The logs give
 // the seed that caught each.
 func TestSimulationsCatchBugs(t *testing.T) {
@@ -18,6 +19,9 @@ func TestSimulationsCatchBugs(t *testing.T) {
 	}
 	commit := func(mutant string) func(int64) string {
 		return func(seed int64) string { return runCommitSimWith(seed, 0, mutant).err }
+	}
+	retention := func(mutant string) func(int64) string {
+		return func(seed int64) string { return runSimWith(seed, 0, mutant).err }
 	}
 	cases := []struct {
 		name   string
@@ -36,6 +40,10 @@ func TestSimulationsCatchBugs(t *testing.T) {
 		{"committer does not recognise a done commit", commit("not-idempotent"), []string{"visible twice", "nothing committed is lost"}, 200},
 		{"recovery falls back past published output", commit("no-fallback-guard"), []string{"is visible after recovering", "visible twice"}, 500},
 		{"recovery ignores the ledger's reservation", commit("ignore-ledger"), []string{"triggered before", "completed twice"}, 500},
+		{"retire ignores references", retention("retire-ignores-references"),
+			[]string{"no discarded checkpoint is referenced by a kept one", "discarded while it is pending"}, 200},
+		{"retention ignores what pending checkpoints may build on", retention("pending-unprotected"),
+			[]string{"discarded while it is pending"}, 500},
 	}
 	for _, c := range cases {
 		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {

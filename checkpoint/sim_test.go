@@ -48,10 +48,14 @@ func TestSimulation(t *testing.T) {
 				"fail jobs": total.FailJobs, "late discards": total.LateDiscards,
 				"durable at crash": total.DurableAtCrash, "carried commits": total.Carried,
 				"task failures": total.TaskFailed, "timeouts": total.Timeouts, "retention discards": total.Retired,
-				"commit failures": total.CommitFailures,
+				"commit failures":             total.CommitFailures,
+				"checkpoints with references": total.References, "held checkpoints": total.Held,
+				"discards of held checkpoints": total.HeldDiscards, "cascading discards": total.Cascades,
+				"dangling acks failed": total.DanglingFailed,
 			}
 			if *simMaxConcurrent > 1 {
 				covered["subsumed"] = total.Subsumed
+				covered["checkpoints held for a pending one"] = total.PendingHolds
 			}
 			requireCovered(t, covered)
 		},
@@ -63,13 +67,20 @@ type simStats struct {
 	Seeds, Steps, Triggers, Completions, Crashes, Finished, FailJobs  int
 	LateDiscards, Subsumed, DurableAtCrash, ConcurrentWrites, Carried int
 	TaskFailed, Timeouts, Retired, Published, CommitFailures          int
+	// Reference-counted retention (sim_retain_test.go).
+	References, Held, HeldDiscards, Cascades, PendingHolds, DanglingFailed int
 }
 
 // runSim runs one seed and checks the invariants after every step. logTail
 // is as seededSim.run describes; the sim keeps its recent log entries either
 // way, and all of them when logTail is -1.
-func runSim(seed int64, logTail int) simRun[simStats] {
+func runSim(seed int64, logTail int) simRun[simStats] { return runSimWith(seed, logTail, "") }
+
+// runSimWith runs one seed with the coordinator's retention broken as mutant
+// says (see retentionMutant); "" is the coordinator as it is.
+func runSimWith(seed int64, logTail int, mutant string) simRun[simStats] {
 	s := newSim(seed, logTail < 0)
+	s.mutant = mutant
 	err := runSeed(s.run)
 	out := simRun[simStats]{seed: seed, err: err, stats: s.stats}
 	switch {
@@ -179,6 +190,22 @@ type sim struct {
 	completeOrder  []int64 // complete checkpoints known to be in storage, increasing
 	lastCommitOut  int64
 
+	// Reference-counted retention (sim_retain_test.go). incremental makes
+	// tasks acknowledge with state that builds on the files of the
+	// checkpoint that was the recovery point at the trigger, as an
+	// incremental snapshot does.
+	incremental bool
+	mutant      string
+	// base is, per checkpoint triggered in this incarnation, the recovery
+	// point at its trigger (0: none); protect the checkpoints in storage
+	// then, any of which it may build on.
+	base    map[int64]int64
+	protect map[int64][]int64
+	// metaOf is every metadata WriteMetadata carried, over the whole run,
+	// and refsOf its References.
+	metaOf map[int64]*Metadata
+	refsOf map[int64][]int64
+
 	// Whole-run bookkeeping of the checker.
 	complete  map[int64]bool // metadata durably written
 	final     map[int64]bool // triggered as final
@@ -206,6 +233,8 @@ func newSim(seed int64, fullLog bool) *sim {
 		assignedC: map[int64]bool{},
 		published: map[string]int64{},
 		pubOffset: map[TaskID][]string{},
+		metaOf:    map[int64]*Metadata{},
+		refsOf:    map[int64][]int64{},
 	}
 	sec := func(lo, hi int) time.Duration {
 		return time.Duration(lo)*time.Second + time.Duration(rng.IntN((hi-lo)*1000+1))*time.Millisecond
@@ -223,6 +252,7 @@ func newSim(seed int64, fullLog bool) *sim {
 	o.Retain = 1 + rng.IntN(3)
 	s.opts = o
 	s.faults = []int{0, 1, 2, 4}[rng.IntN(4)]
+	s.incremental = rng.IntN(2) == 0
 
 	// Tasks: 1..8, at least one sink; several subtasks of one sink share a
 	// Commit per checkpoint.
@@ -560,11 +590,15 @@ func (s *sim) deliverMsg(t *simTask, early bool) {
 		t.staged = t.pos
 		st.Committables = slices.Clone(t.pending)
 	}
+	s.shareState(&st, m.id)
 	s.note("barrier", t.id, m.id)
 	s.responses = append(s.responses, simResponse{id: m.id, state: st})
 }
 
 func (s *sim) deliverAck(r simResponse) {
+	_, dup := s.acked[r.id][r.state.Task]
+	fresh := !dup && !s.wrote[r.id] && slices.Contains(s.coord.Pending(), r.id)
+	dh, isDangling := s.dangling(r)
 	if s.acked[r.id] == nil {
 		s.acked[r.id] = map[TaskID]SubtaskState{}
 	}
@@ -576,7 +610,10 @@ func (s *sim) deliverAck(r simResponse) {
 	} else {
 		s.delivered[s.rng.IntN(len(s.delivered))] = r
 	}
-	s.step(Acked{ID: r.id, State: r.state})
+	acts := s.step(Acked{ID: r.id, State: r.state})
+	if fresh {
+		s.checkDanglingAck(r, dh, isDangling, acts)
+	}
 }
 
 // writeOK makes in-flight write i durable, then reports it.
@@ -701,8 +738,13 @@ func (s *sim) restart(why string) {
 	s.lastCompletion = time.Time{}
 	tasks := slices.Clone(s.taskIDs)
 	s.rng.Shuffle(len(tasks), func(i, j int) { tasks[i], tasks[j] = tasks[j], tasks[i] })
+	s.base, s.protect = map[int64]int64{}, map[int64][]int64{}
+	refs := map[int64][]int64{}
+	for _, id := range ids {
+		refs[id] = s.store[id].References()
+	}
 	c, err := New(Config{Options: s.opts, Pipeline: "sim", JobID: "sim-job", Tasks: tasks,
-		Restored: restored, Retained: slices.Clone(ids), NextID: max(s.maxID, s.reserved) + 1, Reserved: s.reserved})
+		Restored: restored, Retained: slices.Clone(ids), References: refs, NextID: max(s.maxID, s.reserved) + 1, Reserved: s.reserved})
 	if err != nil {
 		s.failf("New after %s: %v", why, err)
 	}
@@ -712,9 +754,10 @@ func (s *sim) restart(why string) {
 // --- Checking ------------------------------------------------------------------
 
 // step feeds ev to the coordinator, checks every action and the state after
-// the step, and carries the actions out.
-func (s *sim) step(ev Event) {
+// the step, carries the actions out and returns them.
+func (s *sim) step(ev Event) []Action {
 	c := s.coord
+	prevRetained, prevHeld := c.Retained(), c.Held()
 	if !s.started {
 		s.started = true
 		s.lastTrigger = s.now
@@ -739,6 +782,7 @@ func (s *sim) step(ev Event) {
 		wasWriting = s.writing[mw.ID]
 	}
 	acts := c.Step(s.now, ev)
+	acts = s.retentionMutant(acts, prevRetained, prevHeld)
 	s.addLog(logEntry{ev: ev, acts: acts})
 	latest := c.LatestComplete()
 	pending := c.Pending()
@@ -797,10 +841,21 @@ func (s *sim) step(ev Event) {
 	// subsumed and task-failure aborts are not failures. Within a step the
 	// coordinator times out first, then handles the event.
 	failures := s.failures
-	if lw, ok := ev.(LedgerWritten); ok && lw.Err != nil && ledgerInFlight {
-		failures++ // a failed ledger write counts as a checkpoint failure
-	}
+	// A failed ledger write counts as a checkpoint failure, after the
+	// timeouts of the step (their Aborts and Discards, and a FailJob they
+	// caused).
+	lw, ok := ev.(LedgerWritten)
+	ledgerFailure := ok && lw.Err != nil && ledgerInFlight
 	for _, a := range acts {
+		if ledgerFailure {
+			_, isAbort := a.(Abort)
+			_, isDiscard := a.(Discard)
+			_, isFailJob := a.(FailJob)
+			if !isAbort && !isDiscard && (!isFailJob || failures == s.opts.TolerableFailures) {
+				failures++
+				ledgerFailure = false
+			}
+		}
 		switch x := a.(type) {
 		case Abort:
 			if s.isFailure(ev, x.ID) {
@@ -815,24 +870,31 @@ func (s *sim) step(ev Event) {
 				s.failf("FailJob after %d consecutive failures, tolerance %d: want it with failure %d", failures, s.opts.TolerableFailures, s.opts.TolerableFailures+1)
 			}
 		}
-		s.apply(ev, a, latest, pending)
+		s.apply(ev, a, latest, pending, prevHeld)
+	}
+	if ledgerFailure {
+		failures++
 	}
 	if latest != prevLatest {
 		failures = 0
 	}
 	s.failures = failures
+	s.checkReferences(pending)
 	if s.failJob {
 		// FailJob "emits nothing further": what the coordinator does with
 		// the rest of this step is not checked, the job restarts.
-		return
+		return acts
 	}
+	s.checkRetention(ev, acts, latest, pending, prevHeld)
 	if got := c.ConsecutiveFailures(); got != failures {
 		s.failf("ConsecutiveFailures() = %d, want %d", got, failures)
 	}
 	if latest != prevLatest {
-		// Options.Retain: "older ones are deleted once a newer one is complete".
-		if len(s.completeOrder) > s.opts.Retain {
-			s.failf("%d complete checkpoints %v kept after %d completed, retain %d", len(s.completeOrder), s.completeOrder, latest, s.opts.Retain)
+		// Options.Retain: "older ones are deleted once a newer one is
+		// complete", or held while a kept one references them
+		// (checkRetention).
+		if r := c.Retained(); len(r) > s.opts.Retain {
+			s.failf("%d complete checkpoints %v retained after %d completed, retain %d", len(r), r, latest, s.opts.Retain)
 		}
 		// A running job tells the tasks and publishes the output of every
 		// checkpoint that completes ("only then are sinks told to commit N").
@@ -855,11 +917,12 @@ func (s *sim) step(ev Event) {
 	if f := c.ConsecutiveFailures(); f > s.opts.TolerableFailures && !s.failJob && !s.down {
 		s.failf("%d consecutive failures exceed the tolerance %d without FailJob", f, s.opts.TolerableFailures)
 	}
+	return acts
 }
 
 // apply checks one action of the step that consumed ev and carries it out.
 // latest and pending are the coordinator's state after the step.
-func (s *sim) apply(ev Event, a Action, latest int64, pending []int64) {
+func (s *sim) apply(ev Event, a Action, latest int64, pending, prevHeld []int64) {
 	mw, isMW := ev.(MetadataWritten)
 	switch x := a.(type) {
 	case Trigger:
@@ -903,6 +966,8 @@ func (s *sim) apply(ev Event, a Action, latest int64, pending []int64) {
 		}
 		s.lastTrigger = s.now
 		s.triggeredAt[x.ID] = s.now
+		s.base[x.ID] = latest
+		s.protect[x.ID] = s.storedIDs()
 		for _, t := range s.tasks {
 			t.inbox = append(t.inbox, simMsg{id: x.ID})
 		}
@@ -961,6 +1026,16 @@ func (s *sim) apply(ev Event, a Action, latest int64, pending []int64) {
 				s.stats.Carried++
 			default:
 				s.failf("metadata %d holds commits of the later checkpoint %d", m.ID, c.Checkpoint)
+			}
+		}
+		s.metaOf[m.ID] = m
+		s.refsOf[m.ID] = m.References()
+		if refs := s.refsOf[m.ID]; len(refs) > 0 {
+			s.stats.References++
+			for _, r := range refs {
+				if s.store[r] == nil {
+					s.failf("retention: metadata %d references checkpoint %d, which is not in storage (never complete a checkpoint with a dangling reference)", m.ID, r)
+				}
 			}
 		}
 		s.writes = append(s.writes, m)
@@ -1033,7 +1108,17 @@ func (s *sim) apply(ev Event, a Action, latest int64, pending []int64) {
 		if _, ok := ev.(Acked); ok {
 			s.stats.LateDiscards++
 		}
+		if slices.Contains(prevHeld, x.ID) {
+			s.stats.HeldDiscards++
+		}
 		delete(s.store, x.ID)
+		// Discards are carried out one by one: a crash between two must not
+		// leave a checkpoint that references a deleted one.
+		for _, id := range s.storedIDs() {
+			if slices.Contains(s.refsOf[id], x.ID) {
+				s.failf("retention: Discard{%d} while checkpoint %d in storage references it (no discarded checkpoint is referenced by a kept one)", x.ID, id)
+			}
+		}
 		delete(s.writing, x.ID)
 		s.dropWrite(x.ID)
 
@@ -1073,7 +1158,8 @@ func (s *sim) apply(ev Event, a Action, latest int64, pending []int64) {
 
 // isFailure reports whether an Abort of id in the step that consumed ev is a
 // checkpoint failure: a timeout (expiry runs first in every step), the
-// decline of id, or the failed metadata write of id. Aborts of subsumed
+// decline of id, an acknowledgement of id that references a checkpoint not in
+// storage, or the failed metadata write of id. Aborts of subsumed
 // checkpoints and on TaskFailed are not.
 func (s *sim) isFailure(ev Event, id int64) bool {
 	if !s.writing[id] && s.now.Sub(s.triggeredAt[id]) >= s.opts.Timeout {
@@ -1082,6 +1168,8 @@ func (s *sim) isFailure(ev Event, id int64) bool {
 	switch e := ev.(type) {
 	case Declined:
 		return e.ID == id
+	case Acked:
+		return e.ID == id // an acknowledgement with a dangling reference
 	case MetadataWritten:
 		return e.ID == id && e.Err != nil
 	}

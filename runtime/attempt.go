@@ -206,14 +206,15 @@ func (j *Job) build(ctx context.Context, n int, rec *recovery) (*attempt, error)
 	}
 	a.gate = newStartGate(len(a.tasks), a.checkStateSchemas)
 	var retained []int64
+	var references map[int64][]int64
 	var restored int64
 	if rec.meta != nil {
 		restored = rec.meta.ID
-		retained = rec.retained
+		retained, references = rec.retained, rec.references
 	}
 	coord, err := checkpoint.New(checkpoint.Config{
 		Options: j.opts.Checkpoint, Pipeline: p.Name, JobID: rec.jobID, Tasks: taskIDs,
-		Restored: restored, Retained: retained, NextID: rec.nextID, Reserved: rec.ledger.Reserved,
+		Restored: restored, Retained: retained, References: references, NextID: rec.nextID, Reserved: rec.ledger.Reserved,
 	})
 	if err != nil {
 		cancel(err)

@@ -18,6 +18,9 @@ type recovery struct {
 	meta     *checkpoint.Metadata
 	nextID   int64
 	retained []int64
+	// references are what each retained checkpoint references
+	// (checkpoint.Config.References), nil when none references another.
+	references map[int64][]int64
 	// topology is the pipeline's, recorded in every checkpoint the attempt
 	// writes.
 	topology *checkpoint.Topology
@@ -163,7 +166,9 @@ func (j *Job) cleanStorage(ctx context.Context, rec *recovery, ledger checkpoint
 			}
 		}
 	}
-	gone, err := storage.Retain(ctx, j.storage, j.opts.Checkpoint.Retain, latest)
+	// Incremental snapshots build on files of earlier checkpoints: those
+	// stay while a kept checkpoint references them.
+	gone, err := storage.Retain(ctx, j.storage, j.opts.Checkpoint.Retain, latest, metadataReferences)
 	j.obs.retained(len(gone))
 	if err != nil {
 		return fmt.Errorf("applying checkpoint retention: %w", err)
@@ -179,7 +184,51 @@ func (j *Job) cleanStorage(ctx context.Context, rec *recovery, ledger checkpoint
 			rec.retained = append(rec.retained, e.ID)
 		}
 	}
+	if err := j.readReferences(ctx, rec); err != nil {
+		return err
+	}
 	return j.settleLedger(ctx, rec, ledger, present)
+}
+
+// metadataReferences is storage.Retain's refs: the checkpoints whose files
+// the checkpoint of metadata builds on (Metadata.References).
+func metadataReferences(metadata []byte) ([]int64, error) {
+	m, err := checkpoint.DecodeMetadata(metadata)
+	if err != nil {
+		return nil, err
+	}
+	return m.References(), nil
+}
+
+// readReferences reads what each retained checkpoint references, for the
+// coordinator (checkpoint.Config.References): a checkpoint the retained ones
+// build on stays held. A retained checkpoint whose metadata does not read
+// (damaged since it was listed) references nothing: it is no recovery point.
+func (j *Job) readReferences(ctx context.Context, rec *recovery) error {
+	for _, id := range rec.retained {
+		var refs []int64
+		if rec.meta != nil && id == rec.meta.ID {
+			refs = rec.meta.References()
+		} else {
+			data, err := j.storage.ReadMetadata(ctx, id)
+			if storage.IsCorrupt(err) || errors.Is(err, storage.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("reading the metadata of retained checkpoint %d: %w", id, err)
+			}
+			if refs, err = metadataReferences(data); err != nil {
+				return fmt.Errorf("retained checkpoint %d: %w", id, err)
+			}
+		}
+		if len(refs) > 0 {
+			if rec.references == nil {
+				rec.references = map[int64][]int64{}
+			}
+			rec.references[id] = refs
+		}
+	}
+	return nil
 }
 
 // restoreState returns the state of node subtask t from the recovery point and

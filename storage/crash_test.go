@@ -209,7 +209,7 @@ func crashRun(t *testing.T, drop func(op, path string) bool) (images []crashImag
 		completedAt[id] = len(m.images)
 		m.mu.Unlock()
 	}
-	if _, err := Retain(ctx, l, 1, -1); err != nil {
+	if _, err := Retain(ctx, l, 1, -1, nil); err != nil {
 		t.Fatal(err)
 	}
 	return m.images, metas, completedAt

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // Retain applies the retention policy to s (DESIGN.md §7: keep the last K complete checkpoints) and
@@ -12,7 +13,11 @@ import (
 // It keeps the newest keep complete checkpoints and deletes every other checkpoint, complete or not,
 // whose id is lower than the newest complete one. It never deletes:
 //   - protect (for instance the checkpoint the job was restored from; pass -1 to protect nothing);
-//   - the newest complete checkpoint or anything newer: newer checkpoints may still be in flight.
+//   - the newest complete checkpoint or anything newer: newer checkpoints may still be in flight;
+//   - a checkpoint whose files a kept one builds on (incremental snapshots): refs decodes a
+//     checkpoint's metadata into the ids of the earlier checkpoints it references, and every
+//     checkpoint referenced by one kept above, or by protect when it is complete, is kept, and so
+//     on transitively. nil refs means no checkpoint references another.
 //
 // "Complete" here means that the metadata reads and verifies, not just that it exists: a checkpoint
 // whose metadata is corrupt counts as incomplete, so it cannot take the place of a good checkpoint in
@@ -22,13 +27,16 @@ import (
 // keep must be at least 1, since the newest complete checkpoint is the recovery point. Flink's
 // equivalent setting, state.checkpoints.num-retained, defaults to 1.
 //
-// Retain assumes that a checkpoint's metadata references only state files of that checkpoint (every
-// handle's Checkpoint is its own id). Metadata is opaque to this package, so a caller whose
-// checkpoints share files with older ones (incremental snapshots) must not use Retain.
+// Metadata is opaque to this package, hence refs; a checkpoint references only earlier ones. Every
+// reference is resolved before anything is deleted, nothing referenced is ever deleted, and with
+// refs the others are deleted newest first, so a crash in the middle of Retain cannot leave a
+// checkpoint, kept or not, with a file it references missing. A referenced checkpoint that is corrupt or incomplete is
+// kept too (for inspection: it is no recovery point, but deleting it would lose what is left).
 //
-// If metadata cannot be read for a reason other than corruption or absence, Retain deletes nothing
-// and returns that error. If a Discard fails it goes on with the others and returns every failure.
-func Retain(ctx context.Context, s Storage, keep int, protect int64) ([]int64, error) {
+// If metadata cannot be read for a reason other than corruption or absence, or refs fails, Retain
+// deletes nothing and returns that error. If a Discard fails it goes on with the others and returns
+// every failure.
+func Retain(ctx context.Context, s Storage, keep int, protect int64, refs func(metadata []byte) ([]int64, error)) ([]int64, error) {
 	if keep < 1 {
 		return nil, fmt.Errorf("storage: retain %d checkpoints: must keep at least 1", keep)
 	}
@@ -40,6 +48,7 @@ func Retain(ctx context.Context, s Storage, keep int, protect int64) ([]int64, e
 	// Walk complete checkpoints newest first until keep good ones are found.
 	kept := make(map[int64]bool, keep)
 	newest := int64(-1) // id of the newest good complete checkpoint; -1: none
+	var roots []int64   // the kept ones, then protect: where references are followed from
 	for i := len(entries) - 1; i >= 0 && len(kept) < keep; i-- {
 		e := entries[i]
 		if !e.Complete {
@@ -52,6 +61,7 @@ func Retain(ctx context.Context, s Storage, keep int, protect int64) ([]int64, e
 			return nil, fmt.Errorf("storage: retain: %w", err)
 		}
 		kept[e.ID] = true
+		roots = append(roots, e.ID)
 		if newest < 0 {
 			newest = e.ID
 		}
@@ -59,18 +69,72 @@ func Retain(ctx context.Context, s Storage, keep int, protect int64) ([]int64, e
 	if newest < 0 {
 		return nil, nil
 	}
+	if refs != nil {
+		if protect >= 0 && !kept[protect] {
+			roots = append(roots, protect)
+		}
+		if err := keepReferenced(ctx, s, entries, roots, kept, refs); err != nil {
+			return nil, err
+		}
+	}
 
+	var doomed []int64
+	for _, e := range entries {
+		if e.ID < newest && e.ID != protect && !kept[e.ID] {
+			doomed = append(doomed, e.ID)
+		}
+	}
+	if refs != nil {
+		// Newest first: a checkpoint references only earlier ones, so a crash between two
+		// Discards never leaves a checkpoint whose referenced files are gone, even among those
+		// being deleted.
+		slices.Reverse(doomed)
+	}
 	var discarded []int64
 	var errs []error
-	for _, e := range entries {
-		if e.ID >= newest || e.ID == protect || kept[e.ID] {
-			continue
-		}
-		if err := s.Discard(ctx, e.ID); err != nil {
+	for _, id := range doomed {
+		if err := s.Discard(ctx, id); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		discarded = append(discarded, e.ID)
+		discarded = append(discarded, id)
 	}
+	slices.Sort(discarded)
 	return discarded, errors.Join(errs...)
+}
+
+// keepReferenced adds to kept every checkpoint that roots reference through refs, transitively. A
+// root or referenced checkpoint without good metadata references nothing (it is no recovery point);
+// a referenced one is kept all the same.
+func keepReferenced(ctx context.Context, s Storage, entries []Entry, roots []int64, kept map[int64]bool, refs func([]byte) ([]int64, error)) error {
+	complete := make(map[int64]bool, len(entries))
+	for _, e := range entries {
+		complete[e.ID] = e.Complete
+	}
+	seen := map[int64]bool{}
+	for len(roots) > 0 {
+		id := roots[len(roots)-1]
+		roots = roots[:len(roots)-1]
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		kept[id] = true
+		if !complete[id] {
+			continue
+		}
+		meta, err := s.ReadMetadata(ctx, id)
+		if err != nil {
+			if IsCorrupt(err) || errors.Is(err, ErrNotFound) {
+				continue
+			}
+			return fmt.Errorf("storage: retain: %w", err)
+		}
+		ids, err := refs(meta)
+		if err != nil {
+			return fmt.Errorf("storage: retain: references of checkpoint %d: %w", id, err)
+		}
+		roots = append(roots, ids...)
+	}
+	return nil
 }

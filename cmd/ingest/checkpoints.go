@@ -54,8 +54,11 @@ the complete checkpoint before it (replaying more input) or, with none left,
 starts from the beginning. If a sink already published the deleted
 checkpoint's output, that run is refused, since the replay would publish it
 again, unless it is given --allow-duplicates. Checkpoint ids are never used
-again: the storage's ledger remembers them. The command refuses while a
-process running the pipeline holds the checkpoint storage's lock.`,
+again: the storage's ledger remembers them. A checkpoint whose files a newer
+complete checkpoint builds on (incremental snapshots) is never deleted, even
+with --force: the command names the checkpoints that reference it. The
+command refuses while a process running the pipeline holds the checkpoint
+storage's lock.`,
 		Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, id, err := loadWithID(args)
@@ -316,6 +319,35 @@ func dash(s string) string {
 	return s
 }
 
+// referencedBy returns, increasing, the complete checkpoints newer than id
+// whose state builds on files of checkpoint id (Metadata.References). A
+// checkpoint whose metadata is corrupt or gone is skipped: it is no recovery
+// point. Any other failure to read or decode one is an error: without it the
+// command cannot know that deleting id is safe.
+func referencedBy(ctx context.Context, st storage.Storage, entries []storage.Entry, id int64) ([]int64, error) {
+	var by []int64
+	for _, e := range entries {
+		if !e.Complete || e.ID <= id {
+			continue
+		}
+		data, err := st.ReadMetadata(ctx, e.ID)
+		if storage.IsCorrupt(err) || errors.Is(err, storage.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("checking whether checkpoint %d builds on it: %w", e.ID, err)
+		}
+		m, err := checkpoint.DecodeMetadata(data)
+		if err != nil {
+			return nil, fmt.Errorf("checking whether checkpoint %d builds on it: %w", e.ID, err)
+		}
+		if slices.Contains(m.References(), id) {
+			by = append(by, e.ID)
+		}
+	}
+	return by, nil
+}
+
 // deleteCheckpoint deletes checkpoint id of p through its storage backend.
 func deleteCheckpoint(ctx context.Context, w io.Writer, p *config.Pipeline, id int64, force bool) error {
 	st, entries, err := openCheckpoints(ctx, p)
@@ -342,6 +374,19 @@ func deleteCheckpoint(ctx context.Context, w io.Writer, p *config.Pipeline, id i
 		return &exitError{code: exitFailed, err: fmt.Errorf(
 			"not deleting checkpoint %d: it is the newest complete checkpoint, the one the next run recovers from; "+
 				"use --force to delete it anyway (the next run then recovers from an older checkpoint, or from the beginning, and is refused if a sink already published this checkpoint's output, unless --allow-duplicates)", id)}
+	}
+	by, err := referencedBy(ctx, st, entries, id)
+	if err != nil {
+		return &exitError{code: exitFailed, err: p.RedactError(fmt.Errorf("not deleting checkpoint %d: %w", id, err))}
+	}
+	if len(by) > 0 {
+		ids := make([]string, len(by))
+		for i, b := range by {
+			ids[i] = strconv.FormatInt(b, 10)
+		}
+		return &exitError{code: exitFailed, err: fmt.Errorf(
+			"not deleting checkpoint %d: complete checkpoint(s) %s build on its files (incremental snapshots) and could not be restored without them; "+
+				"--force does not override this: delete those first", id, strings.Join(ids, ", "))}
 	}
 	if err := st.Discard(ctx, id); err != nil {
 		return &exitError{code: exitFailed, err: p.RedactError(fmt.Errorf("deleting checkpoint %d: %w", id, err))}

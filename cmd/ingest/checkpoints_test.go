@@ -227,3 +227,52 @@ func TestCheckpointsDelete(t *testing.T) {
 		t.Fatalf("after deleting %d and %d: %v (had %v)", oldest, newest, got, ids)
 	}
 }
+
+// A checkpoint whose files a newer complete checkpoint builds on
+// (incremental snapshots, Metadata.References) is never deleted, not even
+// with --force, and the refusal names the checkpoints that reference it.
+func TestCheckpointsDeleteRefusesReferenced(t *testing.T) {
+	path, _, st := ranPipeline(t)
+	ids := completeIDs(t, st)
+	if len(ids) < 3 {
+		t.Fatalf("want at least 3 retained checkpoints, have %v", ids)
+	}
+	oldest, middle, newest := ids[0], ids[1], ids[len(ids)-1]
+	// Make middle and newest build on a file of oldest, as incremental
+	// snapshots would.
+	for _, id := range []int64{middle, newest} {
+		m := readMeta(t, st, id)
+		m.Tasks[0].Shared = append(m.Tasks[0].Shared, storage.Handle{Name: "kg-0", Checkpoint: oldest})
+		b, err := m.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Metadata is written once: replace the checkpoint (its state
+		// files do not matter here).
+		if err := st.Discard(context.Background(), id); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.WriteMetadata(context.Background(), id, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, args := range [][]string{{"delete", path, fmt.Sprint(oldest)}, {"delete", path, "--force", fmt.Sprint(oldest)}} {
+		_, _, err := runCLI(checkpointsCmd(), args...)
+		want := fmt.Sprintf("complete checkpoint(s) %d, %d build on its files", middle, newest)
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), fmt.Sprintf("not deleting checkpoint %d", oldest)) {
+			t.Fatalf("%v: err %v, want a refusal saying %q", args, err, want)
+		}
+		if got := completeIDs(t, st); !slices.Equal(got, ids) {
+			t.Fatalf("%v: a refused delete removed something: %v -> %v", args, ids, got)
+		}
+	}
+	// The referencing checkpoint itself may go (it is not the newest), and
+	// then only newest references oldest.
+	if _, _, err := runCLI(checkpointsCmd(), "delete", path, fmt.Sprint(middle)); err != nil {
+		t.Fatalf("delete %d: %v", middle, err)
+	}
+	_, _, err := runCLI(checkpointsCmd(), "delete", path, "--force", fmt.Sprint(oldest))
+	if want := fmt.Sprintf("complete checkpoint(s) %d build on its files", newest); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("delete --force %d: err %v, want a refusal saying %q", oldest, err, want)
+	}
+}

@@ -21,6 +21,10 @@ func TestRetention(t *testing.T, open Opener) {
 		t.Parallel()
 		testRetain(t, open)
 	})
+	t.Run("RetainReferences", func(t *testing.T) {
+		t.Parallel()
+		testRetainReferences(t, open)
+	})
 	t.Run("LatestNone", func(t *testing.T) {
 		t.Parallel()
 		testLatestNone(t, open)
@@ -29,21 +33,24 @@ func TestRetention(t *testing.T, open Opener) {
 		{"RetainRejectsKeepZero", testRetainRejectsKeepZero},
 		{"RetainDiscardFailure", testRetainDiscardFailure},
 		{"RetainStopsOnReadError", testRetainStopsOnReadError},
+		{"RetainStopsOnReferenceError", testRetainStopsOnReferenceError},
+		{"RetainReferencesReadError", testRetainReferencesReadError},
 		{"Latest", testLatest},
 		{"LatestSkipsCorrupt", testLatestSkipsCorrupt},
 		{"LatestDoesNotFallBackOnIOError", testLatestDoesNotFallBackOnIOError},
 	})
 }
 
-// setup creates checkpoints in in from a spec like "1c 2i 3x": complete, incomplete, complete with
-// corrupt metadata. Each has a state file "state" holding its spec word, and a complete one has
-// that word as metadata.
+// setup creates checkpoints in in from a spec like "1c 2i 3x 4c>1+3": complete, incomplete,
+// complete with corrupt metadata, complete and referencing 1 and 3 (see specRefs). Each has a state
+// file "state" holding its spec word, and a complete one has that word as metadata.
 func setup(t *testing.T, in Instance, spec string) {
 	t.Helper()
 	for _, f := range strings.Fields(spec) {
 		var id int64
 		var kind rune
-		if _, err := fmt.Sscanf(f, "%d%c", &id, &kind); err != nil {
+		head, _, _ := strings.Cut(f, ">")
+		if _, err := fmt.Sscanf(head, "%d%c", &id, &kind); err != nil {
 			t.Fatalf("bad spec %q: %v", f, err)
 		}
 		MustWrite(t, in, id, "state", []byte(f))
@@ -100,7 +107,7 @@ func testRetain(t *testing.T, open Opener) {
 			t.Parallel()
 			in := open(t)
 			setup(t, in, tc.spec)
-			got, err := storage.Retain(context.Background(), in, tc.keep, tc.protect)
+			got, err := storage.Retain(context.Background(), in, tc.keep, tc.protect, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -114,9 +121,106 @@ func testRetain(t *testing.T, open Opener) {
 	}
 }
 
+// specRefs is the refs function of Retain for metadata written by setup: the ids after ">",
+// separated by "+". Metadata "bad>" is undecodable.
+func specRefs(meta []byte) ([]int64, error) {
+	_, list, ok := strings.Cut(string(meta), ">")
+	if !ok || list == "" {
+		if strings.HasPrefix(string(meta), "bad") {
+			return nil, errors.New("undecodable metadata")
+		}
+		return nil, nil
+	}
+	var ids []int64
+	for _, w := range strings.Split(list, "+") {
+		var id int64
+		if _, err := fmt.Sscanf(w, "%d", &id); err != nil {
+			return nil, fmt.Errorf("bad reference %q", w)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+// Retain with references (incremental snapshots) keeps every checkpoint a kept one builds on,
+// transitively, and only those.
+func testRetainReferences(t *testing.T, open Opener) {
+	for _, tc := range []struct {
+		name          string
+		spec          string
+		keep          int
+		protect       int64
+		wantDiscarded []int64
+		wantLeft      []int64
+	}{
+		{"no references: as without refs", "1c 2c 3c 4c", 2, -1, []int64{1, 2}, []int64{3, 4}},
+		{"a chain is kept whole", "1c 2c>1 3c>2+1 4c>3", 1, -1, nil, []int64{1, 2, 3, 4}},
+		{"transitive: the newest references only its base", "1c 2c>1 3c>2 4c>3", 1, -1, nil, []int64{1, 2, 3, 4}},
+		{"a full snapshot ends the chain", "1c 2c>1 3c>2+1 4c 5c>4", 2, -1, []int64{1, 2, 3}, []int64{4, 5}},
+		{"only what the kept ones reference", "1c 2c 3c>1 4c>3 5c", 2, -1, []int64{2}, []int64{1, 3, 4, 5}},
+		{"references of older, discarded checkpoints do not count", "1c 2c>1 3c 4c>3", 1, -1, []int64{1, 2}, []int64{3, 4}},
+		{"what the protected checkpoint references stays", "1c 2c>1 3c 4c", 1, 2, []int64{3}, []int64{1, 2, 4}},
+		{"a referenced incomplete checkpoint stays", "1i 2c>1 3c>2", 1, -1, nil, []int64{1, 2, 3}},
+		{"a referenced corrupt checkpoint stays and references nothing", "1c 2x 3c>2", 1, -1, []int64{1}, []int64{2, 3}},
+		{"a corrupt newest checkpoint's references do not count", "1c 2c 3x>1", 1, -1, []int64{1}, []int64{2, 3}},
+		{"references to missing checkpoints are ignored", "2c 3c>1", 1, -1, []int64{2}, []int64{3}},
+		{"a reference cycle ends", "1c>2 2c>1 3c>2", 1, -1, nil, []int64{1, 2, 3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			in := open(t)
+			setup(t, in, tc.spec)
+			got, err := storage.Retain(context.Background(), in, tc.keep, tc.protect, specRefs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, tc.wantDiscarded) {
+				t.Errorf("discarded %v, want %v", got, tc.wantDiscarded)
+			}
+			if left := IDs(t, in); !slices.Equal(left, tc.wantLeft) {
+				t.Errorf("left %v, want %v", left, tc.wantLeft)
+			}
+		})
+	}
+}
+
+// Metadata whose references cannot be decoded: Retain deletes nothing, since it cannot know what
+// the checkpoint builds on, and says which checkpoint.
+func testRetainStopsOnReferenceError(t *testing.T, in Instance) {
+	setup(t, in, "1c 2c 3i")
+	MustMeta(t, in, 3, "bad")
+	_, err := storage.Retain(context.Background(), in, 1, -1, specRefs)
+	if err == nil || !strings.Contains(err.Error(), "checkpoint 3") {
+		t.Fatalf("Retain = %v, want an error naming checkpoint 3", err)
+	}
+	if left := IDs(t, in); !slices.Equal(left, []int64{1, 2, 3}) {
+		t.Fatalf("left %v", left)
+	}
+}
+
+// An I/O error reading the metadata of a referenced checkpoint: Retain deletes nothing.
+func testRetainReferencesReadError(t *testing.T, in Instance) {
+	setup(t, in, "1c 2c 3c>2 4c>3")
+	f := storage.NewFaulty(in)
+	boom := errors.New("i/o timeout")
+	f.FailWhen(func(op storage.Op, id int64, _ string) error {
+		if op == storage.OpReadMetadata && id == 3 {
+			return boom
+		}
+		return nil
+	})
+	got, err := storage.Retain(context.Background(), f, 1, -1, specRefs)
+	if !errors.Is(err, boom) || got != nil {
+		t.Fatalf("Retain = %v, %v; want the read error and nothing discarded", got, err)
+	}
+	if left := IDs(t, in); !slices.Equal(left, []int64{1, 2, 3, 4}) {
+		t.Fatalf("left %v", left)
+	}
+}
+
 func testRetainRejectsKeepZero(t *testing.T, in Instance) {
 	setup(t, in, "1c 2c")
-	if _, err := storage.Retain(context.Background(), in, 0, -1); err == nil {
+	if _, err := storage.Retain(context.Background(), in, 0, -1, nil); err == nil {
 		t.Fatal("Retain(keep=0) succeeded")
 	}
 	if left := IDs(t, in); !slices.Equal(left, []int64{1, 2}) {
@@ -134,7 +238,7 @@ func testRetainDiscardFailure(t *testing.T, in Instance) {
 		}
 		return nil
 	})
-	got, err := storage.Retain(context.Background(), f, 1, -1)
+	got, err := storage.Retain(context.Background(), f, 1, -1, nil)
 	if !errors.Is(err, boom) {
 		t.Fatalf("err = %v, want the Discard failure", err)
 	}
@@ -148,7 +252,7 @@ func testRetainStopsOnReadError(t *testing.T, in Instance) {
 	f := storage.NewFaulty(in)
 	boom := errors.New("i/o timeout")
 	f.FailNext(storage.OpReadMetadata, boom)
-	got, err := storage.Retain(context.Background(), f, 1, -1)
+	got, err := storage.Retain(context.Background(), f, 1, -1, nil)
 	if !errors.Is(err, boom) || got != nil {
 		t.Fatalf("Retain = %v, %v; want the read error and nothing discarded", got, err)
 	}

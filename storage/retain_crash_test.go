@@ -1,0 +1,149 @@
+package storage
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+)
+
+// refMeta is the metadata of the checkpoints of TestRetainCrashKeepsReferencedFiles: the files the
+// checkpoint's state is made of (its own and those of earlier checkpoints it builds on, as an
+// incremental snapshot's) and the ids of those earlier checkpoints.
+type refMeta struct {
+	Refs  []int64  `json:"refs"`
+	Files []Handle `json:"files"`
+}
+
+func refMetaRefs(b []byte) ([]int64, error) {
+	var m refMeta
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	return m.Refs, nil
+}
+
+// A crash at any filesystem call of Retain never leaves a complete checkpoint with a file it
+// references missing: Retain resolves every reference before it deletes anything and never deletes
+// a referenced checkpoint (DESIGN.md §7: retention "never deletes a file that a retained
+// checkpoint still references"). The same run with refs nil, which deletes referenced checkpoints,
+// must be caught: the check can fail.
+func TestRetainCrashKeepsReferencedFiles(t *testing.T) {
+	ctx := context.Background()
+	// 1 full, 2 on 1, 3 on 2 and 1, 4 full, 5 on 4, 6 on 5 and 4. Keeping 2: 5 and 6, and 4,
+	// which they build on.
+	builds := map[int64][]int64{1: nil, 2: {1}, 3: {2, 1}, 4: nil, 5: {4}, 6: {5, 4}}
+	setup := func(t *testing.T) *CrashFS {
+		base := NewCrashFS()
+		l, err := base.NewLocal("/ck")
+		if err != nil {
+			t.Fatal(err)
+		}
+		own := map[int64]Handle{}
+		for id := int64(1); id <= 6; id++ {
+			h, err := l.WriteFile(ctx, id, "state", []byte(fmt.Sprintf("state of checkpoint %d", id)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			own[id] = h
+			m := refMeta{Refs: builds[id], Files: []Handle{h}}
+			for _, r := range builds[id] {
+				m.Files = append(m.Files, own[r])
+			}
+			b, err := json.Marshal(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.WriteMetadata(ctx, id, b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return base
+	}
+	// run crashes Retain at its n-th filesystem call (n 0: never) and returns the problems the
+	// survivor shows, and whether the crash happened.
+	run := func(t *testing.T, n int, refs func([]byte) ([]int64, error)) (problems []string, crashed bool) {
+		f := NewFaultFS(setup(t))
+		l, err := f.NewLocal("/ck")
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls := 0 // Retain's calls only
+		f.CrashWhen(func(op FSOp, path string) bool {
+			calls++
+			return n > 0 && calls == n
+		})
+		gone, err := Retain(ctx, l, 2, -1, refs)
+		survivor := f.Survivor()
+		if survivor == nil {
+			if err != nil {
+				t.Fatalf("Retain without a crash: %v", err)
+			}
+			if refs != nil && !slices.Equal(gone, []int64{1, 2, 3}) {
+				t.Fatalf("Retain discarded %v, want [1 2 3]", gone)
+			}
+			survivor = f.Crash() // what a crash right after Retain leaves
+		} else {
+			crashed = true
+			if !errors.Is(err, ErrCrashed) {
+				t.Fatalf("crash at call %d: Retain = %v, want ErrCrashed", n, err)
+			}
+		}
+		after, err := survivor.NewLocal("/ck")
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries, err := after.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if !e.Complete {
+				continue
+			}
+			b, err := after.ReadMetadata(ctx, e.ID)
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("checkpoint %d: metadata: %v", e.ID, err))
+				continue
+			}
+			var m refMeta
+			if err := json.Unmarshal(b, &m); err != nil {
+				t.Fatal(err)
+			}
+			for _, h := range m.Files {
+				if _, err := after.ReadFile(ctx, h); err != nil {
+					problems = append(problems, fmt.Sprintf("complete checkpoint %d lost file %s of checkpoint %d: %v", e.ID, h.Name, h.Checkpoint, err))
+				}
+			}
+		}
+		var ids []int64
+		for _, e := range entries {
+			ids = append(ids, e.ID)
+		}
+		if !slices.Contains(ids, 5) || !slices.Contains(ids, 6) {
+			problems = append(problems, fmt.Sprintf("a kept checkpoint is gone: left %v", ids))
+		}
+		return problems, crashed
+	}
+	n := 1
+	for ; ; n++ {
+		problems, crashed := run(t, n, refMetaRefs)
+		for _, p := range problems {
+			t.Errorf("crash at call %d of Retain: %s", n, p)
+		}
+		if !crashed {
+			break
+		}
+	}
+	if n < 10 {
+		t.Fatalf("Retain made only %d filesystem calls: the crash points cover nothing", n-1)
+	}
+	t.Logf("crashed Retain at each of its %d filesystem calls", n-1)
+
+	// The control: ignoring references deletes 4, which 5 and 6 build on.
+	if problems, _ := run(t, 0, nil); len(problems) == 0 {
+		t.Fatal("Retain without refs left every referenced file: the check cannot fail")
+	}
+}
