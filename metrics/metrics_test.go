@@ -171,13 +171,17 @@ func TestCollectorOnRunningJob(t *testing.T) {
 		{"ingest_abandoned_staged_total", []string{"at", "checkpoint"}, 0},
 		{"ingest_replayed_records_total", nil, 0},
 		{"ingest_retention_deleted_total", nil, float64(max(st.Completed-1, 0))}, // retain 1: every completed checkpoint but the last
-		{"ingest_checkpoint_state_size_bytes", []string{"kind", "incremental"}, 0},
 		{"ingest_sink_pending_committables", []string{"sink", "out"}, 0},
 	}
 	for _, c := range checks {
 		if got := must(t, mfs, c.name, c.labels...); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
 		}
+	}
+	// The last checkpoint is the final one, which is written in full.
+	full := must(t, mfs, "ingest_checkpoint_state_size_bytes", "kind", "full")
+	if inc := must(t, mfs, "ingest_checkpoint_state_size_bytes", "kind", "incremental"); full <= 0 || inc != full {
+		t.Errorf("state size of the final checkpoint: full %v, incremental %v; want equal (a final checkpoint is self-contained)", full, inc)
 	}
 	// The window emits fewer records than it reads; the sink receives what
 	// the window emitted.

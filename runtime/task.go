@@ -610,7 +610,7 @@ func (t *task) checkpoint(ctx context.Context, b Barrier, alignment time.Duratio
 		}
 		var keyed *state.Snapshot
 		if l.ctx.State.HasState() {
-			keyed = l.ctx.State.CheckpointSnapshot(b.ID)
+			keyed = l.ctx.State.CheckpointSnapshot(b.ID, b.Final)
 		}
 		caps = append(caps, capture{link: l, keyed: keyed, snap: s, wm: l.wm, sync: t.att.job.clock.Now().Sub(start)})
 	}

@@ -298,7 +298,7 @@ func BenchmarkIncrementalCheckpoint(b *testing.B) {
 			}
 			id := int64(1)
 			checkpoint := func() *Encoded {
-				snap := be.CheckpointSnapshot(id)
+				snap := be.CheckpointSnapshot(id, false)
 				enc, err := snap.EncodeCheckpoint()
 				snap.Release()
 				if err != nil {

@@ -81,16 +81,20 @@ type checkpointPlan struct {
 // less than minReferencedShare is still referenced: those key groups are
 // rewritten.
 //
+// With selfContained the snapshot is full whatever the base: a final
+// checkpoint's, so that the checkpoint a finished or stopped job leaves
+// needs no earlier one (retention keeps only it).
+//
 // INVARIANT: a snapshot only references files of checkpoints that completed
 // (their base was adopted by Complete), never those of an in-flight or
 // failed checkpoint, so aborting a checkpoint (and deleting its files) never
 // breaks a later one.
-func (b *Backend) CheckpointSnapshot(id int64) *Snapshot {
+func (b *Backend) CheckpointSnapshot(id int64, selfContained bool) *Snapshot {
 	s := b.Snapshot()
 	p := &checkpointPlan{id: id}
 	s.plan = p
 	s.epoch = b.epoch - 1 // Snapshot started a new epoch
-	if base := b.base; base != nil && slices.Equal(base.names, s.names()) {
+	if base := b.base; base != nil && !selfContained && slices.Equal(base.names, s.names()) {
 		// When every key group is rewritten, nothing is gained by
 		// referencing the base: a full file is smaller (it writes no
 		// section for an empty key group) and ends the chain.

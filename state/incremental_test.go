@@ -160,7 +160,7 @@ func TestIncrementalChainRestoresExactly(t *testing.T) {
 			if err := b.Err(); err != nil {
 				t.Fatal(err)
 			}
-			s := b.CheckpointSnapshot(id)
+			s := b.CheckpointSnapshot(id, false)
 			enc, err := s.EncodeCheckpoint()
 			s.Release()
 			if err != nil {
@@ -231,14 +231,14 @@ func TestIncrementalFileWithoutItsChainIsAnError(t *testing.T) {
 	for range 2000 {
 		w.step(r, m, nsm, 100)
 	}
-	s := b.CheckpointSnapshot(1)
+	s := b.CheckpointSnapshot(1, false)
 	full, err := s.EncodeCheckpoint()
 	if err != nil {
 		t.Fatal(err)
 	}
 	b.Complete(1)
 	w.values.Update("k1", 5) // one key group
-	s = b.CheckpointSnapshot(2)
+	s = b.CheckpointSnapshot(2, false)
 	inc, err := s.EncodeCheckpoint()
 	if err != nil {
 		t.Fatal(err)
@@ -256,6 +256,10 @@ func TestIncrementalFileWithoutItsChainIsAnError(t *testing.T) {
 	_, err = restoreInc(t, maxP, KeyGroupRange{Start: 0, End: maxP}, full.Data, full.Data)
 	if err == nil || !strings.Contains(err.Error(), "same checkpoint") {
 		t.Fatalf("restore of one checkpoint's file twice: %v, want an overlap error", err)
+	}
+	s = b.CheckpointSnapshot(3, true)
+	if self, err := s.EncodeCheckpoint(); err != nil || self.Incremental || len(self.Shared) != 0 {
+		t.Fatalf("self-contained snapshot: %+v, %v; want a full one", self, err)
 	}
 	info, err := Inspect(inc.Data)
 	if err != nil || info.Checkpoint != 2 || !info.Incremental || len(info.Sections) != 1 {
@@ -275,7 +279,7 @@ func TestDropStateResetsTheChain(t *testing.T) {
 	for k := range int64(200) {
 		v.Update(k, k)
 	}
-	s := b.CheckpointSnapshot(1)
+	s := b.CheckpointSnapshot(1, false)
 	if _, err := s.EncodeCheckpoint(); err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +291,7 @@ func TestDropStateResetsTheChain(t *testing.T) {
 		t.Fatal(err)
 	}
 	v.Update(7, 700)
-	s = b.CheckpointSnapshot(2)
+	s = b.CheckpointSnapshot(2, false)
 	enc, err := s.EncodeCheckpoint()
 	if err != nil {
 		t.Fatal(err)

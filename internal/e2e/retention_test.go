@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/clock"
 	"github.com/ingest-engine/ingest/internal/failpoint"
 	"github.com/ingest-engine/ingest/internal/testkit"
@@ -150,13 +151,13 @@ func TestRetentionKeepsStorageBounded(t *testing.T) {
 			ackFails.Load(), commitFails.Load(), batchFails.Load(), st.Restarts)
 	}
 
-	// Bounded while running and at the end.
-	bound := retain + maxConcurrent + 1
+	// Bounded while running and at the end. Incremental snapshots keep
+	// the earlier checkpoints a retained one builds on ("held"): each window
+	// subtask's chain references at most 7 earlier files.
+	const chainFiles, windowSubtasks = 7, 2
+	bound := retain + maxConcurrent + 1 + chainFiles*windowSubtasks
 	if maxDirs > bound {
 		t.Errorf("up to %d checkpoint directories while running, want at most %d", maxDirs, bound)
-	}
-	if n := checkpointDirs(ckDir); n > retain {
-		t.Errorf("%d checkpoint directories at the end, want at most %d (retain)", n, retain)
 	}
 	const stagedBound = 4 * 2 // a few checkpoints' files per sink subtask
 	if maxStaged > stagedBound {
@@ -179,13 +180,45 @@ func TestRetentionKeepsStorageBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// At the end storage holds the retained checkpoints and what they
+	// reference, nothing else; the final one, written in full, references
+	// nothing.
+	kept := map[int64]bool{}
+	var complete []int64
+	for _, e := range entries {
+		if e.Complete {
+			complete = append(complete, e.ID)
+		}
+	}
+	for _, id := range complete[max(0, len(complete)-retain):] {
+		kept[id] = true
+		data, err := lst.ReadMetadata(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := checkpoint.DecodeMetadata(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Final && len(m.References()) > 0 {
+			t.Errorf("final checkpoint %d references %v: it should be self-contained", id, m.References())
+		}
+		for _, r := range m.References() {
+			kept[r] = true
+		}
+	}
+	for _, e := range entries {
+		if !kept[e.ID] {
+			t.Errorf("checkpoint %d (complete %v) left in storage: neither retained nor referenced by a retained one", e.ID, e.Complete)
+		}
+	}
 	remaining := int64(len(entries))
 	if low, high := ck.Completed-remaining, ck.Completed-remaining+ck.Failed; ob.RetentionDeleted < low || ob.RetentionDeleted > high {
 		t.Errorf("RetentionDeleted %d, want between %d (completed %d − stored %d) and %d (+ failed %d)",
 			ob.RetentionDeleted, low, ck.Completed, remaining, high, ck.Failed)
 	}
-	if ob.RetentionDeleted < ck.Completed-retain {
-		t.Errorf("RetentionDeleted %d < completed %d − retain %d", ob.RetentionDeleted, ck.Completed, retain)
+	if ob.RetentionDeleted < ck.Completed-int64(len(kept)) {
+		t.Errorf("RetentionDeleted %d < completed %d − kept %d", ob.RetentionDeleted, ck.Completed, len(kept))
 	}
 }
 
