@@ -243,12 +243,31 @@ func (b *Backend) resetChain() {
 	clear(b.pending)
 }
 
-// ChainFiles returns the ids of the checkpoints whose files the next
-// incremental snapshot may reference, increasing: the files of the base
-// (empty when the next snapshot is full). The runtime keeps their handles.
+// ChainFiles returns the ids of the checkpoints whose files a snapshot may
+// still reference, increasing: the files of the base, which the next
+// snapshot builds on, and those of the bases of snapshots planned for
+// checkpoints not yet complete (with concurrent checkpoints, a newer base
+// can be adopted before an older plan is encoded). The runtime keeps their
+// handles.
 func (b *Backend) ChainFiles() []int64 {
-	if b.base == nil {
-		return nil
+	ids := map[int64]bool{}
+	for _, c := range append([]*chain{b.base}, b.pendingBases()...) {
+		if c != nil {
+			for id := range c.fileBytes {
+				ids[id] = true
+			}
+		}
 	}
-	return slices.Sorted(maps.Keys(b.base.fileBytes))
+	return slices.Sorted(maps.Keys(ids))
+}
+
+// pendingBases returns the bases of the pending plans.
+func (b *Backend) pendingBases() []*chain {
+	var out []*chain
+	for _, p := range b.pending {
+		if p.base != nil {
+			out = append(out, p.base)
+		}
+	}
+	return out
 }

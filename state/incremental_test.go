@@ -311,3 +311,36 @@ func TestDropStateResetsTheChain(t *testing.T) {
 		t.Fatalf("restored %d entries, want 1", n)
 	}
 }
+
+// With two checkpoints in flight, the files the older one's plan builds on
+// stay listed by ChainFiles after the newer base is adopted, until that
+// checkpoint ends.
+func TestChainFilesKeepPendingBases(t *testing.T) {
+	const maxP = 16
+	b := NewBackend("op", maxP, KeyGroupRange{Start: 0, End: maxP})
+	v, err := NewValueState(b, "v", Int64Codec{}, Int64Codec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range int64(100) {
+		v.Update(k, k)
+	}
+	if _, err := b.CheckpointSnapshot(1, false).EncodeCheckpoint(); err != nil {
+		t.Fatal(err)
+	}
+	b.Complete(1)
+	v.Update(1, -1)
+	if _, err := b.CheckpointSnapshot(2, true).EncodeCheckpoint(); err != nil { // full
+		t.Fatal(err)
+	}
+	v.Update(2, -2)
+	b.CheckpointSnapshot(3, false) // planned on 1, not yet encoded
+	b.Complete(2)
+	if got := b.ChainFiles(); !slices.Equal(got, []int64{1, 2}) {
+		t.Fatalf("ChainFiles() = %v after full checkpoint 2 completed with 3 planned on 1: want [1 2]", got)
+	}
+	b.Abort(3)
+	if got := b.ChainFiles(); !slices.Equal(got, []int64{2}) {
+		t.Fatalf("ChainFiles() = %v after 3 was aborted: want [2]", got)
+	}
+}
