@@ -44,7 +44,8 @@ func (k Kind) String() string {
 //
 // A Backend is owned by its subtask's task goroutine: every method, and every
 // method of the states registered on it, must be called from that goroutine.
-// Only a Snapshot's Encode may run elsewhere, concurrently with further use.
+// Only a Snapshot's Encode and EncodeCheckpoint may run elsewhere,
+// concurrently with further use.
 //
 // Lifecycle: NewBackend, then Restore (when recovering), then register states
 // (the operator's Open), then process records, calling Snapshot at each

@@ -15,7 +15,9 @@
 //
 //  1. NewBackend(operator, maxParallelism, range).
 //  2. When recovering: Restore(snapshot files...) with the files of every old
-//     subtask whose range overlaps this one. Entries stay encoded.
+//     subtask whose range overlaps this one, each with the earlier files its
+//     incremental snapshot builds on; each key group comes from the newest
+//     file that holds it. Entries stay encoded.
 //  3. The operator's Open registers its states (NewValueState, NewMapState,
 //     NewListState, NewTimers) with codecs; registration decodes that state's
 //     restored entries (a large state's key groups in parallel, on up to
@@ -24,9 +26,14 @@
 //     registered.
 //  4. Processing: Get/Update/... on the task goroutine. A key outside the
 //     range is a routing bug, reported by Err.
-//  5. At each checkpoint barrier: Snapshot on the task goroutine (cheap: no
-//     entry is copied), then Encode on another goroutine while processing
-//     continues; the bytes go to checkpoint storage.
+//  5. At each checkpoint barrier: CheckpointSnapshot on the task goroutine
+//     (cheap: no entry is copied; it plans which key groups changed since the
+//     last complete checkpoint), then EncodeCheckpoint on another goroutine
+//     while processing continues; the bytes go to checkpoint storage, with
+//     the ids of the earlier checkpoints whose files hold the unchanged key
+//     groups. Complete and Abort tell the backend how each checkpoint ended:
+//     only a complete checkpoint's snapshot becomes the base of the next.
+//     (Snapshot and Encode make a full snapshot outside checkpoints.)
 //
 // # Copy-on-write
 //
@@ -40,9 +47,13 @@
 //
 // # Snapshot format
 //
-// A header (operator, max parallelism, key group range), one section per
-// non-empty key group holding each state's entries and ending with a CRC-32C,
-// then an index of sections and a fixed-size footer. See the format comment
+// A header (operator, max parallelism, key group range, checkpoint, whether
+// the file is incremental), one section per key group it holds (a full file:
+// every non-empty one; an incremental file: those that changed, empty ones
+// included) with each state's entries and a CRC-32C, then an index of
+// sections and a fixed-size footer. Format version 2; version 1 files (no
+// checkpoint, always full) are still read, but a build that knows only
+// version 1 cannot read version 2. See the format comment
 // in snapshot.go. Corruption is reported as ErrCorrupt naming the operator
 // and key group.
 package state

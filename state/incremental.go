@@ -60,6 +60,10 @@ type checkpointPlan struct {
 	// rewrite marks, by key group - Start, the key groups an incremental
 	// snapshot writes; the others come from base.
 	rewrite []bool
+	// stale is set when the set of states changed after the plan
+	// (resetChain): its result must never become a base, though its
+	// encoding still needs the files of its own base.
+	stale bool
 	// mu guards result, which EncodeCheckpoint sets (on the writing
 	// goroutine) and Complete adopts (on the task goroutine).
 	mu     sync.Mutex
@@ -223,7 +227,7 @@ func (b *Backend) Complete(id int64) {
 	}
 	b.completed = id
 	b.base = nil
-	if p != nil {
+	if p != nil && !p.stale {
 		p.mu.Lock()
 		b.base = p.result
 		p.mu.Unlock()
@@ -240,7 +244,9 @@ func (b *Backend) Abort(id int64) { delete(b.pending, id) }
 // still holds.
 func (b *Backend) resetChain() {
 	b.base = nil
-	clear(b.pending)
+	for _, p := range b.pending {
+		p.stale = true // still pending: ChainFiles keeps what it reads
+	}
 }
 
 // ChainFiles returns the ids of the checkpoints whose files a snapshot may

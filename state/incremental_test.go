@@ -344,3 +344,44 @@ func TestChainFilesKeepPendingBases(t *testing.T) {
 		t.Fatalf("ChainFiles() = %v after 3 was aborted: want [2]", got)
 	}
 }
+
+// A state dropped while checkpoints are in flight: their snapshots never
+// become a base, but ChainFiles keeps the files they were planned on until
+// they end, so their encoding still finds every handle.
+func TestDropStateKeepsInFlightChains(t *testing.T) {
+	const maxP = 16
+	b := NewBackend("op", maxP, KeyGroupRange{Start: 0, End: maxP})
+	v, err := NewValueState(b, "v", Int64Codec{}, Int64Codec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range int64(100) {
+		v.Update(k, k)
+	}
+	if _, err := b.CheckpointSnapshot(1, false).EncodeCheckpoint(); err != nil {
+		t.Fatal(err)
+	}
+	b.Complete(1)
+	v.Update(1, -1)
+	s2 := b.CheckpointSnapshot(2, false)
+	v.Update(2, -2)
+	s3 := b.CheckpointSnapshot(3, false)
+	b.DropState("v")
+	for _, s := range []*Snapshot{s2, s3} {
+		enc, err := s.EncodeCheckpoint()
+		if err != nil || !slices.Equal(enc.Shared, []int64{1}) {
+			t.Fatalf("in-flight snapshot after DropState: %+v, %v; want one built on 1", enc, err)
+		}
+	}
+	b.Complete(2)
+	if got := b.ChainFiles(); !slices.Equal(got, []int64{1}) {
+		t.Fatalf("ChainFiles() = %v with 3 in flight on 1: want [1]", got)
+	}
+	if b.base != nil {
+		t.Fatal("a snapshot taken before DropState became the base")
+	}
+	b.Complete(3)
+	if got := b.ChainFiles(); len(got) != 0 {
+		t.Fatalf("ChainFiles() = %v after every in-flight checkpoint ended: want none", got)
+	}
+}

@@ -209,7 +209,7 @@ func TestRetentionKeepsStorageBounded(t *testing.T) {
 	}
 	for _, e := range entries {
 		if !kept[e.ID] {
-			t.Errorf("checkpoint %d (complete %v) left in storage: neither retained nor referenced by a retained one", e.ID, e.Complete)
+			t.Errorf("checkpoint %d (complete %v) left in storage: neither retained nor referenced by a retained one (stored %v, kept %v)", e.ID, e.Complete, entries, kept)
 		}
 	}
 	remaining := int64(len(entries))
