@@ -221,7 +221,7 @@ func writeInspection(b *strings.Builder, m *checkpoint.Metadata, newest bool) {
 
 	b.WriteString("operators:\n")
 	tw := tabwriter.NewWriter(b, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  OPERATOR\tSUBTASKS\tSTATE SIZE\tSTAGED")
+	fmt.Fprintln(tw, "  OPERATOR\tSUBTASKS\tSTATE SIZE\tWRITTEN\tBUILDS ON\tSTAGED")
 	var ops []string
 	byOp := map[string][]checkpoint.SubtaskState{}
 	for _, t := range m.Tasks {
@@ -231,15 +231,27 @@ func writeInspection(b *strings.Builder, m *checkpoint.Metadata, newest bool) {
 		byOp[t.Task.Operator] = append(byOp[t.Task.Operator], t)
 	}
 	for _, op := range ops {
-		var size int64
+		var size, written int64
 		staged := 0
+		var on []int64 // earlier checkpoints whose state files this one reads
 		for _, t := range byOp[op] {
 			if t.State != nil {
-				size += t.State.Size
+				written += t.State.Size
+			}
+			size += t.StateReused
+			for _, h := range t.Shared {
+				if !slices.Contains(on, h.Checkpoint) {
+					on = append(on, h.Checkpoint)
+				}
 			}
 			staged += len(t.Committables)
 		}
-		fmt.Fprintf(tw, "  %s\t%d\t%d B\t%d\n", op, len(byOp[op]), size, staged)
+		slices.Sort(on)
+		buildsOn := "-"
+		if len(on) > 0 {
+			buildsOn = strings.Trim(fmt.Sprint(on), "[]")
+		}
+		fmt.Fprintf(tw, "  %s\t%d\t%d B\t%d B\t%s\t%d\n", op, len(byOp[op]), size+written, written, buildsOn, staged)
 	}
 	tw.Flush()
 
