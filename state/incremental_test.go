@@ -254,12 +254,18 @@ func TestIncrementalFileWithoutItsChainIsAnError(t *testing.T) {
 		t.Fatalf("restore of the incremental file alone: %v, want a missing-file error", err)
 	}
 	_, err = restoreInc(t, maxP, KeyGroupRange{Start: 0, End: maxP}, full.Data, full.Data)
-	if err == nil || !strings.Contains(err.Error(), "same checkpoint") {
+	if err == nil || !strings.Contains(err.Error(), "were mixed") {
 		t.Fatalf("restore of one checkpoint's file twice: %v, want an overlap error", err)
 	}
 	s = b.CheckpointSnapshot(3, true)
-	if self, err := s.EncodeCheckpoint(); err != nil || self.Incremental || len(self.Shared) != 0 {
+	self, err := s.EncodeCheckpoint()
+	if err != nil || self.Incremental || len(self.Shared) != 0 {
 		t.Fatalf("self-contained snapshot: %+v, %v; want a full one", self, err)
+	}
+	// Two full files never belong to one restore, whatever their checkpoints.
+	_, err = restoreInc(t, maxP, KeyGroupRange{Start: 0, End: maxP}, full.Data, self.Data)
+	if err == nil || !strings.Contains(err.Error(), "were mixed") {
+		t.Fatalf("restore of full files of checkpoints 1 and 3: %v, want an overlap error", err)
 	}
 	info, err := Inspect(inc.Data)
 	if err != nil || info.Checkpoint != 2 || !info.Incremental || len(info.Sections) != 1 {

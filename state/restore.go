@@ -42,8 +42,10 @@ func (r *restoredState) appendEntries(dst []byte, i int) []byte {
 // an error wrapping ErrCorrupt that names the operator, the snapshot and the
 // key group or part that failed; with one wrapping ErrStateMismatch if a
 // snapshot belongs to another operator or max parallelism; and if the
-// snapshots overlap or leave some of b's key groups uncovered (a snapshot
-// file is missing).
+// snapshots overlap (two files of one checkpoint, or two full files, holding
+// one key group) or leave some of b's key groups uncovered (a snapshot file
+// is missing). Each key group is taken from the newest file holding it: an
+// incremental file's sections override its chain's earlier files.
 func (b *Backend) Restore(snapshots ...[]byte) error {
 	if b.restoreCalled {
 		return fmt.Errorf("state: operator %q: Restore called twice", b.operator)
@@ -83,8 +85,10 @@ func (b *Backend) Restore(snapshots ...[]byte) error {
 			i := kg - b.kgRange.Start
 			if prev := holder[i]; prev != 0 {
 				p := files[prev-1]
-				if p.checkpoint == f.checkpoint {
-					return fmt.Errorf("state: %s: key group %d is also covered by snapshot %d of the same checkpoint %d: snapshots of different checkpoints or subtasks were mixed", ctxs[si], kg, prev, f.checkpoint)
+				if p.checkpoint == f.checkpoint || (!p.incremental && !f.incremental) {
+					// Two files of one checkpoint, or two full files: a
+					// chain has one full file at its start.
+					return fmt.Errorf("state: %s: key group %d is also covered by snapshot %d (checkpoints %d and %d, full files: %v, %v): snapshots of different checkpoints or subtasks were mixed", ctxs[si], kg, prev, p.checkpoint, f.checkpoint, !p.incremental, !f.incremental)
 				}
 				if p.checkpoint > f.checkpoint {
 					continue
