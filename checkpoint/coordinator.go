@@ -25,9 +25,11 @@ type Config struct {
 	// References maps a checkpoint of Retained to the ids of the earlier
 	// checkpoints whose files its state builds on (Metadata.References). The
 	// newest Options.Retain of Retained (and Restored) are retained; an older
-	// one that they reference, directly or through other references, starts
-	// held (see Coordinator.Held), every other one retained until the next
-	// completion retires it. Nil means no checkpoint references another, as
+	// one that they reference (directly: the references of a checkpoint name
+	// every file it reads) starts held (see Coordinator.Held), every other one
+	// retained until the next completion retires it. Such a leftover may have
+	// been held before, for its files only, and miss what it referenced
+	// itself: it is no recovery point. Nil means no checkpoint references another, as
 	// with full snapshots. References to ids not in Retained are ignored:
 	// nothing of them is left to keep (an ack that still names one fails its
 	// checkpoint).
@@ -52,11 +54,14 @@ type Config struct {
 // on files of earlier checkpoints (SubtaskState.Shared, Metadata.References).
 // The coordinator keeps, besides the newest Options.Retain complete
 // checkpoints (Retained), every complete checkpoint that one of these
-// references, transitively, or that a pending checkpoint may build on, or
-// that a failed metadata write not yet recorded in the ledger references
-// (Held). Its invariants:
-//   - no checkpoint that a retained, held or pending checkpoint, or an
-//     unrecorded failed write, references is ever discarded;
+// references (directly: a checkpoint's references name every file it reads,
+// see reachable), that a pending checkpoint may build on, or that a failed
+// metadata write not yet recorded in the ledger references (Held). Its
+// invariants:
+//   - no checkpoint that a retained checkpoint or an unrecorded failed write
+//     references, or that a pending checkpoint may build on, is ever
+//     discarded (a held checkpoint is no recovery point: what it references
+//     itself may go);
 //   - a pending checkpoint may build on anything retained or held at its
 //     trigger: none of that is discarded until it completes or fails;
 //   - an acknowledgement that references a checkpoint no longer kept fails
@@ -91,11 +96,12 @@ type Coordinator struct {
 	// INVARIANT: latest is the last element when any checkpoint is complete.
 	retained []int64
 	// held are the complete checkpoints that left the retained set but stay
-	// in storage, increasing: a retained checkpoint references them
-	// (directly or transitively through refs), a pending checkpoint may
-	// reference them (pendingCheckpoint.protects), or a failed metadata write
-	// whose outcome is unknown references them (unrecordedRefs). They are not
-	// recovery points and do not count against Options.Retain.
+	// in storage, increasing: a retained checkpoint references them directly
+	// (refs), a pending checkpoint may reference them
+	// (pendingCheckpoint.protects), or a failed metadata write whose outcome
+	// is unknown references them (unrecordedRefs). They are not recovery
+	// points, their own references keep nothing, and they do not count
+	// against Options.Retain.
 	// INVARIANT: every held checkpoint is live (see live); it is Discarded in
 	// the step that makes it not live, and never before.
 	// INVARIANT: retained and held are disjoint, and no pending id is in either.
@@ -258,14 +264,18 @@ func (c *Coordinator) Pending() []int64 {
 
 // Retained returns the complete checkpoints kept as recovery points,
 // increasing: the newest Options.Retain complete ones (after a restart,
-// until the next completion, possibly more). The last is LatestComplete.
+// until the next completion, possibly more: older checkpoints of
+// Config.Retained that no newer one references, which are kept as without
+// references but, held before, may miss files they referenced; see
+// Config.References). The last is LatestComplete.
 func (c *Coordinator) Retained() []int64 { return slices.Clone(c.retained) }
 
 // Held returns the complete checkpoints kept in storage although they left
-// the retained set, increasing: a retained checkpoint references their files
-// (directly or through other references), a pending checkpoint may build on
-// them, or a failed metadata write whose outcome is not yet recorded
-// references them. Each is discarded in the step that ends the last of these.
+// the retained set, increasing: a retained checkpoint references their files,
+// a pending checkpoint may build on them, or a failed metadata write whose
+// outcome is not yet recorded references them. Each is discarded in the step
+// that ends the last of these. A held checkpoint is no recovery point: what
+// it references itself is not kept for it (see Coordinator).
 func (c *Coordinator) Held() []int64 { return slices.Clone(c.held) }
 
 // ConsecutiveFailures returns the number of checkpoints that failed since the
@@ -548,8 +558,9 @@ func (c *Coordinator) retire(out []Action) []Action {
 //
 // The Discards come in increasing id order, except that a checkpoint comes
 // before every checkpoint it references: the caller carries them out one by
-// one, and a crash between two then never leaves a checkpoint in storage
-// whose referenced files are gone.
+// one, and a crash between two then never leaves a checkpoint being
+// discarded in storage without the files it references. (A held checkpoint
+// that stays may lose what it references: it is kept for its own files.)
 func (c *Coordinator) collect(out []Action) []Action {
 	if len(c.held) == 0 {
 		return out
@@ -582,34 +593,40 @@ func (c *Coordinator) collect(out []Action) []Action {
 	return out
 }
 
-// live returns the checkpoints that must stay in storage: the retained ones,
-// those a pending checkpoint may build on, those a failed metadata write not
-// yet recorded references, and every checkpoint one of these references,
-// transitively.
+// live returns the checkpoints that must stay in storage: the retained ones
+// and those they reference, those a pending checkpoint may build on, and
+// those a failed metadata write not yet recorded references.
 func (c *Coordinator) live() map[int64]bool {
-	roots := slices.Clone(c.retained)
+	live := c.reachable(c.retained)
 	for _, p := range c.pending {
-		roots = append(roots, p.protects...)
+		for _, id := range p.protects {
+			live[id] = true
+		}
 	}
 	for _, rs := range c.unrecordedRefs {
-		roots = append(roots, rs...)
+		for _, id := range rs {
+			live[id] = true
+		}
 	}
-	return c.reachable(roots)
+	return live
 }
 
 // reachable returns roots and every checkpoint they reference through refs,
-// transitively.
+// directly.
+//
+// Not transitively: a checkpoint's references name every earlier file its
+// state is read from (an incremental snapshot's Shared list is the whole
+// chain, not its last link), so a held checkpoint, which is no recovery
+// point, needs nothing of what it referenced itself. Following references
+// transitively would keep chains of files that no kept checkpoint reads, and
+// they can grow without bound (each file referencing the one before).
 func (c *Coordinator) reachable(roots []int64) map[int64]bool {
 	seen := make(map[int64]bool, len(roots))
-	stack := slices.Clone(roots)
-	for len(stack) > 0 {
-		id := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if seen[id] {
-			continue
-		}
+	for _, id := range roots {
 		seen[id] = true
-		stack = append(stack, c.refs[id]...)
+		for _, r := range c.refs[id] {
+			seen[r] = true
+		}
 	}
 	return seen
 }

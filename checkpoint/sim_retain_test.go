@@ -17,16 +17,28 @@ import (
 // that references nothing. Now and then, in seeds with faults, an
 // acknowledgement names a file of a checkpoint that is not in storage.
 //
+// A checkpoint's references name every earlier checkpoint whose files it
+// reads (Shared is the whole chain, B's own file and everything B read), so
+// references are followed one step only: a checkpoint held for its files is
+// no recovery point and keeps nothing it references itself.
+//
 // Checked after every step (checkReferences, checkRetention):
-//   - no discarded checkpoint is referenced by a kept one: every reference of
-//     every checkpoint in storage, of every metadata write in flight and of
-//     every failed metadata write the ledger does not record yet is in
-//     storage;
+//   - no retained checkpoint, pending checkpoint's protects or unrecorded
+//     write references a discarded one: every reference of every retained
+//     checkpoint (the newest Options.Retain, the recovery points), of every
+//     metadata write in flight and of every failed metadata write the ledger
+//     does not record yet is in storage;
 //   - a pending checkpoint's possible bases (everything in storage at its
 //     trigger) stay in storage while it is pending;
 //   - storage holds exactly what the coordinator retains or holds, and each
-//     held checkpoint is there for a reason (no leak);
+//     held checkpoint is there for a reason (no leak): a retained checkpoint,
+//     a pending one or an unrecorded write references it directly;
 //   - an acknowledgement with a dangling reference fails its checkpoint.
+//
+// And at each Discard (sim_test.go): no retained checkpoint references it,
+// and no checkpoint discarded later in the same step does (Discards come
+// newest first, so a crash between two leaves nothing that a checkpoint
+// about to be discarded reads missing).
 
 // maxChain is the most files an incremental snapshot of the sim builds on.
 const maxChain = 3
@@ -102,68 +114,80 @@ func (s *sim) storedIDs() []int64 {
 	return ids
 }
 
+// refViolation ends every failure of a reference check.
+const refViolation = "(no retained checkpoint, pending checkpoint's protects or unrecorded write references a discarded one)"
+
+// recoveryPoints returns the newest Options.Retain checkpoints the
+// coordinator retains: the ones a recovery may read. After a restart the
+// coordinator also retains, until the next completion, older checkpoints
+// that nothing references (Config.Retained); those were held before, for
+// their files only, and may have lost what they referenced themselves.
+func (s *sim) recoveryPoints() []int64 {
+	r := s.coord.Retained()
+	return r[max(0, len(r)-s.opts.Retain):]
+}
+
 // checkReferences checks that nothing still needed was discarded: the
-// references of what storage holds, of the metadata being written and of
-// the failed writes not yet recorded, and the possible bases of pending
+// references of the retained checkpoints, of the metadata being written and
+// of the failed writes not yet recorded, and the possible bases of pending
 // checkpoints.
 func (s *sim) checkReferences(pending []int64) {
-	for _, id := range s.storedIDs() {
+	for _, id := range s.recoveryPoints() {
 		for _, r := range s.refsOf[id] {
 			if s.store[r] == nil {
-				s.failf("retention: checkpoint %d in storage references checkpoint %d, which was discarded (no discarded checkpoint is referenced by a kept one)", id, r)
+				s.failf("retention: retained checkpoint %d references checkpoint %d, which was discarded %s", id, r, refViolation)
 			}
 		}
 	}
 	for _, m := range s.writes {
 		for _, r := range s.refsOf[m.ID] {
 			if s.store[r] == nil {
-				s.failf("retention: the metadata of %d being written references checkpoint %d, which was discarded (no discarded checkpoint is referenced by a kept one)", m.ID, r)
+				s.failf("retention: the metadata of %d being written references checkpoint %d, which was discarded %s", m.ID, r, refViolation)
 			}
 		}
 	}
 	for _, id := range s.unrecorded {
 		for _, r := range s.refsOf[id] {
 			if s.store[r] == nil {
-				s.failf("retention: the failed metadata write of %d, not yet recorded in the ledger, references checkpoint %d, which was discarded", id, r)
+				s.failf("retention: the failed metadata write of %d, not yet recorded in the ledger, references checkpoint %d, which was discarded %s", id, r, refViolation)
 			}
 		}
 	}
 	for _, id := range pending {
 		for _, b := range s.protect[id] {
 			if s.store[b] == nil {
-				s.failf("retention: pending checkpoint %d may build on checkpoint %d, kept at its trigger, which was discarded while it is pending", id, b)
+				s.failf("retention: pending checkpoint %d may build on checkpoint %d, kept at its trigger, which was discarded while it is pending %s", id, b, refViolation)
 			}
 		}
 	}
 }
 
 // live returns the checkpoints that must stay in storage, computed from the
-// sim's own records: the retained ones, with pending the ones pending
-// checkpoints may build on, the references of failed writes not yet
-// recorded, and everything these reference, transitively.
+// sim's own records: the retained ones and what they reference, with pending
+// the ones pending checkpoints may build on, and the references of failed
+// writes not yet recorded. References are followed one step only: those of a
+// checkpoint kept for its files keep nothing.
 func (s *sim) live(pending []int64, withPending bool) map[int64]bool {
-	roots := s.coord.Retained()
+	live := map[int64]bool{}
+	for _, id := range s.coord.Retained() {
+		live[id] = true
+		for _, r := range s.refsOf[id] {
+			live[r] = true
+		}
+	}
 	if withPending {
 		for _, id := range pending {
-			roots = append(roots, s.protect[id]...)
+			for _, b := range s.protect[id] {
+				live[b] = true
+			}
 		}
 	}
 	for _, id := range s.unrecorded {
-		roots = append(roots, s.refsOf[id]...)
-	}
-	seen := map[int64]bool{}
-	for len(roots) > 0 {
-		id := roots[len(roots)-1]
-		roots = roots[:len(roots)-1]
-		if seen[id] {
-			continue
-		}
-		seen[id] = true
-		if s.store[id] != nil {
-			roots = append(roots, s.refsOf[id]...)
+		for _, r := range s.refsOf[id] {
+			live[r] = true
 		}
 	}
-	return seen
+	return live
 }
 
 // checkRetention checks that storage holds exactly the retained and held

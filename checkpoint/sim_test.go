@@ -1113,10 +1113,21 @@ func (s *sim) apply(ev Event, a Action, latest int64, pending, prevHeld []int64)
 		}
 		delete(s.store, x.ID)
 		// Discards are carried out one by one: a crash between two must not
-		// leave a checkpoint that references a deleted one.
+		// leave a retained checkpoint that references a deleted one: not one
+		// still retained after the step, nor one retained before it that the
+		// step discards after x (a checkpoint's Discard comes before those of
+		// the checkpoints it references). A held checkpoint may stay without
+		// what it references itself: it is kept for its own files only.
+		retained, held := s.coord.Retained(), s.coord.Held()
 		for _, id := range s.storedIDs() {
-			if slices.Contains(s.refsOf[id], x.ID) {
-				s.failf("retention: Discard{%d} while checkpoint %d in storage references it (no discarded checkpoint is referenced by a kept one)", x.ID, id)
+			if !slices.Contains(s.refsOf[id], x.ID) {
+				continue
+			}
+			switch {
+			case slices.Contains(s.recoveryPoints(), id):
+				s.failf("retention: Discard{%d} while retained checkpoint %d references it %s", x.ID, id, refViolation)
+			case !slices.Contains(prevHeld, id) && !slices.Contains(retained, id) && !slices.Contains(held, id):
+				s.failf("retention: Discard{%d} before that of checkpoint %d, retained before the step, which references it", x.ID, id)
 			}
 		}
 		delete(s.writing, x.ID)

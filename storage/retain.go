@@ -16,8 +16,9 @@ import (
 //   - the newest complete checkpoint or anything newer: newer checkpoints may still be in flight;
 //   - a checkpoint whose files a kept one builds on (incremental snapshots): refs decodes a
 //     checkpoint's metadata into the ids of the earlier checkpoints it references, and every
-//     checkpoint referenced by one kept above, or by protect when it is complete, is kept, and so
-//     on transitively. nil refs means no checkpoint references another.
+//     checkpoint referenced by one kept above, or by protect when it is complete, is kept (their
+//     own references are not followed: a checkpoint references every file it reads). nil refs
+//     means no checkpoint references another.
 //
 // "Complete" here means that the metadata reads and verifies, not just that it exists: a checkpoint
 // whose metadata is corrupt counts as incomplete, so it cannot take the place of a good checkpoint in
@@ -28,10 +29,12 @@ import (
 // equivalent setting, state.checkpoints.num-retained, defaults to 1.
 //
 // Metadata is opaque to this package, hence refs; a checkpoint references only earlier ones. Every
-// reference is resolved before anything is deleted, nothing referenced is ever deleted, and with
-// refs the others are deleted newest first, so a crash in the middle of Retain cannot leave a
-// checkpoint, kept or not, with a file it references missing. A referenced checkpoint that is corrupt or incomplete is
-// kept too (for inspection: it is no recovery point, but deleting it would lose what is left).
+// reference that counts is resolved before anything is deleted, nothing that a kept checkpoint or
+// protect references is ever deleted, and with refs the others are deleted newest first, so a
+// crash in the middle of Retain cannot leave a kept checkpoint, or one it deletes, with a file it
+// references missing (one kept only because a kept one references it may lose what it references
+// itself: it is no recovery point). A referenced checkpoint that is corrupt or incomplete is kept
+// too (for inspection: it is no recovery point, but deleting it would lose what is left).
 //
 // If metadata cannot be read for a reason other than corruption or absence, or refs fails, Retain
 // deletes nothing and returns that error. If a Discard fails it goes on with the others and returns
@@ -103,22 +106,17 @@ func Retain(ctx context.Context, s Storage, keep int, protect int64, refs func(m
 	return discarded, errors.Join(errs...)
 }
 
-// keepReferenced adds to kept every checkpoint that roots reference through refs, transitively. A
-// root or referenced checkpoint without good metadata references nothing (it is no recovery point);
-// a referenced one is kept all the same.
+// keepReferenced adds to kept the roots and every checkpoint a root references through refs. Only
+// the roots' references count, not those of the checkpoints they reference: a checkpoint's
+// references name every earlier file its state is read from, and a checkpoint kept only for its
+// files is no recovery point. A root without good metadata references nothing (it is no recovery
+// point either); a referenced checkpoint is kept whatever its state.
 func keepReferenced(ctx context.Context, s Storage, entries []Entry, roots []int64, kept map[int64]bool, refs func([]byte) ([]int64, error)) error {
 	complete := make(map[int64]bool, len(entries))
 	for _, e := range entries {
 		complete[e.ID] = e.Complete
 	}
-	seen := map[int64]bool{}
-	for len(roots) > 0 {
-		id := roots[len(roots)-1]
-		roots = roots[:len(roots)-1]
-		if seen[id] {
-			continue
-		}
-		seen[id] = true
+	for _, id := range roots {
 		kept[id] = true
 		if !complete[id] {
 			continue
@@ -134,7 +132,9 @@ func keepReferenced(ctx context.Context, s Storage, entries []Entry, roots []int
 		if err != nil {
 			return fmt.Errorf("storage: retain: references of checkpoint %d: %w", id, err)
 		}
-		roots = append(roots, ids...)
+		for _, r := range ids {
+			kept[r] = true
+		}
 	}
 	return nil
 }

@@ -35,6 +35,7 @@ func TestRetention(t *testing.T, open Opener) {
 		{"RetainStopsOnReadError", testRetainStopsOnReadError},
 		{"RetainStopsOnReferenceError", testRetainStopsOnReferenceError},
 		{"RetainReferencesReadError", testRetainReferencesReadError},
+		{"RetainSkipsReferencedMetadata", testRetainSkipsReferencedMetadata},
 		{"Latest", testLatest},
 		{"LatestSkipsCorrupt", testLatestSkipsCorrupt},
 		{"LatestDoesNotFallBackOnIOError", testLatestDoesNotFallBackOnIOError},
@@ -142,8 +143,12 @@ func specRefs(meta []byte) ([]int64, error) {
 	return ids, nil
 }
 
-// Retain with references (incremental snapshots) keeps every checkpoint a kept one builds on,
-// transitively, and only those.
+// Retain with references (incremental snapshots) keeps every checkpoint a kept one builds on, and
+// only those. A checkpoint's references name every earlier checkpoint whose files it reads (an
+// incremental chain is flattened: 3 on 2 and 1 references both), so only the references of the
+// kept checkpoints and of protect count, not those of the checkpoints they reference: a checkpoint
+// kept only for its files is no recovery point, and following its references would keep chains of
+// files that nothing kept reads.
 func testRetainReferences(t *testing.T, open Opener) {
 	for _, tc := range []struct {
 		name          string
@@ -154,17 +159,19 @@ func testRetainReferences(t *testing.T, open Opener) {
 		wantLeft      []int64
 	}{
 		{"no references: as without refs", "1c 2c 3c 4c", 2, -1, []int64{1, 2}, []int64{3, 4}},
-		{"a chain is kept whole", "1c 2c>1 3c>2+1 4c>3", 1, -1, nil, []int64{1, 2, 3, 4}},
-		{"transitive: the newest references only its base", "1c 2c>1 3c>2 4c>3", 1, -1, nil, []int64{1, 2, 3, 4}},
+		{"a chain is kept whole", "1c 2c>1 3c>2+1 4c>3+2+1", 1, -1, nil, []int64{1, 2, 3, 4}},
+		{"not transitive: what the newest does not reference goes", "1c 2c>1 3c>2 4c>3", 1, -1, []int64{1, 2}, []int64{3, 4}},
 		{"a full snapshot ends the chain", "1c 2c>1 3c>2+1 4c 5c>4", 2, -1, []int64{1, 2, 3}, []int64{4, 5}},
-		{"only what the kept ones reference", "1c 2c 3c>1 4c>3 5c", 2, -1, []int64{2}, []int64{1, 3, 4, 5}},
+		{"only what the kept ones reference", "1c 2c 3c>1 4c>3+1 5c", 2, -1, []int64{2}, []int64{1, 3, 4, 5}},
 		{"references of older, discarded checkpoints do not count", "1c 2c>1 3c 4c>3", 1, -1, []int64{1, 2}, []int64{3, 4}},
 		{"what the protected checkpoint references stays", "1c 2c>1 3c 4c", 1, 2, []int64{3}, []int64{1, 2, 4}},
-		{"a referenced incomplete checkpoint stays", "1i 2c>1 3c>2", 1, -1, nil, []int64{1, 2, 3}},
+		{"not transitive from protect either", "1c 2c>1 3c>2 4c", 1, 3, []int64{1}, []int64{2, 3, 4}},
+		{"a referenced incomplete checkpoint stays", "1i 2c>1 3c>2+1", 1, -1, nil, []int64{1, 2, 3}},
 		{"a referenced corrupt checkpoint stays and references nothing", "1c 2x 3c>2", 1, -1, []int64{1}, []int64{2, 3}},
 		{"a corrupt newest checkpoint's references do not count", "1c 2c 3x>1", 1, -1, []int64{1}, []int64{2, 3}},
 		{"references to missing checkpoints are ignored", "2c 3c>1", 1, -1, []int64{2}, []int64{3}},
-		{"a reference cycle ends", "1c>2 2c>1 3c>2", 1, -1, nil, []int64{1, 2, 3}},
+		{"a reference cycle is not followed", "1c>2 2c>1 3c>2", 1, -1, []int64{1}, []int64{2, 3}},
+		{"a kept checkpoint's references count, though a kept one references it", "1c 2c>1 3c>2", 2, -1, nil, []int64{1, 2, 3}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -198,23 +205,44 @@ func testRetainStopsOnReferenceError(t *testing.T, in Instance) {
 	}
 }
 
-// An I/O error reading the metadata of a referenced checkpoint: Retain deletes nothing.
+// An I/O error reading the metadata of the protected checkpoint, whose references count: Retain
+// deletes nothing.
 func testRetainReferencesReadError(t *testing.T, in Instance) {
-	setup(t, in, "1c 2c 3c>2 4c>3")
+	setup(t, in, "1c 2c>1 3c 4c>3")
 	f := storage.NewFaulty(in)
 	boom := errors.New("i/o timeout")
 	f.FailWhen(func(op storage.Op, id int64, _ string) error {
-		if op == storage.OpReadMetadata && id == 3 {
+		if op == storage.OpReadMetadata && id == 2 {
 			return boom
 		}
 		return nil
 	})
-	got, err := storage.Retain(context.Background(), f, 1, -1, specRefs)
+	got, err := storage.Retain(context.Background(), f, 1, 2, specRefs)
 	if !errors.Is(err, boom) || got != nil {
 		t.Fatalf("Retain = %v, %v; want the read error and nothing discarded", got, err)
 	}
 	if left := IDs(t, in); !slices.Equal(left, []int64{1, 2, 3, 4}) {
 		t.Fatalf("left %v", left)
+	}
+}
+
+// The references of a checkpoint kept only because a kept one references it do not count, so
+// Retain does not read its metadata: a read error there changes nothing.
+func testRetainSkipsReferencedMetadata(t *testing.T, in Instance) {
+	setup(t, in, "1c 2c 3c>2 4c>3")
+	f := storage.NewFaulty(in)
+	f.FailWhen(func(op storage.Op, id int64, _ string) error {
+		if op == storage.OpReadMetadata && id == 3 {
+			return errors.New("i/o timeout")
+		}
+		return nil
+	})
+	got, err := storage.Retain(context.Background(), f, 1, -1, specRefs)
+	if err != nil || !slices.Equal(got, []int64{1, 2}) {
+		t.Fatalf("Retain = %v, %v; want [1 2] discarded", got, err)
+	}
+	if left := IDs(t, in); !slices.Equal(left, []int64{3, 4}) {
+		t.Fatalf("left %v, want [3 4]", left)
 	}
 }
 
