@@ -133,6 +133,11 @@ func (j *Job) build(ctx context.Context, n int, rec *recovery) (*attempt, error)
 					sides: map[string]Output{}}
 				if restored != nil {
 					l.wm = restored.Watermark
+					// The files restored from: the first checkpoint's
+					// snapshot builds on them (state.Backend.ChainFiles).
+					for _, h := range stateFiles(*restored) {
+						l.files.add(h)
+					}
 				}
 				if node.NewSource != nil {
 					t.src = node.NewSource()

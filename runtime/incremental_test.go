@@ -159,6 +159,23 @@ func TestIncrementalCheckpointsExactUnderCrashes(t *testing.T) {
 	if reused == 0 {
 		t.Fatal("no completed checkpoint reused an earlier state file: the checkpoints were not incremental")
 	}
+	// The first checkpoint after a restore builds on the files restored
+	// from instead of rewriting all state.
+	first := map[int]runtime.CheckpointRecord{}
+	for _, r := range job.Checkpoints() {
+		if f, ok := first[r.Attempt]; r.Attempt > 1 && r.Status == runtime.CheckpointCompleted && (!ok || r.ID < f.ID) {
+			first[r.Attempt] = r
+		}
+	}
+	afterRestore := 0
+	for _, r := range first {
+		if r.FilesReused > 0 {
+			afterRestore++
+		}
+	}
+	if afterRestore == 0 {
+		t.Fatalf("none of the %d attempts' first checkpoints built on the restored files", len(first))
+	}
 }
 
 // A shared state file that the latest checkpoint needs and storage lost is

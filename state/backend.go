@@ -64,6 +64,15 @@ type Backend struct {
 	// tagged with the current epoch is referenced by no Snapshot and is
 	// written in place.
 	epoch uint64
+	// frozen is the epoch of the last Snapshot (0: none yet). INVARIANT:
+	// a container tagged with an epoch above it is referenced by no
+	// Snapshot, so a write may take it over (retag it) without a copy.
+	frozen uint64
+	// restoreEpoch is the epoch restored entries are loaded at: the epoch
+	// before Restore started a new one, so that the key groups they fill
+	// count as unwritten since the restored checkpoint's snapshot (see
+	// CheckpointSnapshot) and every later write as written.
+	restoreEpoch uint64
 
 	// sizeHint is the size of the last encoded snapshot (see Snapshot.Encode,
 	// which may run on another goroutine).
@@ -406,6 +415,10 @@ func readKey[K comparable](r *partReader, kc Codec[K], kr *keyRouter[K], kg int)
 // reference m (older epoch), it returns a copy tagged with the current epoch.
 func ownTable[M ~map[K]V, K comparable, V any](b *Backend, m M, epoch *uint64) M {
 	if *epoch == b.epoch && m != nil {
+		return m
+	}
+	if m != nil && *epoch > b.frozen {
+		*epoch = b.epoch // no Snapshot references m (restored tables)
 		return m
 	}
 	*epoch = b.epoch

@@ -26,8 +26,6 @@ type chain struct {
 	// group whose states report writtenSince(i, epoch) false is as the
 	// chain holds it.
 	epoch uint64
-	// names are the states the snapshot held, sorted.
-	names []string
 	// holder is, by key group - Start, the id of the checkpoint whose file
 	// holds the key group, and bytes the length of its section there.
 	holder []int64
@@ -78,9 +76,12 @@ type checkpointPlan struct {
 // costs O(key groups × states), on the task goroutine; the entries are read
 // only by EncodeCheckpoint.
 //
-// The first snapshot after NewBackend or Restore, the first after a state
-// was registered or dropped since the base, and one that would rewrite every
-// key group are full. A snapshot never
+// The first snapshot after NewBackend, or after a Restore that cannot be
+// built on (a rescaling, files of format version 1), the first after a state
+// was dropped, and one that would rewrite every key group are full; after
+// any other Restore the first snapshot builds on the files restored from. A
+// state registered since the base needs nothing of it: the key groups it
+// has entries in were written since. A snapshot never
 // references more than maxChainFiles-1 earlier files, nor a file of which
 // less than minReferencedShare is still referenced: those key groups are
 // rewritten.
@@ -90,7 +91,7 @@ type checkpointPlan struct {
 // needs no earlier one (retention keeps only it).
 //
 // INVARIANT: a snapshot only references files of checkpoints that completed
-// (their base was adopted by Complete), never those of an in-flight or
+// (their base was adopted by Complete) or that a Restore read, never those of an in-flight or
 // failed checkpoint, so aborting a checkpoint (and deleting its files) never
 // breaks a later one.
 func (b *Backend) CheckpointSnapshot(id int64, selfContained bool) *Snapshot {
@@ -98,7 +99,7 @@ func (b *Backend) CheckpointSnapshot(id int64, selfContained bool) *Snapshot {
 	p := &checkpointPlan{id: id}
 	s.plan = p
 	s.epoch = b.epoch - 1 // Snapshot started a new epoch
-	if base := b.base; base != nil && !selfContained && slices.Equal(base.names, s.names()) {
+	if base := b.base; base != nil && !selfContained {
 		// When every key group is rewritten, nothing is gained by
 		// referencing the base: a full file is smaller (it writes no
 		// section for an empty key group) and ends the chain.
@@ -157,15 +158,6 @@ func (b *Backend) dirty(base *chain) []bool {
 	return rewrite
 }
 
-// names returns the snapshot's state names, sorted (states are).
-func (s *Snapshot) names() []string {
-	out := make([]string, len(s.states))
-	for i, st := range s.states {
-		out[i] = st.info().name
-	}
-	return out
-}
-
 // EncodeCheckpoint encodes a snapshot taken by CheckpointSnapshot: the key
 // groups its plan writes, marked with the checkpoint's id, and which earlier
 // checkpoints' files hold the rest. Like Encode it runs off the task
@@ -181,7 +173,7 @@ func (s *Snapshot) EncodeCheckpoint() (*Encoded, error) {
 		return nil, err
 	}
 	n := s.kgRange.Len()
-	next := &chain{epoch: s.epoch, names: s.names(), holder: make([]int64, n), bytes: lens, fileBytes: map[int64]int{}}
+	next := &chain{epoch: s.epoch, holder: make([]int64, n), bytes: lens, fileBytes: map[int64]int{}}
 	enc := &Encoded{Data: data, Incremental: p.base != nil}
 	for i := range n {
 		if p.base == nil || p.rewrite[i] {

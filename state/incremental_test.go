@@ -147,7 +147,7 @@ func TestIncrementalChainRestoresExactly(t *testing.T) {
 		m, nsm := newModel(), map[incKey]int64{}
 		stored := map[int64][]byte{}
 		var inFlight, kept []*checkpointed
-		incremental, reusedBytes := 0, int64(0)
+		incremental, reusedBytes, restarts := 0, int64(0), 0
 		for id := int64(1); id <= 120; id++ {
 			// Mostly a few hot keys (a few key groups), sometimes many.
 			keys := 6
@@ -209,9 +209,34 @@ func TestIncrementalChainRestoresExactly(t *testing.T) {
 					c.verify(t, maxP, stored)
 				}
 			}
+			// Now and then the job restarts from the newest kept
+			// checkpoint: in-flight ones are abandoned, and the new
+			// backend's checkpoints build on the files it restored from.
+			if id%17 == 0 && len(kept) > 0 {
+				c := kept[len(kept)-1]
+				for _, p := range inFlight {
+					if !slices.ContainsFunc(kept, func(k *checkpointed) bool { return slices.Contains(k.enc.Shared, p.id) }) {
+						delete(stored, p.id)
+					}
+				}
+				inFlight = nil
+				nw, err := restoreInc(t, maxP, KeyGroupRange{Start: 0, End: maxP}, c.files(t, stored)...)
+				if err != nil {
+					t.Fatalf("restart from checkpoint %d: %v", c.id, err)
+				}
+				got := nw.b.ChainFiles()
+				if len(got) == 0 || slices.ContainsFunc(got, func(id int64) bool { return id != c.id && !slices.Contains(c.enc.Shared, id) }) {
+					t.Fatalf("restored from checkpoint %d (shared %v): ChainFiles() = %v, want its files", c.id, c.enc.Shared, got)
+				}
+				b, w, m, nsm = nw.b, nw, c.want.clone(), maps.Clone(c.nsm)
+				restarts++
+			}
 		}
 		for _, c := range kept {
 			c.verify(t, maxP, stored)
+		}
+		if restarts < 3 {
+			t.Fatalf("seed %d: %d restarts", seed, restarts)
 		}
 		if incremental < 40 || reusedBytes == 0 {
 			t.Fatalf("seed %d: %d incremental snapshots reusing %d bytes: the chain is not used", seed, incremental, reusedBytes)

@@ -84,6 +84,8 @@ func (s *ListState[K, V]) Add(key K, v V) {
 	case l == nil:
 		l = &list[V]{vs: make([]V, 0, 4), epoch: epoch}
 		t.m[key] = l
+	case l.epoch != epoch && l.epoch > s.b.frozen:
+		l.epoch = epoch // no Snapshot references it (restored)
 	case l.epoch != epoch:
 		// A snapshot may see l.vs: appending, even into spare capacity,
 		// could overwrite what a later append through that view sees.
@@ -174,12 +176,12 @@ func (s *ListState[K, V]) load(p restoredPart) error {
 			}
 			vs = append(vs, v)
 		}
-		m[k] = &list[V]{vs: vs, epoch: s.b.epoch}
+		m[k] = &list[V]{vs: vs, epoch: s.b.restoreEpoch}
 	}
 	if err := r.finish(len(m), p.count); err != nil {
 		return err
 	}
-	s.tables[p.kg-s.start] = listTable[K, V]{m: m, epoch: s.b.epoch}
+	s.tables[p.kg-s.start] = listTable[K, V]{m: m, epoch: s.b.restoreEpoch}
 	return nil
 }
 

@@ -159,6 +159,8 @@ func (s *MapState[K, UK, UV]) own(t *mapTable[K, UK, UV], key K) *userMap[UK, UV
 	case um == nil:
 		um = &userMap[UK, UV]{m: make(map[UK]UV), epoch: epoch}
 		t.m[key] = um
+	case um.epoch != epoch && um.epoch > s.b.frozen:
+		um.epoch = epoch // no Snapshot references it (restored)
 	case um.epoch != epoch:
 		um = &userMap[UK, UV]{m: maps.Clone(um.m), epoch: epoch}
 		t.m[key] = um
@@ -192,7 +194,7 @@ func (s *MapState[K, UK, UV]) load(p restoredPart) error {
 		if n == 0 {
 			return r.corrupt("map size", errEmptyContainer)
 		}
-		um := &userMap[UK, UV]{m: make(map[UK]UV, r.sizeHint(n)), epoch: s.b.epoch}
+		um := &userMap[UK, UV]{m: make(map[UK]UV, r.sizeHint(n)), epoch: s.b.restoreEpoch}
 		for range n {
 			uk, err := readValue(r, s.ukc, "user key")
 			if err != nil {
@@ -212,7 +214,7 @@ func (s *MapState[K, UK, UV]) load(p restoredPart) error {
 	if err := r.finish(len(m), p.count); err != nil {
 		return err
 	}
-	s.tables[p.kg-s.start] = mapTable[K, UK, UV]{m: m, epoch: s.b.epoch}
+	s.tables[p.kg-s.start] = mapTable[K, UK, UV]{m: m, epoch: s.b.restoreEpoch}
 	return nil
 }
 

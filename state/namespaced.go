@@ -402,7 +402,7 @@ func (s *NamespacedValueState[K, V]) freeze() frozenState {
 func (s *NamespacedValueState[K, V]) load(p restoredPart) error {
 	r := s.b.partReader(s.name, p)
 	g := &s.groups[p.kg-s.start]
-	g.written = s.b.epoch
+	g.written = s.b.restoreEpoch
 	var kb []byte
 	for range p.count {
 		k, err := readKey(r, s.kc, &s.keyRouter, p.kg)

@@ -129,6 +129,15 @@ func (b *Backend) Restore(snapshots ...[]byte) error {
 			r.parts[i] = restoredPart{kg: e.kg, count: st.count, payload: st.payload}
 		}
 	}
+	// Restored entries are loaded at the epoch before this one, so that
+	// the next checkpoint can build on the files restored from (see
+	// restoredChain) and rewrite only what is written from now on.
+	b.restoreEpoch = b.epoch
+	b.epoch++
+	b.base = restoredChain(b, files, holder, entry)
+	if b.base != nil {
+		b.completed = slices.Max(b.base.holder)
+	}
 	b.restoreCalled = true
 	b.restored = restored
 	return nil
@@ -537,4 +546,34 @@ func (r *partReader) finish(distinct, count int) error {
 		return r.corrupt("entries", fmt.Errorf("%d trailing bytes", len(r.src)))
 	}
 	return nil
+}
+
+// restoredChain returns the chain of the files a restore read, for the next
+// checkpoint snapshot to build on, or nil when it cannot: the files are not
+// all of this backend's key group range (a rescaling: the old subtasks'
+// chains, which the new subtasks do not own), or one names no checkpoint
+// (format version 1, or encoded outside a checkpoint), or there were none.
+func restoredChain(b *Backend, files []*fileInfo, holder []int, entry []indexEntry) *chain {
+	if len(files) == 0 {
+		return nil
+	}
+	c := &chain{epoch: b.restoreEpoch, holder: make([]int64, len(holder)), bytes: make([]int, len(holder)), fileBytes: map[int64]int{}}
+	for _, f := range files {
+		if f.checkpoint <= 0 || f.kgRange != b.kgRange {
+			return nil
+		}
+	}
+	for i, h := range holder {
+		f := files[h-1]
+		c.holder[i] = f.checkpoint
+		c.bytes[i] = entry[i].length
+		if _, ok := c.fileBytes[f.checkpoint]; !ok {
+			n := 0
+			for _, e := range f.index {
+				n += e.length
+			}
+			c.fileBytes[f.checkpoint] = n
+		}
+	}
+	return c
 }

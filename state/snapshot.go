@@ -134,6 +134,7 @@ func (b *Backend) Snapshot() *Snapshot {
 		s.states = append(s.states, r) // immutable already
 	}
 	slices.SortFunc(s.states, func(x, y frozenState) int { return strings.Compare(x.info().name, y.info().name) })
+	b.frozen = b.epoch
 	b.epoch++
 	return s
 }

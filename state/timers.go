@@ -214,7 +214,7 @@ func (t *Timers[K]) load(p restoredPart) error {
 	if err := r.finish(len(m), p.count); err != nil {
 		return err
 	}
-	t.tables[i] = timerTable[K]{m: m, epoch: t.b.epoch}
+	t.tables[i] = timerTable[K]{m: m, epoch: t.b.restoreEpoch}
 	return nil
 }
 

@@ -130,7 +130,7 @@ func (s *ValueState[K, V]) load(p restoredPart) error {
 	if err := r.finish(len(m), p.count); err != nil {
 		return err
 	}
-	s.tables[p.kg-s.start] = valueTable[K, V]{m: m, epoch: s.b.epoch}
+	s.tables[p.kg-s.start] = valueTable[K, V]{m: m, epoch: s.b.restoreEpoch}
 	return nil
 }
 
