@@ -139,6 +139,14 @@ func (j *Job) build(ctx context.Context, n int, rec *recovery) (*attempt, error)
 						l.files.add(h)
 					}
 				}
+				// Every file the first snapshot may build on must be
+				// one the checkpoint lists for this subtask: else each
+				// checkpoint would decline. Never expected; say so.
+				if _, err := l.files.handles(b.ChainFiles()); err != nil {
+					err = fmt.Errorf("%v: restored state from checkpoint %d: %w", id, rec.meta.ID, err)
+					cancel(err)
+					return nil, err
+				}
 				if node.NewSource != nil {
 					t.src = node.NewSource()
 				} else {

@@ -58,11 +58,12 @@ type Backend struct {
 
 	// epoch is the current copy-on-write epoch; Snapshot increments it.
 	// INVARIANT: a container (key-group table, MapState user map, ListState
-	// list, timer set) tagged with an epoch lower than this one may be
+	// list, timer set) tagged with an epoch at or below frozen may be
 	// referenced by a Snapshot and is never written again: the first write
 	// replaces it with a copy tagged with the current epoch. A container
-	// tagged with the current epoch is referenced by no Snapshot and is
-	// written in place.
+	// tagged above frozen (with the current epoch, or restored entries
+	// tagged restoreEpoch before any Snapshot) is referenced by no Snapshot
+	// and is written in place, retagged with the current epoch.
 	epoch uint64
 	// frozen is the epoch of the last Snapshot (0: none yet). INVARIANT:
 	// a container tagged with an epoch above it is referenced by no

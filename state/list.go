@@ -17,7 +17,7 @@ type listTable[K comparable, V any] struct {
 	// m holds each key's list. INVARIANT: no list is empty.
 	m map[K]*list[V]
 	// epoch is the copy-on-write epoch m belongs to.
-	// INVARIANT: if epoch < Backend.epoch, a Snapshot may reference m and m
+	// INVARIANT: if epoch <= Backend.frozen, a Snapshot may reference m and m
 	// must be copied before it is written.
 	epoch uint64
 }
@@ -26,7 +26,7 @@ type listTable[K comparable, V any] struct {
 type list[V any] struct {
 	vs []V
 	// epoch is the copy-on-write epoch of this list.
-	// INVARIANT: if epoch < Backend.epoch, a frozen key-group table may
+	// INVARIANT: if epoch <= Backend.frozen, a frozen key-group table may
 	// point at this list: neither vs's backing array (even its spare
 	// capacity, which a frozen view could later be appended into) nor any
 	// field is written again; Add installs a fresh list holding a copy.

@@ -22,7 +22,7 @@ type mapTable[K comparable, UK comparable, UV any] struct {
 	// m holds each key's user map. INVARIANT: no user map is empty.
 	m map[K]*userMap[UK, UV]
 	// epoch is the copy-on-write epoch m belongs to.
-	// INVARIANT: if epoch < Backend.epoch, a Snapshot may reference m and m
+	// INVARIANT: if epoch <= Backend.frozen, a Snapshot may reference m and m
 	// must be copied before it is written.
 	epoch uint64
 }
@@ -31,7 +31,7 @@ type mapTable[K comparable, UK comparable, UV any] struct {
 type userMap[UK comparable, UV any] struct {
 	m map[UK]UV
 	// epoch is the copy-on-write epoch of this userMap.
-	// INVARIANT: if epoch < Backend.epoch, a frozen key-group table may
+	// INVARIANT: if epoch <= Backend.frozen, a frozen key-group table may
 	// point at this userMap: neither m nor any field is written again; a
 	// write installs a fresh userMap holding a copy instead.
 	epoch uint64

@@ -41,7 +41,7 @@ type timerID[K comparable] struct {
 type timerTable[K comparable] struct {
 	m map[timerID[K]]uint64
 	// epoch is the copy-on-write epoch m belongs to.
-	// INVARIANT: if epoch < Backend.epoch, a Snapshot may reference m and m
+	// INVARIANT: if epoch <= Backend.frozen, a Snapshot may reference m and m
 	// must be copied before it is written.
 	epoch uint64
 }

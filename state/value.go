@@ -14,7 +14,7 @@ type ValueState[K comparable, V any] struct {
 type valueTable[K comparable, V any] struct {
 	m map[K]V
 	// epoch is the copy-on-write epoch m belongs to.
-	// INVARIANT: if epoch < Backend.epoch, a Snapshot may reference m and m
+	// INVARIANT: if epoch <= Backend.frozen, a Snapshot may reference m and m
 	// must be copied before it is written (see Backend.epoch).
 	epoch uint64
 }
