@@ -30,12 +30,12 @@ var (
 )
 
 // The pipeline TestKillNine kills: the contract pipeline, bounded and
-// rate limited. Uninterrupted it runs knCount/knRate = 16 s, more than the
+// rate limited. Uninterrupted it runs knCount/knRate = 20 s, more than the
 // runs the kills cut short consume together (about 0.4 s of stream each), so
 // no intermediate run reaches the end of the stream; the test also caps each
 // kill at half of what the latest checkpoint says is left, whatever the timing.
 const (
-	knCount    = 320000
+	knCount    = 400000
 	knRate     = 20000
 	knKeys     = 50
 	knInterval = 150 * time.Millisecond
