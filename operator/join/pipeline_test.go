@@ -317,13 +317,17 @@ func (j *job) inspect(t *testing.T, check func(id int64, subtask int, op runtime
 				t.Fatalf("checkpoint %d has no join[%d]", m.ID, s)
 			}
 			kg := state.KeyGroupRangeFor(128, j.joinP, s)
+			// The subtask's file and the earlier files its incremental
+			// snapshot builds on.
 			var files [][]byte
 			if sst.State != nil {
-				f, err := st.ReadFile(ctx, *sst.State)
-				if err != nil {
-					t.Fatal(err)
+				for _, h := range append([]storage.Handle{*sst.State}, sst.Shared...) {
+					f, err := st.ReadFile(ctx, h)
+					if err != nil {
+						t.Fatal(err)
+					}
+					files = append(files, f)
 				}
-				files = append(files, f)
 			}
 			h, err := tryOpen[lrec, rrec, pair](j.joinNode.NewOperator, kg, &sst, files...)
 			if err != nil {
