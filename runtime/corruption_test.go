@@ -53,9 +53,22 @@ const cKeys = 3
 // spans about count/per checkpoints whatever the machine's speed. With idle
 // it never ends: after count records it waits, so a graceful stop leaves
 // windows open in state.
+//
+// With hot > 0 record i has key (i/per + i%2) % hot instead: between two
+// checkpoints the records go to two keys of hot, so each checkpoint writes
+// few key groups and leaves the others as they were (incremental_test.go).
 type pacedEvents struct {
 	count, per int64
 	idle       bool
+	hot        int64
+}
+
+// key returns record i's key.
+func (s pacedEvents) key(i int64) int64 {
+	if s.hot > 0 {
+		return (i/s.per + i%2) % s.hot
+	}
+	return i % cKeys
 }
 
 func (s pacedEvents) NewSubtask() runtime.Source { return &pacedReader{src: s} }
@@ -100,7 +113,7 @@ func (r *pacedReader) Read() (runtime.ReadResult, error) {
 	b := make(runtime.Batch[cEvent], n)
 	for i := range b {
 		id := r.next + int64(i)
-		b[i] = runtime.Record[cEvent]{Value: cEvent{ID: id, Key: id % cKeys}, Time: id * int64(time.Millisecond)}
+		b[i] = runtime.Record[cEvent]{Value: cEvent{ID: id, Key: r.src.key(id)}, Time: id * int64(time.Millisecond)}
 	}
 	r.next += n
 	r.since += n

@@ -2,7 +2,6 @@ package runtime_test
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,66 +25,9 @@ import (
 // only the key groups written since the last complete one and references the
 // earlier files for the rest, and recovery from such a chain is exact.
 
-// hotKeys is pacedEvents whose records go, between two checkpoints, to a
-// few keys of many: record i has key (i / per + i % 2) % keys, so each
-// checkpoint interval writes two keys and leaves the key groups of the
-// others as they were.
-type hotKeys struct {
-	count, per, keys int64
-}
-
-func (s hotKeys) key(i int64) int64 { return (i/s.per + i%2) % s.keys }
-
-func (s hotKeys) NewSubtask() runtime.Source { return &hotReader{src: s} }
-func (hotKeys) Guarantee() runtime.Guarantee { return runtime.ExactlyOnce }
-func (hotKeys) Describe() string             { return "hot-key test events" }
-
-type hotReader struct {
-	src         hotKeys
-	out         runtime.Output
-	next, since int64
-}
-
-func (r *hotReader) Open(ctx *runtime.Context) error {
-	r.out = ctx.Output
-	if ctx.Restored != nil {
-		if len(ctx.Restored.Inline) != 8 {
-			return fmt.Errorf("position %q is not 8 bytes", ctx.Restored.Inline)
-		}
-		r.next = int64(binary.LittleEndian.Uint64(ctx.Restored.Inline))
-	}
-	return nil
-}
-
-func (r *hotReader) Read() (runtime.ReadResult, error) {
-	wm := (r.next - 1) * int64(time.Millisecond)
-	if r.next >= r.src.count {
-		return runtime.ReadResult{Watermark: wm, Exhausted: true}, nil
-	}
-	if r.since >= r.src.per {
-		return runtime.ReadResult{Watermark: wm, Wait: time.Millisecond}, nil
-	}
-	n := min(r.src.per-r.since, r.src.count-r.next)
-	b := make(runtime.Batch[cEvent], n)
-	for i := range b {
-		id := r.next + int64(i)
-		b[i] = runtime.Record[cEvent]{Value: cEvent{ID: id, Key: r.src.key(id)}, Time: id * int64(time.Millisecond)}
-	}
-	r.next += n
-	r.since += n
-	return runtime.ReadResult{Watermark: (r.next - 1) * int64(time.Millisecond)}, r.out.Emit(b)
-}
-
-func (r *hotReader) Position() ([]byte, error) {
-	r.since = 0
-	return binary.LittleEndian.AppendUint64(nil, uint64(r.next)), nil
-}
-
-func (r *hotReader) Close() error { return nil }
-
 // hotPipeline counts each key's records in one window spanning the whole run
 // (so its state lives until the end) at parallelism 2, into a file sink.
-func hotPipeline(src hotKeys, outDir string) *stream.Pipeline {
+func hotPipeline(src pacedEvents, outDir string) *stream.Pipeline {
 	p := stream.New("incremental")
 	events := stream.From[cEvent](p, "events", src, stream.Parallelism(1))
 	keyed := stream.KeyBy(events, func(e cEvent) int64 { return e.Key })
@@ -96,8 +38,8 @@ func hotPipeline(src hotKeys, outDir string) *stream.Pipeline {
 	return p
 }
 
-// expected is hotPipeline's exact output.
-func (s hotKeys) expected() map[wCount]int {
+// hotExpected is hotPipeline's exact output.
+func hotExpected(s pacedEvents) map[wCount]int {
 	n := map[int64]int64{}
 	for i := range s.count {
 		n[s.key(i)]++
@@ -115,7 +57,7 @@ func (s hotKeys) expected() map[wCount]int {
 // the committed output is exactly the expected counts, and checkpoints did
 // reuse earlier files.
 func TestIncrementalCheckpointsExactUnderCrashes(t *testing.T) {
-	src := hotKeys{count: 3000, per: 60, keys: 40}
+	src := pacedEvents{count: 3000, per: 60, hot: 40}
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out")
 	st, err := storage.NewLocal(filepath.Join(dir, "ck"))
@@ -144,7 +86,7 @@ func TestIncrementalCheckpointsExactUnderCrashes(t *testing.T) {
 	if s := job.Stats(); s.Restarts < 3 {
 		t.Fatalf("%d restarts: the crashes were not injected", s.Restarts)
 	}
-	if d := diffMultisets(multiset(committedOutput(t, out)), src.expected()); d != "" {
+	if d := diffMultisets(multiset(committedOutput(t, out)), hotExpected(src)); d != "" {
 		t.Fatalf("committed output differs from the exact counts:\n%s", d)
 	}
 	reused := 0
@@ -183,7 +125,7 @@ func TestIncrementalCheckpointsExactUnderCrashes(t *testing.T) {
 // the recovery falls back to an older checkpoint, and the output stays
 // exact.
 func TestMissingSharedStateFileIsNamed(t *testing.T) {
-	src := hotKeys{count: 1500, per: 60, keys: 40}
+	src := pacedEvents{count: 1500, per: 60, hot: 40}
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out")
 	st, err := storage.NewLocal(filepath.Join(dir, "ck"))
@@ -238,7 +180,7 @@ func TestMissingSharedStateFileIsNamed(t *testing.T) {
 	if got := job.Stats().RestoredFrom; got >= owner {
 		t.Fatalf("restored from checkpoint %d, want one older than %d, whose shared file is missing", got, owner)
 	}
-	if d := diffMultisets(multiset(committedOutput(t, out)), src.expected()); d != "" {
+	if d := diffMultisets(multiset(committedOutput(t, out)), hotExpected(src)); d != "" {
 		t.Fatalf("committed output differs from the exact counts:\n%s", d)
 	}
 }

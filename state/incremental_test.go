@@ -301,36 +301,23 @@ func TestIncrementalFileWithoutItsChainIsAnError(t *testing.T) {
 // A state dropped and registered again under its name never brings back the
 // dropped entries from an earlier file of the chain.
 func TestDropStateResetsTheChain(t *testing.T) {
-	const maxP = 16
-	b := NewBackend("op", maxP, KeyGroupRange{Start: 0, End: maxP})
+	b, v := checkpointedValues(t, 200)
+	// Dropped while checkpoint 1 is in flight: it must not become the base.
+	b.DropState("v")
+	b.Complete(1)
 	v, err := NewValueState(b, "v", Int64Codec{}, Int64Codec{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for k := range int64(200) {
-		v.Update(k, k)
-	}
-	s := b.CheckpointSnapshot(1, false)
-	if _, err := s.EncodeCheckpoint(); err != nil {
-		t.Fatal(err)
-	}
-	// Dropped while checkpoint 1 is in flight: it must not become the base.
-	b.DropState("v")
-	b.Complete(1)
-	v, err = NewValueState(b, "v", Int64Codec{}, Int64Codec{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	v.Update(7, 700)
-	s = b.CheckpointSnapshot(2, false)
-	enc, err := s.EncodeCheckpoint()
+	enc, err := b.CheckpointSnapshot(2, false).EncodeCheckpoint()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if enc.Incremental || len(enc.Shared) != 0 {
 		t.Fatalf("snapshot after DropState: incremental %v shared %v, want a full one", enc.Incremental, enc.Shared)
 	}
-	r := NewBackend("op", maxP, KeyGroupRange{Start: 0, End: maxP})
+	r := NewBackend("op", 16, KeyGroupRange{Start: 0, End: 16})
 	if err := r.Restore(enc.Data); err != nil {
 		t.Fatal(err)
 	}
@@ -347,18 +334,7 @@ func TestDropStateResetsTheChain(t *testing.T) {
 // stay listed by ChainFiles after the newer base is adopted, until that
 // checkpoint ends.
 func TestChainFilesKeepPendingBases(t *testing.T) {
-	const maxP = 16
-	b := NewBackend("op", maxP, KeyGroupRange{Start: 0, End: maxP})
-	v, err := NewValueState(b, "v", Int64Codec{}, Int64Codec{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k := range int64(100) {
-		v.Update(k, k)
-	}
-	if _, err := b.CheckpointSnapshot(1, false).EncodeCheckpoint(); err != nil {
-		t.Fatal(err)
-	}
+	b, v := checkpointedValues(t, 100)
 	b.Complete(1)
 	v.Update(1, -1)
 	if _, err := b.CheckpointSnapshot(2, true).EncodeCheckpoint(); err != nil { // full
@@ -380,18 +356,7 @@ func TestChainFilesKeepPendingBases(t *testing.T) {
 // become a base, but ChainFiles keeps the files they were planned on until
 // they end, so their encoding still finds every handle.
 func TestDropStateKeepsInFlightChains(t *testing.T) {
-	const maxP = 16
-	b := NewBackend("op", maxP, KeyGroupRange{Start: 0, End: maxP})
-	v, err := NewValueState(b, "v", Int64Codec{}, Int64Codec{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k := range int64(100) {
-		v.Update(k, k)
-	}
-	if _, err := b.CheckpointSnapshot(1, false).EncodeCheckpoint(); err != nil {
-		t.Fatal(err)
-	}
+	b, v := checkpointedValues(t, 100)
 	b.Complete(1)
 	v.Update(1, -1)
 	s2 := b.CheckpointSnapshot(2, false)
@@ -415,4 +380,23 @@ func TestDropStateKeepsInFlightChains(t *testing.T) {
 	if got := b.ChainFiles(); len(got) != 0 {
 		t.Fatalf("ChainFiles() = %v after every in-flight checkpoint ended: want none", got)
 	}
+}
+
+// checkpointedValues returns a backend of 16 key groups with a value state
+// "v" holding k → k for k < keys, and checkpoint 1's snapshot of it encoded
+// (not yet completed).
+func checkpointedValues(t *testing.T, keys int64) (*Backend, *ValueState[int64, int64]) {
+	t.Helper()
+	b := NewBackend("op", 16, KeyGroupRange{Start: 0, End: 16})
+	v, err := NewValueState(b, "v", Int64Codec{}, Int64Codec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range keys {
+		v.Update(k, k)
+	}
+	if _, err := b.CheckpointSnapshot(1, false).EncodeCheckpoint(); err != nil {
+		t.Fatal(err)
+	}
+	return b, v
 }

@@ -77,18 +77,7 @@ func incrementalScenario(t *testing.T, bin string, seed uint64) soakResult {
 	close(done)
 	stopped.Wait()
 
-	w.finish()
-	violations, _, _, passes := w.report()
-	res.Samples = passes
-	for _, v := range violations {
-		res.partial("reader: %s", v)
-	}
-	got, err := testkit.ReadCommitted(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := testkit.ExpectedWindows(ikCount, ikKeys, datagen.DefaultStartTime, time.Millisecond, time.Second)
-	res.addReport(testkit.CheckWindows(got, want, time.Second))
+	checkFileOutput(t, w, out, testkit.ExpectedWindows(ikCount, ikKeys, datagen.DefaultStartTime, time.Millisecond, time.Second), &res)
 	mu.Lock()
 	n := len(building)
 	mu.Unlock()

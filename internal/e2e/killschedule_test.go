@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ingest-engine/ingest/internal/testkit"
 )
 
 // killSchedule drives `ingest run` on one pipeline file through SIGKILLs
@@ -549,4 +551,23 @@ func scenarioDir(t *testing.T, doc string) (work, yaml string) {
 		}
 	})
 	return work, yaml
+}
+
+// checkFileOutput stops the reader w and adds to res what it saw (a reader
+// violation counts as partial output) and how the committed file output
+// under out compares with the windows want.
+func checkFileOutput(t *testing.T, w *knWatcher, out string, want map[testkit.WindowKey]testkit.WindowAgg, res *soakResult) {
+	t.Helper()
+	w.finish()
+	violations, entries, lines, passes := w.report()
+	t.Logf("reader: %d passes, %d committed entries, %d lines", passes, entries, lines)
+	res.Samples = passes
+	for _, v := range violations {
+		res.partial("reader: %s", v)
+	}
+	got, err := testkit.ReadCommitted(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.addReport(testkit.CheckWindows(got, want, time.Second))
 }

@@ -161,18 +161,7 @@ func natsScenario(t *testing.T, bin string, seed uint64) soakResult {
 		Throttle: nkThrottle, Budget: nkBudget, MaxRuns: nkMaxRuns, FinalWait: 30 * time.Second,
 	}.run(t)
 
-	w.finish()
-	violations, entries, lines, passes := w.report()
-	t.Logf("reader: %d passes, %d committed entries, %d lines", passes, entries, lines)
-	res.Samples = passes
-	for _, v := range violations {
-		res.partial("reader: %s", v)
-	}
-	got, err := testkit.ReadCommitted(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.addReport(testkit.CheckWindows(got, want, time.Second))
+	checkFileOutput(t, w, out, want, &res)
 	t.Logf("cycle %v", time.Since(began).Round(time.Millisecond))
 	return res
 }

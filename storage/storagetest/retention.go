@@ -209,15 +209,8 @@ func testRetainStopsOnReferenceError(t *testing.T, in Instance) {
 // deletes nothing.
 func testRetainReferencesReadError(t *testing.T, in Instance) {
 	setup(t, in, "1c 2c>1 3c 4c>3")
-	f := storage.NewFaulty(in)
 	boom := errors.New("i/o timeout")
-	f.FailWhen(func(op storage.Op, id int64, _ string) error {
-		if op == storage.OpReadMetadata && id == 2 {
-			return boom
-		}
-		return nil
-	})
-	got, err := storage.Retain(context.Background(), f, 1, 2, specRefs)
+	got, err := storage.Retain(context.Background(), failOn(in, storage.OpReadMetadata, 2, boom), 1, 2, specRefs)
 	if !errors.Is(err, boom) || got != nil {
 		t.Fatalf("Retain = %v, %v; want the read error and nothing discarded", got, err)
 	}
@@ -230,14 +223,7 @@ func testRetainReferencesReadError(t *testing.T, in Instance) {
 // Retain does not read its metadata: a read error there changes nothing.
 func testRetainSkipsReferencedMetadata(t *testing.T, in Instance) {
 	setup(t, in, "1c 2c 3c>2 4c>3")
-	f := storage.NewFaulty(in)
-	f.FailWhen(func(op storage.Op, id int64, _ string) error {
-		if op == storage.OpReadMetadata && id == 3 {
-			return errors.New("i/o timeout")
-		}
-		return nil
-	})
-	got, err := storage.Retain(context.Background(), f, 1, -1, specRefs)
+	got, err := storage.Retain(context.Background(), failOn(in, storage.OpReadMetadata, 3, errors.New("i/o timeout")), 1, -1, specRefs)
 	if err != nil || !slices.Equal(got, []int64{1, 2}) {
 		t.Fatalf("Retain = %v, %v; want [1 2] discarded", got, err)
 	}
@@ -258,15 +244,8 @@ func testRetainRejectsKeepZero(t *testing.T, in Instance) {
 
 func testRetainDiscardFailure(t *testing.T, in Instance) {
 	setup(t, in, "1c 2c 3c 4c")
-	f := storage.NewFaulty(in)
 	boom := errors.New("disk on fire")
-	f.FailWhen(func(op storage.Op, id int64, _ string) error {
-		if op == storage.OpDiscard && id == 2 {
-			return boom
-		}
-		return nil
-	})
-	got, err := storage.Retain(context.Background(), f, 1, -1, nil)
+	got, err := storage.Retain(context.Background(), failOn(in, storage.OpDiscard, 2, boom), 1, -1, nil)
 	if !errors.Is(err, boom) {
 		t.Fatalf("err = %v, want the Discard failure", err)
 	}
@@ -345,4 +324,16 @@ func testLatestDoesNotFallBackOnIOError(t *testing.T, in Instance) {
 	if !errors.Is(err, boom) {
 		t.Fatalf("Latest = %d, %v; want the read error", id, err)
 	}
+}
+
+// failOn returns in behind a storage.Faulty whose operation op on checkpoint id fails with err.
+func failOn(in Instance, op storage.Op, id int64, err error) *storage.Faulty {
+	f := storage.NewFaulty(in)
+	f.FailWhen(func(o storage.Op, i int64, _ string) error {
+		if o == op && i == id {
+			return err
+		}
+		return nil
+	})
+	return f
 }
