@@ -152,6 +152,9 @@ func decodePosition(b []byte) (position, error) {
 	if err := json.Unmarshal(b, &p); err != nil {
 		return p, fmt.Errorf("restoring position %.200q: %w", b, err)
 	}
+	if len(p.Seen) == 0 {
+		p.Seen = nil // "seen": [] and no "seen" say the same
+	}
 	switch p.Version {
 	case positionVersion:
 	case legacyPositionVersion:
