@@ -202,6 +202,11 @@ func (t *Table) slide() {
 		return
 	}
 	dc, dp := 0, 0 // destination chunk and position
+	// The frozen mark moves with the entries: to the new address of the
+	// first live entry at or above it (the order is kept), else to the
+	// new end. So the entries above it are still exactly those written
+	// since the last Mark (see Frozen.Changes).
+	mark, marked := t.frozenMark, t.frozenMark == 0
 	for sc, c := range t.chunks {
 		end := t.fill
 		if sc < len(t.ends) {
@@ -216,6 +221,9 @@ func (t *Table) slide() {
 					t.ends[dc] = uint32(dp) // dc < sc here: see above
 					dc++
 					dp = 0
+				}
+				if !marked && uint64(sc)<<posBits|uint64(sp) >= t.frozenMark {
+					mark, marked = uint64(dc)<<posBits|uint64(dp), true
 				}
 				copy(t.chunks[dc][dp:dp+size], c[sp:sp+size])
 				t.slots[j] = slotOf(tag, uint32(dc)<<posBits|uint32(dp))
@@ -235,6 +243,9 @@ func (t *Table) slide() {
 	t.ends = t.ends[:dc]
 	t.fill = dp
 	t.used = dp
+	if t.frozenMark = mark; !marked {
+		t.frozenMark = t.end()
+	}
 	for _, c := range t.chunks[:dc] {
 		t.used += len(c)
 	}

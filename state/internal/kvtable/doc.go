@@ -83,9 +83,21 @@
 //     place again: at most one new version per entry per Freeze.
 //
 // Release decrements the count (on any goroutine). The owner reads the
-// count, an atomic, only when it would reuse frozen memory (a write below
-// the mark, a slot write while shared, a compaction) and, seeing 0, forgets
-// the mark and takes its slot array back.
+// count, an atomic, only when it would reuse frozen memory (a slot write
+// while shared, a compaction) and, seeing 0, takes its slot array back.
+//
+// # Changes since a mark
+//
+// The frozen mark outlives the views: a write to an entry below it appends a
+// new version even when no view is live, and only compaction (which moves
+// entries) lowers it. So every entry written since a Freeze (or Mark) lies
+// at or above that Freeze's arena end, and Frozen.Changes(mark) yields
+// exactly the entries a later view holds that were written since: what an
+// incremental checkpoint writes for the table, with the deleted keys, which
+// the caller records. A compaction in between voids the mark (Changes says
+// so, by the compaction count) and the caller writes the whole table. The
+// cost is one new version per entry written after each Freeze, as while a
+// view is live, reclaimed by the next compaction.
 //
 // # Compaction
 //
@@ -123,9 +135,9 @@
 //     a. its slot array is never written: the table copies it before its
 //     first slot write after the Freeze (shared);
 //     b. every entry its slots reference lies below its Freeze's arena end,
-//     which is at or below the table's frozen mark (marks only grow while
-//     views are live), and no byte below the mark is written: writes to
-//     such entries append new versions;
+//     which is at or below the table's frozen mark (the mark only grows
+//     between compactions, which wait for the views), and no byte below
+//     the mark is written: writes to such entries append new versions;
 //     c. appends go at or past the arena's end, and new chunks at indexes
 //     past the view's capped chunk list, which it cannot see;
 //     d. compaction, the only writer of old bytes, runs only when no view

@@ -23,6 +23,45 @@ type Frozen struct {
 	// Release.
 	views    *atomic.Int64
 	released atomic.Bool
+	// mark is the table's Mark at the Freeze, and prev the Mark before it
+	// with its end as of the Freeze (moved by compactions since).
+	mark, prev Mark
+}
+
+// Mark returns the Mark the Freeze took: a later view's Changes since it
+// are the entries written after this view.
+func (f *Frozen) Mark() Mark { return f.mark }
+
+// Changes returns an iterator over the view's entries written after since
+// (a Mark of the same table taken at or before this view's Freeze): those
+// inserted or given a new value; an entry deleted since is not among them.
+// ok is false when since is not the table's Mark before this view's and
+// the table compacted after since, which moves entries: then only All
+// tells the state. The slices are as All's.
+func (f *Frozen) Changes(since Mark) (changes iter.Seq2[[]byte, []byte], ok bool) {
+	switch {
+	case since.seq == f.prev.seq && since.seq != 0:
+		since = f.prev // its end moved with the compactions since
+	case since.compactions != f.mark.compactions || since.end > f.mark.end:
+		return nil, false
+	}
+	return func(yield func(key, value []byte) bool) {
+		if f.released.Load() {
+			return
+		}
+		for _, s := range f.slots {
+			if s == 0 || uint64(slotAddr(s)) < since.end {
+				continue
+			}
+			addr := slotAddr(s)
+			c := f.chunks[addr>>posBits]
+			ks, kl, vl := parseEntry(c, int(addr&posMask))
+			vs := ks + kl
+			if !yield(c[ks:vs:vs], c[vs:vs+vl:vs+vl]) {
+				return
+			}
+		}
+	}, true
 }
 
 // Len returns the number of entries in the view.

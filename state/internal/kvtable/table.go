@@ -69,13 +69,18 @@ type Table struct {
 	// n is the number of entries (non-zero slots).
 	n int
 
-	// frozenMark is the arena end at the last Freeze.
-	// INVARIANT: an entry at an address below frozenMark may be visible to
-	// a live Frozen view and is never written while views > 0; writing its
-	// key appends a new version. Addresses grow with appends, so entries
-	// appended after the last Freeze are at or above the mark and are
-	// written in place.
+	// frozenMark is the arena end at the last Freeze or Mark (number
+	// markSeq), moved by compaction with the entries.
+	// INVARIANT: an entry at an address below frozenMark is never written
+	// (a live Frozen view may see it); writing its key appends a new
+	// version. This holds after the views are released too, so the
+	// entries at or above it are exactly those written since the last
+	// Mark (Frozen.Changes); compaction, which keeps the entries' order,
+	// moves it to the new address of the first of them. Addresses grow
+	// with appends, so entries appended after the last Freeze are at or
+	// above the mark and are written in place.
 	frozenMark uint64
+	markSeq    uint64
 	// used is the arena bytes consumed: the capacity of every chunk but
 	// the last (a chunk's unused tail counts as dead once the next one is
 	// started) plus fill.
@@ -427,26 +432,16 @@ func (t *Table) ownSlots() {
 	t.shared = false
 }
 
-// frozen reports whether the entry at addr may be visible to a live Frozen
-// view, so must not be written. When every view has been released it
-// unfreezes the table instead.
-func (t *Table) frozen(addr uint32) bool {
-	if uint64(addr) >= t.frozenMark {
-		return false
-	}
-	if t.views.Load() == 0 {
-		t.unfreeze()
-		return false
-	}
-	return true
-}
+// frozen reports whether the entry at addr lies below the frozen mark, so
+// must not be written in place: a live Frozen view may see it, and (views
+// or not) a write to it must leave a new version above the mark, for
+// Frozen.Changes. Only compaction lowers the mark.
+func (t *Table) frozen(addr uint32) bool { return uint64(addr) < t.frozenMark }
 
-// unfreeze forgets past Freezes. Only when views == 0: the atomic load that
-// saw 0 orders every released view's reads before the writes it allows.
-func (t *Table) unfreeze() {
-	t.shared = false
-	t.frozenMark = 0
-}
+// unfreeze takes back the slot array that released views shared. Only when
+// views == 0: the atomic load that saw 0 orders every released view's reads
+// before the writes it allows. The frozen mark stays (see frozenMark).
+func (t *Table) unfreeze() { t.shared = false }
 
 // maybeCompact compacts the arena when the dead bytes (old versions,
 // deleted entries, chunk tails) added since the last compaction are at least
@@ -486,6 +481,9 @@ func (t *Table) compact(mayShrink bool) {
 	t.slide()
 	t.deadBase = t.used - t.live
 	t.compactions++
+	// Entries moved: the last Mark's end moved with them (slide), but an
+	// earlier Mark's end no longer tells what was written since it
+	// (Frozen.Changes reports it by the compaction count).
 }
 
 // Freeze returns an immutable view of the table's current entries, in O(1):
@@ -498,8 +496,31 @@ func (t *Table) Freeze() *Frozen {
 	f := &Frozen{slots: t.slots, chunks: t.chunks[:len(t.chunks):len(t.chunks)], n: t.n, views: &t.views}
 	t.views.Add(1)
 	t.shared = true
-	t.frozenMark = t.end()
+	f.prev = Mark{seq: t.markSeq, end: t.frozenMark, compactions: t.compactions}
+	f.mark = t.Mark()
 	return f
+}
+
+// Mark is a point in a table's history: the arena's end at a Freeze or a
+// Table.Mark, and the compactions before it. Every entry written after it
+// (inserted, or given a new value) lies at or above its end until the next
+// compaction: see Frozen.Changes.
+type Mark struct {
+	// seq numbers the table's Marks (Freezes included) from 1.
+	seq         uint64
+	end         uint64
+	compactions int
+}
+
+// Mark returns a Mark of the table's current state, as Freeze does but
+// without a view: the entries it holds now are not written in place again
+// (each write leaves a new version) until the next compaction. A restore
+// marks the tables it loaded, so that the first checkpoint after it can
+// write only what changed since.
+func (t *Table) Mark() Mark {
+	t.markSeq++
+	t.frozenMark = t.end()
+	return Mark{seq: t.markSeq, end: t.frozenMark, compactions: t.compactions}
 }
 
 // All returns an iterator over the table's entries, for the owner: each
