@@ -310,10 +310,14 @@ func produce(t *testing.T, publishFinal bool) template {
 			complete = append(complete, e.ID)
 		}
 	}
-	if len(complete) != 2 {
+	// Two retained, and the earlier ones the first builds on (held).
+	if len(complete) < 2 {
 		t.Fatalf("complete checkpoints %v, want 2 retained", complete)
 	}
-	tm.prev, tm.final = complete[0], complete[1]
+	tm.prev, tm.final = complete[len(complete)-2], complete[len(complete)-1]
+	if held, refs := complete[:len(complete)-2], metadataOf(t, st, tm.prev).References(); !slices.Equal(held, refs) {
+		t.Fatalf("complete checkpoints %v: checkpoint %d references %v, want exactly those before it", complete, tm.prev, refs)
+	}
 	if m := latestMetadata(t, st); !m.Final || m.ID != tm.final {
 		t.Fatalf("newest checkpoint %d final=%v, want the final checkpoint", m.ID, m.Final)
 	}

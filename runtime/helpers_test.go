@@ -380,3 +380,17 @@ func verifyCounts(t *testing.T, got []keyCount, keys int64, p int, ends []int64)
 		}
 	}
 }
+
+// metadataOf reads and decodes checkpoint id's metadata from st.
+func metadataOf(t *testing.T, st storage.Storage, id int64) *checkpoint.Metadata {
+	t.Helper()
+	data, err := st.ReadMetadata(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := checkpoint.DecodeMetadata(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}

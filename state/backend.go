@@ -211,6 +211,10 @@ type registered interface {
 	writtenSince(i int, epoch uint64) bool
 }
 
+// deltaLoader is implemented by states whose load applies a part's deltas
+// (restoredPart.deltas): those whose frozen form writes them.
+type deltaLoader interface{ loadsDeltas() }
+
 // loadedHook is implemented by states that finish their restore once every
 // key group is loaded (building an index over all key groups). loaded runs
 // on the registering goroutine after every load has returned.
@@ -254,6 +258,12 @@ func register[S registered](b *Backend, info *stateInfo, build func() (S, error)
 			return zero, fmt.Errorf("%w: operator %q state %q: the snapshot holds a %v, the operator registers a %v",
 				ErrStateMismatch, b.operator, info.name, &r.meta, info)
 		}
+		if _, ok := any(s).(deltaLoader); !ok {
+			if i := slices.IndexFunc(r.parts, func(p restoredPart) bool { return len(p.deltas) > 0 }); i >= 0 {
+				return zero, fmt.Errorf("%w: operator %q state %q: key group %d of the snapshot holds changes that only a namespaced value state can apply, and the operator registers a %T",
+					ErrStateMismatch, b.operator, info.name, r.parts[i].kg, zero)
+			}
+		}
 		if err := loadParts(s, r.parts); err != nil {
 			return zero, err
 		}
@@ -292,9 +302,9 @@ func loadParts(s registered, parts []restoredPart) error {
 	todo := make([]int, 0, len(parts)) // indexes of the non-empty parts
 	entries := 0
 	for i := range parts {
-		if parts[i].count > 0 {
+		if parts[i].count > 0 || len(parts[i].deltas) > 0 {
 			todo = append(todo, i)
-			entries += parts[i].count
+			entries += parts[i].count + len(parts[i].deltas)
 		}
 	}
 	workers := min(restoreWorkers(), len(todo))

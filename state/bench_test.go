@@ -309,7 +309,7 @@ func BenchmarkIncrementalCheckpoint(b *testing.B) {
 				return enc
 			}
 			full := checkpoint()
-			var written, reused int64
+			var written, reused, most int64
 			b.ResetTimer()
 			for i := range b.N {
 				for j := range keys / 10 {
@@ -322,8 +322,10 @@ func BenchmarkIncrementalCheckpoint(b *testing.B) {
 				enc := checkpoint()
 				written += int64(len(enc.Data))
 				reused += enc.Reused
+				most = max(most, int64(len(enc.Data)))
 			}
 			b.ReportMetric(float64(written)/float64(b.N), "bytes/ckpt")
+			b.ReportMetric(float64(most), "max-bytes/ckpt")
 			b.ReportMetric(float64(len(full.Data)), "full-bytes")
 			b.ReportMetric(float64(reused)/float64(b.N), "reused-bytes/ckpt")
 		})

@@ -29,9 +29,12 @@
 //  5. At each checkpoint barrier: CheckpointSnapshot on the task goroutine
 //     (cheap: no entry is copied; it plans which key groups changed since the
 //     last complete checkpoint), then EncodeCheckpoint on another goroutine
-//     while processing continues; the bytes go to checkpoint storage, with
-//     the ids of the earlier checkpoints whose files hold the unchanged key
-//     groups. Complete and Abort tell the backend how each checkpoint ended:
+//     while processing continues: a changed key group is written as a delta
+//     (a NamespacedValueState's dropped namespaces, deleted keys and entries
+//     written since; other states in full) or, every few checkpoints, in
+//     full again. The bytes go to checkpoint storage, with the ids of the
+//     earlier checkpoints whose files hold the unchanged key groups and the
+//     sections the deltas apply over. Complete and Abort tell the backend how each checkpoint ended:
 //     only a complete checkpoint's snapshot becomes the base of the next.
 //     (Snapshot and Encode make a full snapshot outside checkpoints.)
 //
@@ -50,10 +53,10 @@
 // A header (operator, max parallelism, key group range, checkpoint, whether
 // the file is incremental), one section per key group it holds (a full file:
 // every non-empty one; an incremental file: those that changed, empty ones
-// included) with each state's entries and a CRC-32C, then an index of
-// sections and a fixed-size footer. Format version 2; version 1 files (no
-// checkpoint, always full) are still read, but a build that knows only
-// version 1 cannot read version 2. See the format comment
+// included, in full or as deltas) with each state's entries and a CRC-32C,
+// then an index of sections and a fixed-size footer. Format version 3;
+// version 2 (no delta sections) and 1 (no checkpoint, always full) files are
+// still read, but an older build cannot read a newer version. See the format comment
 // in snapshot.go. Corruption is reported as ErrCorrupt naming the operator
 // and key group.
 package state

@@ -61,6 +61,9 @@ func fuzzCheckSnapshot(t *testing.T, data []byte) {
 	}
 	b := state.NewBackend(info.Operator, info.MaxParallelism, info.KeyGroups)
 	if err := b.Restore(data); err != nil {
+		if info.Incremental && !state.IsCorrupt(err) {
+			return // alone, it lacks the files it builds on
+		}
 		t.Fatalf("Inspect accepts the snapshot, Restore refuses it: %v", err)
 	}
 	all := true

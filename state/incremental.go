@@ -18,46 +18,103 @@ const maxChainFiles = 8
 // storage does not keep mostly-dead files alive for a few key groups.
 const minReferencedShare = 0.25
 
+// maxDeltaDepth bounds the files one key group is read from: its last full
+// section and the delta sections written over it. A key group is written in
+// full again (materialised) when its chain reaches it, or earlier, at its
+// turn: when (checkpoint + key group) % maxDeltaDepth == 0, so that the key
+// groups of a state updated everywhere take turns and no checkpoint
+// rewrites them all at once.
+const maxDeltaDepth = maxChainFiles - 1
+
 // chain describes the files a complete checkpoint's snapshot of this
-// backend reads from: for each key group, the checkpoint whose file holds
-// it. It is immutable once built.
+// backend reads from: for each key group, the checkpoints whose files hold
+// its sections. It is immutable once built.
 type chain struct {
 	// epoch is the copy-on-write epoch the snapshot was taken at: a key
 	// group whose states report writtenSince(i, epoch) false is as the
 	// chain holds it.
 	epoch uint64
-	// holder is, by key group - Start, the id of the checkpoint whose file
-	// holds the key group, and bytes the length of its section there.
-	holder []int64
-	bytes  []int
+	// files is, by key group - Start, the ids of the checkpoints whose
+	// files hold the key group, oldest first: its last full section, then
+	// the delta sections written over it. bytes are those sections'
+	// lengths.
+	// INVARIANT: files[i] is non-empty, and only its first section is full.
+	files [][]int64
+	bytes [][]int
 	// fileBytes is each holder file's total section bytes.
 	fileBytes map[int64]int
+	// baselines is, by state name, what a delta of the state written
+	// after the chain's snapshot builds on (deltaFrozen.baseline): set for
+	// the states that write deltas, absent after a Restore.
+	baselines map[string]any
+}
+
+// depth returns the number of files key group index i is read from.
+func (c *chain) depth(i int) int { return len(c.files[i]) }
+
+// deltaFrozen is implemented by frozen states that can write a key group's
+// changes since an earlier snapshot of the same state as a delta part (see
+// the format comment in snapshot.go), instead of all its entries.
+type deltaFrozen interface {
+	frozenState
+	// baseline returns what a later snapshot of the state needs to write
+	// its changes since this one. The chain keeps it: it must not pin the
+	// snapshot's frozen tables.
+	baseline() any
+	// appendDelta appends key group index i's delta payload since base, a
+	// baseline of an earlier snapshot of the same state.
+	appendDelta(dst []byte, i int, base any) []byte
+}
+
+// deltaBase returns st as a deltaFrozen and the baseline in c it writes its
+// delta over, or a nil baseline when it writes in full.
+func deltaBase(st frozenState, c *chain) (deltaFrozen, any) {
+	d, ok := st.(deltaFrozen)
+	if !ok || c == nil {
+		return nil, nil
+	}
+	return d, c.baselines[st.info().name]
 }
 
 // Encoded is a snapshot encoded for a checkpoint (Snapshot.EncodeCheckpoint).
 type Encoded struct {
 	// Data is the file to store for the checkpoint.
 	Data []byte
-	// Incremental reports that Data holds only the key groups written since
-	// the snapshot it builds on; the others are in the Shared files.
+	// Incremental reports that Data holds only what was written since the
+	// snapshot it builds on: key groups in full or as deltas; the rest is
+	// in the Shared files.
 	Incremental bool
 	// Shared are the ids of the earlier checkpoints whose files of this
-	// subtask hold the key groups Data does not, increasing. A restore
-	// needs Data and all of them; none may be deleted while this
-	// checkpoint is kept.
+	// subtask hold what Data does not, increasing. A restore needs Data and
+	// all of them; none may be deleted while this checkpoint is kept.
 	Shared []int64
-	// Reused is how many bytes of the Shared files the snapshot takes:
-	// len(Data) + Reused is about what a full snapshot would write.
+	// Reused is how many bytes of the Shared files a restore reads with
+	// Data (the sections of key groups not written in full).
 	Reused int64
 }
+
+// sectionMode is what a checkpoint snapshot writes of one key group.
+type sectionMode uint8
+
+const (
+	// reuseSection: nothing; the base's files hold the key group.
+	reuseSection sectionMode = iota
+	// writeFull: a full section, which ends the key group's chain.
+	writeFull
+	// writeDelta: a delta section over the base's.
+	writeDelta
+)
 
 // checkpointPlan is what CheckpointSnapshot decided for a snapshot.
 type checkpointPlan struct {
 	id   int64
 	base *chain // nil: a full snapshot
-	// rewrite marks, by key group - Start, the key groups an incremental
-	// snapshot writes; the others come from base.
-	rewrite []bool
+	// mode is, by key group - Start, what an incremental snapshot writes
+	// of each key group; nil for a full snapshot.
+	mode []sectionMode
+	// written is, for a key group written as a delta, by index into the
+	// snapshot's states, whether the state was written since the base.
+	written [][]bool
 	// stale is set when the set of states changed after the plan
 	// (resetChain): its result must never become a base, though its
 	// encoding still needs the files of its own base.
@@ -70,21 +127,25 @@ type checkpointPlan struct {
 
 // CheckpointSnapshot is Snapshot for checkpoint id: besides freezing the
 // state it plans an incremental snapshot. It builds on the snapshot of the
-// last checkpoint this backend was told is complete (Complete): the key
-// groups none of whose states was written since that snapshot are not
-// written again but taken from the files that snapshot read from. The plan
-// costs O(key groups × states), on the task goroutine; the entries are read
-// only by EncodeCheckpoint.
+// last checkpoint this backend was told is complete (Complete): a key group
+// none of whose states was written since that snapshot is not written again
+// but read from the files that snapshot read from; one that was is written
+// as a delta section (the states written since, each as its changes when it
+// can write them, NamespacedValueState, else in full) or, when its chain of
+// deltas is long enough (maxDeltaDepth) or no state of it writes deltas, in
+// full. The plan costs O(key groups × states), on the task goroutine; the
+// entries are read only by EncodeCheckpoint.
 //
 // The first snapshot after NewBackend, or after a Restore that cannot be
 // built on (a rescaling, files of format version 1), the first after a state
-// was dropped, and one that would rewrite every key group are full; after
-// any other Restore the first snapshot builds on the files restored from. A
-// state registered since the base needs nothing of it: the key groups it
-// has entries in were written since. A snapshot never
+// was dropped, and one that would write every key group in full are full;
+// after any other Restore the first snapshot builds on the files restored
+// from (in full for the key groups written since: the restore leaves no
+// baseline for deltas). A state registered since the base needs nothing of
+// it: the key groups it has entries in were written since. A snapshot never
 // references more than maxChainFiles-1 earlier files, nor a file of which
 // less than minReferencedShare is still referenced: those key groups are
-// rewritten.
+// written in full.
 //
 // With selfContained the snapshot is full whatever the base: a final
 // checkpoint's, so that the checkpoint a finished or stopped job leaves
@@ -100,11 +161,11 @@ func (b *Backend) CheckpointSnapshot(id int64, selfContained bool) *Snapshot {
 	s.plan = p
 	s.epoch = b.epoch - 1 // Snapshot started a new epoch
 	if base := b.base; base != nil && !selfContained {
-		// When every key group is rewritten, nothing is gained by
+		// When every key group is written in full, nothing is gained by
 		// referencing the base: a full file is smaller (it writes no
-		// section for an empty key group) and ends the chain.
-		if rewrite := b.dirty(base); slices.Contains(rewrite, false) {
-			p.base, p.rewrite = base, rewrite
+		// section for an empty key group) and ends the chains.
+		if mode, written := b.plan(s, base, id); slices.ContainsFunc(mode, func(m sectionMode) bool { return m != writeFull }) {
+			p.base, p.mode, p.written = base, mode, written
 		}
 	}
 	if b.pending == nil {
@@ -114,25 +175,48 @@ func (b *Backend) CheckpointSnapshot(id int64, selfContained bool) *Snapshot {
 	return s
 }
 
-// dirty returns, by key group - Start, the key groups a snapshot on base
-// must write: those written since base, and those held by files the
-// snapshot should stop referencing (see CheckpointSnapshot).
-func (b *Backend) dirty(base *chain) []bool {
+// plan returns, by key group - Start, what a snapshot s of checkpoint id on
+// base writes (see CheckpointSnapshot), and for the key groups written as
+// deltas which of s's states were written since base.
+func (b *Backend) plan(s *Snapshot, base *chain, id int64) ([]sectionMode, [][]bool) {
 	n := b.kgRange.Len()
-	rewrite := make([]bool, n)
+	mode := make([]sectionMode, n)
+	written := make([][]bool, n)
+	regs := make([]registered, len(s.states)) // nil for restored, unclaimed state
+	for j, st := range s.states {
+		regs[j] = b.states[st.info().name]
+	}
 	for i := range n {
-		for _, st := range b.states {
-			if st.writtenSince(i, base.epoch) {
-				rewrite[i] = true
-				break
+		var w []bool
+		deltas := false
+		for j, r := range regs {
+			if r == nil || !r.writtenSince(i, base.epoch) {
+				continue
 			}
+			if w == nil {
+				w = make([]bool, len(regs))
+			}
+			w[j] = true
+			if _, bl := deltaBase(s.states[j], base); bl != nil {
+				deltas = true
+			}
+		}
+		switch d := base.depth(i); {
+		case w == nil:
+			mode[i] = reuseSection
+		case !deltas || d >= maxDeltaDepth || (d >= 2 && (id+int64(b.kgRange.Start+i))%maxDeltaDepth == 0):
+			mode[i] = writeFull
+		default:
+			mode[i], written[i] = writeDelta, w
 		}
 	}
 	// The bytes each earlier file would still supply.
 	live := map[int64]int{}
 	for i := range n {
-		if !rewrite[i] {
-			live[base.holder[i]] += base.bytes[i]
+		if mode[i] != writeFull {
+			for k, id := range base.files[i] {
+				live[id] += base.bytes[i][k]
+			}
 		}
 	}
 	retire := map[int64]bool{}
@@ -151,15 +235,15 @@ func (b *Backend) dirty(base *chain) []bool {
 		retire[id] = true // the oldest first (again, if retired already)
 	}
 	for i := range n {
-		if !rewrite[i] && retire[base.holder[i]] {
-			rewrite[i] = true
+		if mode[i] != writeFull && slices.ContainsFunc(base.files[i], func(id int64) bool { return retire[id] }) {
+			mode[i], written[i] = writeFull, nil
 		}
 	}
-	return rewrite
+	return mode, written
 }
 
-// EncodeCheckpoint encodes a snapshot taken by CheckpointSnapshot: the key
-// groups its plan writes, marked with the checkpoint's id, and which earlier
+// EncodeCheckpoint encodes a snapshot taken by CheckpointSnapshot: what its
+// plan writes, marked with the checkpoint's id, and which earlier
 // checkpoints' files hold the rest. Like Encode it runs off the task
 // goroutine; it may be called more than once (the last result is what
 // Complete adopts). Errors are as for Encode.
@@ -168,23 +252,38 @@ func (s *Snapshot) EncodeCheckpoint() (*Encoded, error) {
 	if p == nil {
 		return nil, fmt.Errorf("state: operator %q: EncodeCheckpoint of a snapshot not taken by CheckpointSnapshot", s.operator)
 	}
-	data, lens, err := s.encode(p.id, p.rewrite)
+	data, lens, err := s.encode(p.id, p)
 	if err != nil {
 		return nil, err
 	}
 	n := s.kgRange.Len()
-	next := &chain{epoch: s.epoch, holder: make([]int64, n), bytes: lens, fileBytes: map[int64]int{}}
-	enc := &Encoded{Data: data, Incremental: p.base != nil}
+	next := &chain{epoch: s.epoch, files: make([][]int64, n), bytes: make([][]int, n), fileBytes: map[int64]int{}, baselines: map[string]any{}}
+	for _, st := range s.states {
+		if d, ok := st.(deltaFrozen); ok {
+			next.baselines[st.info().name] = d.baseline()
+		}
+	}
+	enc := &Encoded{Data: data, Incremental: p.mode != nil}
 	for i := range n {
-		if p.base == nil || p.rewrite[i] {
-			next.holder[i] = p.id
+		mode := writeFull
+		if p.mode != nil {
+			mode = p.mode[i]
+		}
+		if mode == writeFull {
+			next.files[i], next.bytes[i] = []int64{p.id}, []int{lens[i]}
 			next.fileBytes[p.id] += lens[i]
 			continue
 		}
-		h := p.base.holder[i]
-		next.holder[i], next.bytes[i] = h, p.base.bytes[i]
-		next.fileBytes[h] = p.base.fileBytes[h]
-		enc.Reused += int64(p.base.bytes[i])
+		files, bytes := p.base.files[i], p.base.bytes[i]
+		for k, h := range files {
+			next.fileBytes[h] = p.base.fileBytes[h]
+			enc.Reused += int64(bytes[k])
+		}
+		if mode == writeDelta {
+			files, bytes = append(slices.Clip(files), p.id), append(slices.Clip(bytes), lens[i])
+			next.fileBytes[p.id] += lens[i]
+		}
+		next.files[i], next.bytes[i] = files, bytes
 	}
 	if _, ok := next.fileBytes[p.id]; !ok {
 		next.fileBytes[p.id] = 0

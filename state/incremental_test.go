@@ -147,7 +147,7 @@ func TestIncrementalChainRestoresExactly(t *testing.T) {
 		m, nsm := newModel(), map[incKey]int64{}
 		stored := map[int64][]byte{}
 		var inFlight, kept []*checkpointed
-		incremental, reusedBytes, restarts := 0, int64(0), 0
+		incremental, reusedBytes, restarts, deltaSections := 0, int64(0), 0, 0
 		for id := int64(1); id <= 120; id++ {
 			// Mostly a few hot keys (a few key groups), sometimes many.
 			keys := 6
@@ -172,6 +172,7 @@ func TestIncrementalChainRestoresExactly(t *testing.T) {
 			if enc.Incremental {
 				incremental++
 				reusedBytes += enc.Reused
+				deltaSections += countDeltas(t, enc.Data)
 			}
 			stored[id] = enc.Data
 			inFlight = append(inFlight, &checkpointed{id: id, enc: enc, want: m.clone(), nsm: maps.Clone(nsm)})
@@ -238,8 +239,8 @@ func TestIncrementalChainRestoresExactly(t *testing.T) {
 		if restarts < 3 {
 			t.Fatalf("seed %d: %d restarts", seed, restarts)
 		}
-		if incremental < 40 || reusedBytes == 0 {
-			t.Fatalf("seed %d: %d incremental snapshots reusing %d bytes: the chain is not used", seed, incremental, reusedBytes)
+		if incremental < 40 || reusedBytes == 0 || deltaSections < 20 {
+			t.Fatalf("seed %d: %d incremental snapshots reusing %d bytes, %d delta sections: the chain is not used", seed, incremental, reusedBytes, deltaSections)
 		}
 	}
 }
@@ -399,4 +400,25 @@ func checkpointedValues(t *testing.T, keys int64) (*Backend, *ValueState[int64, 
 		t.Fatal(err)
 	}
 	return b, v
+}
+
+// countDeltas returns the number of delta parts in an encoded snapshot.
+func countDeltas(t testing.TB, data []byte) int {
+	t.Helper()
+	info, err := Inspect(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, sec := range info.Sections {
+		for _, st := range sec.States {
+			if st.Delta {
+				if !sec.Delta {
+					t.Fatalf("key group %d: a delta part in a full section", sec.KeyGroup)
+				}
+				n++
+			}
+		}
+	}
+	return n
 }

@@ -1,8 +1,10 @@
 package state
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
+	"iter"
 	"slices"
 
 	"github.com/ingest-engine/ingest/state/internal/kvtable"
@@ -30,6 +32,13 @@ import (
 // Freeze); a write afterwards copies only what it changes. The snapshot
 // must be released (Snapshot.Release) for the tables to reclaim the old
 // versions.
+//
+// Deltas: a checkpoint snapshot writes a changed key group's changes since
+// the last complete checkpoint instead of all its entries (see
+// CheckpointSnapshot): the namespaces dropped since, the keys deleted since
+// (each table logs them) and the entries written since (kvtable.Frozen.
+// Changes). A table that is new, compacted since, or whose log of deletes
+// restarted is written whole (its namespace dropped, then its entries set).
 //
 // In a snapshot, an entry is kc(key) ++ zigzag varint(namespace), then
 // vc(value): a ValueState whose key codec writes that encoding (a window's
@@ -60,15 +69,47 @@ type nsGroup struct {
 	// tables holds the key group's entries per namespace.
 	// INVARIANT: no table in it is empty: a Clear that empties one removes
 	// it (and a namespace with no table is not listed).
-	tables map[int64]*kvtable.Table
+	tables map[int64]*nsTable
 	// last caches the table of namespace lastNS: the records of a batch
 	// mostly go to one namespace (the newest window). INVARIANT: last is
 	// nil or tables[lastNS].
 	lastNS int64
-	last   *kvtable.Table
+	last   *nsTable
 	// written is the backend epoch of the group's last write (see
 	// writtenSince).
 	written uint64
+}
+
+// nsTable is one key group's table of one namespace, with the keys deleted
+// from it, for incremental snapshots.
+type nsTable struct {
+	kvtable.Table
+	// deleted logs the encoded keys deleted from the table, each prefixed
+	// with its uvarint length; deletedOff is the log position of
+	// deleted[0], so a position (deletedOff + len at a Freeze) stays valid
+	// across a reset, which starts a new log at a higher position.
+	// INVARIANT: bytes of deleted below its length are never written again
+	// (a snapshot reads them on another goroutine): a reset allocates a new
+	// log. A baseline whose position is below deletedOff predates the
+	// reset and cannot have a delta: the table is written in full.
+	deleted    []byte
+	deletedOff int
+}
+
+// deletedLogFull reports whether a table's log of deleted keys, of log
+// bytes, should restart: past 4 KiB and the table's own size, writing the
+// table in full at its next delta is smaller than the deletes. A variable
+// for tests.
+var deletedLogFull = func(log, table int) bool { return log > 4096 && log > table }
+
+// logDelete records key as deleted.
+func (t *nsTable) logDelete(key []byte) {
+	if deletedLogFull(len(t.deleted), t.Bytes()) {
+		t.deletedOff += len(t.deleted)
+		t.deleted = nil
+	}
+	t.deleted = binary.AppendUvarint(t.deleted, uint64(len(key)))
+	t.deleted = append(t.deleted, key...)
 }
 
 // IntoDecoder is implemented by codecs that can decode into an existing
@@ -123,7 +164,7 @@ func (s *NamespacedValueState[K, V]) locate(key K) (*nsGroup, uint64, []byte, bo
 }
 
 // table returns the group's table of ns, nil if it has none.
-func (g *nsGroup) table(ns int64) *kvtable.Table {
+func (g *nsGroup) table(ns int64) *nsTable {
 	if g.last != nil && g.lastNS == ns {
 		return g.last
 	}
@@ -139,13 +180,13 @@ func (g *nsGroup) table(ns int64) *kvtable.Table {
 func (s *NamespacedValueState[K, V]) put(g *nsGroup, ns int64, h uint64, k, v []byte) {
 	t := g.table(ns)
 	if t == nil {
-		t = new(kvtable.Table)
+		t = new(nsTable)
 		if err := t.Put(h, k, v); err != nil {
 			s.fail(ns, err) // a new table stays empty: not installed
 			return
 		}
 		if g.tables == nil {
-			g.tables = map[int64]*kvtable.Table{}
+			g.tables = map[int64]*nsTable{}
 		}
 		g.tables[ns] = t
 		g.lastNS, g.last = ns, t
@@ -313,6 +354,7 @@ func (s *NamespacedValueState[K, V]) Clear(ns int64, key K) {
 	}
 	if t := g.table(ns); t != nil && t.Delete(h, k) {
 		g.written = s.b.epoch
+		t.logDelete(k)
 		if t.Len() == 0 {
 			s.removeTable(g, ns)
 		}
@@ -387,7 +429,7 @@ func (s *NamespacedValueState[K, V]) freeze() frozenState {
 		spaces := make([]frozenSpace, 0, len(g.tables))
 		for _, ns := range s.namespaces {
 			if t := g.tables[ns]; t != nil {
-				spaces = append(spaces, frozenSpace{ns: ns, view: t.Freeze()})
+				spaces = append(spaces, frozenSpace{ns: ns, t: t, view: t.Freeze(), deleted: t.deleted, deletedOff: t.deletedOff})
 				f.counts[i] += t.Len()
 			}
 		}
@@ -397,19 +439,39 @@ func (s *NamespacedValueState[K, V]) freeze() frozenState {
 }
 
 // load installs one restored key group's entries: count × (kc(key) ++
-// zigzag varint(namespace), value). It writes only that key group's tables;
-// loaded then lists the namespaces.
+// zigzag varint(namespace), value), then applies the part's deltas in
+// order. It writes only that key group's tables; loaded then lists the
+// namespaces.
 func (s *NamespacedValueState[K, V]) load(p restoredPart) error {
 	r := s.b.partReader(s.name, p)
 	g := &s.groups[p.kg-s.start]
 	g.written = s.b.restoreEpoch
-	var kb []byte
-	for range p.count {
-		k, err := readKey(r, s.kc, &s.keyRouter, p.kg)
-		if err != nil {
+	var kb []byte // load runs concurrently for other key groups: not s.kbuf
+	if err := s.loadEntries(r, g, p.count, &kb); err != nil {
+		return err
+	}
+	n := 0
+	for _, t := range g.tables {
+		n += t.Len()
+	}
+	if err := r.finish(n, p.count); err != nil {
+		return err
+	}
+	for _, d := range p.deltas {
+		r.src = d
+		if err := s.applyDelta(r, g, &kb); err != nil {
 			return err
 		}
-		ns, err := r.varint("namespace")
+	}
+	g.last = nil
+	return nil
+}
+
+// loadEntries puts count entries read from r into g's tables, encoding
+// keys in *kb.
+func (s *NamespacedValueState[K, V]) loadEntries(r *partReader, g *nsGroup, count int, kb *[]byte) error {
+	for range count {
+		k, ns, err := s.readEntryKey(r, g)
 		if err != nil {
 			return err
 		}
@@ -419,26 +481,77 @@ func (s *NamespacedValueState[K, V]) load(p restoredPart) error {
 		}
 		raw = raw[:len(raw)-len(r.src)]
 		if g.tables == nil {
-			g.tables = map[int64]*kvtable.Table{}
+			g.tables = map[int64]*nsTable{}
 		}
 		t := g.tables[ns]
 		if t == nil {
-			t = new(kvtable.Table)
+			t = new(nsTable)
 			g.tables[ns] = t
 		}
 		// The key is stored re-encoded, so lookups, which encode, find it;
 		// the value as the snapshot holds it, which its codec just read.
-		kb = s.kc.Append(kb[:0], k)
-		if err := t.Put(s.hash(k), kb, raw); err != nil {
+		*kb = s.kc.Append((*kb)[:0], k)
+		if err := t.Put(s.hash(k), *kb, raw); err != nil {
 			return r.corrupt("entries", err)
 		}
 	}
-	n := 0
-	for _, t := range g.tables {
-		n += t.Len()
-	}
-	return r.finish(n, p.count)
+	return nil
 }
+
+// readEntryKey reads an entry key, kc(key) ++ zigzag varint(namespace).
+func (s *NamespacedValueState[K, V]) readEntryKey(r *partReader, g *nsGroup) (K, int64, error) {
+	k, err := readKey(r, s.kc, &s.keyRouter, r.kg)
+	if err != nil {
+		return k, 0, err
+	}
+	ns, err := r.varint("namespace")
+	return k, ns, err
+}
+
+// applyDelta applies one delta payload (see the format comment in
+// snapshot.go) to g's tables: drops, deletes, then puts.
+func (s *NamespacedValueState[K, V]) applyDelta(r *partReader, g *nsGroup, kb *[]byte) error {
+	drops, err := r.u64count("dropped namespaces")
+	if err != nil {
+		return err
+	}
+	for range drops {
+		ns, err := r.varint("dropped namespace")
+		if err != nil {
+			return err
+		}
+		delete(g.tables, ns)
+	}
+	deletes, err := r.u64count("deleted keys")
+	if err != nil {
+		return err
+	}
+	for range deletes {
+		k, ns, err := s.readEntryKey(r, g)
+		if err != nil {
+			return err
+		}
+		if t := g.tables[ns]; t != nil {
+			*kb = s.kc.Append((*kb)[:0], k)
+			if t.Delete(s.hash(k), *kb) && t.Len() == 0 {
+				delete(g.tables, ns)
+			}
+		}
+	}
+	puts, err := r.u64count("set entries")
+	if err != nil {
+		return err
+	}
+	if err := s.loadEntries(r, g, puts, kb); err != nil {
+		return err
+	}
+	if len(r.src) != 0 {
+		return r.corrupt("delta", fmt.Errorf("%d trailing bytes", len(r.src)))
+	}
+	return nil
+}
+
+func (s *NamespacedValueState[K, V]) loadsDeltas() {}
 
 // loaded lists the namespaces of the restored tables, after every key group
 // is loaded (see register).
@@ -467,22 +580,136 @@ type frozenNamespaced struct {
 	counts []int
 }
 
-// frozenSpace is one key group's table of one namespace, frozen.
+// frozenSpace is one key group's table of one namespace, frozen, with its
+// log of deleted keys as of the Freeze.
 type frozenSpace struct {
-	ns   int64
-	view *kvtable.Frozen
+	ns         int64
+	t          *nsTable
+	view       *kvtable.Frozen
+	deleted    []byte
+	deletedOff int
 }
 
 func (f *frozenNamespaced) info() *stateInfo { return f.meta }
 func (f *frozenNamespaced) count(i int) int  { return f.counts[i] }
 func (f *frozenNamespaced) appendEntries(dst []byte, i int) []byte {
 	for _, sp := range f.groups[i] {
-		for k, v := range sp.view.All() {
-			dst = append(dst, k...)
+		dst, _ = appendSpace(dst, sp.ns, sp.view.All())
+	}
+	return dst
+}
+
+// appendSpace appends entries of namespace ns as (entry key, value) pairs
+// and returns how many.
+func appendSpace(dst []byte, ns int64, entries iter.Seq2[[]byte, []byte]) ([]byte, uint64) {
+	n := uint64(0)
+	for k, v := range entries {
+		dst = append(dst, k...)
+		dst = binary.AppendVarint(dst, ns)
+		dst = append(dst, v...)
+		n++
+	}
+	return dst, n
+}
+
+// nsBaseline is what a delta of a NamespacedValueState since a snapshot
+// builds on: by key group index, each table's identity, Mark and position
+// in its log of deleted keys at the snapshot, by increasing namespace. It
+// holds no frozen view, so it pins none of the snapshot's memory.
+type nsBaseline struct {
+	groups [][]spaceMark
+}
+
+type spaceMark struct {
+	ns      int64
+	t       *nsTable
+	mark    kvtable.Mark
+	deleted int // the log position at the Freeze
+}
+
+func (f *frozenNamespaced) baseline() any {
+	bl := &nsBaseline{groups: make([][]spaceMark, len(f.groups))}
+	for i, spaces := range f.groups {
+		if len(spaces) == 0 {
+			continue
+		}
+		marks := make([]spaceMark, len(spaces))
+		for j, sp := range spaces {
+			marks[j] = spaceMark{ns: sp.ns, t: sp.t, mark: sp.view.Mark(), deleted: sp.deletedOff + len(sp.deleted)}
+		}
+		bl.groups[i] = marks
+	}
+	return bl
+}
+
+// appendDelta writes key group index i's changes since base: the
+// namespaces whose table is gone or was replaced (a new table, one that
+// compacted, one whose log of deletes restarted) are dropped and the
+// replacements' entries set; of the other tables, the keys deleted since
+// are deleted and the entries written since set.
+func (f *frozenNamespaced) appendDelta(dst []byte, i int, base any) []byte {
+	was := base.(*nsBaseline).groups[i]
+	now := f.groups[i]
+	// prev returns the base's mark of sp's table when sp can be written
+	// as its changes since it.
+	prev := func(sp *frozenSpace) (spaceMark, bool) {
+		k, ok := slices.BinarySearchFunc(was, sp.ns, func(m spaceMark, ns int64) int { return cmp.Compare(m.ns, ns) })
+		if !ok || was[k].t != sp.t || was[k].deleted < sp.deletedOff {
+			return spaceMark{}, false
+		}
+		if _, ok := sp.view.Changes(was[k].mark); !ok {
+			return spaceMark{}, false
+		}
+		return was[k], true
+	}
+	count := func(dst []byte, at int, n uint64) { binary.LittleEndian.PutUint64(dst[at:], n) }
+
+	at, n := len(dst), uint64(0)
+	dst = binary.LittleEndian.AppendUint64(dst, 0)
+	for _, m := range was {
+		k, ok := slices.BinarySearchFunc(now, m.ns, func(sp frozenSpace, ns int64) int { return cmp.Compare(sp.ns, ns) })
+		if ok {
+			if _, kept := prev(&now[k]); kept {
+				continue
+			}
+		}
+		dst = binary.AppendVarint(dst, m.ns)
+		n++
+	}
+	count(dst, at, n)
+
+	at, n = len(dst), 0
+	dst = binary.LittleEndian.AppendUint64(dst, 0)
+	for j := range now {
+		sp := &now[j]
+		m, kept := prev(sp)
+		if !kept {
+			continue
+		}
+		for log := sp.deleted[m.deleted-sp.deletedOff:]; len(log) > 0; {
+			l, w := binary.Uvarint(log)
+			key := log[w : w+int(l)]
+			log = log[w+int(l):]
+			dst = append(dst, key...)
 			dst = binary.AppendVarint(dst, sp.ns)
-			dst = append(dst, v...)
+			n++
 		}
 	}
+	count(dst, at, n)
+
+	at, n = len(dst), 0
+	dst = binary.LittleEndian.AppendUint64(dst, 0)
+	for j := range now {
+		sp := &now[j]
+		entries := sp.view.All()
+		if m, kept := prev(sp); kept {
+			entries, _ = sp.view.Changes(m.mark)
+		}
+		var c uint64
+		dst, c = appendSpace(dst, sp.ns, entries)
+		n += c
+	}
+	count(dst, at, n)
 	return dst
 }
 

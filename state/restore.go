@@ -1,6 +1,7 @@
 package state
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -16,11 +17,14 @@ type restoredState struct {
 	parts []restoredPart // indexed by key group - Start; count 0 = no entries
 }
 
-// restoredPart is one key group's encoded entries of one state.
+// restoredPart is one key group's encoded entries of one state: count
+// entries in payload, then the deltas of later delta sections (see the
+// format comment in snapshot.go), oldest first, to apply over them.
 type restoredPart struct {
 	kg      int
 	count   int
-	payload []byte // aliases the snapshot passed to Restore
+	payload []byte   // aliases the snapshot passed to Restore
+	deltas  [][]byte // likewise
 }
 
 func (r *restoredState) info() *stateInfo { return &r.meta }
@@ -71,62 +75,95 @@ func (b *Backend) Restore(snapshots ...[]byte) error {
 		}
 		files[si] = f
 	}
-	// Each key group comes from the newest file that holds it: an
-	// incremental file's own sections, else an earlier file of its chain.
-	// Two files of one checkpoint never hold the same key group.
-	holder := make([]int, n) // 1-based snapshot number per key group, 0 = none
-	entry := make([]indexEntry, n)
-	for si, f := range files {
-		for kg := max(f.kgRange.Start, b.kgRange.Start); kg < min(f.kgRange.End, b.kgRange.End); kg++ {
-			e, ok := f.holds(kg)
-			if !ok {
-				continue
+	// Each key group comes from the newest file that holds it and, when
+	// that file's section is a delta, from the files before it back to the
+	// last full section. Two files of one checkpoint never hold the same
+	// key group, and a chain has one full file, at its start.
+	used := make([][]int, n) // by key group: the snapshots read, oldest first
+	restored := make(map[string]*restoredState)
+	for i := range n {
+		kg := b.kgRange.Start + i
+		var cands []int // snapshots holding kg, newest first
+		for si, f := range files {
+			if _, ok := f.holds(kg); ok {
+				cands = append(cands, si)
 			}
-			i := kg - b.kgRange.Start
-			if prev := holder[i]; prev != 0 {
-				p := files[prev-1]
-				if p.checkpoint == f.checkpoint || (!p.incremental && !f.incremental) {
-					// Two files of one checkpoint, or two full files: a
-					// chain has one full file at its start.
-					return fmt.Errorf("state: %s: key group %d is also covered by snapshot %d (checkpoints %d and %d, full files: %v, %v): snapshots of different checkpoints or subtasks were mixed", ctxs[si], kg, prev, p.checkpoint, f.checkpoint, !p.incremental, !f.incremental)
-				}
-				if p.checkpoint > f.checkpoint {
-					continue
+		}
+		slices.SortStableFunc(cands, func(x, y int) int { return cmp.Compare(files[y].checkpoint, files[x].checkpoint) })
+		var fullAt []int
+		for k, si := range cands {
+			if !files[si].incremental {
+				fullAt = append(fullAt, si)
+			}
+			p := -1
+			switch {
+			case k > 0 && files[cands[k-1]].checkpoint == files[si].checkpoint:
+				p = cands[k-1]
+			case len(fullAt) > 1:
+				p = fullAt[0]
+			}
+			if p >= 0 {
+				return fmt.Errorf("state: %s: key group %d is also covered by snapshot %d (checkpoints %d and %d, full files: %v, %v): snapshots of different checkpoints or subtasks were mixed",
+					ctxs[si], kg, p+1, files[p].checkpoint, files[si].checkpoint, !files[p].incremental, !files[si].incremental)
+			}
+		}
+		var secs [][]sectionState // oldest first once reversed
+		for _, si := range cands {
+			e, _ := files[si].holds(kg)
+			var sec parsedSection
+			if e.length > 0 {
+				var err error
+				if sec, err = parseSection(snapshots[si], e, files[si].version, ctxs[si]); err != nil {
+					return err
 				}
 			}
-			holder[i], entry[i] = si+1, e
+			used[i] = append(used[i], si)
+			secs = append(secs, sec.states)
+			if !sec.delta {
+				break
+			}
+			if len(used[i]) == len(cands) {
+				return fmt.Errorf("state: operator %q: key group %d: the changes that checkpoint %d's snapshot holds build on a snapshot file that is missing (no earlier file holds the key group in full)",
+					b.operator, kg, files[si].checkpoint)
+			}
+		}
+		slices.Reverse(used[i])
+		slices.Reverse(secs)
+		for k, sec := range secs {
+			si := used[i][k]
+			for _, st := range sec {
+				meta := st.meta
+				meta.kind &^= kindDelta
+				r := restored[meta.name]
+				if r == nil {
+					r = &restoredState{meta: meta, parts: make([]restoredPart, n)}
+					restored[meta.name] = r
+				} else if r.meta.kind != meta.kind || !slices.Equal(r.meta.codecs, meta.codecs) {
+					return fmt.Errorf("%w: %s: key group %d: state %q is a %v here but a %v in another key group",
+						ErrCorrupt, ctxs[si], kg, meta.name, &meta, &r.meta)
+				}
+				if st.meta.kind&kindDelta != 0 {
+					r.parts[i].kg = kg
+					r.parts[i].deltas = append(r.parts[i].deltas, st.payload)
+				} else {
+					r.parts[i] = restoredPart{kg: kg, count: st.count, payload: st.payload}
+				}
+			}
 		}
 	}
 	if len(snapshots) > 0 {
-		if i := slices.Index(holder, 0); i >= 0 {
+		if i := slices.IndexFunc(used, func(u []int) bool { return len(u) == 0 }); i >= 0 {
 			j := i
-			for j < n && holder[j] == 0 {
+			for j < n && len(used[j]) == 0 {
 				j++
 			}
 			return fmt.Errorf("state: operator %q: no snapshot covers key groups %v: a snapshot file is missing",
 				b.operator, KeyGroupRange{Start: b.kgRange.Start + i, End: b.kgRange.Start + j})
 		}
 	}
-	restored := make(map[string]*restoredState)
-	for i, e := range entry {
-		if holder[i] == 0 || e.length == 0 {
-			continue // no snapshots, or an empty key group of a full file
-		}
-		si := holder[i] - 1
-		sec, err := parseSection(snapshots[si], e, ctxs[si])
-		if err != nil {
-			return err
-		}
-		for _, st := range sec {
-			r := restored[st.meta.name]
-			if r == nil {
-				r = &restoredState{meta: st.meta, parts: make([]restoredPart, n)}
-				restored[st.meta.name] = r
-			} else if r.meta.kind != st.meta.kind || !slices.Equal(r.meta.codecs, st.meta.codecs) {
-				return fmt.Errorf("%w: %s: key group %d: state %q is a %v here but a %v in another key group",
-					ErrCorrupt, ctxs[si], e.kg, st.meta.name, &st.meta, &r.meta)
-			}
-			r.parts[i] = restoredPart{kg: e.kg, count: st.count, payload: st.payload}
+	for name, r := range restored {
+		if !slices.ContainsFunc(r.parts, func(p restoredPart) bool { return p.count > 0 || len(p.deltas) > 0 }) {
+			delete(restored, name) // emptied in every key group
 		}
 	}
 	// Restored entries are loaded at the epoch before this one, so that
@@ -134,9 +171,11 @@ func (b *Backend) Restore(snapshots ...[]byte) error {
 	// restoredChain) and rewrite only what is written from now on.
 	b.restoreEpoch = b.epoch
 	b.epoch++
-	b.base = restoredChain(b, files, holder, entry)
+	b.base = restoredChain(b, files, used)
 	if b.base != nil {
-		b.completed = slices.Max(b.base.holder)
+		for _, f := range files {
+			b.completed = max(b.completed, f.checkpoint)
+		}
 	}
 	b.restoreCalled = true
 	b.restored = restored
@@ -163,7 +202,11 @@ type SectionInfo struct {
 	KeyGroup int
 	Offset   int // byte offset of the section in the file
 	Length   int // bytes, including the checksum
-	States   []StateInfo
+	// Delta reports a delta section: the key group's changes since its
+	// section in the checkpoint before, with only the states written
+	// since (see the format comment in snapshot.go).
+	Delta  bool
+	States []StateInfo
 }
 
 // StateInfo describes one state's entries in one key group.
@@ -171,8 +214,11 @@ type StateInfo struct {
 	Name    string
 	Kind    Kind
 	Codecs  []string // key codec first, then value codec(s)
-	Entries int      // keys (for timers: timers)
+	Entries int      // keys (for timers: timers); 0 for a delta
 	Bytes   int      // encoded payload size
+	// Delta reports a delta part: dropped namespaces, deleted keys and
+	// set entries since the key group's earlier section.
+	Delta bool
 }
 
 // Inspect verifies every checksum of an encoded snapshot and describes it
@@ -187,20 +233,22 @@ func Inspect(data []byte) (*SnapshotInfo, error) {
 	ctx := fmt.Sprintf("snapshot of operator %q", f.operator)
 	seen := map[string]*stateInfo{} // each state's schema in the first key group holding it
 	for _, e := range f.index {
-		sec, err := parseSection(data, e, ctx)
+		sec, err := parseSection(data, e, f.version, ctx)
 		if err != nil {
 			return nil, err
 		}
-		si := SectionInfo{KeyGroup: e.kg, Offset: e.off, Length: e.length}
-		for _, st := range sec {
+		si := SectionInfo{KeyGroup: e.kg, Offset: e.off, Length: e.length, Delta: sec.delta}
+		for _, st := range sec.states {
 			// As Restore: a state has one schema in every key group.
-			if first, ok := seen[st.meta.name]; !ok {
-				seen[st.meta.name] = &st.meta
-			} else if first.kind != st.meta.kind || !slices.Equal(first.codecs, st.meta.codecs) {
+			meta := st.meta
+			meta.kind &^= kindDelta
+			if first, ok := seen[meta.name]; !ok {
+				seen[meta.name] = &meta
+			} else if first.kind != meta.kind || !slices.Equal(first.codecs, meta.codecs) {
 				return nil, fmt.Errorf("%w: %s: key group %d: state %q is a %v here but a %v in another key group",
-					ErrCorrupt, ctx, e.kg, st.meta.name, &st.meta, first)
+					ErrCorrupt, ctx, e.kg, meta.name, &meta, first)
 			}
-			si.States = append(si.States, StateInfo{Name: st.meta.name, Kind: st.meta.kind, Codecs: st.meta.codecs, Entries: st.count, Bytes: len(st.payload)})
+			si.States = append(si.States, StateInfo{Name: st.meta.name, Kind: st.meta.kind &^ kindDelta, Codecs: st.meta.codecs, Entries: st.count, Bytes: len(st.payload), Delta: st.meta.kind&kindDelta != 0})
 		}
 		info.Sections = append(info.Sections, si)
 	}
@@ -209,6 +257,7 @@ func Inspect(data []byte) (*SnapshotInfo, error) {
 
 // fileInfo is a parsed header and index.
 type fileInfo struct {
+	version        int
 	operator       string
 	maxParallelism int
 	kgRange        KeyGroupRange
@@ -274,15 +323,15 @@ func parseFile(data []byte, ctx string) (*fileInfo, error) {
 
 	h := &byteReader{b: data[:indexOff], off: len(formatMagic)}
 	version := h.uvarint()
-	if h.err == nil && version != formatVersion && version != formatVersionV1 {
-		return nil, corrupt("unsupported format version %d (this build reads %d and %d)", version, formatVersionV1, formatVersion)
+	if h.err == nil && (version < formatVersionV1 || version > formatVersion) {
+		return nil, corrupt("unsupported format version %d (this build reads %d to %d)", version, formatVersionV1, formatVersion)
 	}
-	f := &fileInfo{}
+	f := &fileInfo{version: int(version)}
 	f.operator = h.string()
 	f.maxParallelism = h.int()
 	f.kgRange.Start = h.int()
 	f.kgRange.End = h.int()
-	if version == formatVersion {
+	if version >= formatVersionV2 {
 		id := h.uvarint()
 		flags := h.byte()
 		if h.err == nil && (id > math.MaxInt64 || flags&^flagIncremental != 0) {
@@ -333,33 +382,49 @@ func parseFile(data []byte, ctx string) (*fileInfo, error) {
 	return f, nil
 }
 
+// parsedSection is a parsed section: a delta section (version 3) holds the
+// states written since the key group's section before it, each in full or
+// (kind with kindDelta) as a delta.
+type parsedSection struct {
+	delta  bool
+	states []sectionState
+}
+
 // parseSection verifies one section's checksum and splits it into states,
-// leaving their payloads encoded (aliasing data).
-func parseSection(data []byte, e indexEntry, ctx string) ([]sectionState, error) {
+// leaving their payloads encoded (aliasing data). version is the file's
+// format version.
+func parseSection(data []byte, e indexEntry, version int, ctx string) (parsedSection, error) {
 	corrupt := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s: key group %d: %s", ErrCorrupt, ctx, e.kg, fmt.Sprintf(format, args...))
 	}
+	var out parsedSection
 	sec := data[e.off : e.off+e.length]
 	body := sec[:len(sec)-4]
 	if stored, got := binary.LittleEndian.Uint32(sec[len(body):]), crc32c(body); stored != got {
-		return nil, corrupt("section checksum mismatch (stored %#08x, computed %#08x)", stored, got)
+		return out, corrupt("section checksum mismatch (stored %#08x, computed %#08x)", stored, got)
 	}
 	r := &byteReader{b: body}
 	if kg := r.int(); r.err == nil && kg != e.kg {
-		return nil, corrupt("section holds key group %d", kg)
+		return out, corrupt("section holds key group %d", kg)
+	}
+	if version >= formatVersion {
+		flags := r.byte()
+		if r.err == nil && flags&^sectionDelta != 0 {
+			return out, corrupt("section flags %#x", flags)
+		}
+		out.delta = flags&sectionDelta != 0
 	}
 	n := r.int()
 	if r.err == nil && n > len(body) {
-		return nil, corrupt("%d states in %d bytes", n, len(body))
+		return out, corrupt("%d states in %d bytes", n, len(body))
 	}
-	var states []sectionState
 	for i := 0; i < n && r.err == nil; i++ {
 		var st sectionState
 		st.meta.name = r.string()
 		st.meta.kind = Kind(r.byte())
 		nc := r.int()
 		if r.err == nil && nc > len(body) {
-			return nil, corrupt("state %q: %d codecs", st.meta.name, nc)
+			return out, corrupt("state %q: %d codecs", st.meta.name, nc)
 		}
 		for j := 0; j < nc && r.err == nil; j++ {
 			st.meta.codecs = append(st.meta.codecs, r.string())
@@ -370,26 +435,29 @@ func parseSection(data []byte, e indexEntry, ctx string) ([]sectionState, error)
 			break
 		}
 		if plen > uint64(len(body)-r.off) {
-			return nil, corrupt("state %q: payload of %d bytes exceeds the section", st.meta.name, plen)
+			return out, corrupt("state %q: payload of %d bytes exceeds the section", st.meta.name, plen)
 		}
 		st.payload = r.next(int(plen))
+		kind := st.meta.kind &^ kindDelta
 		switch {
-		case st.meta.kind < KindValue || st.meta.kind > KindTimers:
-			return nil, corrupt("state %q: unknown kind %d", st.meta.name, st.meta.kind)
-		case st.count == 0:
-			return nil, corrupt("state %q: no entries", st.meta.name)
-		case i > 0 && st.meta.name <= states[i-1].meta.name:
-			return nil, corrupt("state %q: states out of order", st.meta.name)
+		case kind < KindValue || kind > KindTimers || (st.meta.kind&kindDelta != 0 && (!out.delta || kind != KindValue)):
+			return out, corrupt("state %q: unknown kind %d", st.meta.name, st.meta.kind)
+		case st.count == 0 && !out.delta:
+			return out, corrupt("state %q: no entries", st.meta.name)
+		case st.meta.kind&kindDelta != 0 && st.count != 0:
+			return out, corrupt("state %q: a delta with an entry count", st.meta.name)
+		case i > 0 && st.meta.name <= out.states[i-1].meta.name:
+			return out, corrupt("state %q: states out of order", st.meta.name)
 		}
-		states = append(states, st)
+		out.states = append(out.states, st)
 	}
 	if r.err == nil && r.off != len(body) {
 		r.err = fmt.Errorf("%d trailing bytes", len(body)-r.off)
 	}
 	if r.err != nil {
-		return nil, corrupt("%v", r.err)
+		return out, corrupt("%v", r.err)
 	}
-	return states, nil
+	return out, nil
 }
 
 // byteReader reads the format's primitives, remembering the first error so
@@ -521,6 +589,19 @@ func (r *partReader) varint(what string) (int64, error) {
 	return v, nil
 }
 
+// u64count reads a delta's u64le count of items, each at least one byte.
+func (r *partReader) u64count(what string) (int, error) {
+	if len(r.src) < 8 {
+		return 0, r.corrupt(what, errShort)
+	}
+	v := binary.LittleEndian.Uint64(r.src)
+	r.src = r.src[8:]
+	if v > uint64(len(r.src)) {
+		return 0, r.corrupt(what, fmt.Errorf("%d in %d bytes", v, len(r.src)))
+	}
+	return int(v), nil
+}
+
 // length reads a uvarint element count.
 func (r *partReader) length(what string) (int, error) {
 	v, err := r.uvarint(what)
@@ -548,31 +629,38 @@ func (r *partReader) finish(distinct, count int) error {
 	return nil
 }
 
-// restoredChain returns the chain of the files a restore read, for the next
+// restoredChain returns the chain of the files a restore read (used: by
+// key group, the snapshots it was read from, oldest first), for the next
 // checkpoint snapshot to build on, or nil when it cannot: the files are not
 // all of this backend's key group range (a rescaling: the old subtasks'
 // chains, which the new subtasks do not own), or one names no checkpoint
 // (format version 1, or encoded outside a checkpoint), or there were none.
-func restoredChain(b *Backend, files []*fileInfo, holder []int, entry []indexEntry) *chain {
+// It has no baselines: the key groups written after the restore are
+// written in full.
+func restoredChain(b *Backend, files []*fileInfo, used [][]int) *chain {
 	if len(files) == 0 {
 		return nil
 	}
-	c := &chain{epoch: b.restoreEpoch, holder: make([]int64, len(holder)), bytes: make([]int, len(holder)), fileBytes: map[int64]int{}}
 	for _, f := range files {
 		if f.checkpoint <= 0 || f.kgRange != b.kgRange {
 			return nil
 		}
 	}
-	for i, h := range holder {
-		f := files[h-1]
-		c.holder[i] = f.checkpoint
-		c.bytes[i] = entry[i].length
-		if _, ok := c.fileBytes[f.checkpoint]; !ok {
-			n := 0
-			for _, e := range f.index {
-				n += e.length
+	n := len(used)
+	c := &chain{epoch: b.restoreEpoch, files: make([][]int64, n), bytes: make([][]int, n), fileBytes: map[int64]int{}}
+	for i, sis := range used {
+		for _, si := range sis {
+			f := files[si]
+			e, _ := f.holds(b.kgRange.Start + i)
+			c.files[i] = append(c.files[i], f.checkpoint)
+			c.bytes[i] = append(c.bytes[i], e.length)
+			if _, ok := c.fileBytes[f.checkpoint]; !ok {
+				total := 0
+				for _, e := range f.index {
+					total += e.length
+				}
+				c.fileBytes[f.checkpoint] = total
 			}
-			c.fileBytes[f.checkpoint] = n
 		}
 	}
 	return c

@@ -14,9 +14,9 @@ import (
 // uvarint length followed by its bytes.
 //
 //	file    = header section* index footer
-//	header  = "IGKS" | version=2 | string operator | maxParallelism
+//	header  = "IGKS" | version=3 | string operator | maxParallelism
 //	          | rangeStart | rangeEnd | checkpoint | byte flags | u32le crc
-//	section = keyGroup | stateCount | state* | u32le crc
+//	section = keyGroup | byte sectionFlags | stateCount | state* | u32le crc
 //	state   = string name | byte kind | codecCount | string* codecNames
 //	          | entryCount | u64le payloadLength | payload
 //	index   = sectionCount | (keyGroup | offset | length)*
@@ -25,8 +25,8 @@ import (
 // Every crc is CRC-32C (Castagnoli) over the bytes of its part before it
 // (header, section; the footer's covers the index). A section's length in the
 // index includes its crc. Sections appear in increasing key-group order;
-// states within a section are sorted by name and only those with entries
-// appear. The index lets a reader take the sections of the key groups it
+// states within a section are sorted by name and, in a full section, only
+// those with entries appear. The index lets a reader take the sections of the key groups it
 // owns (rescaling) without decoding, or even reading, the others; the
 // fixed-size footer lets it find the index.
 //
@@ -38,10 +38,29 @@ import (
 // for a key group that became empty; every other key group of its range is
 // held by an earlier checkpoint's file of the same subtask (see
 // Backend.CheckpointSnapshot). Restore takes each key group from the newest
-// file that holds it.
+// file that holds it, and when that section is a delta, from the earlier
+// files back to the key group's last full section.
 //
-// Version 1 is version 2 without checkpoint and flags: a full file of
-// checkpoint 0. Restore still reads it.
+// Delta sections (version 3). sectionFlags bit 0 marks a section of an
+// incremental file that holds the key group's changes since the
+// checkpoint before (in its chain) instead of all of it: a restore applies
+// it over the key group as the earlier sections leave it, so a key group is
+// read from its last full section and the delta sections after it, oldest
+// first. A delta section lists only the states written since; each is
+// either in full (entryCount 0 allowed: the state has no entries in the key
+// group now) or, kind bit 7 set, a delta of a value state (entryCount 0):
+//
+//	delta   = u64le dropCount | varint(namespace)×dropCount
+//	          | u64le deleteCount | entryKey×deleteCount
+//	          | u64le putCount | (entryKey value)×putCount
+//
+// applied in that order: drop every entry of each namespace, delete each
+// entry key, then set each entry. entryKey is key ++ varint(namespace), as
+// in a NamespacedValueState's entries.
+//
+// Version 2 is version 3 without section flags (every section full), and
+// version 1 is version 2 without checkpoint and file flags: a full file of
+// checkpoint 0. Restore still reads both.
 //
 // Payload layouts per kind, entryCount entries each, in unspecified order
 // (Go map order):
@@ -55,12 +74,17 @@ import (
 // and seq orders timers with equal ts.
 const (
 	formatMagic     = "IGKS"
-	formatVersion   = 2
+	formatVersion   = 3
+	formatVersionV2 = 2
 	formatVersionV1 = 1
 	footerLen       = 8 + 4 + len(formatMagic)
 	// flagIncremental marks a file that holds only the key groups it has
 	// sections for.
 	flagIncremental = 1
+	// sectionDelta marks a delta section (version 3).
+	sectionDelta = 1
+	// kindDelta marks a state's part that is a delta (version 3).
+	kindDelta Kind = 0x80
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -132,6 +156,11 @@ func (b *Backend) Snapshot() *Snapshot {
 	}
 	for _, r := range b.restored {
 		s.states = append(s.states, r) // immutable already
+		if s.err == nil && slices.ContainsFunc(r.parts, func(p restoredPart) bool { return len(p.deltas) > 0 }) {
+			// Its full form needs the deltas applied, which takes its
+			// codecs: only a registration can.
+			s.err = fmt.Errorf("state %q was restored from incremental changes and is not registered: register it (or drop it) before a snapshot", r.meta.name)
+		}
 	}
 	slices.SortFunc(s.states, func(x, y frozenState) int { return strings.Compare(x.info().name, y.info().name) })
 	b.frozen = b.epoch
@@ -154,11 +183,12 @@ func (s *Snapshot) Encode() ([]byte, error) {
 	return out, err
 }
 
-// encode writes the file of checkpoint id. With rewrite nil it is a full
-// file; else an incremental one holding the key groups i (kg - Start) with
-// rewrite[i], empty ones as empty sections. It returns the length of each
-// key group's section by index (0 for one not written).
-func (s *Snapshot) encode(id int64, rewrite []bool) (out []byte, lens []int, err error) {
+// encode writes the file of checkpoint id. With plan nil (or one without
+// modes) it is a full file; else an incremental one holding the key groups
+// the plan writes: in full (empty ones as empty sections) or as deltas over
+// the plan's base. It returns the length of each key group's section by
+// index (0 for one not written).
+func (s *Snapshot) encode(id int64, plan *checkpointPlan) (out []byte, lens []int, err error) {
 	if s.err != nil {
 		return nil, nil, fmt.Errorf("state: operator %q: refusing to encode a snapshot of a backend with an access error: %w", s.operator, s.err)
 	}
@@ -184,7 +214,7 @@ func (s *Snapshot) encode(id int64, rewrite []bool) (out []byte, lens []int, err
 		}
 	}()
 
-	incremental := rewrite != nil
+	incremental := plan != nil && plan.mode != nil
 	if s.sizeHint != nil && !incremental {
 		// The hint is a full file's size: an incremental one is smaller.
 		if hint := s.sizeHint.Load(); hint > 0 {
@@ -210,42 +240,70 @@ func (s *Snapshot) encode(id int64, rewrite []bool) (out []byte, lens []int, err
 	out = append(out, flags)
 	out = binary.LittleEndian.AppendUint32(out, crc32c(out))
 
+	// appendPart appends one state's part header, then its payload from
+	// entries, patching the payload's length.
+	appendPart := func(st frozenState, kind Kind, count int, entries func([]byte) []byte) {
+		cur = st.info()
+		out = appendString(out, cur.name)
+		out = append(out, byte(kind))
+		out = appendUvarint(out, len(cur.codecs))
+		for _, c := range cur.codecs {
+			out = appendString(out, c)
+		}
+		out = appendUvarint(out, count)
+		lenAt := len(out)
+		out = binary.LittleEndian.AppendUint64(out, 0) // patched below
+		out = entries(out)
+		binary.LittleEndian.PutUint64(out[lenAt:], uint64(len(out)-lenAt-8))
+	}
 	lens = make([]int, s.kgRange.Len())
 	var index []indexEntry
 	for i := range s.kgRange.Len() {
-		if incremental && !rewrite[i] {
+		mode := writeFull
+		if incremental {
+			mode = plan.mode[i]
+		}
+		if mode == reuseSection {
 			continue
 		}
 		kg = s.kgRange.Start + i
-		nonEmpty := 0
-		for _, st := range s.states {
-			if st.count(i) > 0 {
-				nonEmpty++
-			}
-		}
-		if nonEmpty == 0 && !incremental {
-			continue
-		}
 		off := len(out)
-		out = appendUvarint(out, kg)
-		out = appendUvarint(out, nonEmpty)
-		for _, st := range s.states {
-			n := st.count(i)
-			if n == 0 {
+		if mode == writeDelta {
+			// Only the states written since the base, each as a delta
+			// when it can write one, else in full (count 0: it is
+			// empty now).
+			out = appendUvarint(out, kg)
+			out = append(out, sectionDelta)
+			out = appendUvarint(out, countTrue(plan.written[i]))
+			for j, st := range s.states {
+				if !plan.written[i][j] {
+					continue
+				}
+				if d, bl := deltaBase(st, plan.base); bl != nil {
+					appendPart(st, st.info().kind|kindDelta, 0, func(dst []byte) []byte { return d.appendDelta(dst, i, bl) })
+					continue
+				}
+				appendPart(st, st.info().kind, st.count(i), func(dst []byte) []byte { return st.appendEntries(dst, i) })
+			}
+		} else {
+			nonEmpty := 0
+			for _, st := range s.states {
+				if st.count(i) > 0 {
+					nonEmpty++
+				}
+			}
+			if nonEmpty == 0 && !incremental {
+				kg = -1
 				continue
 			}
-			cur = st.info()
-			out = appendString(out, cur.name)
-			out = append(out, byte(cur.kind))
-			out = appendUvarint(out, len(cur.codecs))
-			for _, c := range cur.codecs {
-				out = appendString(out, c)
+			out = appendUvarint(out, kg)
+			out = append(out, 0) // section flags: full
+			out = appendUvarint(out, nonEmpty)
+			for _, st := range s.states {
+				if n := st.count(i); n > 0 {
+					appendPart(st, st.info().kind, n, func(dst []byte) []byte { return st.appendEntries(dst, i) })
+				}
 			}
-			out = appendUvarint(out, n)
-			lenAt := len(out)
-			out = binary.LittleEndian.AppendUint64(out, 0) // patched below
-			out = st.appendEntries(out, i)
-			binary.LittleEndian.PutUint64(out[lenAt:], uint64(len(out)-lenAt-8))
 		}
 		cur = nil
 		out = binary.LittleEndian.AppendUint32(out, crc32c(out[off:]))
@@ -273,6 +331,16 @@ func appendUvarint[N int | uint64](dst []byte, v N) []byte {
 }
 
 func appendVarint(dst []byte, v int64) []byte { return binary.AppendVarint(dst, v) }
+
+func countTrue(bs []bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
+}
 
 func appendString(dst []byte, s string) []byte {
 	dst = appendUvarint(dst, len(s))
