@@ -26,6 +26,9 @@ type Frozen struct {
 	// mark is the table's Mark at the Freeze, and prev the Mark before it
 	// with its end as of the Freeze (moved by compactions since).
 	mark, prev Mark
+	// lastUntracked is the table's as of the Freeze: Changes since a
+	// Mark at or before it are unknown.
+	lastUntracked uint64
 }
 
 // Mark returns the Mark the Freeze took: a later view's Changes since it
@@ -36,10 +39,13 @@ func (f *Frozen) Mark() Mark { return f.mark }
 // (a Mark of the same table taken at or before this view's Freeze): those
 // inserted or given a new value; an entry deleted since is not among them.
 // ok is false when since is not the table's Mark before this view's and
-// the table compacted after since, which moves entries: then only All
-// tells the state. The slices are as All's.
+// the table compacted after since, which moves entries, or when the table
+// did not track its writes for a while after since (see Table.Mark): then
+// only All tells the state. The slices are as All's.
 func (f *Frozen) Changes(since Mark) (changes iter.Seq2[[]byte, []byte], ok bool) {
 	switch {
+	case since.seq <= f.lastUntracked:
+		return nil, false // writes after since were not all tracked
 	case since.seq == f.prev.seq && since.seq != 0:
 		since = f.prev // its end moved with the compactions since
 	case since.compactions != f.mark.compactions || since.end > f.mark.end:

@@ -81,6 +81,17 @@ type Table struct {
 	// above the mark and are written in place.
 	frozenMark uint64
 	markSeq    uint64
+	// untracked says the writes since the last Mark are not tracked
+	// (Mark): frozenMark protects only what live views see, as if the
+	// INVARIANT above did not hold, and lastUntracked is the seq of the
+	// last Mark after which writes were not tracked (0: none), so no
+	// Changes since a Mark at or before it. skipLeft is how many more
+	// Marks start untracked intervals; rewrites counts the entries given a
+	// new version because they lay below the mark, since the last Mark.
+	untracked     bool
+	lastUntracked uint64
+	skipLeft      int
+	rewrites      int
 	// used is the arena bytes consumed: the capacity of every chunk but
 	// the last (a chunk's unused tail counts as dead once the next one is
 	// started) plus fill.
@@ -200,6 +211,9 @@ func (t *Table) put(hash uint64, key, value []byte) error {
 		if err != nil {
 			return err
 		}
+		if uint64(addr) < t.frozenMark {
+			t.rewrites++
+		}
 		t.ownSlots()
 		t.slots[j] = slotOf(tag, naddr)
 		t.live += entrySize(len(key), len(value)) - entrySize(len(key), vl)
@@ -258,6 +272,7 @@ func (t *Table) Modify(hash uint64, key []byte) (value []byte, found bool, err e
 		if err != nil {
 			return nil, false, err // views are live (frozen), so compaction could not help
 		}
+		t.rewrites++
 		t.ownSlots()
 		t.slots[j] = slotOf(tag, naddr)
 		_, v = t.entry(naddr)
@@ -435,8 +450,19 @@ func (t *Table) ownSlots() {
 // frozen reports whether the entry at addr lies below the frozen mark, so
 // must not be written in place: a live Frozen view may see it, and (views
 // or not) a write to it must leave a new version above the mark, for
-// Frozen.Changes. Only compaction lowers the mark.
-func (t *Table) frozen(addr uint32) bool { return uint64(addr) < t.frozenMark }
+// Frozen.Changes. When the writes since the last Mark are not tracked
+// (untracked) and every view is released, it forgets the mark instead.
+func (t *Table) frozen(addr uint32) bool {
+	if uint64(addr) >= t.frozenMark {
+		return false
+	}
+	if t.untracked && t.views.Load() == 0 {
+		t.unfreeze()
+		t.frozenMark = 0
+		return false
+	}
+	return true
+}
 
 // unfreeze takes back the slot array that released views shared. Only when
 // views == 0: the atomic load that saw 0 orders every released view's reads
@@ -497,9 +523,17 @@ func (t *Table) Freeze() *Frozen {
 	t.views.Add(1)
 	t.shared = true
 	f.prev = Mark{seq: t.markSeq, end: t.frozenMark, compactions: t.compactions}
+	f.lastUntracked = t.lastUntracked
 	f.mark = t.Mark()
 	return f
 }
+
+// untrackedMarks is how many intervals between Marks a table leaves
+// untracked after one in which most of its entries were written: for such
+// a table a delta is about the whole table anyway, so it skips the cost of
+// tracking (a new version of each entry written, then a compaction) and
+// measures again after.
+const untrackedMarks = 3
 
 // Mark is a point in a table's history: the arena's end at a Freeze or a
 // Table.Mark, and the compactions before it. Every entry written after it
@@ -517,8 +551,24 @@ type Mark struct {
 // (each write leaves a new version) until the next compaction. A restore
 // marks the tables it loaded, so that the first checkpoint after it can
 // write only what changed since.
+//
+// Tracking writes costs a new version of each entry written after a Mark.
+// A table most of whose entries were written between two Marks stops
+// tracking for untrackedMarks intervals (writes in place again once the
+// views are released), and Frozen.Changes then reports that it cannot
+// tell the changes since a Mark before such an interval.
 func (t *Table) Mark() Mark {
+	switch {
+	case t.skipLeft > 0:
+		t.skipLeft--
+	case t.markSeq > 0 && 2*t.rewrites > t.n:
+		t.skipLeft = untrackedMarks
+	}
+	t.rewrites = 0
 	t.markSeq++
+	if t.untracked = t.skipLeft > 0; t.untracked {
+		t.lastUntracked = t.markSeq
+	}
 	t.frozenMark = t.end()
 	return Mark{seq: t.markSeq, end: t.frozenMark, compactions: t.compactions}
 }
