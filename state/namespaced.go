@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+	"sync/atomic"
 
 	"github.com/ingest-engine/ingest/state/internal/kvtable"
 )
@@ -84,6 +85,10 @@ type nsGroup struct {
 // from it, for incremental snapshots.
 type nsTable struct {
 	kvtable.Table
+	// id tells this table from every other one, of any state, ever: a
+	// baseline names tables by id, not by pointer, so that it does not keep
+	// a dropped namespace's tables in memory.
+	id uint64
 	// deleted logs the encoded keys deleted from the table, each prefixed
 	// with its uvarint length; deletedOff is the log position of
 	// deleted[0], so a position (deletedOff + len at a Freeze) stays valid
@@ -95,6 +100,12 @@ type nsTable struct {
 	deleted    []byte
 	deletedOff int
 }
+
+// nsTableIDs numbers the nsTables created (load creates them on several
+// goroutines).
+var nsTableIDs atomic.Uint64
+
+func newNSTable() *nsTable { return &nsTable{id: nsTableIDs.Add(1)} }
 
 // deletedLogFull reports whether a table's log of deleted keys, of log
 // bytes, should restart: past 4 KiB and the table's own size, writing the
@@ -180,7 +191,7 @@ func (g *nsGroup) table(ns int64) *nsTable {
 func (s *NamespacedValueState[K, V]) put(g *nsGroup, ns int64, h uint64, k, v []byte) {
 	t := g.table(ns)
 	if t == nil {
-		t = new(nsTable)
+		t = newNSTable()
 		if err := t.Put(h, k, v); err != nil {
 			s.fail(ns, err) // a new table stays empty: not installed
 			return
@@ -429,7 +440,7 @@ func (s *NamespacedValueState[K, V]) freeze() frozenState {
 		spaces := make([]frozenSpace, 0, len(g.tables))
 		for _, ns := range s.namespaces {
 			if t := g.tables[ns]; t != nil {
-				spaces = append(spaces, frozenSpace{ns: ns, t: t, view: t.Freeze(), deleted: t.deleted, deletedOff: t.deletedOff})
+				spaces = append(spaces, frozenSpace{ns: ns, id: t.id, view: t.Freeze(), deleted: t.deleted, deletedOff: t.deletedOff})
 				f.counts[i] += t.Len()
 			}
 		}
@@ -485,7 +496,7 @@ func (s *NamespacedValueState[K, V]) loadEntries(r *partReader, g *nsGroup, coun
 		}
 		t := g.tables[ns]
 		if t == nil {
-			t = new(nsTable)
+			t = newNSTable()
 			g.tables[ns] = t
 		}
 		// The key is stored re-encoded, so lookups, which encode, find it;
@@ -584,7 +595,7 @@ type frozenNamespaced struct {
 // log of deleted keys as of the Freeze.
 type frozenSpace struct {
 	ns         int64
-	t          *nsTable
+	id         uint64
 	view       *kvtable.Frozen
 	deleted    []byte
 	deletedOff int
@@ -613,16 +624,16 @@ func appendSpace(dst []byte, ns int64, entries iter.Seq2[[]byte, []byte]) ([]byt
 }
 
 // nsBaseline is what a delta of a NamespacedValueState since a snapshot
-// builds on: by key group index, each table's identity, Mark and position
-// in its log of deleted keys at the snapshot, by increasing namespace. It
-// holds no frozen view, so it pins none of the snapshot's memory.
+// builds on: by key group index, each table's id, Mark and position in its
+// log of deleted keys at the snapshot, by increasing namespace. It holds no
+// frozen view and no table, so it pins none of the state's memory.
 type nsBaseline struct {
 	groups [][]spaceMark
 }
 
 type spaceMark struct {
 	ns      int64
-	t       *nsTable
+	id      uint64 // the table's nsTable.id
 	mark    kvtable.Mark
 	deleted int // the log position at the Freeze
 }
@@ -635,7 +646,7 @@ func (f *frozenNamespaced) baseline() any {
 		}
 		marks := make([]spaceMark, len(spaces))
 		for j, sp := range spaces {
-			marks[j] = spaceMark{ns: sp.ns, t: sp.t, mark: sp.view.Mark(), deleted: sp.deletedOff + len(sp.deleted)}
+			marks[j] = spaceMark{ns: sp.ns, id: sp.id, mark: sp.view.Mark(), deleted: sp.deletedOff + len(sp.deleted)}
 		}
 		bl.groups[i] = marks
 	}
@@ -654,7 +665,7 @@ func (f *frozenNamespaced) appendDelta(dst []byte, i int, base any) []byte {
 	// as its changes since it.
 	prev := func(sp *frozenSpace) (spaceMark, bool) {
 		k, ok := slices.BinarySearchFunc(was, sp.ns, func(m spaceMark, ns int64) int { return cmp.Compare(m.ns, ns) })
-		if !ok || was[k].t != sp.t || was[k].deleted < sp.deletedOff {
+		if !ok || was[k].id != sp.id || was[k].deleted < sp.deletedOff {
 			return spaceMark{}, false
 		}
 		if _, ok := sp.view.Changes(was[k].mark); !ok {

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 )
 
-// Snapshot file format, version 2. Integers are unsigned varints (uvarint)
+// Snapshot file format, version 3. Integers are unsigned varints (uvarint)
 // unless marked u32le/u64le (little endian, fixed width); a string is a
 // uvarint length followed by its bytes.
 //

@@ -164,3 +164,37 @@ func clone(m map[string]string) map[string]string {
 	}
 	return c
 }
+
+// Modify of an entry below the mark with no view live needs a new version;
+// when the arena's addresses are used up it compacts first, as Put does,
+// instead of failing with ErrFull (found by review: the mark outlives the
+// views, so Modify appends where it used to write in place).
+func TestModifyReclaimsBelowTheMark(t *testing.T) {
+	var tab Table
+	tab.cfg = config{minChunk: 64, maxChunk: 64, maxChunks: 4, minCompact: 1 << 30}
+	h := func(k byte) uint64 { return splitmix(uint64(k)) }
+	n := 0
+	for ; n < 200; n++ {
+		if tab.Put(h(byte(n)), []byte{byte(n)}, make([]byte, 8)) != nil {
+			break
+		}
+	}
+	if n == 200 {
+		t.Fatal("the arena never filled")
+	}
+	for k := 1; k < n; k += 2 {
+		tab.Delete(h(byte(k)), []byte{byte(k)})
+	}
+	tab.Freeze().Release()
+	v, ok, err := tab.Modify(h(0), []byte{0})
+	if err != nil || !ok {
+		t.Fatalf("Modify with dead bytes to reclaim and no view live: found %v, %v", ok, err)
+	}
+	v[0] = 7
+	if got, _ := tab.Get(h(0), []byte{0}); got[0] != 7 {
+		t.Fatalf("the modified value is %x", got)
+	}
+	if err := checkInvariants(&tab); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -188,7 +188,7 @@ func (t *Table) Put(hash uint64, key, value []byte) error {
 		// Compaction may make room. It moves the arena, which key and
 		// value may alias: copy them first (only on this rare path).
 		key, value = slices.Clone(key), slices.Clone(value)
-		if t.reclaim() {
+		if t.reclaim(true) {
 			err = t.put(hash, key, value) // at most once: the arena is compact now
 		}
 	}
@@ -270,7 +270,16 @@ func (t *Table) Modify(hash uint64, key []byte) (value []byte, found bool, err e
 		k, v := t.entry(addr)
 		naddr, err := t.appendEntry(tag, k, v) // k, v are below the arena end: not overwritten
 		if err != nil {
-			return nil, false, err // views are live (frozen), so compaction could not help
+			// With no view live (the entry is below the mark for
+			// Changes), compaction may make room; it keeps slot
+			// indexes (no resize).
+			if !t.reclaim(false) {
+				return nil, false, err
+			}
+			k, v = t.entry(slotAddr(t.slots[j]))
+			if naddr, err = t.appendEntry(tag, k, v); err != nil {
+				return nil, false, err
+			}
 		}
 		t.rewrites++
 		t.ownSlots()
@@ -302,13 +311,13 @@ func (t *Table) Delete(hash uint64, key []byte) bool {
 // reclaim handles ErrFull from an append: when dead bytes can be reclaimed
 // now (no live views), it compacts and reports true so the write is retried
 // once.
-func (t *Table) reclaim() bool {
+func (t *Table) reclaim(mayShrink bool) bool {
 	if t.used-t.live <= t.deadBase || t.views.Load() != 0 {
 		return false
 	}
 	t.unfreeze()
 	before := t.used
-	t.compact(true)
+	t.compact(mayShrink)
 	return t.used < before
 }
 
@@ -548,9 +557,8 @@ type Mark struct {
 
 // Mark returns a Mark of the table's current state, as Freeze does but
 // without a view: the entries it holds now are not written in place again
-// (each write leaves a new version) until the next compaction. A restore
-// marks the tables it loaded, so that the first checkpoint after it can
-// write only what changed since.
+// (each write leaves a new version), so Frozen.Changes of a later view can
+// tell what was written since.
 //
 // Tracking writes costs a new version of each entry written after a Mark.
 // A table most of whose entries were written between two Marks stops
