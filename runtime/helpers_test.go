@@ -310,15 +310,11 @@ func runUntilStopped(t *testing.T, job *runtime.Job, until func() bool) error {
 // latestMetadata reads the recovery point of st.
 func latestMetadata(t *testing.T, st storage.Storage) *checkpoint.Metadata {
 	t.Helper()
-	_, data, _, err := storage.Latest(context.Background(), st)
+	id, _, _, err := storage.Latest(context.Background(), st)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := checkpoint.DecodeMetadata(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
+	return metadataOf(t, st, id)
 }
 
 // sourcePositions returns the datagen replay position (next id) of every

@@ -661,66 +661,69 @@ func (f *frozenNamespaced) baseline() any {
 func (f *frozenNamespaced) appendDelta(dst []byte, i int, base any) []byte {
 	was := base.(*nsBaseline).groups[i]
 	now := f.groups[i]
-	// prev returns the base's mark of sp's table when sp can be written
-	// as its changes since it.
-	prev := func(sp *frozenSpace) (spaceMark, bool) {
+	// changes[j] is now[j]'s entries written since the base and deletedAt[j]
+	// where its deletes since start in its log; changes[j] is nil when the
+	// table is written whole (replaced, or not in the base).
+	changes := make([]iter.Seq2[[]byte, []byte], len(now))
+	deletedAt := make([]int, len(now))
+	for j := range now {
+		sp := &now[j]
 		k, ok := slices.BinarySearchFunc(was, sp.ns, func(m spaceMark, ns int64) int { return cmp.Compare(m.ns, ns) })
 		if !ok || was[k].id != sp.id || was[k].deleted < sp.deletedOff {
-			return spaceMark{}, false
-		}
-		if _, ok := sp.view.Changes(was[k].mark); !ok {
-			return spaceMark{}, false
-		}
-		return was[k], true
-	}
-	count := func(dst []byte, at int, n uint64) { binary.LittleEndian.PutUint64(dst[at:], n) }
-
-	at, n := len(dst), uint64(0)
-	dst = binary.LittleEndian.AppendUint64(dst, 0)
-	for _, m := range was {
-		k, ok := slices.BinarySearchFunc(now, m.ns, func(sp frozenSpace, ns int64) int { return cmp.Compare(sp.ns, ns) })
-		if ok {
-			if _, kept := prev(&now[k]); kept {
-				continue
-			}
-		}
-		dst = binary.AppendVarint(dst, m.ns)
-		n++
-	}
-	count(dst, at, n)
-
-	at, n = len(dst), 0
-	dst = binary.LittleEndian.AppendUint64(dst, 0)
-	for j := range now {
-		sp := &now[j]
-		m, kept := prev(sp)
-		if !kept {
 			continue
 		}
-		for log := sp.deleted[m.deleted-sp.deletedOff:]; len(log) > 0; {
-			l, w := binary.Uvarint(log)
-			key := log[w : w+int(l)]
-			log = log[w+int(l):]
-			dst = append(dst, key...)
-			dst = binary.AppendVarint(dst, sp.ns)
-			n++
-		}
+		changes[j], _ = sp.view.Changes(was[k].mark) // nil when it cannot tell
+		deletedAt[j] = was[k].deleted - sp.deletedOff
 	}
-	count(dst, at, n)
+	dst = counted(dst, func(dst []byte) ([]byte, uint64) {
+		n := uint64(0)
+		for _, m := range was {
+			k, ok := slices.BinarySearchFunc(now, m.ns, func(sp frozenSpace, ns int64) int { return cmp.Compare(sp.ns, ns) })
+			if !ok || changes[k] == nil { // gone, or replaced
+				dst = binary.AppendVarint(dst, m.ns)
+				n++
+			}
+		}
+		return dst, n
+	})
+	dst = counted(dst, func(dst []byte) ([]byte, uint64) {
+		n := uint64(0)
+		for j := range now {
+			if changes[j] == nil {
+				continue
+			}
+			for log := now[j].deleted[deletedAt[j]:]; len(log) > 0; {
+				l, w := binary.Uvarint(log)
+				dst = append(dst, log[w:w+int(l)]...)
+				dst = binary.AppendVarint(dst, now[j].ns)
+				log = log[w+int(l):]
+				n++
+			}
+		}
+		return dst, n
+	})
+	return counted(dst, func(dst []byte) ([]byte, uint64) {
+		n := uint64(0)
+		for j := range now {
+			entries := changes[j]
+			if entries == nil {
+				entries = now[j].view.All()
+			}
+			var c uint64
+			dst, c = appendSpace(dst, now[j].ns, entries)
+			n += c
+		}
+		return dst, n
+	})
+}
 
-	at, n = len(dst), 0
+// counted appends what add appends, preceded by the u64le count of items
+// add reports (a delta's counts, known only once written).
+func counted(dst []byte, add func([]byte) ([]byte, uint64)) []byte {
+	at := len(dst)
 	dst = binary.LittleEndian.AppendUint64(dst, 0)
-	for j := range now {
-		sp := &now[j]
-		entries := sp.view.All()
-		if m, kept := prev(sp); kept {
-			entries, _ = sp.view.Changes(m.mark)
-		}
-		var c uint64
-		dst, c = appendSpace(dst, sp.ns, entries)
-		n += c
-	}
-	count(dst, at, n)
+	dst, n := add(dst)
+	binary.LittleEndian.PutUint64(dst[at:], n)
 	return dst
 }
 

@@ -245,18 +245,7 @@ func TestCheckpointsDeleteRefusesReferenced(t *testing.T) {
 	for _, id := range []int64{middle, newest} {
 		m := readMeta(t, st, id)
 		m.Tasks[0].Shared = append(m.Tasks[0].Shared, storage.Handle{Name: "kg-0", Checkpoint: oldest})
-		b, err := m.Encode()
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Metadata is written once: replace the checkpoint (its state
-		// files do not matter here).
-		if err := st.Discard(context.Background(), id); err != nil {
-			t.Fatal(err)
-		}
-		if err := st.WriteMetadata(context.Background(), id, b); err != nil {
-			t.Fatal(err)
-		}
+		replaceMeta(t, st, id, m)
 	}
 	for _, args := range [][]string{{"delete", path, fmt.Sprint(oldest)}, {"delete", path, "--force", fmt.Sprint(oldest)}} {
 		_, _, err := runCLI(checkpointsCmd(), args...)
@@ -293,15 +282,23 @@ func dropReferences(t *testing.T, st *storage.Local) {
 		for i := range m.Tasks {
 			m.Tasks[i].Shared = nil
 		}
-		b, err := m.Encode()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := st.Discard(context.Background(), id); err != nil {
-			t.Fatal(err)
-		}
-		if err := st.WriteMetadata(context.Background(), id, b); err != nil {
-			t.Fatal(err)
-		}
+		replaceMeta(t, st, id, m)
+	}
+}
+
+// replaceMeta makes m checkpoint id's metadata. Metadata is written once,
+// so the checkpoint is replaced: its state files go (they do not matter to
+// the tests that rewrite metadata, which read only metadata).
+func replaceMeta(t *testing.T, st *storage.Local, id int64, m *checkpoint.Metadata) {
+	t.Helper()
+	b, err := m.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Discard(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.WriteMetadata(context.Background(), id, b); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -51,23 +51,7 @@ func (f *Frozen) Changes(since Mark) (changes iter.Seq2[[]byte, []byte], ok bool
 	case since.compactions != f.mark.compactions || since.end > f.mark.end:
 		return nil, false
 	}
-	return func(yield func(key, value []byte) bool) {
-		if f.released.Load() {
-			return
-		}
-		for _, s := range f.slots {
-			if s == 0 || uint64(slotAddr(s)) < since.end {
-				continue
-			}
-			addr := slotAddr(s)
-			c := f.chunks[addr>>posBits]
-			ks, kl, vl := parseEntry(c, int(addr&posMask))
-			vs := ks + kl
-			if !yield(c[ks:vs:vs], c[vs:vs+vl:vs+vl]) {
-				return
-			}
-		}
-	}, true
+	return f.from(since.end), true
 }
 
 // Len returns the number of entries in the view.
@@ -76,13 +60,17 @@ func (f *Frozen) Len() int { return f.n }
 // All returns an iterator over the view's entries: each (key, value) once,
 // in no particular order. The slices alias the table's arena: they stay valid
 // until Release and must not be modified.
-func (f *Frozen) All() iter.Seq2[[]byte, []byte] {
+func (f *Frozen) All() iter.Seq2[[]byte, []byte] { return f.from(0) }
+
+// from returns an iterator over the view's entries at arena addresses at or
+// above end.
+func (f *Frozen) from(end uint64) iter.Seq2[[]byte, []byte] {
 	return func(yield func(key, value []byte) bool) {
 		if f.released.Load() {
 			return
 		}
 		for _, s := range f.slots {
-			if s == 0 {
+			if s == 0 || uint64(slotAddr(s)) < end {
 				continue
 			}
 			addr := slotAddr(s)
