@@ -66,9 +66,9 @@ type srcSubtask[T any] struct {
 	setup stream.BadRecordSetup
 	bad   *stream.BadRecords
 
-	// clock is the processing time the watermark tracker is given:
-	// time.Now, or a test's clock set before Open. Only the task goroutine
-	// calls it.
+	// clock is the processing time the watermark tracker is given: the
+	// job's clock (runtime.Context.Now), or a test's clock set before Open.
+	// Only the task goroutine calls it.
 	clock func() time.Time
 }
 
@@ -87,7 +87,7 @@ func (t *srcSubtask[T]) Open(ctx *runtime.Context) error {
 	t.cfg = &t.src.cfg
 	cfg := t.cfg
 	if t.clock == nil {
-		t.clock = time.Now
+		t.clock = ctx.Now
 	}
 	t.out = ctx.Output
 	t.log = ctx.Log
