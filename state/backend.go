@@ -102,6 +102,11 @@ type Backend struct {
 	pending   map[int64]*checkpointPlan
 	completed int64
 
+	// lsm is the store of an LSM backend (NewLSMBackend), nil for the
+	// memory backend. With it, states keep their entries in the store, and
+	// restored state is in its catalog, not in restored.
+	lsm *lsmStore
+
 	// err is the first error of an access: a key outside kgRange, or a
 	// write a compact table could not take (see fail). INVARIANT: once set
 	// it never changes.
@@ -166,13 +171,31 @@ func (b *Backend) fail(err error) {
 // dropping state (then it calls DropUnclaimed). Until dropped, unclaimed state
 // is carried unchanged into every snapshot, so it is never lost silently.
 func (b *Backend) Unclaimed() []string {
+	if b.lsm != nil {
+		return slices.Sorted(slices.Values(b.lsmUnclaimed()))
+	}
 	return slices.Sorted(maps.Keys(b.restored))
+}
+
+// hasRestored reports whether a restored state called name is unclaimed.
+func (b *Backend) hasRestored(name string) bool {
+	if b.lsm != nil {
+		return b.lsm.catalog[name] != nil && !b.lsm.claimed[name]
+	}
+	_, ok := b.restored[name]
+	return ok
 }
 
 // DropUnclaimed discards restored state that no registration claimed and
 // returns the dropped names, sorted. Later snapshots no longer contain it.
 func (b *Backend) DropUnclaimed() []string {
 	names := b.Unclaimed()
+	if b.lsm != nil {
+		for _, name := range names {
+			b.lsmDrop(name)
+		}
+		return names
+	}
 	clear(b.restored)
 	b.resetChain()
 	return names
@@ -252,6 +275,20 @@ func register[S registered](b *Backend, info *stateInfo, build func() (S, error)
 	s, err := build()
 	if err != nil {
 		return zero, err
+	}
+	if b.lsm != nil {
+		if err := b.lsmCheckRestored(info); err != nil {
+			return zero, err
+		}
+		l, err := b.lsmRegister(info)
+		if err != nil {
+			return zero, err
+		}
+		if err := any(s).(lsmAttacher).attachLSM(l); err != nil {
+			return zero, err
+		}
+		b.states[info.name] = s
+		return s, nil
 	}
 	if r, ok := b.restored[info.name]; ok {
 		if r.meta.kind != info.kind || !slices.Equal(r.meta.codecs, info.codecs) {
@@ -457,6 +494,20 @@ func checkCodecs(b *Backend, name string, nils ...bool) error {
 // so that the runtime's check of a checkpoint's recorded schemas against
 // the registered ones counts the state as handled, not forgotten.
 func (b *Backend) DropState(name string) bool {
+	if b.lsm != nil {
+		var schema Schema
+		if s, ok := b.states[name]; ok {
+			schema = s.info().schema()
+			delete(b.states, name)
+		} else if e := b.lsm.catalog[name]; e != nil {
+			schema = e.meta.schema()
+		}
+		if !b.lsmDrop(name) {
+			return false
+		}
+		b.dropped = append(b.dropped, schema)
+		return true
+	}
 	b.resetChain() // even if there is none: cheap, and never wrong
 	if s, ok := b.states[name]; ok {
 		b.dropped = append(b.dropped, s.info().schema())
@@ -477,7 +528,9 @@ func (b *Backend) Dropped() []Schema { return slices.Clone(b.dropped) }
 
 // HasState reports whether the backend holds any registered or restored
 // state: a subtask without state writes no state file at a checkpoint.
-func (b *Backend) HasState() bool { return len(b.states) > 0 || len(b.restored) > 0 }
+func (b *Backend) HasState() bool {
+	return len(b.states) > 0 || len(b.restored) > 0 || (b.lsm != nil && len(b.lsm.catalog) > 0)
+}
 
 // Schema describes one state as a checkpoint records it: its name, kind and
 // codec names (key codec first, then the value codecs). The codec names
@@ -502,6 +555,11 @@ func (b *Backend) Schemas() []Schema {
 	for _, r := range b.restored {
 		out = append(out, r.meta.schema())
 	}
+	if b.lsm != nil {
+		for _, name := range b.lsmUnclaimed() {
+			out = append(out, b.lsm.catalog[name].meta.schema())
+		}
+	}
 	slices.SortFunc(out, func(x, y Schema) int { return cmp.Compare(x.Name, y.Name) })
 	return out
 }
@@ -518,7 +576,7 @@ func (i *stateInfo) schema() Schema {
 // Without such a state it does nothing. It runs in the operator's Open,
 // after the states put writes are registered.
 func MoveRestoredValues[K comparable, V any](b *Backend, name string, kc Codec[K], vc Codec[V], put func(K, V)) error {
-	if _, ok := b.restored[name]; !ok {
+	if !b.hasRestored(name) {
 		return nil
 	}
 	from, err := NewValueState(b, name, kc, vc)
@@ -535,7 +593,7 @@ func MoveRestoredValues[K comparable, V any](b *Backend, name string, kc Codec[K
 
 // MoveRestoredLists is MoveRestoredValues for a list state.
 func MoveRestoredLists[K comparable, V any](b *Backend, name string, kc Codec[K], vc Codec[V], into *ListState[K, V]) error {
-	if _, ok := b.restored[name]; !ok {
+	if !b.hasRestored(name) {
 		return nil
 	}
 	from, err := NewListState(b, name, kc, vc)

@@ -155,7 +155,14 @@ type checkpointPlan struct {
 // (their base was adopted by Complete) or that a Restore read, never those of an in-flight or
 // failed checkpoint, so aborting a checkpoint (and deleting its files) never
 // breaks a later one.
+//
+// On an LSM backend it is the synchronous part of an LSM checkpoint (see
+// lsm.go): the snapshot is stored with Upload, and selfContained has no
+// effect (a final checkpoint references earlier files like any other).
 func (b *Backend) CheckpointSnapshot(id int64, selfContained bool) *Snapshot {
+	if b.lsm != nil {
+		return b.lsmCheckpointSnapshot(id)
+	}
 	s := b.Snapshot()
 	p := &checkpointPlan{id: id}
 	s.plan = p
@@ -307,6 +314,10 @@ func (s *Snapshot) EncodeCheckpoint() (*Encoded, error) {
 // Snapshots planned for id or earlier are forgotten. It runs on the task
 // goroutine.
 func (b *Backend) Complete(id int64) {
+	if b.lsm != nil {
+		b.lsmComplete(id)
+		return
+	}
 	p := b.pending[id]
 	for pid := range b.pending {
 		if pid <= id {
@@ -327,7 +338,13 @@ func (b *Backend) Complete(id int64) {
 
 // Abort tells the backend that checkpoint id failed: its snapshot never
 // becomes a base (its files may be deleted).
-func (b *Backend) Abort(id int64) { delete(b.pending, id) }
+func (b *Backend) Abort(id int64) {
+	if b.lsm != nil {
+		b.lsmAbort(id)
+		return
+	}
+	delete(b.pending, id)
+}
 
 // resetChain makes the next checkpoint snapshot full and keeps every
 // snapshot planned before from becoming a base: the set of states changed

@@ -10,6 +10,8 @@ type ListState[K comparable, V any] struct {
 	kc     Codec[K]
 	vc     Codec[V]
 	tables []listTable[K, V] // indexed by key group - Start
+	// lsm is set on an LSM backend (see ValueState.lsm).
+	lsm *lsmState
 }
 
 // listTable is one key group's keys.
@@ -62,6 +64,9 @@ func (s *ListState[K, V]) Get(key K) []V {
 	if !ok {
 		return nil
 	}
+	if s.lsm != nil {
+		return s.lsmGet(i, key)
+	}
 	if l := s.tables[i].m[key]; l != nil {
 		return l.vs[:len(l.vs):len(l.vs)]
 	}
@@ -72,6 +77,10 @@ func (s *ListState[K, V]) Get(key K) []V {
 func (s *ListState[K, V]) Add(key K, v V) {
 	i, ok := s.index(key)
 	if !ok {
+		return
+	}
+	if s.lsm != nil {
+		s.lsmAdd(i, key, v)
 		return
 	}
 	t := &s.tables[i]
@@ -105,6 +114,10 @@ func (s *ListState[K, V]) Update(key K, vs []V) {
 	if !ok {
 		return
 	}
+	if s.lsm != nil {
+		s.lsmUpdate(i, key, vs)
+		return
+	}
 	t := &s.tables[i]
 	if t.epoch != s.b.epoch {
 		t.m = ownTable(s.b, t.m, &t.epoch)
@@ -117,6 +130,10 @@ func (s *ListState[K, V]) Update(key K, vs []V) {
 // it is called with; any other write during All has unspecified effect on
 // which keys All then visits.
 func (s *ListState[K, V]) All(f func(K, []V) bool) {
+	if s.lsm != nil {
+		s.lsmAll(f)
+		return
+	}
 	for i := range s.tables {
 		for k, l := range s.tables[i].m {
 			if !f(k, l.vs[:len(l.vs):len(l.vs)]) {
@@ -130,6 +147,10 @@ func (s *ListState[K, V]) All(f func(K, []V) bool) {
 func (s *ListState[K, V]) Clear(key K) {
 	i, ok := s.index(key)
 	if !ok {
+		return
+	}
+	if s.lsm != nil {
+		s.lsmClear(i, key)
 		return
 	}
 	t := &s.tables[i]

@@ -15,6 +15,8 @@ type MapState[K comparable, UK comparable, UV any] struct {
 	ukc    Codec[UK]
 	uvc    Codec[UV]
 	tables []mapTable[K, UK, UV] // indexed by key group - Start
+	// lsm is set on an LSM backend (see ValueState.lsm).
+	lsm *lsmState
 }
 
 // mapTable is one key group's keys.
@@ -61,6 +63,9 @@ func (s *MapState[K, UK, UV]) Get(key K, uk UK) (UV, bool) {
 		var zero UV
 		return zero, false
 	}
+	if s.lsm != nil {
+		return s.lsmGet(i, key, uk)
+	}
 	if um := s.tables[i].m[key]; um != nil {
 		v, ok := um.m[uk]
 		return v, ok
@@ -75,6 +80,10 @@ func (s *MapState[K, UK, UV]) Put(key K, uk UK, uv UV) {
 	if !ok {
 		return
 	}
+	if s.lsm != nil {
+		s.lsmPut(i, key, uk, uv)
+		return
+	}
 	s.own(&s.tables[i], key).m[uk] = uv
 }
 
@@ -82,6 +91,10 @@ func (s *MapState[K, UK, UV]) Put(key K, uk UK, uv UV) {
 func (s *MapState[K, UK, UV]) Remove(key K, uk UK) {
 	i, ok := s.index(key)
 	if !ok {
+		return
+	}
+	if s.lsm != nil {
+		s.lsmRemove(i, key, uk)
 		return
 	}
 	t := &s.tables[i]
@@ -101,6 +114,10 @@ func (s *MapState[K, UK, UV]) Remove(key K, uk UK) {
 func (s *MapState[K, UK, UV]) Clear(key K) {
 	i, ok := s.index(key)
 	if !ok {
+		return
+	}
+	if s.lsm != nil {
+		s.lsmClear(i, key)
 		return
 	}
 	t := &s.tables[i]
@@ -123,6 +140,10 @@ func (s *MapState[K, UK, UV]) All(key K) iter.Seq2[UK, UV] {
 		if !ok {
 			return
 		}
+		if s.lsm != nil {
+			s.lsmAll(i, key)(yield)
+			return
+		}
 		um := s.tables[i].m[key]
 		if um == nil {
 			return
@@ -140,6 +161,9 @@ func (s *MapState[K, UK, UV]) Len(key K) int {
 	i, ok := s.index(key)
 	if !ok {
 		return 0
+	}
+	if s.lsm != nil {
+		return s.lsmLen(i, key)
 	}
 	if um := s.tables[i].m[key]; um != nil {
 		return len(um.m)

@@ -63,6 +63,10 @@ type NamespacedValueState[K comparable, V any] struct {
 	namespaces []int64
 	// kbuf and vbuf are reused encoding buffers of the task goroutine.
 	kbuf, vbuf []byte
+	// lsm and lns are set on an LSM backend: the entries are in its
+	// store, groups stay empty, and spaces and namespaces follow lns.
+	lsm *lsmState
+	lns *lsmNamespaced
 }
 
 // nsGroup is one key group's entries.
@@ -267,6 +271,9 @@ func readBack(codec string, n, size int, err error) error {
 // Get returns the value of key in namespace ns and whether it is set. The
 // value is freshly decoded: the caller may keep it.
 func (s *NamespacedValueState[K, V]) Get(ns int64, key K) (V, bool) {
+	if s.lsm != nil {
+		return s.lsmGet(ns, key)
+	}
 	var zero V
 	g, h, k, ok := s.locate(key)
 	if !ok {
@@ -285,6 +292,10 @@ func (s *NamespacedValueState[K, V]) Get(ns int64, key K) (V, bool) {
 
 // Update sets the value of key in namespace ns.
 func (s *NamespacedValueState[K, V]) Update(ns int64, key K, v V) {
+	if s.lsm != nil {
+		s.lsmUpdate(ns, key, v)
+		return
+	}
 	g, h, k, ok := s.locate(key)
 	if !ok {
 		return
@@ -302,6 +313,10 @@ func (s *NamespacedValueState[K, V]) Update(ns int64, key K, v V) {
 // IntoDecoder): f may modify and return it but must not keep it, and must
 // not use the state.
 func (s *NamespacedValueState[K, V]) Apply(ns int64, key K, init []byte, f func(v V, found bool) V) {
+	if s.lsm != nil {
+		s.lsmApply(ns, key, init, f)
+		return
+	}
 	g, h, k, ok := s.locate(key)
 	if !ok {
 		return
@@ -359,6 +374,10 @@ func (s *NamespacedValueState[K, V]) decodeReusing(ns int64, src []byte) (V, boo
 
 // Clear removes the value of key in namespace ns.
 func (s *NamespacedValueState[K, V]) Clear(ns int64, key K) {
+	if s.lsm != nil {
+		s.lsmClear(ns, key)
+		return
+	}
 	g, h, k, ok := s.locate(key)
 	if !ok {
 		return
@@ -381,6 +400,10 @@ func (s *NamespacedValueState[K, V]) Namespaces() []int64 { return s.namespaces 
 // Keys and values are freshly decoded: f may keep them. f must not write
 // the state.
 func (s *NamespacedValueState[K, V]) Entries(ns int64, f func(K, V) bool) {
+	if s.lsm != nil {
+		s.lsmEntries(ns, f)
+		return
+	}
 	if s.spaces[ns] == 0 {
 		return
 	}
@@ -406,6 +429,10 @@ func (s *NamespacedValueState[K, V]) Entries(ns int64, f func(K, V) bool) {
 // DropNamespace removes every entry of namespace ns, in O(key groups): its
 // tables go to the garbage collector once no snapshot holds them.
 func (s *NamespacedValueState[K, V]) DropNamespace(ns int64) {
+	if s.lsm != nil {
+		s.lsmDropNamespace(ns)
+		return
+	}
 	if s.spaces[ns] == 0 {
 		return
 	}
@@ -417,8 +444,12 @@ func (s *NamespacedValueState[K, V]) DropNamespace(ns int64) {
 	}
 }
 
-// Len returns the number of entries, in O(key groups × namespaces).
+// Len returns the number of entries, in O(key groups × namespaces) (on an
+// LSM backend in O(entries): it counts them).
 func (s *NamespacedValueState[K, V]) Len() int {
+	if s.lsm != nil {
+		return s.lsmLen()
+	}
 	n := 0
 	for i := range s.groups {
 		for _, t := range s.groups[i].tables {

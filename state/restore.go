@@ -486,6 +486,23 @@ func (r *byteReader) uvarint() uint64 {
 	return v
 }
 
+// varint reads a zigzag varint.
+func (r *byteReader) varint() int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.b[r.off:])
+	if n <= 0 {
+		r.err = errShort
+		if n < 0 {
+			r.err = errors.New("varint overflows 64 bits")
+		}
+		return 0
+	}
+	r.off += n
+	return v
+}
+
 // int reads a uvarint that must fit a non-negative int; callers bound it
 // further against what the data can hold.
 func (r *byteReader) int() int {

@@ -115,6 +115,10 @@ type Snapshot struct {
 	// released is set by Release. INVARIANT: once set, Encode fails: the
 	// frozen tables may be reused.
 	released atomic.Bool
+	// lsm is set for a snapshot of an LSM backend, which is stored with
+	// Upload; states is then empty and schemas lists the states.
+	lsm     *lsmSnapshot
+	schemas []Schema
 }
 
 // Release tells the backend that the snapshot will not be encoded again,
@@ -142,6 +146,9 @@ func (s *Snapshot) Release() {
 //
 // Restored state that no registration claimed is included unchanged. Call
 // Encode, typically on another goroutine, to serialise the snapshot.
+//
+// On an LSM backend it returns a snapshot that fails to encode: its state is
+// checkpointed with CheckpointSnapshot and Upload.
 func (b *Backend) Snapshot() *Snapshot {
 	s := &Snapshot{
 		operator:       b.operator,
@@ -150,6 +157,11 @@ func (b *Backend) Snapshot() *Snapshot {
 		states:         make([]frozenState, 0, len(b.states)+len(b.restored)),
 		err:            b.err,
 		sizeHint:       &b.sizeHint,
+	}
+	if b.lsm != nil {
+		s.states = nil
+		s.err = fmt.Errorf("state: operator %q: the state of an LSM backend is checkpointed with CheckpointSnapshot and Upload, not Snapshot", b.operator)
+		return s
 	}
 	for _, st := range b.states {
 		s.states = append(s.states, st.freeze())
@@ -189,6 +201,9 @@ func (s *Snapshot) Encode() ([]byte, error) {
 // the plan's base. It returns the length of each key group's section by
 // index (0 for one not written).
 func (s *Snapshot) encode(id int64, plan *checkpointPlan) (out []byte, lens []int, err error) {
+	if s.lsm != nil {
+		return nil, nil, fmt.Errorf("state: operator %q: a snapshot of an LSM backend is stored with Upload, not encoded", s.operator)
+	}
 	if s.err != nil {
 		return nil, nil, fmt.Errorf("state: operator %q: refusing to encode a snapshot of a backend with an access error: %w", s.operator, s.err)
 	}
@@ -350,6 +365,9 @@ func appendString(dst []byte, s string) []byte {
 // Schemas returns the schema of every state in the snapshot, sorted by name:
 // what the checkpoint records of the operator's state (see Backend.Schemas).
 func (s *Snapshot) Schemas() []Schema {
+	if s.lsm != nil {
+		return slices.Clone(s.schemas)
+	}
 	out := make([]Schema, len(s.states))
 	for i, st := range s.states {
 		out[i] = st.info().schema()

@@ -20,113 +20,119 @@ func must[T any](v T, err error) T {
 }
 
 func TestValueState(t *testing.T) {
-	b := fullBackend("op")
-	s := must(NewValueState(b, "count", StringCodec{}, Int64Codec{}))
-	if _, ok := s.Get("a"); ok {
-		t.Fatal("Get on an empty state found a value")
-	}
-	s.Update("a", 1)
-	s.Update("b", 2)
-	s.Update("a", 3)
-	if v, ok := s.Get("a"); !ok || v != 3 {
-		t.Fatalf(`Get("a") = %d, %v; want 3, true`, v, ok)
-	}
-	if s.Len() != 2 {
-		t.Fatalf("Len = %d, want 2", s.Len())
-	}
-	s.Clear("a")
-	s.Clear("never")
-	if _, ok := s.Get("a"); ok || s.Len() != 1 {
-		t.Fatalf("after Clear: Get found a value or Len = %d", s.Len())
-	}
-	if b.Err() != nil {
-		t.Fatal(b.Err())
-	}
+	forBackends(t, func(t *testing.T, newBackend func(string) *Backend) {
+		b := newBackend("op")
+		s := must(NewValueState(b, "count", StringCodec{}, Int64Codec{}))
+		if _, ok := s.Get("a"); ok {
+			t.Fatal("Get on an empty state found a value")
+		}
+		s.Update("a", 1)
+		s.Update("b", 2)
+		s.Update("a", 3)
+		if v, ok := s.Get("a"); !ok || v != 3 {
+			t.Fatalf(`Get("a") = %d, %v; want 3, true`, v, ok)
+		}
+		if s.Len() != 2 {
+			t.Fatalf("Len = %d, want 2", s.Len())
+		}
+		s.Clear("a")
+		s.Clear("never")
+		if _, ok := s.Get("a"); ok || s.Len() != 1 {
+			t.Fatalf("after Clear: Get found a value or Len = %d", s.Len())
+		}
+		if b.Err() != nil {
+			t.Fatal(b.Err())
+		}
+	})
 }
 
 func TestMapState(t *testing.T) {
-	b := fullBackend("op")
-	s := must(NewMapState(b, "m", Int64Codec{}, StringCodec{}, Float64Codec{}))
-	s.Put(1, "x", 1.5)
-	s.Put(1, "y", 2.5)
-	s.Put(2, "x", 9)
-	if v, ok := s.Get(1, "y"); !ok || v != 2.5 {
-		t.Fatalf("Get(1, y) = %v, %v", v, ok)
-	}
-	if _, ok := s.Get(1, "z"); ok {
-		t.Fatal("Get of a missing user key found a value")
-	}
-	if _, ok := s.Get(3, "x"); ok {
-		t.Fatal("Get of a missing key found a value")
-	}
-	if got := maps.Collect(s.All(1)); !maps.Equal(got, map[string]float64{"x": 1.5, "y": 2.5}) {
-		t.Fatalf("All(1) = %v", got)
-	}
-	if s.Len(1) != 2 || s.Len(3) != 0 {
-		t.Fatalf("Len(1) = %d, Len(3) = %d", s.Len(1), s.Len(3))
-	}
-	// Early stop.
-	n := 0
-	for range s.All(1) {
-		n++
-		break
-	}
-	if n != 1 {
-		t.Fatal("All did not stop when yield returned false")
-	}
-	s.Remove(1, "x")
-	s.Remove(1, "nope")
-	if s.Len(1) != 1 {
-		t.Fatalf("after Remove, Len(1) = %d", s.Len(1))
-	}
-	s.Remove(1, "y") // last entry: the key disappears
-	if s.Len(1) != 0 || len(maps.Collect(s.All(1))) != 0 {
-		t.Fatal("removing the last entry left the key")
-	}
-	s.Clear(2)
-	if _, ok := s.Get(2, "x"); ok {
-		t.Fatal("Clear left an entry")
-	}
+	forBackends(t, func(t *testing.T, newBackend func(string) *Backend) {
+		b := newBackend("op")
+		s := must(NewMapState(b, "m", Int64Codec{}, StringCodec{}, Float64Codec{}))
+		s.Put(1, "x", 1.5)
+		s.Put(1, "y", 2.5)
+		s.Put(2, "x", 9)
+		if v, ok := s.Get(1, "y"); !ok || v != 2.5 {
+			t.Fatalf("Get(1, y) = %v, %v", v, ok)
+		}
+		if _, ok := s.Get(1, "z"); ok {
+			t.Fatal("Get of a missing user key found a value")
+		}
+		if _, ok := s.Get(3, "x"); ok {
+			t.Fatal("Get of a missing key found a value")
+		}
+		if got := maps.Collect(s.All(1)); !maps.Equal(got, map[string]float64{"x": 1.5, "y": 2.5}) {
+			t.Fatalf("All(1) = %v", got)
+		}
+		if s.Len(1) != 2 || s.Len(3) != 0 {
+			t.Fatalf("Len(1) = %d, Len(3) = %d", s.Len(1), s.Len(3))
+		}
+		// Early stop.
+		n := 0
+		for range s.All(1) {
+			n++
+			break
+		}
+		if n != 1 {
+			t.Fatal("All did not stop when yield returned false")
+		}
+		s.Remove(1, "x")
+		s.Remove(1, "nope")
+		if s.Len(1) != 1 {
+			t.Fatalf("after Remove, Len(1) = %d", s.Len(1))
+		}
+		s.Remove(1, "y") // last entry: the key disappears
+		if s.Len(1) != 0 || len(maps.Collect(s.All(1))) != 0 {
+			t.Fatal("removing the last entry left the key")
+		}
+		s.Clear(2)
+		if _, ok := s.Get(2, "x"); ok {
+			t.Fatal("Clear left an entry")
+		}
+	})
 }
 
 func TestListState(t *testing.T) {
-	b := fullBackend("op")
-	s := must(NewListState(b, "l", StringCodec{}, Int64Codec{}))
-	if s.Get("k") != nil {
-		t.Fatal("Get on an empty state returned a list")
-	}
-	s.Add("k", 1)
-	s.Add("k", 2)
-	view := s.Get("k")
-	s.Add("k", 3)
-	if !slices.Equal(view, []int64{1, 2}) {
-		t.Fatalf("a view from Get changed after Add: %v", view)
-	}
-	if !slices.Equal(s.Get("k"), []int64{1, 2, 3}) {
-		t.Fatalf("Get = %v", s.Get("k"))
-	}
-	// Appending to a view copies: the state is unchanged, and a later Add
-	// does not clobber the caller's slice.
-	mine := append(s.Get("k"), 99)
-	s.Add("k", 4)
-	if !slices.Equal(mine, []int64{1, 2, 3, 99}) || !slices.Equal(s.Get("k"), []int64{1, 2, 3, 4}) {
-		t.Fatalf("appending to a view interfered with state: mine=%v state=%v", mine, s.Get("k"))
-	}
-	in := []int64{7, 8}
-	s.Update("k", in)
-	in[0] = 0 // Update copies
-	if !slices.Equal(s.Get("k"), []int64{7, 8}) {
-		t.Fatalf("after Update: %v", s.Get("k"))
-	}
-	s.Update("k", nil)
-	if s.Get("k") != nil {
-		t.Fatal("Update with an empty list did not clear")
-	}
-	s.Add("j", 1)
-	s.Clear("j")
-	if s.Get("j") != nil {
-		t.Fatal("Clear left the list")
-	}
+	forBackends(t, func(t *testing.T, newBackend func(string) *Backend) {
+		b := newBackend("op")
+		s := must(NewListState(b, "l", StringCodec{}, Int64Codec{}))
+		if s.Get("k") != nil {
+			t.Fatal("Get on an empty state returned a list")
+		}
+		s.Add("k", 1)
+		s.Add("k", 2)
+		view := s.Get("k")
+		s.Add("k", 3)
+		if !slices.Equal(view, []int64{1, 2}) {
+			t.Fatalf("a view from Get changed after Add: %v", view)
+		}
+		if !slices.Equal(s.Get("k"), []int64{1, 2, 3}) {
+			t.Fatalf("Get = %v", s.Get("k"))
+		}
+		// Appending to a view copies: the state is unchanged, and a later Add
+		// does not clobber the caller's slice.
+		mine := append(s.Get("k"), 99)
+		s.Add("k", 4)
+		if !slices.Equal(mine, []int64{1, 2, 3, 99}) || !slices.Equal(s.Get("k"), []int64{1, 2, 3, 4}) {
+			t.Fatalf("appending to a view interfered with state: mine=%v state=%v", mine, s.Get("k"))
+		}
+		in := []int64{7, 8}
+		s.Update("k", in)
+		in[0] = 0 // Update copies
+		if !slices.Equal(s.Get("k"), []int64{7, 8}) {
+			t.Fatalf("after Update: %v", s.Get("k"))
+		}
+		s.Update("k", nil)
+		if s.Get("k") != nil {
+			t.Fatal("Update with an empty list did not clear")
+		}
+		s.Add("j", 1)
+		s.Clear("j")
+		if s.Get("j") != nil {
+			t.Fatal("Clear left the list")
+		}
+	})
 }
 
 // keyOutside returns an int64 key whose key group is outside r.
@@ -311,37 +317,39 @@ func TestDropState(t *testing.T) {
 // ListState.All visits every key once with its list, also while it clears
 // the lists of a table a snapshot froze.
 func TestListStateAll(t *testing.T) {
-	b := fullBackend("op")
-	s := must(NewListState(b, "l", Int64Codec{}, Int64Codec{}))
-	for k := range int64(300) {
-		for v := range k % 4 {
-			s.Add(k, v)
+	forBackends(t, func(t *testing.T, newBackend func(string) *Backend) {
+		b := newBackend("op")
+		s := must(NewListState(b, "l", Int64Codec{}, Int64Codec{}))
+		for k := range int64(300) {
+			for v := range k % 4 {
+				s.Add(k, v)
+			}
 		}
-	}
-	b.Snapshot()
-	seen := map[int64]int{}
-	s.All(func(k int64, vs []int64) bool {
-		seen[k]++
-		if int64(len(vs)) != k%4 {
-			t.Fatalf("key %d: list %v", k, vs)
+		b.Snapshot()
+		seen := map[int64]int{}
+		s.All(func(k int64, vs []int64) bool {
+			seen[k]++
+			if int64(len(vs)) != k%4 {
+				t.Fatalf("key %d: list %v", k, vs)
+			}
+			s.Clear(k)
+			return true
+		})
+		// Keys with an empty list (k%4 == 0) hold no list at all.
+		if len(seen) != 225 {
+			t.Fatalf("All visited %d keys, want 225", len(seen))
 		}
-		s.Clear(k)
-		return true
+		for k, n := range seen {
+			if n != 1 {
+				t.Fatalf("key %d visited %d times", k, n)
+			}
+		}
+		n := 0
+		s.All(func(int64, []int64) bool { n++; return true })
+		if n != 0 {
+			t.Fatalf("%d lists left after clearing each during All", n)
+		}
 	})
-	// Keys with an empty list (k%4 == 0) hold no list at all.
-	if len(seen) != 225 {
-		t.Fatalf("All visited %d keys, want 225", len(seen))
-	}
-	for k, n := range seen {
-		if n != 1 {
-			t.Fatalf("key %d visited %d times", k, n)
-		}
-	}
-	n := 0
-	s.All(func(int64, []int64) bool { n++; return true })
-	if n != 0 {
-		t.Fatalf("%d lists left after clearing each during All", n)
-	}
 }
 
 // MoveRestoredValues and MoveRestoredLists move a restored, unclaimed state

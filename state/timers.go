@@ -26,6 +26,11 @@ type Timers[K comparable] struct {
 	// nextSeq numbers registrations.
 	// INVARIANT: greater than every seq stored in tables.
 	nextSeq uint64
+
+	// lsm and lt are set on an LSM backend: the timers are in its store
+	// (see lsmTimers), and tables and queue stay empty.
+	lsm *lsmState
+	lt  *lsmTimers
 }
 
 // timerID identifies a timer within its key group.
@@ -72,6 +77,10 @@ func (t *Timers[K]) Register(key K, namespace int64, ts int64) {
 	if !ok {
 		return
 	}
+	if t.lsm != nil {
+		t.lsmRegister(i, key, namespace, ts)
+		return
+	}
 	tab := &t.tables[i]
 	id := timerID[K]{key: key, ns: namespace, ts: ts}
 	if _, ok := tab.m[id]; ok {
@@ -91,6 +100,10 @@ func (t *Timers[K]) Register(key K, namespace int64, ts int64) {
 func (t *Timers[K]) Delete(key K, namespace int64, ts int64) {
 	i, ok := t.index(key)
 	if !ok {
+		return
+	}
+	if t.lsm != nil {
+		t.lsmDelete(i, key, namespace, ts)
 		return
 	}
 	tab := &t.tables[i]
@@ -123,6 +136,9 @@ func (t *Timers[K]) Delete(key K, namespace int64, ts int64) {
 //
 // Cost: O(log n) per fired timer.
 func (t *Timers[K]) Advance(watermark int64, fire func(key K, namespace int64, ts int64) error) error {
+	if t.lsm != nil {
+		return t.lsmAdvance(watermark, fire)
+	}
 	for len(t.queue) > 0 && t.queue[0].id.ts <= watermark {
 		it := t.queue.pop()
 		tab := &t.tables[it.kgi]
@@ -142,11 +158,19 @@ func (t *Timers[K]) Advance(watermark int64, fire func(key K, namespace int64, t
 }
 
 // Len returns the number of pending timers.
-func (t *Timers[K]) Len() int { return t.live }
+func (t *Timers[K]) Len() int {
+	if t.lt != nil {
+		return t.lt.live
+	}
+	return t.live
+}
 
 // Next returns the earliest pending timer's timestamp; ok is false when no
 // timer is pending. It may discard stale queue items but changes no state.
 func (t *Timers[K]) Next() (ts int64, ok bool) {
+	if t.lsm != nil {
+		return t.lsmNext()
+	}
 	for len(t.queue) > 0 {
 		it := t.queue[0]
 		if seq, ok := t.tables[it.kgi].m[it.id]; ok && seq == it.seq {

@@ -8,6 +8,9 @@ type ValueState[K comparable, V any] struct {
 	kc     Codec[K]
 	vc     Codec[V]
 	tables []valueTable[K, V] // indexed by key group - Start
+	// lsm is set on an LSM backend: the entries are in its store and
+	// tables stay empty.
+	lsm *lsmState
 }
 
 // valueTable is one key group's entries.
@@ -45,6 +48,9 @@ func (s *ValueState[K, V]) Get(key K) (V, bool) {
 		var zero V
 		return zero, false
 	}
+	if s.lsm != nil {
+		return s.lsmGet(i, key)
+	}
 	v, ok := s.tables[i].m[key]
 	return v, ok
 }
@@ -53,6 +59,10 @@ func (s *ValueState[K, V]) Get(key K) (V, bool) {
 func (s *ValueState[K, V]) Update(key K, v V) {
 	i, ok := s.index(key)
 	if !ok {
+		return
+	}
+	if s.lsm != nil {
+		s.lsmUpdate(i, key, v)
 		return
 	}
 	t := &s.tables[i]
@@ -66,6 +76,10 @@ func (s *ValueState[K, V]) Update(key K, v V) {
 func (s *ValueState[K, V]) Clear(key K) {
 	i, ok := s.index(key)
 	if !ok {
+		return
+	}
+	if s.lsm != nil {
+		s.lsmClear(i, key)
 		return
 	}
 	t := &s.tables[i]
@@ -84,6 +98,10 @@ func (s *ValueState[K, V]) Clear(key K) {
 // visits. (A Clear or Update that copies a frozen key group's table, see
 // Backend, leaves the table All is reading untouched.)
 func (s *ValueState[K, V]) All(f func(K, V) bool) {
+	if s.lsm != nil {
+		s.lsmAll(f)
+		return
+	}
 	for i := range s.tables {
 		for k, v := range s.tables[i].m {
 			if !f(k, v) {
@@ -93,8 +111,12 @@ func (s *ValueState[K, V]) All(f func(K, V) bool) {
 	}
 }
 
-// Len returns the number of keys with a value, in O(key groups).
+// Len returns the number of keys with a value, in O(key groups) (on an
+// LSM backend in O(entries): it counts them).
 func (s *ValueState[K, V]) Len() int {
+	if s.lsm != nil {
+		return lsmCount(s.lsm, s.name, s.start, s.n)
+	}
 	n := 0
 	for i := range s.tables {
 		n += len(s.tables[i].m)
