@@ -61,9 +61,13 @@ type SubtaskState struct {
 	// Shared keeps M's files from deletion while the checkpoint is kept
 	// (Metadata.References; retention is reference-counted).
 	Shared []storage.Handle `json:"shared,omitempty"`
-	// StateReused is how many bytes of the Shared files the snapshot uses:
-	// State.Size + StateReused is what a full snapshot would have written.
-	StateReused int64 `json:"state_reused,omitempty"`
+	// StateReused is how many bytes of the Shared files of earlier
+	// checkpoints the snapshot uses, and StateWritten the bytes of the
+	// Shared files of this checkpoint (an LSM store's new data files, which
+	// its State file, a manifest, names): State.Size + StateWritten +
+	// StateReused is what a full snapshot would have written.
+	StateReused  int64 `json:"state_reused,omitempty"`
+	StateWritten int64 `json:"state_written,omitempty"`
 	// Inline is small operator state kept in the metadata itself (a source's
 	// replay position).
 	Inline []byte `json:"inline,omitempty"`
@@ -211,7 +215,7 @@ func (m *Metadata) Size() int64 {
 		if t.State != nil {
 			n += t.State.Size
 		}
-		n += t.StateReused + int64(len(t.Inline))
+		n += t.StateWritten + t.StateReused + int64(len(t.Inline))
 	}
 	return n
 }

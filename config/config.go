@@ -43,6 +43,10 @@ type Pipeline struct {
 	storage storage.Storage
 	// Restart is the effective restart strategy.
 	Restart runtime.RestartOptions
+	// State is where keyed state lives: nil keeps it in memory (state.backend:
+	// memory, the default); set, in Pebble stores below its Dir
+	// (state.backend: pebble).
+	State *state.LSMOptions
 	// Stream is the built graph.
 	Stream *stream.Pipeline
 	// Warnings are findings that do not stop the pipeline, in file order:
@@ -70,7 +74,7 @@ type Pipeline struct {
 
 // RunOptions returns the options to run the pipeline with.
 func (p *Pipeline) RunOptions() stream.RunOptions {
-	return stream.RunOptions{Checkpoint: p.Checkpoint, CheckpointDir: p.CheckpointDir, Storage: p.storage, Restart: p.Restart}
+	return stream.RunOptions{Checkpoint: p.Checkpoint, CheckpointDir: p.CheckpointDir, Storage: p.storage, Restart: p.Restart, LSM: p.State}
 }
 
 // yamlLine matches the "line N: " prefix of YAML syntax errors.
@@ -228,6 +232,7 @@ func Parse(path string, data []byte) (*Pipeline, error) {
 		b.sink(name, sinks.line(name), sinks.sub(name))
 	}
 	sinks.done()
+	out.State = b.state(top.sub("state"))
 	top.done()
 	b.unreadSideOutputs()
 	b.unreadTransforms(transforms)
@@ -399,6 +404,45 @@ func (b *builder) restart(m *mapping) runtime.RestartOptions {
 
 // http reads the http block, the settings of ingest run's HTTP server, and
 // returns its token.
+// state reads the state section: where keyed state lives. Its directory
+// must not overlap the checkpoint directory or a file sink's: checkpoint
+// files or sink output inside it (or it inside them) would be read as the
+// other's.
+func (b *builder) state(m *mapping) *state.LSMOptions {
+	defer m.done()
+	switch backend := m.str("backend", "memory"); backend {
+	case "memory":
+		for _, k := range []string{"dir", "cache"} {
+			if m.has(k) {
+				b.e.add(m.get(k), m.field(k), "applies to backend: pebble only (state is in memory)")
+			}
+		}
+		return nil
+	case "pebble":
+	default:
+		b.e.add(m.get("backend"), m.field("backend"), "unknown state backend %q (known: memory, pebble)", backend)
+		return nil
+	}
+	o := &state.LSMOptions{Dir: b.path(m.required("dir")), CacheBytes: m.size("cache", state.DefaultLSMCacheBytes)}
+	m.positive("cache", o.CacheBytes > 0)
+	if o.Dir == "" {
+		return o
+	}
+	nested := func(a, c string) bool {
+		rel, err := filepath.Rel(a, c)
+		return err == nil && (rel == "." || (rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))))
+	}
+	if b.checkpointDir != "" && (nested(o.Dir, b.checkpointDir) || nested(b.checkpointDir, o.Dir)) {
+		b.e.add(m.get("dir"), m.field("dir"), "%s overlaps the checkpoint directory %s: the state directory is the engine's working copy, the checkpoint directory its durable one", o.Dir, b.checkpointDir)
+	}
+	for other, at := range b.paths {
+		if nested(o.Dir, other) || nested(other, o.Dir) {
+			b.e.add(m.get("dir"), m.field("dir"), "%s overlaps the path of the sink at line %d", o.Dir, at.Line)
+		}
+	}
+	return o
+}
+
 func (b *builder) http(m *mapping) string {
 	token := m.str("token", "")
 	m.done()

@@ -187,6 +187,32 @@ func (m *mapping) int(key string, def int64) int64 {
 	return i
 }
 
+// size reads a byte size: a whole number of bytes, or one with a unit of
+// KiB, MiB, GiB or TiB (powers of 1024) or kB, MB, GB, TB (powers of 1000).
+func (m *mapping) size(key string, def int64) int64 {
+	v, ok := m.scalar(key)
+	if !ok {
+		return def
+	}
+	s := strings.ReplaceAll(strings.TrimSpace(v.Value), "_", "")
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"kB", 1e3}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}} {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || (n > 0 && mult > math.MaxInt64/n) {
+		m.fail(key, v, "%q is not a size (a whole number of bytes, or with a unit: 512MiB, 2GiB, 100MB)", v.Value)
+		return def
+	}
+	return n * mult
+}
+
 func (m *mapping) float(key string, def float64) float64 {
 	v, ok := m.scalar(key)
 	if !ok {

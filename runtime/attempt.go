@@ -73,15 +73,23 @@ type attempt struct {
 	// ledger is the durable checkpoint ledger; the store goroutine only
 	// (WriteLedger actions run there, one at a time).
 	ledger checkpoint.Ledger
+	// backends are the subtasks' state backends, closed by shutdown (or
+	// by build when it fails).
+	backends []*state.Backend
 }
 
 // build creates channels, tasks and the coordinator for one attempt.
-func (j *Job) build(ctx context.Context, n int, rec *recovery) (*attempt, error) {
+func (j *Job) build(ctx context.Context, n int, rec *recovery) (_ *attempt, err error) {
 	if err := j.checkPlanMatches(rec); err != nil {
 		return nil, err
 	}
 	actx, cancel := context.WithCancelCause(ctx)
 	a := &attempt{job: j, n: n, rec: rec, ctx: actx, cancel: cancel, events: make(chan taskEvent, 1024)}
+	defer func() {
+		if err != nil {
+			a.closeBackends()
+		}
+	}()
 	p := j.plan
 	maxP := p.MaxParallelism
 
@@ -121,7 +129,12 @@ func (j *Job) build(ctx context.Context, n int, rec *recovery) (*attempt, error)
 			for _, node := range chain {
 				id := checkpoint.TaskID{Operator: node.ID, Subtask: sub}
 				kgs := state.KeyGroupRangeFor(maxP, node.Parallelism, sub)
-				b := state.NewBackend(node.ID, maxP, kgs)
+				b, err := j.newBackend(rec.jobID, node.ID, maxP, kgs)
+				if err != nil {
+					cancel(err)
+					return nil, err
+				}
+				a.backends = append(a.backends, b)
 				restored, union, err := j.restoreState(ctx, rec, node, id, b)
 				if err != nil {
 					cancel(err)
@@ -215,6 +228,13 @@ func (j *Job) build(ctx context.Context, n int, rec *recovery) (*attempt, error)
 				a.sources = append(a.sources, t)
 			}
 			a.tasks = append(a.tasks, t)
+		}
+	}
+	if j.lsm != nil {
+		// Every backend restored what it needed from the files the
+		// verification pass fetched.
+		if err := j.lsm.ClearFetched(); err != nil {
+			j.log.Warn("removing fetched state files", "err", err)
 		}
 	}
 	a.gate = newStartGate(len(a.tasks), a.checkStateSchemas)
@@ -419,6 +439,7 @@ func lockLost(err error) bool { return err != nil && errors.Is(err, storage.ErrL
 func (a *attempt) shutdown(tasks *sync.WaitGroup) {
 	tasks.Wait()
 	a.async.Wait()
+	a.closeBackends()
 	a.store.close()
 	a.commit.close()
 	a.cancel(errors.New("attempt ended"))

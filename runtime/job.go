@@ -14,6 +14,7 @@ import (
 
 	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/clock"
+	"github.com/ingest-engine/ingest/state"
 	"github.com/ingest-engine/ingest/storage"
 )
 
@@ -53,6 +54,10 @@ type Options struct {
 	// a second of real time. Durations of work (how long a write took) are
 	// measured on the wall clock whatever this is.
 	Clock clock.Clock
+	// LSM keeps keyed state in Pebble stores on local disk, for state
+	// larger than memory, when set (see state.NewLSMBackend); nil keeps it
+	// in memory. YAML: state: {backend: pebble, dir: ..., cache: ...}.
+	LSM *state.LSMOptions
 }
 
 // Stats are counters of a job, safe to read while it runs.
@@ -110,6 +115,10 @@ type Job struct {
 
 	// obs collects what Observe reports (observe.go).
 	obs observer
+
+	// lsm is the job's LSM environment (Options.LSM), created by the first
+	// attempt that needs it and closed when Run returns.
+	lsm *state.LSMEnv
 }
 
 // NewJob validates plan and options.
@@ -165,6 +174,7 @@ func (j *Job) Run(ctx context.Context) error {
 		}
 		defer release()
 	}
+	defer j.closeLSM()
 	clock := j.restartClock()
 	b := newBackoff(j.opts.Restart)
 	// stop ends one pause, the first after Stop; later ones run their course

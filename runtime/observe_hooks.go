@@ -365,12 +365,18 @@ func (ob *observer) acked(id int64, st checkpoint.SubtaskState) {
 	if r == nil || r.Status != CheckpointInProgress || slices.ContainsFunc(r.Subtasks, func(s SubtaskCheckpoint) bool { return s.Task == st.Task }) {
 		return // a late or duplicate acknowledgement: the coordinator ignores it too
 	}
-	size := int64(len(st.Inline))
+	size := int64(len(st.Inline)) + st.StateWritten
 	if st.State != nil {
 		size += st.State.Size
 	}
+	reused := 0 // files of earlier checkpoints
+	for _, h := range st.Shared {
+		if h.Checkpoint != id {
+			reused++
+		}
+	}
 	r.ack(SubtaskCheckpoint{Task: st.Task, Sync: st.SyncDuration, Async: st.AsyncDuration, Alignment: st.Alignment,
-		StateSize: size, StateReused: st.StateReused, SharedFiles: len(st.Shared), StorageWrite: ob.stateWrites[id][st.Task]})
+		StateSize: size, StateReused: st.StateReused, SharedFiles: reused, StorageWrite: ob.stateWrites[id][st.Task]})
 	delete(ob.stateWrites[id], st.Task)
 	op := st.Task.Operator
 	ob.alignment.observe(op, st.Alignment)

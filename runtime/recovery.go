@@ -267,17 +267,42 @@ func (j *Job) restoreState(ctx context.Context, rec *recovery, n *Node, t checkp
 			union = append(union, s.Inline)
 		}
 	}
-	var files [][]byte
+	var files, manifests [][]byte
 	for _, s := range mine {
 		if !rescaled && s.Task != t {
 			continue
 		}
-		for _, h := range stateFiles(s) {
+		if s.State != nil {
+			// An LSM backend's state file is a manifest: the backend
+			// fetches the data files it names itself.
+			data, err := j.readState(ctx, rec, *s.State)
+			if err != nil {
+				return nil, nil, fmt.Errorf("reading state of %v from checkpoint %d: %w", s.Task, rec.meta.ID, err)
+			}
+			if isLSMState(data) {
+				manifests = append(manifests, data)
+				continue
+			}
+			files = append(files, data)
+		}
+		for _, h := range s.Shared {
 			data, err := j.readState(ctx, rec, h)
 			if err != nil {
 				return nil, nil, fmt.Errorf("reading state of %v from checkpoint %d%s: %w", s.Task, rec.meta.ID, sharedFrom(rec.meta.ID, h), err)
 			}
 			files = append(files, data)
+		}
+	}
+	if len(manifests) > 0 {
+		if len(files) > 0 {
+			return nil, nil, incompatible(fmt.Errorf("checkpoint %d holds the state of node %s partly in the pebble backend and partly in memory", rec.meta.ID, n.ID))
+		}
+		if err := b.RestoreLSM(ctx, j.storage, manifests...); err != nil {
+			err = fmt.Errorf("restoring state of %v from checkpoint %d: %w", t, rec.meta.ID, err)
+			if errors.Is(err, state.ErrStateMismatch) {
+				err = incompatible(err)
+			}
+			return nil, nil, err
 		}
 	}
 	if len(files) > 0 {

@@ -651,7 +651,18 @@ func (t *task) write(ctx context.Context, id int64, c capture, alignment time.Du
 		Alignment:    alignment,
 		SyncDuration: c.sync,
 	}
-	if c.keyed != nil {
+	if c.keyed != nil && c.keyed.IsLSM() {
+		st.States = stateSchemas(c.keyed.Schemas())
+		start := clk.Now()
+		err := t.uploadLSM(ctx, id, c, &st)
+		t.att.job.obs.stateWritten(id, c.link.id, clk.Now().Sub(start))
+		if err == nil {
+			err = failpoint.Inject("task/during-async-write")
+		}
+		if err != nil {
+			return taskEvent{kind: evDecline, task: c.link.id, id: id, err: fmt.Errorf("writing state: %w", err)}
+		}
+	} else if c.keyed != nil {
 		st.States = stateSchemas(c.keyed.Schemas())
 		enc, err := c.keyed.EncodeCheckpoint()
 		c.keyed.Release() // encoded once: its tables may reclaim what it pinned

@@ -130,11 +130,21 @@ func (j *Job) verifyCheckpoint(ctx context.Context, id int64, c *candidate) (*ch
 	}
 	files := map[storage.Handle]*verifiedFile{}
 	for _, s := range m.Tasks {
-		for _, h := range stateFiles(s) {
+		for k, h := range stateFiles(s) {
+			if k > 0 && s.State != nil && files[*s.State] != nil && isLSMState(files[*s.State].data) {
+				break // verified with the manifest (verifyLSM)
+			}
 			data, err := j.storage.ReadFile(ctx, h)
 			if err != nil {
 				// The storage error names the file's path and the reason.
 				return nil, nil, fmt.Errorf("checkpoint %d: state file %s of %v %s%s: %w", id, h.Name, s.Task, damageReason(err), sharedFrom(id, h), err)
+			}
+			if k == 0 && isLSMState(data) {
+				if err := j.verifyLSM(ctx, m, s, data); err != nil {
+					return nil, nil, err
+				}
+				files[h] = &verifiedFile{data: data, uses: max(uses[s.Task.Operator], 1)}
+				continue
 			}
 			if _, err := state.Inspect(data); err != nil {
 				p := path.Join(j.storage.Location(), storage.CheckpointDirName(h.Checkpoint), h.Name)

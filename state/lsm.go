@@ -186,7 +186,7 @@ func NewLSMBackend(env *LSMEnv, operator string, maxParallelism int, kgRange Key
 	b := NewBackend(operator, maxParallelism, kgRange)
 	b.lsm = &lsmStore{
 		env:        env,
-		dir:        filepath.Join(env.dir, pathSafe(operator), fmt.Sprintf("kg-%d-%d", kgRange.Start, kgRange.End)),
+		dir:        backendDir(env.dir, operator, kgRange),
 		catalog:    map[string]*lsmCatalogEntry{},
 		claimed:    map[string]bool{},
 		nextSID:    1,

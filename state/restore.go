@@ -51,6 +51,9 @@ func (r *restoredState) appendEntries(dst []byte, i int) []byte {
 // is missing). Each key group is taken from the newest file holding it: an
 // incremental file's sections override its chain's earlier files.
 func (b *Backend) Restore(snapshots ...[]byte) error {
+	if b.lsm != nil && len(snapshots) > 0 {
+		return fmt.Errorf("%w: operator %q: the checkpoint holds state of the memory backend; this pipeline keeps state in pebble (state.backend: pebble): run it with the backend that wrote the checkpoint, or start from an empty checkpoint directory", ErrStateMismatch, b.operator)
+	}
 	if b.restoreCalled {
 		return fmt.Errorf("state: operator %q: Restore called twice", b.operator)
 	}

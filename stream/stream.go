@@ -140,6 +140,9 @@ type RunOptions struct {
 	// Clock is the job's clock (runtime.Options.Clock); nil is the wall
 	// clock.
 	Clock clock.Clock
+	// LSM keeps keyed state in Pebble stores on local disk, for state
+	// larger than memory (runtime.Options.LSM); nil keeps it in memory.
+	LSM *state.LSMOptions
 }
 
 // NewJob plans the pipeline and returns a job ready to Run.
@@ -173,7 +176,7 @@ func (p *Pipeline) NewJob(o RunOptions) (*runtime.Job, error) {
 		}
 	}
 	return runtime.NewJob(plan, runtime.Options{Checkpoint: o.Checkpoint, Storage: st, Restart: o.Restart, Log: o.Log,
-		AllowDuplicates: o.AllowDuplicates, AllowNonRestoredState: o.AllowNonRestoredState, AcceptLostOutput: o.AcceptLostOutput, Clock: o.Clock})
+		AllowDuplicates: o.AllowDuplicates, AllowNonRestoredState: o.AllowNonRestoredState, AcceptLostOutput: o.AcceptLostOutput, Clock: o.Clock, LSM: o.LSM})
 }
 
 // Run plans and runs the pipeline until it finishes, ctx is cancelled or

@@ -238,9 +238,10 @@ func writeInspection(b *strings.Builder, m *checkpoint.Metadata, newest bool) {
 			if t.State != nil {
 				written += t.State.Size
 			}
+			written += t.StateWritten
 			size += t.StateReused
 			for _, h := range t.Shared {
-				if !slices.Contains(on, h.Checkpoint) {
+				if h.Checkpoint != m.ID && !slices.Contains(on, h.Checkpoint) {
 					on = append(on, h.Checkpoint)
 				}
 			}
