@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -73,8 +74,13 @@ type LSMEnv struct {
 	dir      string
 	cache    *pebble.Cache
 	memtable uint64
-	log      *slog.Logger
-	closed   sync.Once
+	// writeBudget bounds each backend's write-back cache (see writeCache).
+	writeBudget int
+	// noCompactions turns Pebble's automatic compactions off: tests that
+	// count the files a checkpoint writes.
+	noCompactions bool
+	log           *slog.Logger
+	closed        sync.Once
 }
 
 // NewLSMEnv creates the shared environment of a job's LSM backends, in
@@ -100,7 +106,10 @@ func NewLSMEnv(opts LSMOptions, job string) (*LSMEnv, error) {
 	// A memtable holds the writes between two checkpoints (each flushes
 	// it): an eighth of the cache, between 4 and 64 MiB.
 	mt := uint64(min(max(opts.CacheBytes/8, 4<<20), 64<<20))
-	return &LSMEnv{dir: dir, cache: pebble.NewCache(opts.CacheBytes), memtable: mt, log: log}, nil
+	// Each backend's write-back cache: an eighth of the block cache,
+	// between 1 and 64 MiB.
+	wb := int(min(max(opts.CacheBytes/8, 1<<20), 64<<20))
+	return &LSMEnv{dir: dir, cache: pebble.NewCache(opts.CacheBytes), memtable: mt, writeBudget: wb, log: log}, nil
 }
 
 // Dir returns the job's directory.
@@ -167,6 +176,8 @@ type lsmStore struct {
 	pending   map[int64]*lsmSnapshot
 	completed int64
 
+	// cache holds the entries read and written lately (see writeCache).
+	cache *writeCache
 	// kbuf is a reused key buffer of the task goroutine.
 	kbuf []byte
 	// persisters are the registered Timers by name, whose per key group
@@ -192,6 +203,7 @@ func NewLSMBackend(env *LSMEnv, operator string, maxParallelism int, kgRange Key
 		nextSID:    1,
 		pending:    map[int64]*lsmSnapshot{},
 		persisters: map[string]lsmPersister{},
+		cache:      newWriteCache(env.writeBudget),
 	}
 	return b
 }
@@ -228,6 +240,7 @@ func (e *LSMEnv) pebbleOptions(readOnly bool) *pebble.Options {
 		MemTableStopWritesThreshold: 4,
 		MaxManifestFileSize:         512 << 10, // the manifest travels inside every checkpoint
 		ReadOnly:                    readOnly,
+		DisableAutomaticCompactions: e.noCompactions,
 		Logger:                      pebbleLogger{e.log},
 	}
 	for i := range o.Levels {
@@ -246,7 +259,9 @@ func (e *LSMEnv) pebbleOptions(readOnly bool) *pebble.Options {
 type pebbleLogger struct{ log *slog.Logger }
 
 func (l pebbleLogger) Infof(format string, args ...any) {
-	l.log.Debug("pebble: " + fmt.Sprintf(format, args...))
+	if l.log.Enabled(context.Background(), slog.LevelDebug) {
+		l.log.Debug("pebble: " + fmt.Sprintf(format, args...))
+	}
 }
 func (l pebbleLogger) Errorf(format string, args ...any) {
 	l.log.Error("pebble: " + fmt.Sprintf(format, args...))
@@ -319,11 +334,18 @@ func (l *lsmState) fail(name, what string, err error) {
 	l.b.fail(fmt.Errorf("state: operator %q state %q: %s: %w", l.b.operator, name, what, err))
 }
 
-// get returns a copy of the value of key, or false. A store error is
-// recorded (fail) and reads as absent.
+// get returns the value of key, or false. The slice must not be modified
+// (it may be the cache's). A store error is recorded (fail) and reads as
+// absent.
 func (l *lsmState) get(name string, key []byte) ([]byte, bool) {
-	v, c, err := l.s.db.Get(key)
+	c := l.s.cache
+	if e := c.lookup(key); e != nil {
+		return e.val, !e.deleted
+	}
+	v, closer, err := l.s.db.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
+		c.put(key, nil, true, false)
+		l.evict(name)
 		return nil, false
 	}
 	if err != nil {
@@ -331,54 +353,77 @@ func (l *lsmState) get(name string, key []byte) ([]byte, bool) {
 		return nil, false
 	}
 	out := append([]byte(nil), v...)
-	_ = c.Close()
+	_ = closer.Close()
+	c.put(key, out, false, false)
+	l.evict(name)
 	return out, true
 }
 
-// view calls f with the value of key, valid only during f, and reports
-// whether there was one.
+// view calls f with the value of key, and reports whether there was one.
 func (l *lsmState) view(name string, key []byte, f func([]byte)) bool {
-	v, c, err := l.s.db.Get(key)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return false
+	v, ok := l.get(name, key)
+	if ok {
+		f(v)
 	}
-	if err != nil {
-		l.fail(name, "reading", err)
-		return false
-	}
-	f(v)
-	_ = c.Close()
-	return true
+	return ok
 }
 
 func (l *lsmState) set(name string, key, val []byte) {
-	if err := l.s.db.Set(key, val, pebble.NoSync); err != nil {
-		l.fail(name, "writing", err)
-	}
+	l.s.cache.put(key, append([]byte(nil), val...), false, true)
+	l.evict(name)
 }
 
+// merge appends val to the value of key (a list's elements, see the key
+// layout): in the cache when key is cached, else in the store.
 func (l *lsmState) merge(name string, key, val []byte) {
+	c := l.s.cache
+	if e := c.lookup(key); e != nil {
+		var nv []byte
+		if !e.deleted {
+			nv = append(nv, e.val...)
+		}
+		c.put(key, append(nv, val...), false, true)
+		l.evict(name)
+		return
+	}
 	if err := l.s.db.Merge(key, val, pebble.NoSync); err != nil {
 		l.fail(name, "writing", err)
 	}
 }
 
 func (l *lsmState) del(name string, key []byte) {
-	if err := l.s.db.Delete(key, pebble.NoSync); err != nil {
-		l.fail(name, "deleting", err)
-	}
+	l.s.cache.put(key, nil, true, true)
+	l.evict(name)
 }
 
+// delRange deletes the keys in [start, end), which share their 4-byte
+// prefix (end may be that prefix's end).
 func (l *lsmState) delRange(name string, start, end []byte) {
+	l.s.cache.dropRange(start, end)
 	if err := l.s.db.DeleteRange(start, end, pebble.NoSync); err != nil {
 		l.fail(name, "deleting", err)
 	}
 }
 
-// scan calls f for every entry whose key starts with prefix, in key order,
-// with the key after the prefix and the value (both valid only during f),
-// until f returns false. Writes during the scan are not seen by it.
+// evict writes the cache's dirty entries to the store and empties it when
+// it is past its budget.
+func (l *lsmState) evict(name string) {
+	if l.s.cache.full() {
+		if err := l.s.cache.flush(l.s.db, true); err != nil {
+			l.fail(name, "writing", err)
+		}
+	}
+}
+
+// scan calls f for every entry whose key starts with prefix (at least the
+// 4-byte prefix of a key group and state), in key order, with the key after
+// the prefix and the value (both valid only during f), until f returns
+// false. Writes during the scan are not seen by it.
 func (l *lsmState) scan(name string, prefix []byte, f func(k, v []byte) bool) {
+	if err := l.s.cache.flushBucket(l.s.db, prefix); err != nil {
+		l.fail(name, "writing", err)
+		return
+	}
 	it, err := l.s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
 	if err != nil {
 		l.fail(name, "reading", err)
@@ -402,6 +447,10 @@ func (l *lsmState) scan(name string, prefix []byte, f func(k, v []byte) bool) {
 // first returns a copy of the first key (after prefix) and value under
 // prefix at or after from (a key suffix; nil: the first), or false.
 func (l *lsmState) first(name string, prefix, from []byte) (k, v []byte, ok bool) {
+	if err := l.s.cache.flushBucket(l.s.db, prefix); err != nil {
+		l.fail(name, "writing", err)
+		return nil, nil, false
+	}
 	it, err := l.s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
 	if err != nil {
 		l.fail(name, "reading", err)

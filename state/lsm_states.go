@@ -21,7 +21,7 @@ type lsmAttacher interface {
 // decodeAll decodes src with c, which must consume all of it.
 func decodeAll[T any](c Codec[T], src []byte) (T, error) {
 	v, n, err := c.Decode(src)
-	if err = readBack(c.Name(), n, len(src), err); err != nil {
+	if err = readBack(c, n, len(src), err); err != nil {
 		var zero T
 		return zero, err
 	}

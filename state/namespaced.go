@@ -251,7 +251,7 @@ func (s *NamespacedValueState[K, V]) fail(ns int64, err error) {
 // decode decodes a stored value into a new V.
 func (s *NamespacedValueState[K, V]) decode(ns int64, val []byte) (V, bool) {
 	v, n, err := s.vc.Decode(val)
-	if err = readBack(s.vc.Name(), n, len(val), err); err != nil {
+	if err = readBack(s.vc, n, len(val), err); err != nil {
 		s.fail(ns, fmt.Errorf("decoding a stored value: %w", err))
 		var zero V
 		return zero, false
@@ -260,10 +260,11 @@ func (s *NamespacedValueState[K, V]) decode(ns int64, val []byte) (V, bool) {
 }
 
 // readBack is a codec's result reading back a value it wrote: err, or an
-// error when it read other than all size bytes.
-func readBack(codec string, n, size int, err error) error {
+// error when it read other than all size bytes. It asks the codec's name
+// only then: some codecs build it with Sprintf, too slow for every read.
+func readBack(codec interface{ Name() string }, n, size int, err error) error {
 	if err == nil && n != size {
-		err = fmt.Errorf("codec %s read %d of the %d bytes it wrote", codec, n, size)
+		err = fmt.Errorf("codec %s read %d of the %d bytes it wrote", codec.Name(), n, size)
 	}
 	return err
 }
@@ -364,7 +365,7 @@ func (s *NamespacedValueState[K, V]) decodeReusing(ns int64, src []byte) (V, boo
 		return s.decode(ns, src)
 	}
 	n, err := s.into.DecodeInto(&s.scratch, src)
-	if err = readBack(s.vc.Name(), n, len(src), err); err != nil {
+	if err = readBack(s.vc, n, len(src), err); err != nil {
 		s.fail(ns, fmt.Errorf("decoding a stored value: %w", err))
 		var zero V
 		return zero, false
@@ -414,7 +415,7 @@ func (s *NamespacedValueState[K, V]) Entries(ns int64, f func(K, V) bool) {
 		}
 		for kb, vb := range t.All() {
 			k, n, err := s.kc.Decode(kb)
-			if err = readBack(s.kc.Name(), n, len(kb), err); err != nil {
+			if err = readBack(s.kc, n, len(kb), err); err != nil {
 				s.fail(ns, fmt.Errorf("decoding a stored key: %w", err))
 				return
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ingest-engine/ingest/nexmark/query"
+	"github.com/ingest-engine/ingest/state"
 )
 
 func benchCmd() *cobra.Command {
@@ -27,7 +28,8 @@ func benchCmd() *cobra.Command {
 func benchNexmarkCmd() *cobra.Command {
 	var o query.BenchOptions
 	var eventsPerSecond int64
-	var cpuProfile, memProfile string
+	var cpuProfile, memProfile, stateBackend string
+	var stateCacheMiB int64
 	cmd := &cobra.Command{
 		Use:   "nexmark --query qN --events N",
 		Short: "Run a Nexmark query exactly-once with checkpoints and measure it",
@@ -68,6 +70,18 @@ checkpoint when started again with the same flags.`,
 				}
 				defer os.RemoveAll(dir)
 				o.CheckpointDir = dir
+			}
+			switch stateBackend {
+			case "memory":
+			case "pebble":
+				dir, err := os.MkdirTemp("", "ingest-bench-state-")
+				if err != nil {
+					return err
+				}
+				defer os.RemoveAll(dir)
+				o.LSM = &state.LSMOptions{Dir: dir, CacheBytes: stateCacheMiB << 20}
+			default:
+				return &exitError{code: exitConfig, err: fmt.Errorf("--state-backend %q: known backends are memory and pebble", stateBackend)}
 			}
 			if eventsPerSecond != query.BenchEventsPerSecond {
 				o.Generator = query.BenchGenerator(eventsPerSecond)
@@ -130,6 +144,8 @@ checkpoint when started again with the same flags.`,
 	f.StringVar(&o.Output, "output", "", "write result rows as JSON Lines (transactional file sink) under this directory")
 	f.Int64Var(&eventsPerSecond, "events-per-second", query.BenchEventsPerSecond, "event-time density: events per second of event time")
 	f.Float64Var(&o.Rate, "rate", 0, "limit the source to this many events per second of wall-clock time (0: as fast as possible)")
+	f.StringVar(&stateBackend, "state-backend", "memory", "where keyed state lives: memory, or pebble (Pebble stores in a temporary directory)")
+	f.Int64Var(&stateCacheMiB, "state-cache-mib", state.DefaultLSMCacheBytes>>20, "the pebble backend's block cache, MiB")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) to this file")
 	f.StringVar(&memProfile, "memprofile", "", "write an allocation profile (go tool pprof -sample_index=alloc_space) to this file; every allocation is sampled, which slows the run")
 	_ = cmd.MarkFlagRequired("query")

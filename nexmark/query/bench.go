@@ -12,6 +12,7 @@ import (
 	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/nexmark"
 	"github.com/ingest-engine/ingest/runtime"
+	"github.com/ingest-engine/ingest/state"
 	"github.com/ingest-engine/ingest/stream"
 )
 
@@ -66,6 +67,9 @@ type BenchOptions struct {
 	Progress func(Progress)
 	// Log receives the job's log; nil discards it.
 	Log *slog.Logger
+	// LSM keeps the queries' keyed state in Pebble stores (the pebble
+	// backend) when set; nil keeps it in memory.
+	LSM *state.LSMOptions
 }
 
 // Progress is a benchmark's state while it runs.
@@ -237,7 +241,7 @@ func Bench(ctx context.Context, o BenchOptions) (Result, error) {
 	if o.FinalCheckpointOnly {
 		ck.Interval = 0
 	}
-	job, err := p.NewJob(stream.RunOptions{Checkpoint: ck, CheckpointDir: o.CheckpointDir, Log: o.Log,
+	job, err := p.NewJob(stream.RunOptions{Checkpoint: ck, CheckpointDir: o.CheckpointDir, Log: o.Log, LSM: o.LSM,
 		Restart: runtime.RestartOptions{Delay: time.Second, MaxAttempts: 3}})
 	if err != nil {
 		return Result{}, err
