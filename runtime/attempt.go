@@ -129,7 +129,7 @@ func (j *Job) build(ctx context.Context, n int, rec *recovery) (_ *attempt, err 
 			for _, node := range chain {
 				id := checkpoint.TaskID{Operator: node.ID, Subtask: sub}
 				kgs := state.KeyGroupRangeFor(maxP, node.Parallelism, sub)
-				b, err := j.newBackend(rec.jobID, node.ID, maxP, kgs)
+				b, err := j.newBackend(actx, rec.jobID, node.ID, maxP, kgs)
 				if err != nil {
 					cancel(err)
 					return nil, err

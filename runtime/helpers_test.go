@@ -264,7 +264,7 @@ func quickRestarts(n int) runtime.RestartOptions {
 // newJob plans p on st.
 func newJob(t *testing.T, p *stream.Pipeline, st storage.Storage, ck checkpoint.Options, rs runtime.RestartOptions) *runtime.Job {
 	t.Helper()
-	job, err := p.NewJob(stream.RunOptions{Storage: st, Checkpoint: ck, Restart: rs})
+	job, err := p.NewJob(stream.RunOptions{Storage: st, Checkpoint: ck, Restart: rs, LSM: testLSM})
 	if err != nil {
 		t.Fatal(err)
 	}

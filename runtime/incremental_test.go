@@ -148,9 +148,11 @@ func TestMissingSharedStateFileIsNamed(t *testing.T) {
 			return err
 		}
 		for _, s := range m.Tasks {
-			if len(s.Shared) > 0 && m.ID > 5 {
-				victim, owner = s.Shared[0], m.ID
-				return fmt.Errorf("stop with checkpoint %d complete: %w", m.ID, failpoint.ErrInjected)
+			for _, h := range s.Shared {
+				if h.Checkpoint < m.ID && m.ID > 5 {
+					victim, owner = h, m.ID
+					return fmt.Errorf("stop with checkpoint %d complete: %w", m.ID, failpoint.ErrInjected)
+				}
 			}
 		}
 		return nil
@@ -166,7 +168,7 @@ func TestMissingSharedStateFileIsNamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs strings.Builder
-	job, err = hotPipeline(src, out).NewJob(stream.RunOptions{Storage: st, Checkpoint: o, Restart: quickRestarts(0), Log: slog.New(slog.NewTextHandler(&logs, nil))})
+	job, err = hotPipeline(src, out).NewJob(stream.RunOptions{Storage: st, Checkpoint: o, Restart: quickRestarts(0), Log: slog.New(slog.NewTextHandler(&logs, nil)), LSM: testLSM})
 	if err != nil {
 		t.Fatal(err)
 	}

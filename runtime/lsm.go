@@ -16,7 +16,7 @@ import (
 // newBackend returns the keyed-state backend of operator's subtask owning
 // kgs: an LSM backend when the job keeps state in Pebble (Options.LSM), else
 // a memory one.
-func (j *Job) newBackend(jobID, operator string, maxP int, kgs state.KeyGroupRange) (*state.Backend, error) {
+func (j *Job) newBackend(ctx context.Context, jobID, operator string, maxP int, kgs state.KeyGroupRange) (*state.Backend, error) {
 	if j.opts.LSM == nil {
 		return state.NewBackend(operator, maxP, kgs), nil
 	}
@@ -31,7 +31,7 @@ func (j *Job) newBackend(jobID, operator string, maxP int, kgs state.KeyGroupRan
 		}
 		j.lsm = env
 	}
-	return state.NewLSMBackend(j.lsm, operator, maxP, kgs), nil
+	return state.NewLSMBackend(ctx, j.lsm, operator, maxP, kgs), nil
 }
 
 // closeLSM releases the job's LSM environment when Run returns.

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -178,6 +179,16 @@ type lsmStore struct {
 
 	// cache holds the entries read and written lately (see writeCache).
 	cache *writeCache
+	// bgErr is the first error Pebble reported from its background work
+	// (a failed flush or compaction, corruption it found). Once set, the
+	// store takes no more writes (they could block on a flush that keeps
+	// failing): every access fails the backend.
+	bgErr atomic.Pointer[error]
+	// bgFailed is closed when bgErr is set.
+	bgFailed chan struct{}
+	// ctx ends when the subtask's attempt does: waits for Pebble (a
+	// checkpoint's flush) end with it.
+	ctx context.Context
 	// kbuf is a reused key buffer of the task goroutine.
 	kbuf []byte
 	// persisters are the registered Timers by name, whose per key group
@@ -192,10 +203,14 @@ type lsmPersister interface{ persist() error }
 // NewLSMBackend returns an empty backend of the LSM kind (see lsm.go) for
 // the subtask of operator that owns kgRange. Its store lives below env's
 // directory; it is opened at the first registration, or by RestoreLSM.
-// Close it when the subtask ends. Panics are as for NewBackend.
-func NewLSMBackend(env *LSMEnv, operator string, maxParallelism int, kgRange KeyGroupRange) *Backend {
+// Close it when the subtask ends. Waits for the store (a checkpoint's
+// flush) end when ctx does: pass the subtask's attempt context. Panics are as
+// for NewBackend.
+func NewLSMBackend(ctx context.Context, env *LSMEnv, operator string, maxParallelism int, kgRange KeyGroupRange) *Backend {
 	b := NewBackend(operator, maxParallelism, kgRange)
 	b.lsm = &lsmStore{
+		ctx:        ctx,
+		bgFailed:   make(chan struct{}),
 		env:        env,
 		dir:        backendDir(env.dir, operator, kgRange),
 		catalog:    map[string]*lsmCatalogEntry{},
@@ -232,8 +247,20 @@ func (b *Backend) Close() error {
 }
 
 // pebbleOptions returns the options of a working store.
-func (e *LSMEnv) pebbleOptions(readOnly bool) *pebble.Options {
+//
+// Pebble's background errors (a failed flush or compaction) and the
+// corruption it detects go to onErr instead of its defaults (a log line, and
+// a process exit for corruption): the backend records the first and fails,
+// and the job restarts from its last complete checkpoint.
+func (e *LSMEnv) pebbleOptions(readOnly bool, onErr func(error)) *pebble.Options {
+	el := &pebble.EventListener{
+		BackgroundError: onErr,
+		DataCorruption: func(i pebble.DataCorruptionInfo) {
+			onErr(fmt.Errorf("%w: pebble found on-disk corruption in %s: %w", ErrCorrupt, i.Path, i.Details))
+		},
+	}
 	o := &pebble.Options{
+		EventListener:               el,
 		Cache:                       e.cache,
 		DisableWAL:                  true, // checkpoints are the durability: each flushes the memtable
 		MemTableSize:                e.memtable,
@@ -308,12 +335,49 @@ func (s *lsmStore) newDBDir() (string, error) {
 // openAt opens the store in dbDir (created, possibly holding restored
 // files).
 func (s *lsmStore) openAt(operator, dbDir string) error {
-	db, err := pebble.Open(dbDir, s.env.pebbleOptions(false))
+	db, err := pebble.Open(dbDir, s.env.pebbleOptions(false, s.setBgErr))
 	if err != nil {
 		return fmt.Errorf("state: operator %q: opening the pebble store in %s: %w", operator, dbDir, err)
 	}
 	s.db, s.dbDir = db, dbDir
 	return nil
+}
+
+// setBgErr records a background error of the store (the first one).
+func (s *lsmStore) setBgErr(err error) {
+	if s.bgErr.CompareAndSwap(nil, &err) {
+		s.env.log.Error("state: the pebble store failed; the job restarts from its last complete checkpoint", "dir", s.dbDir, "err", err)
+		close(s.bgFailed)
+	}
+}
+
+// failure returns the store's background error, nil while there is none.
+func (s *lsmStore) failure() error {
+	if e := s.bgErr.Load(); e != nil {
+		return fmt.Errorf("the pebble store in %s failed: %w", s.dbDir, *e)
+	}
+	return nil
+}
+
+// flush flushes the memtable and waits until the flush is done, Pebble
+// reports a background error (a flush that keeps failing on a full or
+// vanished disk would otherwise hold the task forever), or the attempt ends.
+func (s *lsmStore) flush() error {
+	if err := s.failure(); err != nil {
+		return err
+	}
+	done, err := s.db.AsyncFlush()
+	if err != nil {
+		return err
+	}
+	select {
+	case <-done:
+		return s.failure()
+	case <-s.bgFailed:
+		return s.failure()
+	case <-s.ctx.Done():
+		return fmt.Errorf("waiting for a pebble flush: %w", context.Cause(s.ctx))
+	}
 }
 
 // lsmState is a registered state's handle on the store.
@@ -329,6 +393,17 @@ func (l *lsmState) prefix(dst []byte, kg int) []byte {
 	return binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(dst, uint16(kg)), l.sid)
 }
 
+// failed reports whether the store failed in the background, recording
+// that as the backend's error: an access then reads nothing and writes
+// nothing (see Backend.Err).
+func (l *lsmState) failed(name string) bool {
+	if l.s.bgErr.Load() == nil {
+		return false
+	}
+	l.fail(name, "accessing", l.s.failure())
+	return true
+}
+
 // fail records a store error as the backend's error (see Backend.Err).
 func (l *lsmState) fail(name, what string, err error) {
 	l.b.fail(fmt.Errorf("state: operator %q state %q: %s: %w", l.b.operator, name, what, err))
@@ -338,6 +413,9 @@ func (l *lsmState) fail(name, what string, err error) {
 // (it may be the cache's). A store error is recorded (fail) and reads as
 // absent.
 func (l *lsmState) get(name string, key []byte) ([]byte, bool) {
+	if l.failed(name) {
+		return nil, false
+	}
 	c := l.s.cache
 	if e := c.lookup(key); e != nil {
 		return e.val, !e.deleted
@@ -369,6 +447,9 @@ func (l *lsmState) view(name string, key []byte, f func([]byte)) bool {
 }
 
 func (l *lsmState) set(name string, key, val []byte) {
+	if l.failed(name) {
+		return
+	}
 	l.s.cache.put(key, append([]byte(nil), val...), false, true)
 	l.evict(name)
 }
@@ -376,6 +457,9 @@ func (l *lsmState) set(name string, key, val []byte) {
 // merge appends val to the value of key (a list's elements, see the key
 // layout): in the cache when key is cached, else in the store.
 func (l *lsmState) merge(name string, key, val []byte) {
+	if l.failed(name) {
+		return
+	}
 	c := l.s.cache
 	if e := c.lookup(key); e != nil {
 		var nv []byte
@@ -392,6 +476,9 @@ func (l *lsmState) merge(name string, key, val []byte) {
 }
 
 func (l *lsmState) del(name string, key []byte) {
+	if l.failed(name) {
+		return
+	}
 	l.s.cache.put(key, nil, true, true)
 	l.evict(name)
 }
@@ -399,6 +486,9 @@ func (l *lsmState) del(name string, key []byte) {
 // delRange deletes the keys in [start, end), which share their 4-byte
 // prefix (end may be that prefix's end).
 func (l *lsmState) delRange(name string, start, end []byte) {
+	if l.failed(name) {
+		return
+	}
 	l.s.cache.dropRange(start, end)
 	if err := l.s.db.DeleteRange(start, end, pebble.NoSync); err != nil {
 		l.fail(name, "deleting", err)
@@ -408,7 +498,7 @@ func (l *lsmState) delRange(name string, start, end []byte) {
 // evict writes the cache's dirty entries to the store and empties it when
 // it is past its budget.
 func (l *lsmState) evict(name string) {
-	if l.s.cache.full() {
+	if l.s.cache.full() && !l.failed(name) {
 		if err := l.s.cache.flush(l.s.db, true); err != nil {
 			l.fail(name, "writing", err)
 		}
@@ -420,6 +510,9 @@ func (l *lsmState) evict(name string) {
 // the prefix and the value (both valid only during f), until f returns
 // false. Writes during the scan are not seen by it.
 func (l *lsmState) scan(name string, prefix []byte, f func(k, v []byte) bool) {
+	if l.failed(name) {
+		return
+	}
 	if err := l.s.cache.flushBucket(l.s.db, prefix); err != nil {
 		l.fail(name, "writing", err)
 		return
@@ -447,6 +540,9 @@ func (l *lsmState) scan(name string, prefix []byte, f func(k, v []byte) bool) {
 // first returns a copy of the first key (after prefix) and value under
 // prefix at or after from (a key suffix; nil: the first), or false.
 func (l *lsmState) first(name string, prefix, from []byte) (k, v []byte, ok bool) {
+	if l.failed(name) {
+		return nil, nil, false
+	}
 	if err := l.s.cache.flushBucket(l.s.db, prefix); err != nil {
 		l.fail(name, "writing", err)
 		return nil, nil, false

@@ -82,11 +82,15 @@ func (b *Backend) lsmCheckpointSnapshot(id int64) *Snapshot {
 	if s.err != nil {
 		return s
 	}
+	if err := st.failure(); err != nil {
+		ls.err = fmt.Errorf("state: operator %q: %w", b.operator, err)
+		return s
+	}
 	if err := st.cache.flush(st.db, false); err != nil {
 		ls.err = fmt.Errorf("state: operator %q: writing cached entries: %w", b.operator, err)
 		return s
 	}
-	if err := st.db.Flush(); err != nil {
+	if err := st.flush(); err != nil {
 		ls.err = fmt.Errorf("state: operator %q: flushing the pebble store: %w", b.operator, err)
 		return s
 	}

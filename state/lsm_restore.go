@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -270,7 +271,8 @@ func (b *Backend) lsmCopyRange(ctx context.Context, files Files, m *lsmManifest,
 	if err := b.lsmFetch(ctx, files, m, tmp, ""); err != nil {
 		return err
 	}
-	src, err := pebble.Open(tmp, st.env.pebbleOptions(true))
+	var srcErr atomic.Pointer[error]
+	src, err := pebble.Open(tmp, st.env.pebbleOptions(true, func(err error) { srcErr.CompareAndSwap(nil, &err) }))
 	if err != nil {
 		return fmt.Errorf("state: operator %q: opening the state of subtask range %v of checkpoint %d: %w", b.operator, m.kgRange, m.checkpoint, err)
 	}
@@ -316,6 +318,9 @@ func (b *Backend) lsmCopyRange(ctx context.Context, files Files, m *lsmManifest,
 	}
 	if err := it.Close(); err != nil {
 		return fmt.Errorf("state: operator %q: reading checkpoint %d: %w", b.operator, m.checkpoint, err)
+	}
+	if e := srcErr.Load(); e != nil {
+		return fmt.Errorf("state: operator %q: reading checkpoint %d: %w", b.operator, m.checkpoint, *e)
 	}
 	if err := batch.Commit(pebble.NoSync); err != nil {
 		return fmt.Errorf("state: operator %q: writing the restored store: %w", b.operator, err)

@@ -33,7 +33,7 @@ func lsmEnv(t testing.TB) *LSMEnv {
 // lsmBackend returns an LSM backend in env, closed with the test.
 func lsmBackend(t testing.TB, env *LSMEnv, op string, maxP int, r KeyGroupRange) *Backend {
 	t.Helper()
-	b := NewLSMBackend(env, op, maxP, r)
+	b := NewLSMBackend(context.Background(), env, op, maxP, r)
 	t.Cleanup(func() {
 		if err := b.Close(); err != nil {
 			t.Error(err)

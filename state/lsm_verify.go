@@ -44,7 +44,11 @@ func VerifyLSM(ctx context.Context, opts LSMOptions, job string, files Files, ma
 		}
 		data, err := files.ReadFile(ctx, f.handle)
 		if err != nil {
-			return fmt.Errorf("data file %s of operator %q (checkpoint %d): %w", f.handle.Name, m.operator, f.handle.Checkpoint, err)
+			from := "written by that checkpoint"
+			if f.handle.Checkpoint != m.checkpoint {
+				from = fmt.Sprintf("written by checkpoint %d, which checkpoint %d's incremental state builds on", f.handle.Checkpoint, m.checkpoint)
+			}
+			return fmt.Errorf("data file %s of operator %q (%s): %w", f.handle.Name, m.operator, from, err)
 		}
 		tmp := p + ".tmp"
 		if err := os.WriteFile(tmp, data, 0o644); err != nil {
