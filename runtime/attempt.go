@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/clock"
 	"github.com/ingest-engine/ingest/internal/failpoint"
 	"github.com/ingest-engine/ingest/state"
 	"github.com/ingest-engine/ingest/storage"
@@ -455,9 +456,11 @@ func (a *attempt) act(act checkpoint.Action, finished *bool) error {
 					// for it up to that deadline. An abandoned write may still run
 					// inside the storage, but it can no longer complete a
 					// checkpoint, which is what the next recovery relies on.
-					// The deadline is on the job's clock; the context counts
-					// what is left of it in real time.
-					wctx, cancel := context.WithTimeoutCause(context.WithoutCancel(a.ctx), m.TriggeredAt.Add(j.opts.Checkpoint.Timeout).Sub(j.clock.Now()),
+					// The deadline is on the job's clock, as the coordinator's
+					// timeout is: on a fake clock it passes when the clock
+					// does, not after that much real time (a busy machine
+					// would otherwise fail the checkpoint).
+					wctx, cancel := clock.WithTimeoutCause(context.WithoutCancel(a.ctx), j.clock, m.TriggeredAt.Add(j.opts.Checkpoint.Timeout).Sub(j.clock.Now()),
 						fmt.Errorf("timed out after %v: the metadata write did not finish", j.opts.Checkpoint.Timeout))
 					start := j.clock.Now()
 					err = j.storage.WriteMetadata(wctx, m.ID, data)
