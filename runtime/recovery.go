@@ -249,8 +249,9 @@ func (j *Job) referencedByNewer(ctx context.Context, entries []storage.Entry, la
 
 // readReferences reads the files each retained checkpoint references, for
 // the coordinator (checkpoint.Config.References): a checkpoint the retained
-// ones build on stays held, with those files. A retained checkpoint whose metadata does not read
-// (damaged since it was listed) references nothing: it is no recovery point.
+// ones build on stays held, with those files. A retained checkpoint whose
+// metadata does not read (damaged since it was listed) references nothing:
+// it is no recovery point.
 func (j *Job) readReferences(ctx context.Context, rec *recovery) error {
 	for _, id := range rec.retained {
 		var refs []storage.FileRef
