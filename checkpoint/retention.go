@@ -80,10 +80,10 @@ func (f *fileSet) names() []string {
 // retained checkpoint or of a held one not trimmed, the names a held one was
 // trimmed to; ok is false when id is neither retained nor held.
 func (c *Coordinator) files(id int64) (f *fileSet, ok bool) {
-	if slices.Contains(c.retained, id) {
+	if _, ok := slices.BinarySearch(c.retained, id); ok {
 		return everything(), true
 	}
-	if !slices.Contains(c.held, id) {
+	if _, ok := slices.BinarySearch(c.held, id); !ok {
 		return nil, false
 	}
 	if names, trimmed := c.trimmed[id]; trimmed {
@@ -238,9 +238,13 @@ func (c *Coordinator) live() map[int64]*fileSet {
 }
 
 // kept reports whether checkpoint id is complete and (some of it) kept in
-// storage: retained or held.
+// storage: retained or held (both increasing: an LSM backend's files can
+// keep thousands of checkpoints held, and every file an acknowledgement
+// names is looked up).
 func (c *Coordinator) kept(id int64) bool {
-	return slices.Contains(c.retained, id) || slices.Contains(c.held, id)
+	_, r := slices.BinarySearch(c.retained, id)
+	_, h := slices.BinarySearch(c.held, id)
+	return r || h
 }
 
 // protectAtTrigger returns what a checkpoint triggered now may build on:
