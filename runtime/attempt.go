@@ -219,16 +219,16 @@ func (j *Job) build(ctx context.Context, n int, rec *recovery) (*attempt, error)
 		}
 	}
 	a.gate = newStartGate(len(a.tasks), a.checkStateSchemas)
-	var retained []int64
-	var references map[int64][]int64
+	var retained, held []int64
+	var references map[int64][]storage.FileRef
 	var restored int64
 	if rec.meta != nil {
 		restored = rec.meta.ID
-		retained, references = rec.retained, rec.references
+		retained, held, references = rec.retained, rec.held, rec.references
 	}
 	coord, err := checkpoint.New(checkpoint.Config{
 		Options: j.opts.Checkpoint, Pipeline: p.Name, JobID: rec.jobID, Tasks: taskIDs,
-		Restored: restored, Retained: retained, References: references, NextID: rec.nextID, Reserved: rec.ledger.Reserved,
+		Restored: restored, Retained: retained, Held: held, References: references, NextID: rec.nextID, Reserved: rec.ledger.Reserved,
 	})
 	if err != nil {
 		cancel(err)
@@ -512,6 +512,14 @@ func (a *attempt) act(act checkpoint.Action, finished *bool) error {
 				j.log.Warn("deleting checkpoint data failed; it is retried at the next recovery", "checkpoint", x.ID, "err", err)
 			} else {
 				j.obs.discarded(x.ID) // counts it as deleted by retention if it completed
+			}
+		})
+	case checkpoint.Trim:
+		a.store.do(func() {
+			if err := j.storage.Trim(context.WithoutCancel(a.ctx), x.ID, x.Keep); err != nil {
+				j.log.Warn("trimming checkpoint data failed; it is retried at the next recovery", "checkpoint", x.ID, "keep", len(x.Keep), "err", err)
+			} else {
+				j.obs.trimmed(x.ID) // counts it as trimmed by retention
 			}
 		})
 	case checkpoint.FailJob:
