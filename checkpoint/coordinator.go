@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/ingest-engine/ingest/storage"
 )
 
 // Config describes the job a Coordinator coordinates.
@@ -22,18 +24,27 @@ type Config struct {
 	// Retained lists the complete checkpoints kept in storage, increasing; it
 	// includes Restored. Retention discards the oldest when newer ones complete.
 	Retained []int64
-	// References maps a checkpoint of Retained to the ids of the earlier
-	// checkpoints whose files its state builds on (Metadata.References). The
-	// newest Options.Retain of Retained (and Restored) are retained; an older
-	// one that they reference (directly: the references of a checkpoint name
-	// every file it reads) starts held (see Coordinator.Held), every other one
-	// retained until the next completion retires it. Such a leftover may have
-	// been held before, for its files only, and miss what it referenced
-	// itself: it is no recovery point. Nil means no checkpoint references another, as
-	// with full snapshots. References to ids not in Retained are ignored:
-	// nothing of them is left to keep (an ack that still names one fails its
-	// checkpoint).
-	References map[int64][]int64
+	// References maps a checkpoint of Retained to the files of earlier
+	// checkpoints its state builds on (Metadata.SharedFiles). The newest
+	// Options.Retain of Retained (and Restored) are retained; an older one
+	// that they reference (directly: the references of a checkpoint name
+	// every file it reads) starts held (see Coordinator.Held) and is trimmed
+	// to the files referenced at the first Step, every other one retained
+	// until the next completion retires it. Such a leftover may have been
+	// held before, for its files only, and miss what it referenced itself:
+	// it is no recovery point. Nil means no checkpoint references another, as
+	// with full snapshots. References to checkpoints neither in Retained nor
+	// in Held are ignored: nothing of them is left to keep (an ack that still
+	// names one fails its checkpoint).
+	References map[int64][]storage.FileRef
+	// Held lists the checkpoints present in storage without metadata because
+	// they were trimmed (Trim, storage.Storage.Trim: a recovery's retention
+	// pass, storage.Retain, trims the same way): each holds the files of it
+	// that References name and nothing anyone needs besides. Each starts held
+	// with those files and is discarded at the first Step if no retained
+	// checkpoint references any of them. Ids in Retained or not below NextID
+	// do not belong here.
+	Held []int64
 	// NextID is the id of the next checkpoint; it must be greater than every id
 	// present in storage and every id the ledger reserved, so a new checkpoint
 	// never reuses an old one's id.
@@ -50,27 +61,35 @@ type Config struct {
 // each Action's obligations). It is not safe for concurrent use; one
 // goroutine owns it.
 //
-// Retention is reference-counted (issue #14): a checkpoint's state may build
-// on files of earlier checkpoints (SubtaskState.Shared, Metadata.References).
-// The coordinator keeps, besides the newest Options.Retain complete
-// checkpoints (Retained), every complete checkpoint that one of these
-// references (directly: a checkpoint's references name every file it reads,
-// see reachable), that a pending checkpoint may build on, or that a failed
-// metadata write not yet recorded in the ledger references (Held). Its
-// invariants:
-//   - no checkpoint that a retained checkpoint or an unrecorded failed write
-//     references, or that a pending checkpoint may build on, is ever
-//     discarded (a held checkpoint is no recovery point: what it references
-//     itself may go);
-//   - a pending checkpoint may build on anything retained or held at its
-//     trigger: none of that is discarded until it completes or fails;
-//   - an acknowledgement that references a checkpoint no longer kept fails
-//     its checkpoint: no checkpoint completes with a dangling reference;
+// Retention is reference-counted per file (issue #14): a checkpoint's state
+// may build on files of earlier checkpoints (SubtaskState.Shared,
+// Metadata.SharedFiles), and an LSM backend's files may be referenced for
+// thousands of checkpoints. The coordinator keeps the newest Options.Retain
+// complete checkpoints whole (Retained), and of the complete checkpoints
+// beyond them (Held) exactly the files still needed: those a retained
+// checkpoint references (directly: a checkpoint's references name every file
+// it reads, see live), those a failed metadata write not yet recorded in the
+// ledger references, and everything a pending checkpoint may build on. A held
+// checkpoint is trimmed (Trim: its metadata goes first, then every file not
+// needed) when it becomes held and again whenever what is needed of it
+// shrinks, and discarded when nothing of it is needed. Its invariants:
+//   - no file that a retained checkpoint or an unrecorded failed write
+//     references, or that a pending checkpoint may build on, is ever deleted
+//     (by a Discard or a Trim);
+//   - a pending checkpoint may build on any file in storage at its trigger:
+//     a checkpoint retained or held then is neither trimmed further nor
+//     discarded until it completes or fails (it is protected whole);
+//   - an acknowledgement that references a file no longer kept (trimmed
+//     away, or of a checkpoint discarded or never complete) fails its
+//     checkpoint: no checkpoint completes with a dangling reference;
+//   - a held checkpoint is no recovery point: it is trimmed, which deletes
+//     its metadata, as soon as no pending checkpoint protects it whole, and
+//     what it references itself is not kept for it;
 //   - the Discard of a failed, abandoned or late-acknowledged checkpoint
 //     never names a retained or held one;
-//   - a held checkpoint is discarded in the step that ends the last reason
-//     to keep it, and its Discard comes before those of the checkpoints it
-//     references.
+//   - a held checkpoint is trimmed or discarded in the step that ends the
+//     need for what goes, never before, and its Trim or Discard comes before
+//     those of the checkpoints it references.
 //
 // Without references only pending checkpoints hold checkpoints: with
 // MaxConcurrent > 1, a checkpoint leaving the retained set while a newer one
@@ -95,24 +114,31 @@ type Coordinator struct {
 	// completed.
 	// INVARIANT: latest is the last element when any checkpoint is complete.
 	retained []int64
-	// held are the complete checkpoints that left the retained set but stay
-	// in storage, increasing: a retained checkpoint references them directly
-	// (refs), a pending checkpoint may reference them
-	// (pendingCheckpoint.protects), or a failed metadata write whose outcome
-	// is unknown references them (unrecordedRefs). They are not recovery
-	// points, their own references keep nothing, and they do not count
-	// against Options.Retain.
+	// held are the complete checkpoints that left the retained set but of
+	// which something stays in storage, increasing: a retained checkpoint
+	// references some of their files (refs), a pending checkpoint may build
+	// on them (pendingCheckpoint.protects), or a failed metadata write whose
+	// outcome is unknown references some of their files (unrecordedRefs).
+	// They are not recovery points, their own references keep nothing, and
+	// they do not count against Options.Retain.
 	// INVARIANT: every held checkpoint is live (see live); it is Discarded in
 	// the step that makes it not live, and never before.
 	// INVARIANT: retained and held are disjoint, and no pending id is in either.
 	held []int64
-	// refs are the direct references (Metadata.References) of every retained
-	// or held checkpoint that has any.
-	refs map[int64][]int64
+	// trimmed are the files each held checkpoint keeps since its last Trim,
+	// sorted; a held checkpoint without an entry is whole (its metadata and
+	// every file are in storage).
+	// INVARIANT: at the end of every Step, a held checkpoint that no pending
+	// checkpoint protects whole is trimmed to exactly what live needs of it;
+	// an entry never gains a name (what a Trim deleted is gone).
+	trimmed map[int64][]string
+	// refs are the files of earlier checkpoints (Metadata.SharedFiles) that
+	// each retained or whole held checkpoint references, when it has any.
+	refs map[int64][]storage.FileRef
 	// unrecordedRefs are the references of each checkpoint of unrecorded: its
 	// metadata may have landed, and until the ledger records it as failed a
 	// recovery may restore it, so what it references stays in storage.
-	unrecordedRefs map[int64][]int64
+	unrecordedRefs map[int64][]storage.FileRef
 	// uncommitted are the commits of complete checkpoints not yet confirmed
 	// published, in checkpoint order. Every new metadata carries them, so a
 	// recovery from any later checkpoint publishes them too.
@@ -148,6 +174,11 @@ type Coordinator struct {
 	unrecorded []int64
 	// ledgerRetryAt is when a failed ledger write may be tried again.
 	ledgerRetryAt time.Time
+	// collectDue is set when something that keeps files in storage ended
+	// (a pending checkpoint, a retirement, an unrecorded failure, the
+	// startup state): Step then runs collect once, at its end.
+	// INVARIANT: false between steps.
+	collectDue bool
 }
 
 // ledgerRetryPause is how long the coordinator waits after a failed ledger
@@ -175,12 +206,14 @@ type pendingCheckpoint struct {
 	writing bool
 	// meta is the metadata handed to WriteMetadata, once writing.
 	meta *Metadata
-	// protects are the checkpoints this one may build on: every checkpoint
-	// retained or held when it was triggered (an incremental snapshot takes
-	// its base from those), and every one its acknowledgements reference.
-	// INVARIANT: while p is pending, none of them is discarded, so an
+	// protects are the files this one may build on, by checkpoint: every
+	// file in storage when it was triggered (an incremental snapshot takes
+	// its base from those: all of every retained and whole held checkpoint,
+	// the files each trimmed one keeps), and every file its acknowledgements
+	// reference.
+	// INVARIANT: while p is pending, none of them is deleted, so an
 	// acknowledgement that references one of them never dangles.
-	protects []int64
+	protects map[int64]*fileSet
 }
 
 // New returns a coordinator for cfg.
@@ -207,6 +240,17 @@ func New(cfg Config) (*Coordinator, error) {
 	}
 	slices.Sort(kept)
 	kept = slices.Compact(kept)
+	var trimmed []int64
+	for _, id := range cfg.Held {
+		if id >= cfg.NextID {
+			return nil, fmt.Errorf("held checkpoint %d must be below the next checkpoint id %d", id, cfg.NextID)
+		}
+		if !slices.Contains(kept, id) {
+			trimmed = append(trimmed, id)
+		}
+	}
+	slices.Sort(trimmed)
+	trimmed = slices.Compact(trimmed)
 	c := &Coordinator{
 		cfg:            cfg,
 		tasks:          tasks,
@@ -214,30 +258,37 @@ func New(cfg Config) (*Coordinator, error) {
 		pending:        map[int64]*pendingCheckpoint{},
 		latest:         cfg.Restored,
 		reserved:       cfg.Reserved,
-		refs:           map[int64][]int64{},
-		unrecordedRefs: map[int64][]int64{},
+		trimmed:        map[int64][]string{},
+		refs:           map[int64][]storage.FileRef{},
+		unrecordedRefs: map[int64][]storage.FileRef{},
 	}
 	for _, id := range kept {
-		var rs []int64
+		var rs []storage.FileRef
 		for _, r := range cfg.References[id] {
-			if r != id && slices.Contains(kept, r) {
+			if r.Checkpoint != id && (slices.Contains(kept, r.Checkpoint) || slices.Contains(trimmed, r.Checkpoint)) {
 				rs = append(rs, r)
 			}
 		}
 		if len(rs) > 0 {
-			slices.Sort(rs)
+			slices.SortFunc(rs, storage.FileRef.Compare)
 			c.refs[id] = slices.Compact(rs)
 		}
 	}
 	// The newest Retain (and the restored one) are retained; of the older
-	// ones, those they reference are held, and the others stay retained
-	// until the next completion retires them, as without references.
+	// ones, those they reference are held (whole until the first Step trims
+	// them), and the others stay retained until the next completion retires
+	// them, as without references.
 	newest := kept[max(0, len(kept)-cfg.Options.Retain):]
 	roots := slices.Clone(newest)
 	if cfg.Restored != 0 && !slices.Contains(roots, cfg.Restored) {
 		roots = append(roots, cfg.Restored)
 	}
-	referenced := c.reachable(roots)
+	referenced := map[int64]bool{}
+	for _, id := range roots {
+		for _, r := range c.refs[id] {
+			referenced[r.Checkpoint] = true
+		}
+	}
 	for _, id := range kept {
 		if !slices.Contains(roots, id) && referenced[id] {
 			c.held = append(c.held, id)
@@ -245,6 +296,22 @@ func New(cfg Config) (*Coordinator, error) {
 			c.retained = append(c.retained, id)
 		}
 	}
+	// A trimmed checkpoint holds what the retained ones reference of it (the
+	// first Step discards one they reference nothing of).
+	for _, id := range trimmed {
+		c.held = append(c.held, id)
+		var names []string
+		for _, r := range c.retained {
+			for _, ref := range c.refs[r] {
+				if ref.Checkpoint == id {
+					names = append(names, ref.Name)
+				}
+			}
+		}
+		slices.Sort(names)
+		c.trimmed[id] = slices.Compact(names)
+	}
+	slices.Sort(c.held)
 	return c, nil
 }
 
@@ -270,13 +337,23 @@ func (c *Coordinator) Pending() []int64 {
 // Config.References). The last is LatestComplete.
 func (c *Coordinator) Retained() []int64 { return slices.Clone(c.retained) }
 
-// Held returns the complete checkpoints kept in storage although they left
-// the retained set, increasing: a retained checkpoint references their files,
-// a pending checkpoint may build on them, or a failed metadata write whose
-// outcome is not yet recorded references them. Each is discarded in the step
-// that ends the last of these. A held checkpoint is no recovery point: what
-// it references itself is not kept for it (see Coordinator).
+// Held returns the complete checkpoints of which something is kept in
+// storage although they left the retained set, increasing: a retained
+// checkpoint references some of their files, a pending checkpoint may build
+// on them, or a failed metadata write whose outcome is not yet recorded
+// references some of their files. Each is trimmed to what is still needed of
+// it (see Trimmed) and discarded in the step that ends the last need. A held
+// checkpoint is no recovery point: what it references itself is not kept for
+// it (see Coordinator).
 func (c *Coordinator) Held() []int64 { return slices.Clone(c.held) }
+
+// Trimmed returns the files held checkpoint id keeps since its last Trim,
+// sorted, and true; false when id is not held, or held whole (a pending
+// checkpoint may build on any of its files).
+func (c *Coordinator) Trimmed(id int64) ([]string, bool) {
+	names, ok := c.trimmed[id]
+	return slices.Clone(names), ok
+}
 
 // ConsecutiveFailures returns the number of checkpoints that failed since the
 // last one completed.
@@ -293,6 +370,9 @@ func (c *Coordinator) Step(now time.Time, ev Event) []Action {
 		// The first periodic checkpoint comes one interval after the job starts.
 		c.clockStarted = true
 		c.lastTrigger = now
+		// What Config left held is trimmed to what is needed of it, or
+		// discarded, in this step.
+		c.collectDue = true
 	}
 	out = c.expire(now, out)
 	switch e := ev.(type) {
@@ -318,6 +398,12 @@ func (c *Coordinator) Step(now time.Time, ev Event) []Action {
 	}
 	if len(c.unrecorded) > 0 {
 		out = c.requestLedger(now, out)
+	}
+	if c.collectDue && !c.jobFailed {
+		// Once per step, after everything that ends a need for files, and
+		// before a trigger protects what is in storage.
+		c.collectDue = false
+		out = c.collect(out)
 	}
 	return c.maybeTrigger(now, out)
 }
@@ -358,7 +444,7 @@ func (c *Coordinator) ledgerWritten(now time.Time, e LedgerWritten, out []Action
 		// what only it referenced may go.
 		delete(c.unrecordedRefs, id)
 	}
-	out = c.collect(out)
+	c.collectDue = true
 	return c.startWrite(now, out)
 }
 
@@ -394,14 +480,22 @@ func (c *Coordinator) acked(now time.Time, e Acked, out []Action) []Action {
 	// Every file the state builds on must still be in storage, and stay
 	// there: a checkpoint with a dangling reference could not be restored.
 	for _, h := range e.State.Shared {
-		if h.Checkpoint == e.ID || slices.Contains(p.protects, h.Checkpoint) {
+		if h.Checkpoint == e.ID {
 			continue
 		}
-		if !c.kept(h.Checkpoint) {
-			return c.fail(p, fmt.Errorf("%v references file %q of checkpoint %d, which is not kept in storage (discarded, or never complete)",
+		f := p.protects[h.Checkpoint]
+		if f != nil && f.has(h.Name) {
+			continue
+		}
+		if cur, ok := c.files(h.Checkpoint); !ok || !cur.has(h.Name) {
+			return c.fail(p, fmt.Errorf("%v references file %q of checkpoint %d, which is not kept in storage (trimmed away, discarded, or never complete)",
 				e.State.Task, h.Name, h.Checkpoint), out)
 		}
-		p.protects = append(p.protects, h.Checkpoint)
+		if f == nil {
+			f = &fileSet{}
+			p.protects[h.Checkpoint] = f
+		}
+		f.add(h.Name)
 	}
 	p.acks[e.State.Task] = e.State
 	if len(p.acks) < len(c.tasks) {
@@ -499,7 +593,7 @@ func (c *Coordinator) metadataWritten(now time.Time, e MetadataWritten, out []Ac
 		// complete (startWrite waits): a recovery after that would restore p.
 		// For the same reason what p references stays in storage until then.
 		c.unrecorded = append(c.unrecorded, p.id)
-		if rs := p.meta.References(); len(rs) > 0 {
+		if rs := p.meta.SharedFiles(); len(rs) > 0 {
 			c.unrecordedRefs[p.id] = rs
 		}
 		out = c.fail(p, fmt.Errorf("writing metadata: %w", e.Err), out)
@@ -511,9 +605,10 @@ func (c *Coordinator) metadataWritten(now time.Time, e MetadataWritten, out []Ac
 	c.failures = 0
 	c.lastCompletion = now
 	c.retained = append(c.retained, p.id)
-	if rs := p.meta.References(); len(rs) > 0 {
+	if rs := p.meta.SharedFiles(); len(rs) > 0 {
 		c.refs[p.id] = rs
 	}
+	c.retire()
 	if p.final {
 		c.finalComplete = true
 	}
@@ -527,7 +622,7 @@ func (c *Coordinator) metadataWritten(now time.Time, e MetadataWritten, out []Ac
 	if c.stopped {
 		// A task failed while this metadata was being written. The checkpoint
 		// is complete, but the recovery that follows publishes its output.
-		return c.retire(out)
+		return out
 	}
 	out = append(out, NotifyComplete{ID: p.id})
 	for _, cm := range p.meta.Commits {
@@ -537,104 +632,7 @@ func (c *Coordinator) metadataWritten(now time.Time, e MetadataWritten, out []Ac
 	}
 	c.committing = append(c.committing, p.id)
 	out = append(out, CommitOutput{ID: p.id, Commits: slices.Clone(c.uncommitted), TriggeredAt: p.triggeredAt})
-	return c.startWrite(now, c.retire(out))
-}
-
-// retire takes the oldest complete checkpoints beyond the retention count out
-// of the retained set: each is discarded, unless it is still live (see live),
-// in which case it is held until it is not.
-func (c *Coordinator) retire(out []Action) []Action {
-	for len(c.retained) > c.cfg.Options.Retain {
-		c.held = append(c.held, c.retained[0])
-		c.retained = c.retained[1:]
-	}
-	slices.Sort(c.held)
-	return c.collect(out)
-}
-
-// collect discards every held checkpoint that is no longer live. It runs
-// whenever something that keeps checkpoints live ends: a retirement, a
-// pending checkpoint's end, a failure recorded in the ledger.
-//
-// The Discards come in increasing id order, except that a checkpoint comes
-// before every checkpoint it references: the caller carries them out one by
-// one, and a crash between two then never leaves a checkpoint being
-// discarded in storage without the files it references. (A held checkpoint
-// that stays may lose what it references: it is kept for its own files.)
-func (c *Coordinator) collect(out []Action) []Action {
-	if len(c.held) == 0 {
-		return out
-	}
-	live := c.live()
-	var keep, gone []int64
-	for _, id := range c.held {
-		if live[id] {
-			keep = append(keep, id)
-		} else {
-			gone = append(gone, id)
-		}
-	}
-	c.held = keep
-	for len(gone) > 0 {
-		i := slices.IndexFunc(gone, func(id int64) bool {
-			return !slices.ContainsFunc(gone, func(o int64) bool { return slices.Contains(c.refs[o], id) })
-		})
-		if i < 0 {
-			i = 0 // a reference cycle, which ids increasing along references rule out
-		}
-		out = append(out, Discard{ID: gone[i]})
-		gone = slices.Delete(gone, i, i+1)
-	}
-	for id := range c.refs {
-		if !c.kept(id) {
-			delete(c.refs, id)
-		}
-	}
-	return out
-}
-
-// live returns the checkpoints that must stay in storage: the retained ones
-// and those they reference, those a pending checkpoint may build on, and
-// those a failed metadata write not yet recorded references.
-func (c *Coordinator) live() map[int64]bool {
-	live := c.reachable(c.retained)
-	for _, p := range c.pending {
-		for _, id := range p.protects {
-			live[id] = true
-		}
-	}
-	for _, rs := range c.unrecordedRefs {
-		for _, id := range rs {
-			live[id] = true
-		}
-	}
-	return live
-}
-
-// reachable returns roots and every checkpoint they reference through refs,
-// directly.
-//
-// Not transitively: a checkpoint's references name every earlier file its
-// state is read from (an incremental snapshot's Shared list is the whole
-// chain, not its last link), so a held checkpoint, which is no recovery
-// point, needs nothing of what it referenced itself. Following references
-// transitively would keep chains of files that no kept checkpoint reads, and
-// they can grow without bound (each file referencing the one before).
-func (c *Coordinator) reachable(roots []int64) map[int64]bool {
-	seen := make(map[int64]bool, len(roots))
-	for _, id := range roots {
-		seen[id] = true
-		for _, r := range c.refs[id] {
-			seen[r] = true
-		}
-	}
-	return seen
-}
-
-// kept reports whether checkpoint id is complete and kept in storage:
-// retained or held.
-func (c *Coordinator) kept(id int64) bool {
-	return slices.Contains(c.retained, id) || slices.Contains(c.held, id)
+	return c.startWrite(now, out)
 }
 
 func (c *Coordinator) committed(e Committed, out []Action) []Action {
@@ -685,7 +683,8 @@ func (c *Coordinator) countFailure(reason error, out []Action) []Action {
 }
 
 // abandon removes p without counting a failure: its partial state is
-// discarded, and so is every held checkpoint only p kept live.
+// discarded, and so, at the end of the step, is what of the held checkpoints
+// only p kept live.
 func (c *Coordinator) abandon(p *pendingCheckpoint, reason error, out []Action) []Action {
 	delete(c.pending, p.id)
 	if p.final {
@@ -695,7 +694,8 @@ func (c *Coordinator) abandon(p *pendingCheckpoint, reason error, out []Action) 
 	if !c.kept(p.id) { // INVARIANT: never, since ids are not reused; stated for the Discard
 		out = append(out, Discard{ID: p.id})
 	}
-	return c.collect(out)
+	c.collectDue = true
+	return out
 }
 
 // maybeTrigger starts a checkpoint when the settings allow one.
@@ -721,8 +721,7 @@ func (c *Coordinator) maybeTrigger(now time.Time, out []Action) []Action {
 	c.nextID++
 	c.lastTrigger, c.triggerRequested = now, false
 	// The new checkpoint may build on anything in storage now.
-	protects := append(slices.Clone(c.retained), c.held...)
-	c.pending[id] = &pendingCheckpoint{id: id, triggeredAt: now, final: final, acks: map[TaskID]SubtaskState{}, protects: protects}
+	c.pending[id] = &pendingCheckpoint{id: id, triggeredAt: now, final: final, acks: map[TaskID]SubtaskState{}, protects: c.protectAtTrigger()}
 	if final {
 		c.finalID = id
 	}

@@ -126,15 +126,42 @@ type Abort struct {
 	Reason error
 }
 
-// Discard asks the caller to delete everything stored for checkpoint ID: the
-// partial state of a failed checkpoint, the late state of an expired one, or a
-// complete checkpoint beyond the retention count that nothing kept
-// references any more. It is never emitted for the recovery point, a
-// retained or a held checkpoint (Coordinator.Held). The caller carries
-// Discards out in emission order: a checkpoint's Discard comes before those
-// of the checkpoints it references.
+// Discard asks the caller to delete everything stored for checkpoint ID
+// (storage.Storage.Discard): the partial state of a failed checkpoint, the
+// late state of an expired one, or a complete checkpoint beyond the retention
+// count of which nothing kept references any file any more (possibly trimmed
+// before). It is never emitted for the recovery point, a retained or a held
+// checkpoint (Coordinator.Held). The caller carries Discards and Trims out
+// one at a time in emission order: a checkpoint's Discard or Trim comes before
+// those of the checkpoints it references. One that fails may be left undone:
+// the next recovery's retention pass deletes what it left (storage.Retain),
+// and the coordinator goes on as if it was done.
 type Discard struct {
 	ID int64
+}
+
+// Trim asks the caller to reduce held checkpoint ID to the files named in Keep
+// (storage.Storage.Trim): delete its metadata first, durably, so that it is
+// no recovery point from then on whatever happens, then every other file of
+// it. Keep lists, sorted and never empty, every file of ID that a retained
+// checkpoint or a failed metadata write not yet recorded in the ledger
+// references, or that a pending checkpoint may build on; nothing else of ID
+// is needed (Coordinator).
+//
+// It is emitted when a checkpoint leaves the retained set and some of its
+// files are still referenced (once no pending checkpoint may build on it
+// whole), and again whenever what is referenced of it shrinks; Keep never
+// names a file an earlier Trim of ID left out. The caller carries Trims and
+// Discards out one at a time in emission order: a checkpoint's Trim or
+// Discard comes before those of the checkpoints it references, so a crash
+// between two never leaves a complete checkpoint whose files are gone. A Trim
+// that fails may be left undone: the checkpoint keeps more than is needed
+// until the next recovery's retention pass trims it (storage.Retain); the
+// coordinator goes on as if it was done (an acknowledgement that references a
+// file Keep left out fails its checkpoint either way).
+type Trim struct {
+	ID   int64
+	Keep []string
 }
 
 // FailJob reports that the job must fail and restart from the last complete
@@ -171,5 +198,6 @@ func (NotifyComplete) isAction() {}
 func (CommitOutput) isAction()   {}
 func (Abort) isAction()          {}
 func (Discard) isAction()        {}
+func (Trim) isAction()           {}
 func (FailJob) isAction()        {}
 func (Finished) isAction()       {}

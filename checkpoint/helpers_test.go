@@ -312,6 +312,8 @@ func fmtAction(a Action) string {
 		return fmt.Sprintf("Abort{%d}", x.ID)
 	case Discard:
 		return fmt.Sprintf("Discard{%d}", x.ID)
+	case Trim:
+		return fmt.Sprintf("Trim{%d keep=%v}", x.ID, x.Keep)
 	case FailJob:
 		return fmt.Sprintf("FailJob{%v}", x.Err)
 	case Finished:

@@ -221,8 +221,9 @@ func (m *Metadata) Size() int64 {
 }
 
 // References returns, increasing and without repeats, the ids of the earlier
-// checkpoints whose files this checkpoint's state builds on (SubtaskState.Shared).
-// While this checkpoint is kept, none of those may be deleted.
+// checkpoints whose files this checkpoint's state builds on (SubtaskState.Shared):
+// the checkpoints of SharedFiles. While this checkpoint is kept, none of those
+// may be deleted whole; retention keeps only the files SharedFiles names.
 func (m *Metadata) References() []int64 {
 	var ids []int64
 	for _, t := range m.Tasks {
@@ -234,6 +235,25 @@ func (m *Metadata) References() []int64 {
 	}
 	slices.Sort(ids)
 	return slices.Compact(ids)
+}
+
+// SharedFiles returns, ordered by checkpoint then name and without repeats,
+// the files of earlier checkpoints this checkpoint's state builds on
+// (SubtaskState.Shared of every subtask). While this checkpoint is kept, none
+// of them may be deleted; nothing else of those checkpoints is kept for it
+// (retention is reference-counted per file: a checkpoint kept only for its
+// files is trimmed to them, see Trim).
+func (m *Metadata) SharedFiles() []storage.FileRef {
+	var refs []storage.FileRef
+	for _, t := range m.Tasks {
+		for _, h := range t.Shared {
+			if h.Checkpoint != m.ID {
+				refs = append(refs, h.Ref())
+			}
+		}
+	}
+	slices.SortFunc(refs, storage.FileRef.Compare)
+	return slices.Compact(refs)
 }
 
 // Encode serialises the metadata as JSON. The storage layer adds the checksum.

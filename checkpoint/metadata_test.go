@@ -155,12 +155,16 @@ func TestDecodeMetadata_RejectsOtherVersionsAndGarbage(t *testing.T) {
 func TestMetadataReferencesAndSize(t *testing.T) {
 	m := &Metadata{ID: 9, Tasks: []SubtaskState{
 		{Task: TaskID{"w", 0}, State: &storage.Handle{Checkpoint: 9, Size: 10}, StateReused: 30,
-			Shared: []storage.Handle{{Checkpoint: 7}, {Checkpoint: 3}}},
+			Shared: []storage.Handle{{Checkpoint: 7, Name: "b"}, {Checkpoint: 3, Name: "a"}, {Checkpoint: 7, Name: "a"}}},
 		{Task: TaskID{"w", 1}, State: &storage.Handle{Checkpoint: 9, Size: 5}, Inline: []byte("ab"),
-			Shared: []storage.Handle{{Checkpoint: 7}, {Checkpoint: 9}}},
+			Shared: []storage.Handle{{Checkpoint: 7, Name: "a"}, {Checkpoint: 9, Name: "own"}}},
 	}}
 	if got, want := m.References(), []int64{3, 7}; !slices.Equal(got, want) {
 		t.Errorf("References() = %v, want %v", got, want)
+	}
+	// File by file, without repeats, without the checkpoint's own files.
+	if got, want := m.SharedFiles(), []storage.FileRef{{Checkpoint: 3, Name: "a"}, {Checkpoint: 7, Name: "a"}, {Checkpoint: 7, Name: "b"}}; !slices.Equal(got, want) {
+		t.Errorf("SharedFiles() = %v, want %v", got, want)
 	}
 	if got := m.Size(); got != 47 {
 		t.Errorf("Size() = %d, want 47 (10+30+5+2)", got)

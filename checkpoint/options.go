@@ -83,9 +83,9 @@ type Options struct {
 
 	// Retain is how many complete checkpoints are kept; older ones are
 	// deleted once a newer one is complete, unless a kept checkpoint's
-	// state still builds on their files (incremental snapshots): those are
-	// held, outside the count, until nothing references them (see
-	// Coordinator.Held).
+	// state still builds on some of their files (incremental snapshots):
+	// those are held, outside the count, trimmed to the files referenced
+	// (Trim) until nothing references any (see Coordinator.Held).
 	// The default value is 1. Flink: state.checkpoints.num-retained.
 	Retain int
 

@@ -23,16 +23,19 @@ import (
 // Commands (times are offsets from the script's start, t0):
 //
 //	new tasks=a[0],b[0] [interval=10s timeout=30s min-pause=0s max-concurrent=1
-//	    tolerable=0 retain=1 restored=N retained=N,N refs=N:M+M,N:M next-id=N reserved=N]
+//	    tolerable=0 retain=1 restored=N retained=N,N refs=N:M+M/g,N:M held=N,N
+//	    next-id=N reserved=N]
 //	                               (reserved: the durable ledger's reservation;
 //	                               default 1000000, so that scripts not about
 //	                               the ledger trigger without WriteLedger;
-//	                               refs: Config.References, N references M…)
+//	                               refs: Config.References, N references file
+//	                               fM of M, or file g of M…; held: Config.Held)
 //	tick <time>                    set the clock and step a Tick
 //	at <time>                      set the clock only
-//	ack <id> <task> [<p>:<data>…] [shared=M,M]
+//	ack <id> <task> [<p>:<data>…] [shared=M,M/g]
 //	                               acknowledge with committables prepared at p,
-//	                               and state that builds on file fM of each M
+//	                               and state that builds on file fM of M, file
+//	                               g of M…
 //	ack-all <id>                   every task acknowledges with an empty state
 //	decline <id> <task>
 //	written <id> [err]             MetadataWritten
@@ -41,7 +44,8 @@ import (
 //	task-failed <task>
 //	final                          RequestFinal
 //	state                          latest, pending, consecutive failures
-//	kept                           Retained() and Held()
+//	kept                           Retained() and Held(), a trimmed held
+//	                               checkpoint with the files it keeps: 3{f3 g3}
 //	last-abort                     the reason of the last Abort
 //	metadata <id>                  the last WriteMetadata of id, its tasks and commits
 
@@ -219,14 +223,22 @@ func (r *scriptRunner) run(path string, b scriptBlock) []string {
 			case "reserved":
 				cfg.Reserved = int64(n)
 			case "refs":
-				cfg.References = map[int64][]int64{}
+				cfg.References = map[int64][]storage.FileRef{}
 				for _, e := range strings.Split(v, ",") {
 					from, to, _ := strings.Cut(e, ":")
 					x, _ := strconv.ParseInt(from, 10, 64)
 					for _, r := range strings.Split(to, "+") {
-						y, _ := strconv.ParseInt(r, 10, 64)
-						cfg.References[x] = append(cfg.References[x], y)
+						h, ok := scriptFile(r)
+						if !ok {
+							return fail("bad reference %q, want M or M/name", r)
+						}
+						cfg.References[x] = append(cfg.References[x], h.Ref())
 					}
+				}
+			case "held":
+				for _, s := range strings.Split(v, ",") {
+					x, _ := strconv.ParseInt(s, 10, 64)
+					cfg.Held = append(cfg.Held, x)
 				}
 			case "retained":
 				for _, s := range strings.Split(v, ",") {
@@ -256,13 +268,13 @@ func (r *scriptRunner) run(path string, b scriptBlock) []string {
 	case "ack":
 		st := SubtaskState{Task: task(arg(2))}
 		for _, c := range f[3:] {
-			if ids, ok := strings.CutPrefix(c, "shared="); ok {
-				for _, m := range strings.Split(ids, ",") {
-					n, err := strconv.ParseInt(m, 10, 64)
-					if err != nil {
-						return fail("bad shared checkpoint %q", m)
+			if files, ok := strings.CutPrefix(c, "shared="); ok {
+				for _, m := range strings.Split(files, ",") {
+					h, ok := scriptFile(m)
+					if !ok {
+						return fail("bad shared file %q, want M or M/name", m)
 					}
-					st.Shared = append(st.Shared, storage.Handle{Name: "f" + m, Checkpoint: n})
+					st.Shared = append(st.Shared, h)
 				}
 				continue
 			}
@@ -298,7 +310,15 @@ func (r *scriptRunner) run(path string, b scriptBlock) []string {
 	case "state":
 		return []string{fmt.Sprintf("latest=%d pending=%v failures=%d", r.c.LatestComplete(), r.c.Pending(), r.c.ConsecutiveFailures())}
 	case "kept":
-		return []string{fmt.Sprintf("retained=%v held=%v", r.c.Retained(), r.c.Held())}
+		var held []string
+		for _, id := range r.c.Held() {
+			h := strconv.FormatInt(id, 10)
+			if names, ok := r.c.Trimmed(id); ok {
+				h += "{" + strings.Join(names, " ") + "}"
+			}
+			held = append(held, h)
+		}
+		return []string{fmt.Sprintf("retained=%v held=[%s]", r.c.Retained(), strings.Join(held, " "))}
 	case "last-abort":
 		return []string{fmt.Sprint(r.abort)}
 	case "metadata":
@@ -319,6 +339,20 @@ func (r *scriptRunner) run(path string, b scriptBlock) []string {
 		return fail("unknown command")
 	}
 	return r.step(ev)
+}
+
+// scriptFile parses a file of a script's shared= and refs=: "M/name" is file
+// name of checkpoint M, "M" alone file fM of M.
+func scriptFile(s string) (storage.Handle, bool) {
+	id, name, named := strings.Cut(s, "/")
+	n, err := strconv.ParseInt(id, 10, 64)
+	if err != nil || (named && name == "") {
+		return storage.Handle{}, false
+	}
+	if !named {
+		name = "f" + id
+	}
+	return storage.Handle{Name: name, Checkpoint: n}, true
 }
 
 func (r *scriptRunner) step(ev Event) []string {

@@ -9,8 +9,8 @@ import (
 // A simulation that cannot fail checks nothing. Each case here breaks one
 // thing the simulations claim to check — the aligner, through a wrapper that
 // misbehaves the way a buggy Aligner would, or the committer and recovery
-// models, through a switch, the coordinator's retention, through Discards
-// added to its actions (retentionMutant) — and requires the simulation to fail, with the
+// models, through a switch, the coordinator's retention, through Discards and
+// Trims added to its actions or changed (retentionMutant) — and requires the simulation to fail, with the
 // check that case is about, within a bounded number of seeds. The logs give
 // the seed that caught each.
 func TestSimulationsCatchBugs(t *testing.T) {
@@ -44,6 +44,8 @@ func TestSimulationsCatchBugs(t *testing.T) {
 			[]string{"retained checkpoint", "discarded while it is pending"}, 200},
 		{"retention ignores what pending checkpoints may build on", retention("pending-unprotected"),
 			[]string{"discarded while it is pending"}, 500},
+		{"trim deletes a referenced file", retention("trim-too-much"),
+			[]string{"which retained checkpoint", "references file", "while it is pending"}, 500},
 	}
 	for _, c := range cases {
 		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {

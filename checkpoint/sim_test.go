@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ingest-engine/ingest/storage"
 )
 
 // A seeded simulation of a whole job around the Coordinator (STYLE.md: "A
@@ -52,6 +54,8 @@ func TestSimulation(t *testing.T) {
 				"checkpoints with references": total.References, "held checkpoints": total.Held,
 				"discards of held checkpoints": total.HeldDiscards, "cascading discards": total.Cascades,
 				"dangling acks failed": total.DanglingFailed,
+				"trims":                total.Trims, "trims of trimmed checkpoints": total.Shrinks,
+				"restarts with trimmed checkpoints": total.RestartsWithTrimmed,
 			}
 			if *simMaxConcurrent > 1 {
 				covered["subsumed"] = total.Subsumed
@@ -69,6 +73,7 @@ type simStats struct {
 	TaskFailed, Timeouts, Retired, Published, CommitFailures          int
 	// Reference-counted retention (sim_retain_test.go).
 	References, Held, HeldDiscards, Cascades, PendingHolds, DanglingFailed int
+	Trims, Shrinks, RestartsWithTrimmed                                    int
 }
 
 // runSim runs one seed and checks the invariants after every step. logTail
@@ -154,8 +159,12 @@ type sim struct {
 	log     []logEntry
 	fullLog bool
 
-	// store is the durable checkpoint storage: what survives a crash.
+	// store is the durable checkpoint storage: what survives a crash. store
+	// holds the metadata of the complete checkpoints, files the state files
+	// of every checkpoint whose metadata was written, by name (a trimmed one
+	// has files and no metadata; see sim_retain_test.go).
 	store map[int64]*Metadata
+	files map[int64]map[string]bool
 	// maxID is the largest checkpoint id ever triggered.
 	maxID int64
 	// reserved is the reservation of the durable ledger (Ledger.Reserved).
@@ -197,14 +206,19 @@ type sim struct {
 	incremental bool
 	mutant      string
 	// base is, per checkpoint triggered in this incarnation, the recovery
-	// point at its trigger (0: none); protect the checkpoints in storage
-	// then, any of which it may build on.
+	// point at its trigger (0: none); protect the files in storage then, any
+	// of which it may build on.
 	base    map[int64]int64
-	protect map[int64][]int64
+	protect map[int64]map[int64]map[string]bool
+	// wholeAtTrigger are, per pending checkpoint, the checkpoints in
+	// storage with their metadata at its trigger (retained, or held whole).
+	wholeAtTrigger map[int64]map[int64]bool
 	// metaOf is every metadata WriteMetadata carried, over the whole run,
-	// and refsOf its References.
-	metaOf map[int64]*Metadata
-	refsOf map[int64][]int64
+	// and refsOf its SharedFiles; written the state files of each checkpoint
+	// whose metadata was written.
+	metaOf  map[int64]*Metadata
+	refsOf  map[int64][]storage.FileRef
+	written map[int64][]string
 
 	// Whole-run bookkeeping of the checker.
 	complete  map[int64]bool // metadata durably written
@@ -226,6 +240,8 @@ func newSim(seed int64, fullLog bool) *sim {
 		fullLog:   fullLog,
 		now:       t0,
 		store:     map[int64]*Metadata{},
+		files:     map[int64]map[string]bool{},
+		written:   map[int64][]string{},
 		complete:  map[int64]bool{},
 		final:     map[int64]bool{},
 		prepared:  map[string]prepared{},
@@ -234,7 +250,7 @@ func newSim(seed int64, fullLog bool) *sim {
 		published: map[string]int64{},
 		pubOffset: map[TaskID][]string{},
 		metaOf:    map[int64]*Metadata{},
-		refsOf:    map[int64][]int64{},
+		refsOf:    map[int64][]storage.FileRef{},
 	}
 	sec := func(lo, hi int) time.Duration {
 		return time.Duration(lo)*time.Second + time.Duration(rng.IntN((hi-lo)*1000+1))*time.Millisecond
@@ -640,6 +656,11 @@ func (s *sim) persist(m *Metadata) {
 	}
 	s.store[m.ID] = d
 	s.complete[m.ID] = true
+	s.files[m.ID] = map[string]bool{}
+	for _, n := range ownFiles(m) {
+		s.files[m.ID][n] = true
+	}
+	s.written[m.ID] = ownFiles(m)
 }
 
 // commitHead carries out the oldest CommitOutput. A failing commit may have
@@ -733,22 +754,24 @@ func (s *sim) restart(why string) {
 	s.wrote = map[int64]bool{}
 	s.writing = map[int64]bool{}
 	s.aborted = map[int64]bool{}
-	s.completeOrder = ids
 	s.lastCommitOut = 0
 	s.lastCompletion = time.Time{}
 	tasks := slices.Clone(s.taskIDs)
 	s.rng.Shuffle(len(tasks), func(i, j int) { tasks[i], tasks[j] = tasks[j], tasks[i] })
-	s.base, s.protect = map[int64]int64{}, map[int64][]int64{}
-	refs := map[int64][]int64{}
-	for _, id := range ids {
-		refs[id] = s.store[id].References()
-	}
+	s.base, s.protect = map[int64]int64{}, map[int64]map[int64]map[string]bool{}
+	s.wholeAtTrigger = map[int64]map[int64]bool{}
+	// The recovery's retention pass, as the runtime's (cleanStorage): the
+	// newest Retain stay, those they reference of older ones is trimmed to
+	// what they reference, every other older checkpoint goes.
+	retained, held, refs := s.retainAtRecovery(restored)
+	s.completeOrder = slices.Clone(retained)
 	c, err := New(Config{Options: s.opts, Pipeline: "sim", JobID: "sim-job", Tasks: tasks,
-		Restored: restored, Retained: slices.Clone(ids), References: refs, NextID: max(s.maxID, s.reserved) + 1, Reserved: s.reserved})
+		Restored: restored, Retained: retained, Held: held, References: refs, NextID: max(s.maxID, s.reserved) + 1, Reserved: s.reserved})
 	if err != nil {
 		s.failf("New after %s: %v", why, err)
 	}
 	s.coord = c
+	s.checkReferences(nil)
 }
 
 // --- Checking ------------------------------------------------------------------
@@ -870,7 +893,7 @@ func (s *sim) step(ev Event) []Action {
 				s.failf("FailJob after %d consecutive failures, tolerance %d: want it with failure %d", failures, s.opts.TolerableFailures, s.opts.TolerableFailures+1)
 			}
 		}
-		s.apply(ev, a, latest, pending, prevHeld)
+		s.apply(ev, a, latest, pending, prevRetained, prevHeld)
 	}
 	if ledgerFailure {
 		failures++
@@ -885,7 +908,8 @@ func (s *sim) step(ev Event) []Action {
 		// the rest of this step is not checked, the job restarts.
 		return acts
 	}
-	s.checkRetention(ev, acts, latest, pending, prevHeld)
+	s.checkRetention(ev, acts, latest, pending, prevRetained, prevHeld)
+	s.checkFiles(pending)
 	if got := c.ConsecutiveFailures(); got != failures {
 		s.failf("ConsecutiveFailures() = %d, want %d", got, failures)
 	}
@@ -922,7 +946,7 @@ func (s *sim) step(ev Event) []Action {
 
 // apply checks one action of the step that consumed ev and carries it out.
 // latest and pending are the coordinator's state after the step.
-func (s *sim) apply(ev Event, a Action, latest int64, pending, prevHeld []int64) {
+func (s *sim) apply(ev Event, a Action, latest int64, pending, prevRetained, prevHeld []int64) {
 	mw, isMW := ev.(MetadataWritten)
 	switch x := a.(type) {
 	case Trigger:
@@ -967,7 +991,11 @@ func (s *sim) apply(ev Event, a Action, latest int64, pending, prevHeld []int64)
 		s.lastTrigger = s.now
 		s.triggeredAt[x.ID] = s.now
 		s.base[x.ID] = latest
-		s.protect[x.ID] = s.storedIDs()
+		s.protect[x.ID] = s.snapshotFiles()
+		s.wholeAtTrigger[x.ID] = map[int64]bool{}
+		for id := range s.store {
+			s.wholeAtTrigger[x.ID][id] = true
+		}
 		for _, t := range s.tasks {
 			t.inbox = append(t.inbox, simMsg{id: x.ID})
 		}
@@ -1029,12 +1057,12 @@ func (s *sim) apply(ev Event, a Action, latest int64, pending, prevHeld []int64)
 			}
 		}
 		s.metaOf[m.ID] = m
-		s.refsOf[m.ID] = m.References()
+		s.refsOf[m.ID] = m.SharedFiles()
 		if refs := s.refsOf[m.ID]; len(refs) > 0 {
 			s.stats.References++
 			for _, r := range refs {
-				if s.store[r] == nil {
-					s.failf("retention: metadata %d references checkpoint %d, which is not in storage (never complete a checkpoint with a dangling reference)", m.ID, r)
+				if !s.files[r.Checkpoint][r.Name] {
+					s.failf("retention: metadata %d references file %v, which is not in storage (never complete a checkpoint with a dangling reference)", m.ID, r)
 				}
 			}
 		}
@@ -1112,26 +1140,13 @@ func (s *sim) apply(ev Event, a Action, latest int64, pending, prevHeld []int64)
 			s.stats.HeldDiscards++
 		}
 		delete(s.store, x.ID)
-		// Discards are carried out one by one: a crash between two must not
-		// leave a retained checkpoint that references a deleted one: not one
-		// still retained after the step, nor one retained before it that the
-		// step discards after x (a checkpoint's Discard comes before those of
-		// the checkpoints it references). A held checkpoint may stay without
-		// what it references itself: it is kept for its own files only.
-		retained, held := s.coord.Retained(), s.coord.Held()
-		for _, id := range s.storedIDs() {
-			if !slices.Contains(s.refsOf[id], x.ID) {
-				continue
-			}
-			switch {
-			case slices.Contains(s.recoveryPoints(), id):
-				s.failf("retention: Discard{%d} while retained checkpoint %d references it %s", x.ID, id, refViolation)
-			case !slices.Contains(prevHeld, id) && !slices.Contains(retained, id) && !slices.Contains(held, id):
-				s.failf("retention: Discard{%d} before that of checkpoint %d, retained before the step, which references it", x.ID, id)
-			}
-		}
+		delete(s.files, x.ID)
+		s.checkDeleted(fmtAction(x), x.ID, nil, prevRetained)
 		delete(s.writing, x.ID)
 		s.dropWrite(x.ID)
+
+	case Trim:
+		s.applyTrim(x, latest, pending, prevRetained, prevHeld)
 
 	case FailJob:
 		s.stats.FailJobs++

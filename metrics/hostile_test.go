@@ -134,6 +134,7 @@ sinks:
 		"ingest_source_bad_records_total":         {{"source": "in", "action": "skipped"}, {"source": "in", "action": "dead_lettered"}},
 		"ingest_abandoned_staged_total":           {{"at": "recovery"}, {"at": "checkpoint"}},
 		"ingest_retention_deleted_total":          none,
+		"ingest_retention_trimmed_total":          none,
 		"ingest_records_in_total":                 subtasks,
 		"ingest_records_out_total":                subtasks,
 		"ingest_backpressure_seconds_total":       subtasks,

@@ -96,6 +96,8 @@ var (
 		"Staged sink items deleted because no checkpoint will publish them: at recoveries (at=recovery), or after a completed checkpoint when staged more than checkpoint.staging_max_age before its trigger (at=checkpoint).", "at")
 	retentionDeleted = desc("ingest_retention_deleted_total",
 		"Complete checkpoints deleted by retention: those beyond checkpoint.retain, and older ones the retention pass at a recovery removes.")
+	retentionTrimmed = desc("ingest_retention_trimmed_total",
+		"Trims by retention of checkpoints beyond checkpoint.retain that newer ones still reference files of: their metadata and every file nothing references deleted (again as references go).")
 
 	recordsIn = desc("ingest_records_in_total",
 		"Records a subtask received (for a source: read).", "operator", "subtask")
@@ -118,7 +120,7 @@ var allDescs = []*prometheus.Desc{
 	checkpointDuration, checkpointsTotal, checkpointsInProgress, lastCompletedTimestamp, sinceLastCompleted, lastCompletedID,
 	lastDuration, alignment, syncDuration, asyncDuration, stateSize, storageWrite,
 	sinkPrepare, sinkCommit, pendingCommittables, pendingCommit, committedTotal,
-	recoveries, replayed, replayUnmeasured, abandoned, retentionDeleted,
+	recoveries, replayed, replayUnmeasured, abandoned, retentionDeleted, retentionTrimmed,
 	recordsIn, recordsOut, backpressure, watermark, watermarkLag, sinceRestore,
 	lateRecords,
 }
@@ -205,6 +207,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(abandoned, float64(o.AbandonedStaged), "recovery")
 	counter(abandoned, float64(o.SweptStaged), "checkpoint")
 	counter(retentionDeleted, float64(o.RetentionDeleted))
+	counter(retentionTrimmed, float64(o.RetentionTrimmed))
 	for op, n := range o.LateRecords {
 		counter(lateRecords, float64(n), op)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/clock"
 	"github.com/ingest-engine/ingest/internal/failpoint"
 	"github.com/ingest-engine/ingest/state"
 	"github.com/ingest-engine/ingest/storage"
@@ -238,16 +239,16 @@ func (j *Job) build(ctx context.Context, n int, rec *recovery) (_ *attempt, err 
 		}
 	}
 	a.gate = newStartGate(len(a.tasks), a.checkStateSchemas)
-	var retained []int64
-	var references map[int64][]int64
+	var retained, held []int64
+	var references map[int64][]storage.FileRef
 	var restored int64
 	if rec.meta != nil {
 		restored = rec.meta.ID
-		retained, references = rec.retained, rec.references
+		retained, held, references = rec.retained, rec.held, rec.references
 	}
 	coord, err := checkpoint.New(checkpoint.Config{
 		Options: j.opts.Checkpoint, Pipeline: p.Name, JobID: rec.jobID, Tasks: taskIDs,
-		Restored: restored, Retained: retained, References: references, NextID: rec.nextID, Reserved: rec.ledger.Reserved,
+		Restored: restored, Retained: retained, Held: held, References: references, NextID: rec.nextID, Reserved: rec.ledger.Reserved,
 	})
 	if err != nil {
 		cancel(err)
@@ -476,9 +477,11 @@ func (a *attempt) act(act checkpoint.Action, finished *bool) error {
 					// for it up to that deadline. An abandoned write may still run
 					// inside the storage, but it can no longer complete a
 					// checkpoint, which is what the next recovery relies on.
-					// The deadline is on the job's clock; the context counts
-					// what is left of it in real time.
-					wctx, cancel := context.WithTimeoutCause(context.WithoutCancel(a.ctx), m.TriggeredAt.Add(j.opts.Checkpoint.Timeout).Sub(j.clock.Now()),
+					// The deadline is on the job's clock, as the coordinator's
+					// timeout is: on a fake clock it passes when the clock
+					// does, not after that much real time (a busy machine
+					// would otherwise fail the checkpoint).
+					wctx, cancel := clock.WithTimeoutCause(context.WithoutCancel(a.ctx), j.clock, m.TriggeredAt.Add(j.opts.Checkpoint.Timeout).Sub(j.clock.Now()),
 						fmt.Errorf("timed out after %v: the metadata write did not finish", j.opts.Checkpoint.Timeout))
 					start := j.clock.Now()
 					err = j.storage.WriteMetadata(wctx, m.ID, data)
@@ -530,6 +533,14 @@ func (a *attempt) act(act checkpoint.Action, finished *bool) error {
 				j.log.Warn("deleting checkpoint data failed; it is retried at the next recovery", "checkpoint", x.ID, "err", err)
 			} else {
 				j.obs.discarded(x.ID) // counts it as deleted by retention if it completed
+			}
+		})
+	case checkpoint.Trim:
+		a.store.do(func() {
+			if err := j.storage.Trim(context.WithoutCancel(a.ctx), x.ID, x.Keep); err != nil {
+				j.log.Warn("trimming checkpoint data failed; it is retried at the next recovery", "checkpoint", x.ID, "keep", len(x.Keep), "err", err)
+			} else {
+				j.obs.trimmed(x.ID) // counts it as trimmed by retention
 			}
 		})
 	case checkpoint.FailJob:

@@ -304,19 +304,40 @@ func produce(t *testing.T, publishFinal bool) template {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var complete []int64
+	var complete, trimmed []int64
 	for _, e := range entries {
 		if e.Complete {
 			complete = append(complete, e.ID)
+		} else {
+			trimmed = append(trimmed, e.ID)
 		}
 	}
-	// Two retained, and the earlier ones the first builds on (held).
-	if len(complete) < 2 {
-		t.Fatalf("complete checkpoints %v, want 2 retained", complete)
+	// Two retained, and the earlier ones the first builds on (held),
+	// trimmed to the files it reads: no metadata, nothing else.
+	if len(complete) != 2 {
+		t.Fatalf("complete checkpoints %v, want the 2 retained", complete)
 	}
-	tm.prev, tm.final = complete[len(complete)-2], complete[len(complete)-1]
-	if held, refs := complete[:len(complete)-2], metadataOf(t, st, tm.prev).References(); !slices.Equal(held, refs) {
-		t.Fatalf("complete checkpoints %v: checkpoint %d references %v, want exactly those before it", complete, tm.prev, refs)
+	tm.prev, tm.final = complete[0], complete[1]
+	prev := metadataOf(t, st, tm.prev)
+	if refs := prev.References(); !slices.Equal(trimmed, refs) {
+		t.Fatalf("checkpoints without metadata %v: checkpoint %d references %v, want exactly those", trimmed, tm.prev, refs)
+	}
+	want := map[int64][]string{}
+	for _, f := range prev.SharedFiles() {
+		want[f.Checkpoint] = append(want[f.Checkpoint], f.Name)
+	}
+	for _, id := range trimmed {
+		des, err := os.ReadDir(filepath.Join(tm.ck, storage.CheckpointDirName(id)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, de := range des {
+			names = append(names, de.Name())
+		}
+		if !slices.Equal(names, want[id]) {
+			t.Fatalf("held checkpoint %d holds %q, want exactly the files checkpoint %d reads, %q", id, names, tm.prev, want[id])
+		}
 	}
 	if m := latestMetadata(t, st); !m.Final || m.ID != tm.final {
 		t.Fatalf("newest checkpoint %d final=%v, want the final checkpoint", m.ID, m.Final)

@@ -119,8 +119,8 @@ func TestHostileDeletedCheckpointIDIsNeverReused(t *testing.T) {
 
 // ghostStorage makes the metadata write of checkpoint ghost land and report
 // failure, with its undo failing too (storage/blob: "outcome unknown …
-// deleting it failed"), and from then on fails every metadata write and
-// discard, so the job restarts with the ghost the newest complete checkpoint
+// deleting it failed"), and from then on fails every metadata write,
+// discard and trim, so the job restarts with the ghost the newest complete checkpoint
 // on disk.
 type ghostStorage struct {
 	storage.Storage
@@ -149,6 +149,13 @@ func (g *ghostStorage) Discard(ctx context.Context, id int64) error {
 		return errGhost
 	}
 	return g.Storage.Discard(ctx, id)
+}
+
+func (g *ghostStorage) Trim(ctx context.Context, id int64, keep []string) error {
+	if g.landed {
+		return errGhost
+	}
+	return g.Storage.Trim(ctx, id, keep)
 }
 
 // A checkpoint reported failed whose metadata stayed in storage (#12 item

@@ -88,6 +88,13 @@ func (s *lockedStorage) Discard(ctx context.Context, id int64) error {
 	return s.Storage.Discard(ctx, id)
 }
 
+func (s *lockedStorage) Trim(ctx context.Context, id int64, keep []string) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	return s.Storage.Trim(ctx, id, keep)
+}
+
 // storage.ErrLocked ("another process holds the checkpoint directory, or the lease was lost")
 // cannot be cured by a restart: a job whose storage loses its lock mid-run stops with an error
 // wrapping it, without restarting (which would only fail again, or worse abandon the new holder's

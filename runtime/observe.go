@@ -119,6 +119,13 @@ type Observation struct {
 	// checkpoints that failed or expired while running is not counted, nor
 	// is staged sink output (AbandonedStaged, SweptStaged).
 	RetentionDeleted int64
+	// RetentionTrimmed counts the trims retention made while the job ran
+	// (checkpoint.Trim): a complete checkpoint beyond Options.Retain of
+	// which newer ones still reference some files loses its metadata and
+	// every other file, and is trimmed again as references go. It is
+	// counted in RetentionDeleted once it is discarded. The trims of the
+	// retention pass at a recovery are not counted.
+	RetentionTrimmed int64
 	// LateRecords counts, by operator (node id), the late records the
 	// operator dropped (Context.DroppedLate): every node that can drop them
 	// (Node.DropsLate) is there from the job's creation, at 0 until its
@@ -377,7 +384,7 @@ func (ob *observer) snapshot(j *Job) Observation {
 		SinkPrepare:  ob.sinkPrepare.snapshot(), SinkCommit: ob.sinkCommit.snapshot(),
 		PendingCommittables: map[string]int64{},
 		ReplayedRecords:     ob.replayed, ReplayUnknown: ob.replayUnknown,
-		AbandonedStaged: st.Abandoned, SweptStaged: ob.sweptStaged, RetentionDeleted: ob.retentionDeleted,
+		AbandonedStaged: st.Abandoned, SweptStaged: ob.sweptStaged, RetentionDeleted: ob.retentionDeleted, RetentionTrimmed: ob.retentionTrimmed,
 		LateRecords: ob.lateRecords(j.plan),
 	}
 	if o.Phase == "" {

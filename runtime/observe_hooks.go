@@ -110,6 +110,7 @@ type observer struct {
 	storageWrite, sinkPrepare, sinkCommit     histograms
 	recoveries                                map[recoveryKey]int64
 	replayed, replayUnknown, retentionDeleted int64
+	retentionTrimmed                          int64
 	sweptStaged                               int64
 	// positions[id][task] is a source subtask's out counter at barrier id
 	// (or, for the checkpoint an attempt restored, when the attempt
@@ -465,6 +466,14 @@ func (ob *observer) discarded(id int64) {
 	if r := ob.history.get(id); r == nil || r.Status == CheckpointCompleted {
 		ob.retentionDeleted++
 	}
+}
+
+// trimmed: checkpoint id was trimmed to the files newer ones reference
+// (attempt.act, Trim).
+func (ob *observer) trimmed(int64) {
+	ob.mu.Lock()
+	defer ob.mu.Unlock()
+	ob.retentionTrimmed++
 }
 
 // retained: retention at a recovery deleted n complete checkpoints

@@ -18,9 +18,12 @@ type recovery struct {
 	meta     *checkpoint.Metadata
 	nextID   int64
 	retained []int64
-	// references are what each retained checkpoint references
+	// references are the files each retained checkpoint references
 	// (checkpoint.Config.References), nil when none references another.
-	references map[int64][]int64
+	references map[int64][]storage.FileRef
+	// held are the checkpoints in storage without metadata that retention
+	// trimmed to the files retained ones reference (checkpoint.Config.Held).
+	held []int64
 	// topology is the pipeline's, recorded in every checkpoint the attempt
 	// writes.
 	topology *checkpoint.Topology
@@ -138,8 +141,9 @@ func (j *Job) publishRecoveryPoint(ctx context.Context, rec *recovery) error {
 
 // cleanStorage deletes checkpoints newer than the recovery point (they never
 // completed, or could not be read) and those the ledger records as failed,
-// applies retention, picks the next id (above every id stored or reserved)
-// and settles the ledger.
+// applies retention (which trims a checkpoint kept only for files retained
+// ones reference), finds what the coordinator retains and holds, picks the
+// next id (above every id stored or reserved) and settles the ledger.
 func (j *Job) cleanStorage(ctx context.Context, rec *recovery, ledger checkpoint.Ledger) error {
 	var latest int64
 	if rec.meta != nil {
@@ -153,6 +157,10 @@ func (j *Job) cleanStorage(ctx context.Context, rec *recovery, ledger checkpoint
 	// failed before the restart was discarded and left nothing in storage,
 	// but its id was used (logs, metrics, sinks' staging).
 	rec.nextID = max(latest, j.triggered.Load(), ledger.Reserved) + 1
+	newer, err := j.referencedByNewer(ctx, entries, latest)
+	if err != nil {
+		return err
+	}
 	for _, e := range entries {
 		rec.nextID = max(rec.nextID, e.ID+1)
 		switch {
@@ -160,14 +168,15 @@ func (j *Job) cleanStorage(ctx context.Context, rec *recovery, ledger checkpoint
 			if err := j.storage.Discard(ctx, e.ID); err != nil {
 				return fmt.Errorf("discarding checkpoint %d, which failed: %w", e.ID, err)
 			}
-		case e.ID > latest && !e.Complete:
+		case e.ID > latest && !e.Complete && !newer[e.ID]:
 			if err := j.storage.Discard(ctx, e.ID); err != nil {
 				return fmt.Errorf("discarding incomplete checkpoint %d: %w", e.ID, err)
 			}
 		}
 	}
 	// Incremental snapshots build on files of earlier checkpoints: those
-	// stay while a kept checkpoint references them.
+	// stay while a kept checkpoint references them, and a checkpoint kept
+	// only for some of its files is trimmed to them.
 	gone, err := storage.Retain(ctx, j.storage, j.opts.Checkpoint.Retain, latest, metadataReferences)
 	j.obs.retained(len(gone))
 	if err != nil {
@@ -180,8 +189,15 @@ func (j *Job) cleanStorage(ctx context.Context, rec *recovery, ledger checkpoint
 	present := map[int64]bool{}
 	for _, e := range entries {
 		present[e.ID] = true
-		if e.Complete && e.ID <= latest {
+		switch {
+		case e.Complete && e.ID <= latest:
 			rec.retained = append(rec.retained, e.ID)
+		case !e.Complete && e.ID < latest:
+			// Older than the recovery point and without metadata: Retain
+			// left it because a kept checkpoint references some of its
+			// files, and trimmed it to them. It is no recovery point, and
+			// the coordinator keeps it while those files are referenced.
+			rec.held = append(rec.held, e.ID)
 		}
 	}
 	if err := j.readReferences(ctx, rec); err != nil {
@@ -190,25 +206,57 @@ func (j *Job) cleanStorage(ctx context.Context, rec *recovery, ledger checkpoint
 	return j.settleLedger(ctx, rec, ledger, present)
 }
 
-// metadataReferences is storage.Retain's refs: the checkpoints whose files
-// the checkpoint of metadata builds on (Metadata.References).
-func metadataReferences(metadata []byte) ([]int64, error) {
+// metadataReferences is storage.Retain's refs: the files of earlier
+// checkpoints the checkpoint of metadata builds on (Metadata.SharedFiles).
+func metadataReferences(metadata []byte) ([]storage.FileRef, error) {
 	m, err := checkpoint.DecodeMetadata(metadata)
 	if err != nil {
 		return nil, err
 	}
-	return m.References(), nil
+	return m.SharedFiles(), nil
 }
 
-// readReferences reads what each retained checkpoint references, for the
-// coordinator (checkpoint.Config.References): a checkpoint the retained ones
-// build on stays held. A retained checkpoint whose metadata does not read
-// (damaged since it was listed) references nothing: it is no recovery point.
+// referencedByNewer returns the checkpoints that complete checkpoints newer
+// than the recovery point latest reference files of (a recovery fell back
+// past them: their state is damaged, their metadata may not be). A trimmed
+// checkpoint among those has no metadata, like a checkpoint that never
+// completed, but is not deleted as one: Retain decides about it with the
+// others. A newer checkpoint whose metadata does not read references
+// nothing.
+func (j *Job) referencedByNewer(ctx context.Context, entries []storage.Entry, latest int64) (map[int64]bool, error) {
+	newer := map[int64]bool{}
+	for _, e := range entries {
+		if !e.Complete || e.ID <= latest {
+			continue
+		}
+		data, err := j.storage.ReadMetadata(ctx, e.ID)
+		if storage.IsCorrupt(err) || errors.Is(err, storage.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading the metadata of checkpoint %d: %w", e.ID, err)
+		}
+		refs, err := metadataReferences(data)
+		if err != nil {
+			continue // undecodable: damaged like a corrupt one
+		}
+		for _, r := range refs {
+			newer[r.Checkpoint] = true
+		}
+	}
+	return newer, nil
+}
+
+// readReferences reads the files each retained checkpoint references, for
+// the coordinator (checkpoint.Config.References): a checkpoint the retained
+// ones build on stays held, with those files. A retained checkpoint whose
+// metadata does not read (damaged since it was listed) references nothing:
+// it is no recovery point.
 func (j *Job) readReferences(ctx context.Context, rec *recovery) error {
 	for _, id := range rec.retained {
-		var refs []int64
+		var refs []storage.FileRef
 		if rec.meta != nil && id == rec.meta.ID {
-			refs = rec.meta.References()
+			refs = rec.meta.SharedFiles()
 		} else {
 			data, err := j.storage.ReadMetadata(ctx, id)
 			if storage.IsCorrupt(err) || errors.Is(err, storage.ErrNotFound) {
@@ -223,7 +271,7 @@ func (j *Job) readReferences(ctx context.Context, rec *recovery) error {
 		}
 		if len(refs) > 0 {
 			if rec.references == nil {
-				rec.references = map[int64][]int64{}
+				rec.references = map[int64][]storage.FileRef{}
 			}
 			rec.references[id] = refs
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/ingest-engine/ingest/clock"
 	"github.com/ingest-engine/ingest/connector/datagen"
 	"github.com/ingest-engine/ingest/internal/testkit"
+	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/storage"
 	"github.com/ingest-engine/ingest/stream"
 )
@@ -66,23 +67,42 @@ func TestStalledMetadataWriteIsReported(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- job.Run(ctx) }()
-	// step advances the clock an interval at a time until cond holds,
-	// giving each step up to a second of real time to take effect (that
-	// only bounds how long the test can take; cond decides).
+	// step drives the clock until cond holds. It advances the clock an
+	// interval only while the job runs and no checkpoint is in flight, to
+	// trigger the next one, and then waits for that trigger: a checkpoint in
+	// flight sees no time pass, so it cannot time out however long a busy
+	// machine takes to acknowledge and write it. Only the explicit advances
+	// below pass the checkpoint timeout, while the stalled write is in
+	// flight (the coordinator does not time out a checkpoint whose metadata
+	// it writes, and the write's own deadline is on the job's clock too).
+	// The real-time deadline only bounds how long the test can take.
 	step := func(what string, cond func() bool) {
 		t.Helper()
 		deadline := time.Now().Add(runTimeout)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s: %+v", what, job.Stats())
-			}
-			fake.Advance(interval)
-			for i := 0; i < 1000 && !cond(); i++ {
+		wait := func(until func() bool) bool {
+			for !cond() && !until() {
+				if time.Now().After(deadline) {
+					t.Fatalf("timed out waiting for %s: %+v %+v", what, job.Stats(), job.Observe().Checkpoints)
+				}
 				select {
 				case err := <-done:
 					t.Fatalf("Run returned %v while waiting for %s", err, what)
 				case <-time.After(time.Millisecond):
 				}
+			}
+			return cond()
+		}
+		for {
+			if wait(func() bool {
+				o := job.Observe() // running: the attempt's ticker waits on the clock
+				return o.Phase == runtime.PhaseRunning && o.Checkpoints.InProgress == 0
+			}) {
+				return
+			}
+			triggered := job.Observe().Checkpoints.Triggered
+			fake.Advance(interval)
+			if wait(func() bool { return job.Observe().Checkpoints.Triggered > triggered }) {
+				return
 			}
 		}
 	}
@@ -119,6 +139,11 @@ func TestStalledMetadataWriteIsReported(t *testing.T) {
 	step("checkpoints after the write returned", func() bool { return job.Stats().Completed >= stalled+2 })
 	if f := job.Stats().Failed; f != 0 {
 		t.Errorf("%d checkpoints failed: the stalled write landed, so its checkpoint is complete, and none was triggered meanwhile", f)
+		for _, r := range job.Checkpoints() {
+			if r.Status == runtime.CheckpointFailed {
+				t.Logf("checkpoint %d (triggered at %v on the job's clock) failed: %s", r.ID, r.TriggeredAt, r.FailureReason)
+			}
+		}
 	}
 	job.Stop()
 	if err := <-done; err != nil {

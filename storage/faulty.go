@@ -19,6 +19,7 @@ const (
 	OpDiscard
 	OpWriteLedger
 	OpReadLedger
+	OpTrim
 )
 
 // String returns the method's name.
@@ -40,6 +41,8 @@ func (o Op) String() string {
 		return "WriteLedger"
 	case OpReadLedger:
 		return "ReadLedger"
+	case OpTrim:
+		return "Trim"
 	}
 	return fmt.Sprintf("Op(%d)", int(o))
 }
@@ -74,7 +77,7 @@ func (f *Faulty) FailNext(op Op, err error) {
 // FailWhen makes every call consult fn, replacing any earlier fn; nil removes it. fn gets the
 // operation, the checkpoint id and the file name: for WriteFile and ReadFile the state file's, for
 // WriteMetadata and ReadMetadata MetadataName, for WriteLedger and ReadLedger id -1 and
-// LedgerName, for Discard "", and for List id -1 and "". A non-nil
+// LedgerName, for Discard and Trim "", and for List id -1 and "". A non-nil
 // result fails the call with it; nil passes the call through. fn may be called concurrently and may
 // call FailNext or FailWhen.
 func (f *Faulty) FailWhen(fn func(op Op, id int64, name string) error) {
@@ -146,6 +149,14 @@ func (f *Faulty) Discard(ctx context.Context, id int64) error {
 		return err
 	}
 	return f.inner.Discard(ctx, id)
+}
+
+// Trim implements Storage.
+func (f *Faulty) Trim(ctx context.Context, id int64, keep []string) error {
+	if err := f.fault(OpTrim, id, ""); err != nil {
+		return err
+	}
+	return f.inner.Trim(ctx, id, keep)
 }
 
 // Location returns the wrapped Storage's location.

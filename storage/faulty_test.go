@@ -50,6 +50,7 @@ func TestFaultyEveryOp(t *testing.T) {
 		OpReadMetadata:  func() error { _, err := f.ReadMetadata(ctx, 4); return err },
 		OpList:          func() error { _, err := f.List(ctx); return err },
 		OpDiscard:       func() error { return f.Discard(ctx, 4) },
+		OpTrim:          func() error { return f.Trim(ctx, 4, []string{"a"}) },
 		OpWriteLedger:   func() error { return f.WriteLedger(ctx, nil) },
 		OpReadLedger:    func() error { _, err := f.ReadLedger(ctx); return err },
 	}

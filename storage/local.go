@@ -459,6 +459,71 @@ func (l *Local) Discard(ctx context.Context, id int64) error {
 	return nil
 }
 
+// Trim reduces checkpoint id's directory to the state files named in keep (see Storage.Trim). It
+// removes the metadata and fsyncs the directory before it removes anything else, so no crash can
+// leave a complete checkpoint with files missing; then it removes every other entry of the
+// directory (temporary files too) and fsyncs it again, so the space is reclaimed for good. With
+// keep empty it is Discard. Trimming an absent id is not an error.
+func (l *Local) Trim(ctx context.Context, id int64, keep []string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("storage: trim checkpoint %d: %w", id, err)
+	}
+	if err := checkID(id); err != nil {
+		return err
+	}
+	kept := make(map[string]bool, len(keep))
+	for _, name := range keep {
+		if err := validName(name); err != nil {
+			return fmt.Errorf("storage: trim checkpoint %d: %w", id, err)
+		}
+		kept[name] = true
+	}
+	if len(keep) == 0 {
+		return l.Discard(ctx, id)
+	}
+	defer l.slow.Begin(fmt.Sprintf("trim checkpoint %d to %d files", id, len(keep)))()
+	dir := l.chkDir(id)
+	if _, err := l.fs.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("storage: trim checkpoint %d: %w", id, err)
+	}
+	// The directory is synced even when the metadata is already gone: a Trim that removed it and
+	// then failed to sync is retried this way.
+	if err := l.fs.Remove(filepath.Join(dir, MetadataName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("storage: trim checkpoint %d: %w", id, err)
+	}
+	if err := l.fs.SyncDir(dir); err != nil {
+		return fmt.Errorf("storage: trim checkpoint %d: sync %s: %w", id, dir, err)
+	}
+	// The checkpoint is no longer complete; a crash from here on leaves some of the files not in
+	// keep, which the next recovery's retention pass trims again (Retain).
+	des, err := l.fs.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // discarded meanwhile
+	}
+	if err != nil {
+		return fmt.Errorf("storage: trim checkpoint %d: %w", id, err)
+	}
+	removed := false
+	for _, de := range des {
+		if kept[de.Name()] {
+			continue
+		}
+		if err := l.fs.RemoveAll(filepath.Join(dir, de.Name())); err != nil {
+			return fmt.Errorf("storage: trim checkpoint %d: %w", id, err)
+		}
+		removed = true
+	}
+	if !removed {
+		return nil
+	}
+	if err := l.fs.SyncDir(dir); err != nil {
+		return fmt.Errorf("storage: trim checkpoint %d: sync %s: %w", id, dir, err)
+	}
+	return nil
+}
+
 // WriteLedger replaces <dir>/_ledger: a temporary file in dir, fsynced, renamed over it, and dir
 // fsynced, so a crash leaves the old ledger or the new one, whole.
 func (l *Local) WriteLedger(ctx context.Context, data []byte) error {

@@ -11,18 +11,25 @@ import (
 
 // refMeta is the metadata of the checkpoints of TestRetainCrashKeepsReferencedFiles: the files the
 // checkpoint's state is made of (its own and those of earlier checkpoints it builds on, as an
-// incremental snapshot's) and the ids of those earlier checkpoints.
+// incremental snapshot's).
 type refMeta struct {
-	Refs  []int64  `json:"refs"`
+	ID    int64    `json:"id"`
 	Files []Handle `json:"files"`
 }
 
-func refMetaRefs(b []byte) ([]int64, error) {
+// refMetaRefs is Retain's refs for refMeta: the files of earlier checkpoints.
+func refMetaRefs(b []byte) ([]FileRef, error) {
 	var m refMeta
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, err
 	}
-	return m.Refs, nil
+	var refs []FileRef
+	for _, h := range m.Files {
+		if h.Checkpoint != m.ID {
+			refs = append(refs, h.Ref())
+		}
+	}
+	return refs, nil
 }
 
 // A crash at any filesystem call of Retain never leaves a kept checkpoint (one of the newest keep,
@@ -36,8 +43,10 @@ func refMetaRefs(b []byte) ([]int64, error) {
 func TestRetainCrashKeepsReferencedFiles(t *testing.T) {
 	ctx := context.Background()
 	// 1 full, 2 on 1, 3 on 2 and 1, 4 on 3, 5 on 4 (no longer on 3: its state does not read
-	// 3's file), 6 on 5 and 4. Keeping 2: 5 and 6, and 4, which they build on; 4 loses 3's file.
-	// Protecting 2 as well: 2 and 1, which it builds on, stay too.
+	// 3's file), 6 on 5 and 4. Each has two files, and later ones build on the first ("state")
+	// only. Keeping 2: 5 and 6, and 4's state file, which they build on; 4 loses 3's file, its
+	// metadata and its other file. Protecting 2 as well: 2 and 1's state file, which 2 builds on,
+	// stay too.
 	builds := map[int64][]int64{1: nil, 2: {1}, 3: {2, 1}, 4: {3}, 5: {4}, 6: {5, 4}}
 	setup := func(t *testing.T) *CrashFS {
 		base := NewCrashFS()
@@ -51,8 +60,12 @@ func TestRetainCrashKeepsReferencedFiles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			x, err := l.WriteFile(ctx, id, "extra", []byte(fmt.Sprintf("more state of checkpoint %d", id)))
+			if err != nil {
+				t.Fatal(err)
+			}
 			own[id] = h
-			m := refMeta{Refs: builds[id], Files: []Handle{h}}
+			m := refMeta{ID: id, Files: []Handle{h, x}}
 			for _, r := range builds[id] {
 				m.Files = append(m.Files, own[r])
 			}
@@ -70,9 +83,10 @@ func TestRetainCrashKeepsReferencedFiles(t *testing.T) {
 		name    string
 		protect int64
 		gone    []int64 // what Retain discards without a crash
+		trimmed []int64 // what it trims to their state file
 	}{
-		{"keep 2", -1, []int64{1, 2, 3}},
-		{"keep 2 and protect 2", 2, []int64{3}},
+		{"keep 2", -1, []int64{1, 2, 3}, []int64{4}},
+		{"keep 2 and protect 2", 2, []int64{3}, []int64{1, 4}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// checked are the checkpoints that must never lose a file while they are complete: the
@@ -86,7 +100,7 @@ func TestRetainCrashKeepsReferencedFiles(t *testing.T) {
 			}
 			// run crashes Retain at its n-th filesystem call (n 0: never) and returns the problems
 			// the survivor shows, and whether the crash happened.
-			run := func(t *testing.T, n int, refs func([]byte) ([]int64, error)) (problems []string, crashed bool) {
+			run := func(t *testing.T, n int, refs func([]byte) ([]FileRef, error)) (problems []string, crashed bool) {
 				f := NewFaultFS(setup(t))
 				l, err := f.NewLocal("/ck")
 				if err != nil {
@@ -105,6 +119,22 @@ func TestRetainCrashKeepsReferencedFiles(t *testing.T) {
 					}
 					if refs != nil && !slices.Equal(gone, tc.gone) {
 						t.Fatalf("Retain discarded %v, want %v", gone, tc.gone)
+					}
+					if refs != nil {
+						// The trimmed ones keep exactly their referenced file, durably.
+						after, err := f.Crash().NewLocal("/ck")
+						if err != nil {
+							t.Fatal(err)
+						}
+						for _, id := range tc.trimmed {
+							des, err := after.fs.ReadDir(after.chkDir(id))
+							if err != nil {
+								t.Fatal(err)
+							}
+							if len(des) != 1 || des[0].Name() != "state" {
+								t.Fatalf("trimmed checkpoint %d holds %v, want only its state file", id, des)
+							}
+						}
 					}
 					survivor = f.Crash() // what a crash right after Retain leaves
 				} else {

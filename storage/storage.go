@@ -12,6 +12,7 @@
 package storage
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -47,6 +48,19 @@ type Storage interface {
 	List(ctx context.Context) ([]Entry, error)
 	// Discard deletes everything stored for checkpoint id. Discarding an absent id is not an error.
 	Discard(ctx context.Context, id int64) error
+	// Trim reduces checkpoint id to the state files named in keep, for a checkpoint that is kept
+	// only because later checkpoints build on some of its files (retention is reference-counted).
+	// It deletes the metadata first, durably: from then on the checkpoint is incomplete and never
+	// a recovery point, whatever happens next. Then it deletes every other file of the checkpoint
+	// (state files not in keep, temporary files). With keep empty it is Discard: the checkpoint's
+	// directory (or key prefix) goes too.
+	//
+	// Names in keep that are not stored are ignored; a name that cannot be a state file name
+	// (ValidName) fails the call before anything is deleted. Trim is idempotent and safe to retry:
+	// trimming an absent checkpoint, or one already trimmed, is not an error. A crash or failure
+	// part-way leaves every file in keep and, once the metadata's deletion was attempted, possibly
+	// an incomplete checkpoint with some of the other files, which a later Trim or Discard deletes.
+	Trim(ctx context.Context, id int64, keep []string) error
 	// WriteLedger replaces the checkpoint ledger (LedgerName, beside the checkpoints) with data,
 	// atomically and durably: after it returns nil a reader finds data (with a checksum); after it
 	// fails a reader finds the old ledger or the new one, whole. The ledger is the job's memory of
@@ -72,6 +86,30 @@ type Handle struct {
 	// CRC is the CRC-32C (Castagnoli) of the payload.
 	CRC uint32 `json:"crc"`
 }
+
+// FileRef names one stored state file by checkpoint and name, without the size and checksum a
+// Handle adds: what retention counts references by (a file is deleted only when no kept
+// checkpoint references it; see Retain and Storage.Trim).
+type FileRef struct {
+	// Checkpoint is the id of the checkpoint the file was written for.
+	Checkpoint int64 `json:"checkpoint"`
+	// Name is the file's name, relative to its checkpoint.
+	Name string `json:"name"`
+}
+
+// Ref returns the FileRef of the file h names.
+func (h Handle) Ref() FileRef { return FileRef{Checkpoint: h.Checkpoint, Name: h.Name} }
+
+// Compare orders references by checkpoint, then name.
+func (r FileRef) Compare(o FileRef) int {
+	if c := cmp.Compare(r.Checkpoint, o.Checkpoint); c != 0 {
+		return c
+	}
+	return cmp.Compare(r.Name, o.Name)
+}
+
+// String formats the reference as <checkpoint>/<name>.
+func (r FileRef) String() string { return fmt.Sprintf("%d/%s", r.Checkpoint, r.Name) }
 
 // Entry describes one checkpoint found by List.
 type Entry struct {

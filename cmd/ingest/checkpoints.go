@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -56,7 +57,9 @@ checkpoint's output, that run is refused, since the replay would publish it
 again, unless it is given --allow-duplicates. Checkpoint ids are never used
 again: the storage's ledger remembers them. A checkpoint whose files a newer
 complete checkpoint builds on (incremental snapshots) is never deleted, even
-with --force: the command names the checkpoints that reference it. The
+with --force: the command names the checkpoints that reference it. That
+includes a checkpoint retention trimmed to such files (listed as "trimmed":
+it has no metadata and is no recovery point). The
 command refuses while a process running the pipeline holds the checkpoint
 storage's lock.`,
 		Args: exactArgs(2),
@@ -157,6 +160,78 @@ func newestComplete(ctx context.Context, st storage.Storage, entries []storage.E
 	return -1
 }
 
+// readAllMetadata reads and decodes the metadata of every complete checkpoint
+// of entries; a checkpoint whose metadata does not read or decode is in
+// unreadable, with the error, instead.
+func readAllMetadata(ctx context.Context, st storage.Storage, entries []storage.Entry) (metas map[int64]*checkpoint.Metadata, unreadable map[int64]error) {
+	metas, unreadable = map[int64]*checkpoint.Metadata{}, map[int64]error{}
+	for _, e := range entries {
+		if !e.Complete {
+			continue
+		}
+		data, err := st.ReadMetadata(ctx, e.ID)
+		if err == nil {
+			var m *checkpoint.Metadata
+			if m, err = checkpoint.DecodeMetadata(data); err == nil {
+				metas[e.ID] = m
+				continue
+			}
+		}
+		unreadable[e.ID] = err
+	}
+	return metas, unreadable
+}
+
+// holders says why a checkpoint stays in storage although retention let it
+// go: complete checkpoints build on some of its files (incremental
+// snapshots), and retention trimmed it to them (its metadata went first: it
+// is no recovery point).
+type holders struct {
+	// files are the names of its files that complete checkpoints reference.
+	files map[string]bool
+	// by are those complete checkpoints, increasing.
+	by []int64
+}
+
+// String says what is kept and for whom, e.g. "kept for 3 files referenced
+// by checkpoint 12".
+func (h *holders) String() string {
+	noun := "files"
+	if len(h.files) == 1 {
+		noun = "file"
+	}
+	by := make([]string, len(h.by))
+	for i, id := range h.by {
+		by[i] = strconv.FormatInt(id, 10)
+	}
+	s := "checkpoint "
+	if len(by) > 1 {
+		s = "checkpoints "
+	}
+	return fmt.Sprintf("kept for %d %s referenced by %s%s", len(h.files), noun, s, strings.Join(by, ", "))
+}
+
+// heldFor returns, for every checkpoint whose files the checkpoints of metas
+// reference (Metadata.SharedFiles), what they reference of it and which do.
+func heldFor(metas map[int64]*checkpoint.Metadata) map[int64]*holders {
+	held := map[int64]*holders{}
+	ids := slices.Sorted(maps.Keys(metas))
+	for _, id := range ids {
+		for _, f := range metas[id].SharedFiles() {
+			h := held[f.Checkpoint]
+			if h == nil {
+				h = &holders{files: map[string]bool{}}
+				held[f.Checkpoint] = h
+			}
+			h.files[f.Name] = true
+			if !slices.Contains(h.by, id) {
+				h.by = append(h.by, id)
+			}
+		}
+	}
+	return held
+}
+
 // inspectCheckpoint prints checkpoint id of p to w.
 func inspectCheckpoint(ctx context.Context, w io.Writer, p *config.Pipeline, id int64) error {
 	st, entries, err := openCheckpoints(ctx, p)
@@ -171,7 +246,20 @@ func inspectCheckpoint(ctx context.Context, w io.Writer, p *config.Pipeline, id 
 	var b strings.Builder
 	fmt.Fprintf(&b, "checkpoint %d in %s\n", id, e.Path)
 	if !e.Complete {
-		b.WriteString("status: incomplete (no metadata: it never completed, or is in flight)\n")
+		metas, _ := readAllMetadata(ctx, st, entries)
+		if h := heldFor(metas)[id]; h != nil {
+			fmt.Fprintf(&b, "status: trimmed (no metadata: not a recovery point; retention keeps only the files newer checkpoints build on): %s\n", h)
+			names := slices.Sorted(maps.Keys(h.files))
+			const show = 20
+			for _, n := range names[:min(len(names), show)] {
+				fmt.Fprintf(&b, "  %s\n", n)
+			}
+			if len(names) > show {
+				fmt.Fprintf(&b, "  … and %d more\n", len(names)-show)
+			}
+		} else {
+			b.WriteString("status: incomplete (no metadata: it never completed, or is in flight)\n")
+		}
 		_, err := io.WriteString(w, p.Redact(b.String()))
 		return err
 	}
@@ -333,10 +421,12 @@ func dash(s string) string {
 }
 
 // referencedBy returns, increasing, the complete checkpoints newer than id
-// whose state builds on files of checkpoint id (Metadata.References). A
-// checkpoint whose metadata is corrupt or gone is skipped: it is no recovery
-// point. Any other failure to read or decode one is an error: without it the
-// command cannot know that deleting id is safe.
+// whose state builds on files of checkpoint id (Metadata.References). This
+// is what keeps a trimmed checkpoint (no metadata, only the files newer ones
+// build on) from being deleted too. A checkpoint whose metadata is corrupt
+// or gone is skipped: it is no recovery point. Any other failure to read or
+// decode one is an error: without it the command cannot know that deleting
+// id is safe.
 func referencedBy(ctx context.Context, st storage.Storage, entries []storage.Entry, id int64) ([]int64, error) {
 	var by []int64
 	for _, e := range entries {

@@ -268,6 +268,53 @@ func TestCheckpointsDeleteRefusesReferenced(t *testing.T) {
 	}
 }
 
+// A checkpoint that retention trimmed (no metadata, only the files newer
+// checkpoints build on) is listed as trimmed, with what it is kept for, not
+// as incomplete; inspect says so and names its files; and delete refuses it,
+// even with --force, naming the checkpoints that build on it.
+func TestCheckpointsTrimmed(t *testing.T) {
+	path, _, st := ranPipeline(t)
+	dropReferences(t, st)
+	ids := completeIDs(t, st)
+	if len(ids) < 3 {
+		t.Fatalf("want at least 3 retained checkpoints, have %v", ids)
+	}
+	oldest, middle, newest := ids[0], ids[1], ids[len(ids)-1]
+	m := readMeta(t, st, newest)
+	m.Tasks[0].Shared = append(m.Tasks[0].Shared, storage.Handle{Name: "state-a", Checkpoint: oldest}, storage.Handle{Name: "state-b", Checkpoint: oldest})
+	replaceMeta(t, st, newest, m)
+	m = readMeta(t, st, middle)
+	m.Tasks[0].Shared = append(m.Tasks[0].Shared, storage.Handle{Name: "state-a", Checkpoint: oldest})
+	replaceMeta(t, st, middle, m)
+	if err := st.Trim(context.Background(), oldest, []string{"state-a", "state-b"}); err != nil {
+		t.Fatal(err)
+	}
+
+	out, _, err := runCLI(checkpointsCmd(), "list", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("trimmed: kept for 2 files referenced by checkpoints %d, %d", middle, newest)
+	if !hasRow(out, []string{fmt.Sprint(oldest), "trimmed:"}) || !strings.Contains(out, want) {
+		t.Errorf("list does not show checkpoint %d as %q:\n%s", oldest, want, out)
+	}
+
+	out, _, err = runCLI(checkpointsCmd(), "inspect", path, fmt.Sprint(oldest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"status: trimmed", "not a recovery point", strings.TrimPrefix(want, "trimmed: "), "  state-a\n", "  state-b\n"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("inspect of trimmed checkpoint %d does not say %q:\n%s", oldest, w, out)
+		}
+	}
+
+	_, _, err = runCLI(checkpointsCmd(), "delete", path, "--force", fmt.Sprint(oldest))
+	if w := fmt.Sprintf("complete checkpoint(s) %d, %d build on its files", middle, newest); err == nil || !strings.Contains(err.Error(), w) {
+		t.Fatalf("delete --force of trimmed checkpoint %d: err %v, want a refusal saying %q", oldest, err, w)
+	}
+}
+
 // dropReferences rewrites every complete checkpoint's metadata without the
 // earlier files its incremental snapshots build on, so that a test decides
 // which checkpoints reference which (the state files do not matter to

@@ -20,7 +20,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/config"
 	"github.com/ingest-engine/ingest/internal/failpoint"
 	"github.com/ingest-engine/ingest/internal/gcfloor"
@@ -292,21 +291,22 @@ func listCheckpoints(ctx context.Context, cmd *cobra.Command, p *config.Pipeline
 		fmt.Fprintf(cmd.OutOrStdout(), "no checkpoints in %s\n", p.Redact(p.CheckpointDir))
 		return nil
 	}
+	metas, unreadable := readAllMetadata(ctx, st, entries)
+	held := heldFor(metas)
 	w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tSTATUS\tCOMPLETED\tDURATION\tSTATE SIZE\tTASKS\tCOMMITS")
 	for _, e := range entries {
 		if !e.Complete {
-			fmt.Fprintf(w, "%d\tincomplete\t-\t-\t-\t-\t-\n", e.ID)
+			status := "incomplete"
+			if h := held[e.ID]; h != nil {
+				status = "trimmed: " + h.String()
+			}
+			fmt.Fprintf(w, "%d\t%s\t-\t-\t-\t-\t-\n", e.ID, status)
 			continue
 		}
-		data, err := st.ReadMetadata(ctx, e.ID)
-		if err != nil {
-			fmt.Fprintf(w, "%d\tunreadable: %v\t-\t-\t-\t-\t-\n", e.ID, p.RedactError(err))
-			continue
-		}
-		m, err := checkpoint.DecodeMetadata(data)
-		if err != nil {
-			fmt.Fprintf(w, "%d\tunreadable: %v\t-\t-\t-\t-\t-\n", e.ID, p.RedactError(err))
+		m := metas[e.ID]
+		if m == nil {
+			fmt.Fprintf(w, "%d\tunreadable: %v\t-\t-\t-\t-\t-\n", e.ID, p.RedactError(unreadable[e.ID]))
 			continue
 		}
 		status := "complete"

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -181,9 +182,11 @@ func TestRetentionKeepsStorageBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	// At the end storage holds the retained checkpoints and what they
-	// reference, nothing else; the final one, written in full, references
-	// nothing.
+	// reference, nothing else: a checkpoint kept only for its files is
+	// trimmed to exactly the files retained ones reference (no metadata).
+	// The final one, written in full, references nothing.
 	kept := map[int64]bool{}
+	referenced := map[int64][]string{}
 	var complete []int64
 	for _, e := range entries {
 		if e.Complete {
@@ -203,13 +206,29 @@ func TestRetentionKeepsStorageBounded(t *testing.T) {
 		if m.Final && len(m.References()) > 0 {
 			t.Errorf("final checkpoint %d references %v: it should be self-contained", id, m.References())
 		}
-		for _, r := range m.References() {
-			kept[r] = true
+		for _, r := range m.SharedFiles() {
+			kept[r.Checkpoint] = true
+			referenced[r.Checkpoint] = append(referenced[r.Checkpoint], r.Name)
 		}
 	}
 	for _, e := range entries {
 		if !kept[e.ID] {
 			t.Errorf("checkpoint %d (complete %v) left in storage: neither retained nor referenced by a retained one (stored %v, kept %v)", e.ID, e.Complete, entries, kept)
+		}
+		if e.Complete {
+			continue
+		}
+		des, err := os.ReadDir(e.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, de := range des {
+			names = append(names, de.Name())
+		}
+		want := slices.Compact(slices.Sorted(slices.Values(referenced[e.ID])))
+		if !slices.Equal(names, want) {
+			t.Errorf("held checkpoint %d holds %q, want exactly the files retained checkpoints reference, %q", e.ID, names, want)
 		}
 	}
 	remaining := int64(len(entries))

@@ -31,7 +31,9 @@
 //     become a recovery point (as Local removes _metadata when the directory fsync fails).
 //   - Listing uses the delimiter "/" under the prefix; S3, GCS and Azure list with read-after-write
 //     consistency, so a checkpoint whose metadata write returned is listed complete.
-//   - Discard deletes the metadata first, then every object under the checkpoint's prefix.
+//   - Discard deletes the metadata first, then every object under the checkpoint's prefix; Trim
+//     (a checkpoint kept only for the files later ones build on) deletes the metadata first, then
+//     every object under the prefix whose name it is not told to keep.
 //   - No message or Location shows credentials given in the URL, nor the value of a parameter whose
 //     name suggests a secret.
 //   - Retries are minio-go's, bounded to 3 attempts with jittered exponential backoff (200 ms to

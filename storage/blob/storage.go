@@ -308,7 +308,7 @@ func (s *Storage) List(ctx context.Context) ([]storage.Entry, error) {
 	return entries, nil
 }
 
-// requestParallelism bounds the concurrent requests of one List or Discard: an object store
+// requestParallelism bounds the concurrent requests of one List, Discard or Trim: an object store
 // answers one object per request, and both run on the queue metadata writes wait in.
 const requestParallelism = 16
 
@@ -380,6 +380,57 @@ func (s *Storage) Discard(ctx context.Context, id int64) error {
 		_ = os.Remove(filepath.Join(s.loc.dir, storage.CheckpointDirName(id)))
 	}
 	return err
+}
+
+// Trim reduces checkpoint id to the state files named in keep (see storage.Storage.Trim): it
+// deletes the metadata object first (a delete is durable when it returns, and listings see it at
+// once), then every other object under the checkpoint's prefix. With keep empty it is Discard.
+// Trimming an absent id is not an error.
+func (s *Storage) Trim(ctx context.Context, id int64, keep []string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("storage/blob: trim checkpoint %d: %w", id, err)
+	}
+	if err := storage.CheckID(id); err != nil {
+		return err
+	}
+	kept := make(map[string]bool, len(keep))
+	for _, name := range keep {
+		if err := storage.ValidName(name); err != nil {
+			return fmt.Errorf("storage/blob: trim checkpoint %d: %w", id, err)
+		}
+		kept[name] = true
+	}
+	if len(keep) == 0 {
+		return s.Discard(ctx, id)
+	}
+	if err := s.usable(); err != nil {
+		return fmt.Errorf("storage/blob: trim checkpoint %d: %w", id, err)
+	}
+	defer s.slow.Begin(fmt.Sprintf("trim checkpoint %d to %d files", id, len(keep)))()
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	dir := s.dirKey(id)
+	if err := s.bucket.del(ctx, dir+storage.MetadataName); err != nil {
+		return s.fail(err, "trim checkpoint %d: delete %s", id, s.where(dir+storage.MetadataName))
+	}
+	// The checkpoint is no longer complete: a failure from here on leaves some of the objects not
+	// in keep, which the next recovery's retention pass trims again (storage.Retain).
+	objs, err := s.bucket.list(ctx, dir, false)
+	if err != nil {
+		return s.fail(err, "trim checkpoint %d: list %s", id, s.where(dir))
+	}
+	var keys []string
+	for _, obj := range objs {
+		if !obj.isDir && !kept[strings.TrimPrefix(obj.key, dir)] {
+			keys = append(keys, obj.key)
+		}
+	}
+	return parallel(len(keys), func(i int) error {
+		if err := s.bucket.del(ctx, keys[i]); err != nil {
+			return s.fail(err, "trim checkpoint %d: delete %s", id, s.where(keys[i]))
+		}
+		return nil
+	})
 }
 
 // WriteLedger replaces the ledger object (<prefix>_ledger) with one unconditional put: a put is

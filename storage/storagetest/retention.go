@@ -36,15 +36,18 @@ func TestRetention(t *testing.T, open Opener) {
 		{"RetainStopsOnReferenceError", testRetainStopsOnReferenceError},
 		{"RetainReferencesReadError", testRetainReferencesReadError},
 		{"RetainSkipsReferencedMetadata", testRetainSkipsReferencedMetadata},
+		{"RetainTrimmedCheckpoint", testRetainTrimmedCheckpoint},
+		{"RetainTrimFailure", testRetainTrimFailure},
 		{"Latest", testLatest},
 		{"LatestSkipsCorrupt", testLatestSkipsCorrupt},
 		{"LatestDoesNotFallBackOnIOError", testLatestDoesNotFallBackOnIOError},
 	})
 }
 
-// setup creates checkpoints in in from a spec like "1c 2i 3x 4c>1+3": complete, incomplete,
-// complete with corrupt metadata, complete and referencing 1 and 3 (see specRefs). Each has a state
-// file "state" holding its spec word, and a complete one has that word as metadata.
+// setup creates checkpoints in in from a spec like "1c 2i 3x 4c>1+3/extra": complete, incomplete,
+// complete with corrupt metadata, complete and referencing file "state" of 1 and file "extra" of 3
+// (see specRefs). Each has two state files, "state" and "extra", holding its spec word, and a
+// complete one has that word as metadata.
 func setup(t *testing.T, in Instance, spec string) {
 	t.Helper()
 	for _, f := range strings.Fields(spec) {
@@ -55,6 +58,7 @@ func setup(t *testing.T, in Instance, spec string) {
 			t.Fatalf("bad spec %q: %v", f, err)
 		}
 		MustWrite(t, in, id, "state", []byte(f))
+		MustWrite(t, in, id, "extra", []byte(f))
 		switch kind {
 		case 'c':
 			MustMeta(t, in, id, f)
@@ -122,9 +126,10 @@ func testRetain(t *testing.T, open Opener) {
 	}
 }
 
-// specRefs is the refs function of Retain for metadata written by setup: the ids after ">",
-// separated by "+". Metadata "bad>" is undecodable.
-func specRefs(meta []byte) ([]int64, error) {
+// specRefs is the refs function of Retain for metadata written by setup: the files after ">",
+// separated by "+", each "M/name" (file name of checkpoint M) or "M" (file "state" of M).
+// Metadata "bad>" is undecodable.
+func specRefs(meta []byte) ([]storage.FileRef, error) {
 	_, list, ok := strings.Cut(string(meta), ">")
 	if !ok || list == "" {
 		if strings.HasPrefix(string(meta), "bad") {
@@ -132,23 +137,49 @@ func specRefs(meta []byte) ([]int64, error) {
 		}
 		return nil, nil
 	}
-	var ids []int64
+	var refs []storage.FileRef
 	for _, w := range strings.Split(list, "+") {
-		var id int64
-		if _, err := fmt.Sscanf(w, "%d", &id); err != nil {
+		id, name, named := strings.Cut(w, "/")
+		r := storage.FileRef{Name: "state"}
+		if named {
+			r.Name = name
+		}
+		if _, err := fmt.Sscanf(id, "%d", &r.Checkpoint); err != nil {
 			return nil, fmt.Errorf("bad reference %q", w)
 		}
-		ids = append(ids, id)
+		refs = append(refs, r)
 	}
-	return ids, nil
+	return refs, nil
 }
 
-// Retain with references (incremental snapshots) keeps every checkpoint a kept one builds on, and
-// only those. A checkpoint's references name every earlier checkpoint whose files it reads (an
-// incremental chain is flattened: 3 on 2 and 1 references both), so only the references of the
-// kept checkpoints and of protect count, not those of the checkpoints they reference: a checkpoint
-// kept only for its files is no recovery point, and following its references would keep chains of
-// files that nothing kept reads.
+// trimmedFiles describes every checkpoint of in without metadata (trimmed, or never complete) as
+// "id=file+file", with its files among setup's, separated by spaces, increasing.
+func trimmedFiles(t *testing.T, in Instance) string {
+	t.Helper()
+	var out []string
+	for _, id := range IDs(t, in) {
+		dir := storage.CheckpointDirName(id) + "/"
+		if _, ok := in.Get(t, dir+storage.MetadataName); ok {
+			continue
+		}
+		var files []string
+		for _, n := range []string{"extra", "state"} {
+			if _, ok := in.Get(t, dir+n); ok {
+				files = append(files, n)
+			}
+		}
+		out = append(out, fmt.Sprintf("%d=%s", id, strings.Join(files, "+")))
+	}
+	return strings.Join(out, " ")
+}
+
+// Retain with references (incremental snapshots) keeps every file a kept one builds on, and only
+// those: a checkpoint kept only for some of its files is trimmed to them (no metadata: it is no
+// recovery point). A checkpoint's references name every earlier file it reads (an incremental
+// chain is flattened: 3 on 2 and 1 references both), so only the references of the kept
+// checkpoints and of protect count, not those of the checkpoints they reference: a checkpoint kept
+// only for its files is no recovery point, and following its references would keep chains of files
+// that nothing kept reads. trimmed lists every checkpoint left without metadata and its files.
 func testRetainReferences(t *testing.T, open Opener) {
 	for _, tc := range []struct {
 		name          string
@@ -157,21 +188,24 @@ func testRetainReferences(t *testing.T, open Opener) {
 		protect       int64
 		wantDiscarded []int64
 		wantLeft      []int64
+		trimmed       string
 	}{
-		{"no references: as without refs", "1c 2c 3c 4c", 2, -1, []int64{1, 2}, []int64{3, 4}},
-		{"a chain is kept whole", "1c 2c>1 3c>2+1 4c>3+2+1", 1, -1, nil, []int64{1, 2, 3, 4}},
-		{"not transitive: what the newest does not reference goes", "1c 2c>1 3c>2 4c>3", 1, -1, []int64{1, 2}, []int64{3, 4}},
-		{"a full snapshot ends the chain", "1c 2c>1 3c>2+1 4c 5c>4", 2, -1, []int64{1, 2, 3}, []int64{4, 5}},
-		{"only what the kept ones reference", "1c 2c 3c>1 4c>3+1 5c", 2, -1, []int64{2}, []int64{1, 3, 4, 5}},
-		{"references of older, discarded checkpoints do not count", "1c 2c>1 3c 4c>3", 1, -1, []int64{1, 2}, []int64{3, 4}},
-		{"what the protected checkpoint references stays", "1c 2c>1 3c 4c", 1, 2, []int64{3}, []int64{1, 2, 4}},
-		{"not transitive from protect either", "1c 2c>1 3c>2 4c", 1, 3, []int64{1}, []int64{2, 3, 4}},
-		{"a referenced incomplete checkpoint stays", "1i 2c>1 3c>2+1", 1, -1, nil, []int64{1, 2, 3}},
-		{"a referenced corrupt checkpoint stays and references nothing", "1c 2x 3c>2", 1, -1, []int64{1}, []int64{2, 3}},
-		{"a corrupt newest checkpoint's references do not count", "1c 2c 3x>1", 1, -1, []int64{1}, []int64{2, 3}},
-		{"references to missing checkpoints are ignored", "2c 3c>1", 1, -1, []int64{2}, []int64{3}},
-		{"a reference cycle is not followed", "1c>2 2c>1 3c>2", 1, -1, []int64{1}, []int64{2, 3}},
-		{"a kept checkpoint's references count, though a kept one references it", "1c 2c>1 3c>2", 2, -1, nil, []int64{1, 2, 3}},
+		{"no references: as without refs", "1c 2c 3c 4c", 2, -1, []int64{1, 2}, []int64{3, 4}, ""},
+		{"a chain is kept, the files it reads only", "1c 2c>1 3c>2+1 4c>3+2+1", 1, -1, nil, []int64{1, 2, 3, 4}, "1=state 2=state 3=state"},
+		{"not transitive: what the newest does not reference goes", "1c 2c>1 3c>2 4c>3", 1, -1, []int64{1, 2}, []int64{3, 4}, "3=state"},
+		{"a full snapshot ends the chain", "1c 2c>1 3c>2+1 4c 5c>4", 2, -1, []int64{1, 2, 3}, []int64{4, 5}, ""},
+		{"only what the kept ones reference", "1c 2c 3c>1 4c>3+1 5c", 2, -1, []int64{2}, []int64{1, 3, 4, 5}, "1=state 3=state"},
+		{"every file referenced, by one kept checkpoint or another", "1c 2c 3c>1/extra 4c>2+1", 2, -1, nil, []int64{1, 2, 3, 4}, "1=extra+state 2=state"},
+		{"references of older, discarded checkpoints do not count", "1c 2c>1 3c 4c>3", 1, -1, []int64{1, 2}, []int64{3, 4}, "3=state"},
+		{"what the protected checkpoint references stays", "1c 2c>1 3c 4c", 1, 2, []int64{3}, []int64{1, 2, 4}, "1=state"},
+		{"not transitive from protect either", "1c 2c>1 3c>2 4c", 1, 3, []int64{1}, []int64{2, 3, 4}, "2=state"},
+		{"a referenced incomplete checkpoint is trimmed", "1i 2c>1 3c>2+1", 1, -1, nil, []int64{1, 2, 3}, "1=state 2=state"},
+		{"a referenced corrupt checkpoint is trimmed and references nothing", "1c 2x>1 3c>2", 1, -1, []int64{1}, []int64{2, 3}, "2=state"},
+		{"a corrupt newest checkpoint's references do not count", "1c 2c 3x>1", 1, -1, []int64{1}, []int64{2, 3}, ""},
+		{"references to missing checkpoints are ignored", "2c 3c>1", 1, -1, []int64{2}, []int64{3}, ""},
+		{"a reference cycle is not followed", "1c>2 2c>1 3c>2", 1, -1, []int64{1}, []int64{2, 3}, "2=state"},
+		{"a kept checkpoint's references count, though a kept one references it", "1c 2c>1 3c>2", 2, -1, nil, []int64{1, 2, 3}, "1=state"},
+		{"newer checkpoints in flight are left alone", "1c 2c>1 3i 4i", 1, -1, nil, []int64{1, 2, 3, 4}, "1=state 3=extra+state 4=extra+state"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -187,7 +221,67 @@ func testRetainReferences(t *testing.T, open Opener) {
 			if left := IDs(t, in); !slices.Equal(left, tc.wantLeft) {
 				t.Errorf("left %v, want %v", left, tc.wantLeft)
 			}
+			if got := trimmedFiles(t, in); got != tc.trimmed {
+				t.Errorf("without metadata: %q, want %q", got, tc.trimmed)
+			}
+			// A second pass (the next recovery's) finds the trimmed checkpoints still referenced:
+			// it deletes nothing more and never takes one for a recovery point.
+			before := trimmedFiles(t, in)
+			if got, err := storage.Retain(context.Background(), in, tc.keep, tc.protect, specRefs); err != nil || len(got) > 0 {
+				t.Errorf("second Retain = %v, %v; want nothing discarded", got, err)
+			}
+			if left := IDs(t, in); !slices.Equal(left, tc.wantLeft) {
+				t.Errorf("after a second Retain: left %v, want %v", left, tc.wantLeft)
+			}
+			if after := trimmedFiles(t, in); after != before {
+				t.Errorf("a second Retain trimmed %q to %q", before, after)
+			}
 		})
+	}
+}
+
+// A checkpoint trimmed before (a running job's coordinator, an earlier Retain) is still referenced
+// at the next recovery: Retain keeps its referenced files, deletes the others it still has (a
+// trim a crash interrupted), and discards it once nothing kept references it any more.
+func testRetainTrimmedCheckpoint(t *testing.T, in Instance) {
+	ctx := context.Background()
+	setup(t, in, "1c 2c>1 3c>1+2")
+	MustWrite(t, in, 1, "orphan", []byte("left by an interrupted trim"))
+	if err := in.Trim(ctx, 1, []string{"state", "orphan"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := storage.Retain(ctx, in, 1, 3, specRefs)
+	if err != nil || len(got) > 0 {
+		t.Fatalf("Retain = %v, %v; want nothing discarded", got, err)
+	}
+	if got := trimmedFiles(t, in); got != "1=state 2=state" {
+		t.Fatalf("without metadata: %q, want 1 and 2 trimmed to state", got)
+	}
+	if _, ok := in.Get(t, "chk-0000000001/orphan"); ok {
+		t.Fatal("the file no kept checkpoint references is still there")
+	}
+	// Checkpoint 4 builds on nothing: 3 goes, and what only 3 referenced with it.
+	setup(t, in, "4c")
+	got, err = storage.Retain(ctx, in, 1, 4, specRefs)
+	if err != nil || !slices.Equal(got, []int64{1, 2, 3}) {
+		t.Fatalf("Retain = %v, %v; want [1 2 3] discarded", got, err)
+	}
+}
+
+// A failed Trim does not stop Retain: the other checkpoints are discarded or trimmed, and the
+// failure is returned.
+func testRetainTrimFailure(t *testing.T, in Instance) {
+	setup(t, in, "1c 2c 3c>1+2")
+	boom := errors.New("disk on fire")
+	got, err := storage.Retain(context.Background(), failOn(in, storage.OpTrim, 2, boom), 1, -1, specRefs)
+	if !errors.Is(err, boom) {
+		t.Fatalf("err = %v, want the Trim failure", err)
+	}
+	if len(got) > 0 {
+		t.Fatalf("discarded %v, want nothing", got)
+	}
+	if got := trimmedFiles(t, in); got != "1=state" {
+		t.Fatalf("without metadata: %q, want 1 trimmed (2's trim failed)", got)
 	}
 }
 

@@ -94,7 +94,8 @@ func runChecks(t *testing.T, open Opener, checks []check) {
 // TestStorage checks the methods of storage.Storage on Instances from open, each check a parallel
 // subtest of t: round trip, the stored file format and layout, name and id validation, missing
 // files, List, detection of truncated and corrupted files and of a handle that does not match its
-// file, metadata written once, Discard, a cancelled context, concurrent writers, and the ledger.
+// file, metadata written once, Discard, Trim, a cancelled context, concurrent writers, and the
+// ledger.
 func TestStorage(t *testing.T, open Opener) {
 	runChecks(t, open, []check{
 		{"RoundTrip", testRoundTrip},
@@ -108,6 +109,10 @@ func TestStorage(t *testing.T, open Opener) {
 		{"ReadFileChecksHandle", testReadFileChecksHandle},
 		{"WriteMetadataRefusesComplete", testWriteMetadataRefusesComplete},
 		{"Discard", testDiscard},
+		{"Trim", testTrim},
+		{"TrimKeepingNothingDiscards", testTrimKeepingNothing},
+		{"TrimRejectsInvalidNames", testTrimRejectsInvalidNames},
+		{"TrimAbsent", testTrimAbsent},
 		{"CancelledContext", testCancelledContext},
 		{"ConcurrentWriteFile", testConcurrentWriteFile},
 		{"Ledger", testLedger},
@@ -406,6 +411,135 @@ func testDiscard(t *testing.T, in Instance) {
 	}
 }
 
+// present returns which of the files names of checkpoint id are stored.
+func present(t *testing.T, in Instance, id int64, names ...string) []string {
+	t.Helper()
+	var out []string
+	for _, n := range names {
+		if _, ok := in.Get(t, storage.CheckpointDirName(id)+"/"+n); ok {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// testTrim: Trim deletes the metadata (the checkpoint lists as incomplete and has no metadata to
+// read), every state file not kept and leftover temporary files, keeps the kept ones readable and
+// leaves other checkpoints alone; it is idempotent, a name in keep that is not stored is
+// ignored, and a second Trim with fewer names trims further.
+func testTrim(t *testing.T, in Instance) {
+	ctx := context.Background()
+	handles := map[string]storage.Handle{}
+	var all []string
+	for i := range 40 { // more than the deletes a backend may run at once
+		name := fmt.Sprintf("state-op-0-%d", i)
+		handles[name] = MustWrite(t, in, 1, name, []byte(name))
+		all = append(all, name)
+	}
+	MustMeta(t, in, 1, "m1")
+	in.Put(t, "chk-0000000001/.tmp-_metadata-XYZ", []byte("left by a crash"))
+	MustWrite(t, in, 2, "state-op-0-3", []byte("x"))
+	MustMeta(t, in, 2, "m2")
+
+	keep := []string{"state-op-0-3", "state-op-0-17", "state-op-0-never-written"}
+	for range 2 { // idempotent
+		if err := in.Trim(ctx, 1, keep); err != nil {
+			t.Fatal(err)
+		}
+		got, err := in.List(ctx)
+		if err != nil || len(got) != 2 || got[0].ID != 1 || got[0].Complete || got[1].ID != 2 || !got[1].Complete {
+			t.Fatalf("List after Trim = %v, %v; want 1 incomplete and 2 complete", got, err)
+		}
+		if _, err := in.ReadMetadata(ctx, 1); !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("ReadMetadata of a trimmed checkpoint = %v, want ErrNotFound", err)
+		}
+		if left := present(t, in, 1, append(slices.Clone(all), "_metadata", ".tmp-_metadata-XYZ", "state-op-0-never-written")...); !slices.Equal(left, []string{"state-op-0-3", "state-op-0-17"}) {
+			t.Fatalf("files left after Trim(%q): %q", keep, left)
+		}
+		for _, n := range keep[:2] {
+			if got, err := in.ReadFile(ctx, handles[n]); err != nil || string(got) != n {
+				t.Fatalf("ReadFile(%s) after Trim = %q, %v", n, got, err)
+			}
+		}
+		if got, err := in.ReadMetadata(ctx, 2); err != nil || string(got) != "m2" {
+			t.Fatalf("checkpoint 2 after trimming 1: ReadMetadata = %q, %v", got, err)
+		}
+	}
+	if err := in.Trim(ctx, 1, []string{"state-op-0-17"}); err != nil {
+		t.Fatal(err)
+	}
+	if left := present(t, in, 1, all...); !slices.Equal(left, []string{"state-op-0-17"}) {
+		t.Fatalf("files left after trimming further: %q", left)
+	}
+	if ids := IDs(t, in); !slices.Equal(ids, []int64{1, 2}) {
+		t.Fatalf("List = %v, want [1 2]", ids)
+	}
+}
+
+// testTrimKeepingNothing: Trim with nothing to keep is Discard, on a complete, a trimmed and an
+// incomplete checkpoint alike: the checkpoint is no longer listed.
+func testTrimKeepingNothing(t *testing.T, in Instance) {
+	ctx := context.Background()
+	for id := int64(1); id <= 3; id++ {
+		MustWrite(t, in, id, "a", []byte("x"))
+		MustWrite(t, in, id, "b", []byte("x"))
+	}
+	MustMeta(t, in, 1, "m")
+	MustMeta(t, in, 2, "m")
+	if err := in.Trim(ctx, 2, []string{"a"}); err != nil {
+		t.Fatal(err)
+	}
+	for id := int64(1); id <= 3; id++ {
+		if err := in.Trim(ctx, id, nil); err != nil {
+			t.Fatalf("Trim(%d, nil): %v", id, err)
+		}
+		if left := present(t, in, id, "a", "b", "_metadata"); len(left) > 0 {
+			t.Fatalf("Trim(%d, nil) left %q", id, left)
+		}
+	}
+	if ids := IDs(t, in); len(ids) > 0 {
+		t.Fatalf("List after trimming everything = %v", ids)
+	}
+}
+
+// testTrimRejectsInvalidNames: a name in keep that cannot be a state file name (the metadata's,
+// a temporary file's, a path) fails Trim before it deletes anything.
+func testTrimRejectsInvalidNames(t *testing.T, in Instance) {
+	ctx := context.Background()
+	MustWrite(t, in, 1, "a", []byte("x"))
+	MustMeta(t, in, 1, "m")
+	for _, bad := range []string{storage.MetadataName, ".tmp-x", "../chk-0000000002/a", ""} {
+		err := in.Trim(ctx, 1, []string{"a", bad})
+		if err == nil || !strings.Contains(err.Error(), "invalid state file name") || !strings.Contains(err.Error(), "checkpoint 1") {
+			t.Errorf("Trim(1, [a %q]) = %v, want an error naming the checkpoint and the invalid name", bad, err)
+		}
+	}
+	if got, err := in.ReadMetadata(ctx, 1); err != nil || string(got) != "m" {
+		t.Fatalf("a rejected Trim deleted the metadata: %q, %v", got, err)
+	}
+	if err := in.Trim(ctx, -1, []string{"a"}); err == nil {
+		t.Error("Trim with id -1 succeeded")
+	}
+}
+
+// testTrimAbsent: trimming a checkpoint that was never written, or was discarded, is not an
+// error and creates nothing.
+func testTrimAbsent(t *testing.T, in Instance) {
+	ctx := context.Background()
+	MustWrite(t, in, 1, "a", []byte("x"))
+	if err := in.Discard(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []int64{1, 77} {
+		if err := in.Trim(ctx, id, []string{"a"}); err != nil {
+			t.Fatalf("Trim(%d) of an absent checkpoint: %v", id, err)
+		}
+	}
+	if ids := IDs(t, in); len(ids) > 0 {
+		t.Fatalf("List after trimming absent checkpoints = %v, want none", ids)
+	}
+}
+
 func testCancelledContext(t *testing.T, in Instance) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -423,6 +557,9 @@ func testCancelledContext(t *testing.T, in Instance) {
 	}
 	if err := in.Discard(ctx, 1); !errors.Is(err, context.Canceled) {
 		t.Errorf("Discard = %v", err)
+	}
+	if err := in.Trim(ctx, 1, []string{"a"}); !errors.Is(err, context.Canceled) {
+		t.Errorf("Trim = %v", err)
 	}
 }
 
