@@ -526,6 +526,7 @@ var errNotModelled = errors.New("not modelled by the sim")
 func (st simStorage) WriteFile(context.Context, int64, string, []byte) (storage.Handle, error) {
 	return storage.Handle{}, errNotModelled
 }
+func (st simStorage) StatFile(context.Context, storage.Handle) error { return errNotModelled }
 func (st simStorage) ReadFile(context.Context, storage.Handle) ([]byte, error) {
 	return nil, errNotModelled
 }

@@ -17,6 +17,7 @@ import (
 type Files interface {
 	WriteFile(ctx context.Context, id int64, name string, data []byte) (storage.Handle, error)
 	ReadFile(ctx context.Context, h storage.Handle) ([]byte, error)
+	StatFile(ctx context.Context, h storage.Handle) error
 }
 
 // lsmUploadWorkers bounds the files one upload or download moves at once.

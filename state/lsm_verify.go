@@ -12,8 +12,11 @@ import (
 // VerifyLSM checks, for a recovery's verification pass, that every data
 // file an LSM manifest names is intact, before anything of the checkpoint is
 // used: a file whose local copy (kept by an earlier run of job on this
-// machine, see RestoreLSM) has the recorded size and CRC-32C counts as
-// verified; any other is read from files, which verifies its checksum, and
+// machine, see RestoreLSM) has the recorded size and CRC-32C, and that
+// storage still holds (StatFile: the next checkpoints reference it instead
+// of storing it again, so a copy only on this machine is not enough),
+// counts as verified; any other is read from files, which verifies its
+// checksum, and
 // kept in the job's fetch directory so that the restore that follows links
 // it instead of reading it again (the runtime removes the directory with
 // ClearFetched once every subtask is restored). It returns the manifest's
@@ -35,21 +38,24 @@ func VerifyLSM(ctx context.Context, opts LSMOptions, job string, files Files, ma
 	}
 	err = parallel(ctx, len(m.files), func(i int) error {
 		f := m.files[i]
-		if sameFile(filepath.Join(local, f.local), f) {
-			return nil
-		}
-		p := fetchedPath(fetched, f.handle)
-		if sameFile(p, f) {
-			return nil
-		}
-		data, err := files.ReadFile(ctx, f.handle)
-		if err != nil {
+		named := func(err error) error {
 			from := "written by that checkpoint"
 			if f.handle.Checkpoint != m.checkpoint {
 				from = fmt.Sprintf("written by checkpoint %d, which checkpoint %d's incremental state builds on", f.handle.Checkpoint, m.checkpoint)
 			}
 			return fmt.Errorf("data file %s of operator %q (%s): %w", f.handle.Name, m.operator, from, err)
 		}
+		if sameFile(filepath.Join(local, f.local), f) || sameFile(fetchedPath(fetched, f.handle), f) {
+			if err := files.StatFile(ctx, f.handle); err != nil {
+				return named(err)
+			}
+			return nil
+		}
+		data, err := files.ReadFile(ctx, f.handle)
+		if err != nil {
+			return named(err)
+		}
+		p := fetchedPath(fetched, f.handle)
 		tmp := p + ".tmp"
 		if err := os.WriteFile(tmp, data, 0o644); err != nil {
 			return fmt.Errorf("state: keeping a verified file: %w", err)

@@ -20,6 +20,7 @@ const (
 	OpWriteLedger
 	OpReadLedger
 	OpTrim
+	OpStatFile
 )
 
 // String returns the method's name.
@@ -43,6 +44,8 @@ func (o Op) String() string {
 		return "ReadLedger"
 	case OpTrim:
 		return "Trim"
+	case OpStatFile:
+		return "StatFile"
 	}
 	return fmt.Sprintf("Op(%d)", int(o))
 }
@@ -149,6 +152,14 @@ func (f *Faulty) Discard(ctx context.Context, id int64) error {
 		return err
 	}
 	return f.inner.Discard(ctx, id)
+}
+
+// StatFile implements Storage.
+func (f *Faulty) StatFile(ctx context.Context, h Handle) error {
+	if err := f.fault(OpStatFile, h.Checkpoint, h.Name); err != nil {
+		return err
+	}
+	return f.inner.StatFile(ctx, h)
 }
 
 // Trim implements Storage.

@@ -239,6 +239,31 @@ func (l *Local) ReadFile(ctx context.Context, h Handle) ([]byte, error) {
 	return payload, nil
 }
 
+// StatFile checks that the file h names exists with the size of h's payload and its trailer.
+func (l *Local) StatFile(ctx context.Context, h Handle) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("storage: stat %s of checkpoint %d: %w", h.Name, h.Checkpoint, err)
+	}
+	if err := checkID(h.Checkpoint); err != nil {
+		return err
+	}
+	if err := validName(h.Name); err != nil {
+		return err
+	}
+	path := filepath.Join(l.chkDir(h.Checkpoint), h.Name)
+	fi, err := l.fs.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
+	if err != nil {
+		return fmt.Errorf("storage: stat %s: %w", path, err)
+	}
+	if want := h.Size + trailerSize; fi.Size() != want {
+		return &CorruptError{Path: path, Reason: fmt.Sprintf("%d bytes, its handle says %d (payload and trailer)", fi.Size(), want)}
+	}
+	return nil
+}
+
 // readVerified reads path and returns its verified payload.
 func (l *Local) readVerified(path string) ([]byte, error) {
 	b, err := l.fs.ReadFile(path)

@@ -35,6 +35,11 @@ type Storage interface {
 	// ReadFile reads the file a handle names and verifies its trailer and checksum, and that the
 	// payload's size and checksum match the handle.
 	ReadFile(ctx context.Context, h Handle) ([]byte, error)
+	// StatFile checks that the file a handle names is stored, without reading it: for a file whose
+	// content was verified elsewhere (a local copy with the handle's checksum), that storage still
+	// holds it. A missing file fails it with an error wrapping ErrNotFound; where the store tells
+	// the size cheaply (a local directory), a file of another size with one wrapping ErrCorrupt.
+	StatFile(ctx context.Context, h Handle) error
 	// WriteMetadata makes checkpoint id complete: it writes the metadata with a checksum atomically
 	// and durably (temp file in the checkpoint directory, fsync, rename to the final name, fsync the
 	// directory). Until it returns nil the checkpoint is not complete; if it fails no partial

@@ -191,6 +191,32 @@ func (s *Storage) ReadFile(ctx context.Context, h storage.Handle) ([]byte, error
 	return payload, nil
 }
 
+// StatFile checks that the object of the state file h names exists (object stores tell the size
+// only with another request: a missing object is what it finds).
+func (s *Storage) StatFile(ctx context.Context, h storage.Handle) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("storage/blob: stat %s of checkpoint %d: %w", h.Name, h.Checkpoint, err)
+	}
+	if err := storage.CheckID(h.Checkpoint); err != nil {
+		return err
+	}
+	if err := storage.ValidName(h.Name); err != nil {
+		return err
+	}
+	if err := s.usable(); err != nil {
+		return fmt.Errorf("storage/blob: stat %s of checkpoint %d: %w", h.Name, h.Checkpoint, err)
+	}
+	key := s.dirKey(h.Checkpoint) + h.Name
+	ok, err := s.bucket.exists(ctx, key)
+	if err != nil {
+		return s.fail(err, "stat %s", s.where(key))
+	}
+	if !ok {
+		return s.notFound(key)
+	}
+	return nil
+}
+
 // WriteMetadata makes checkpoint id complete: it writes data with its trailer to the _metadata
 // object with a conditional create (IfNotExist). It refuses to replace the metadata of a complete
 // checkpoint (the error wraps fs.ErrExist).

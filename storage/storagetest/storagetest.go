@@ -102,6 +102,7 @@ func TestStorage(t *testing.T, open Opener) {
 		{"FileFormat", testFileFormat},
 		{"InvalidNames", testInvalidNames},
 		{"NotFound", testNotFound},
+		{"StatFile", testStatFile},
 		{"List", testList},
 		{"ListIDsBeyondTenDigits", testListIDsBeyondTenDigits},
 		{"TruncationDetected", testTruncationDetected},
@@ -237,6 +238,28 @@ func testNotFound(t *testing.T, in Instance) {
 	}
 	if storage.IsCorrupt(err) {
 		t.Errorf("a missing file is reported as corrupt: %v", err)
+	}
+}
+
+// StatFile finds a stored file without reading it and reports a missing
+// one as not found, naming it.
+func testStatFile(t *testing.T, in Instance) {
+	ctx := context.Background()
+	h := MustWrite(t, in, 4, "s", []byte("payload"))
+	if err := in.StatFile(ctx, h); err != nil {
+		t.Fatalf("StatFile(stored) = %v", err)
+	}
+	gone := h
+	gone.Name = "t"
+	err := in.StatFile(ctx, gone)
+	if !errors.Is(err, storage.ErrNotFound) || !strings.Contains(err.Error(), "chk-0000000004") {
+		t.Errorf("StatFile(absent) = %v, want ErrNotFound naming the checkpoint", err)
+	}
+	if err := in.Discard(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	if err := in.StatFile(ctx, h); !errors.Is(err, storage.ErrNotFound) {
+		t.Errorf("StatFile(discarded) = %v, want ErrNotFound", err)
 	}
 }
 
