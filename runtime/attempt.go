@@ -120,6 +120,11 @@ func (j *Job) build(ctx context.Context, n int, rec *recovery) (_ *attempt, err 
 		}
 	}
 
+	restores, err := a.restoreAll(ctx, chains)
+	if err != nil {
+		cancel(err)
+		return nil, err
+	}
 	var taskIDs []checkpoint.TaskID
 	for _, chain := range chains {
 		head := chain[0]
@@ -130,17 +135,8 @@ func (j *Job) build(ctx context.Context, n int, rec *recovery) (_ *attempt, err 
 			for _, node := range chain {
 				id := checkpoint.TaskID{Operator: node.ID, Subtask: sub}
 				kgs := state.KeyGroupRangeFor(maxP, node.Parallelism, sub)
-				b, err := j.newBackend(actx, rec.jobID, node.ID, maxP, kgs)
-				if err != nil {
-					cancel(err)
-					return nil, err
-				}
-				a.backends = append(a.backends, b)
-				restored, union, err := j.restoreState(ctx, rec, node, id, b)
-				if err != nil {
-					cancel(err)
-					return nil, err
-				}
+				r := restores[id]
+				b, restored, union := r.backend, r.restored, r.union
 				l := &link{t: t, node: node, id: id, wm: MinWatermark}
 				l.ctx = &Context{Task: id, Parallelism: node.Parallelism, MaxParallelism: maxP, KeyGroups: kgs, State: b,
 					Output: l, Restored: restored, RestoredUnion: union, JobID: rec.jobID, Attempt: n, Log: j.log.With("task", id.String()), Clock: j.clock.Now,

@@ -3,10 +3,12 @@ package runtime
 import (
 	"context"
 	"fmt"
+	goruntime "runtime"
+	"sync"
+	"sync/atomic"
 
 	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/state"
-	"github.com/ingest-engine/ingest/storage"
 )
 
 // This file connects the runtime to the LSM state backend (Options.LSM):
@@ -86,4 +88,71 @@ func (t *task) uploadLSM(ctx context.Context, id int64, c capture, st *checkpoin
 // isLSMState reports whether a verified state file is an LSM manifest.
 func isLSMState(data []byte) bool { return state.IsLSMManifest(data) }
 
-var _ storage.Handle
+
+// subtaskRestore is one subtask's state backend, restored.
+type subtaskRestore struct {
+	backend  *state.Backend
+	restored *checkpoint.SubtaskState
+	union    [][]byte
+}
+
+// restoreWorkers bounds the subtasks restored at once: each reads its files
+// (the pebble backend: downloads or links its SSTs) and parses them, so a
+// job of many stateful subtasks is ready in about the time of its largest.
+func restoreWorkers() int { return min(max(goruntime.GOMAXPROCS(0), 2), 8) }
+
+// restoreAll creates every subtask's state backend and restores it from the
+// recovery point, on up to restoreWorkers goroutines. The backends are the
+// attempt's (closed by shutdown, or by build when it fails). It returns the
+// error of the first subtask, in plan order, that failed.
+func (a *attempt) restoreAll(ctx context.Context, chains [][]*Node) (map[checkpoint.TaskID]*subtaskRestore, error) {
+	j := a.job
+	maxP := j.plan.MaxParallelism
+	type item struct {
+		node *Node
+		id   checkpoint.TaskID
+		kgs  state.KeyGroupRange
+	}
+	var items []item
+	for _, chain := range chains {
+		for sub := 0; sub < chain[0].Parallelism; sub++ {
+			for _, node := range chain {
+				items = append(items, item{node, checkpoint.TaskID{Operator: node.ID, Subtask: sub}, state.KeyGroupRangeFor(maxP, node.Parallelism, sub)})
+			}
+		}
+	}
+	out := make(map[checkpoint.TaskID]*subtaskRestore, len(items))
+	for _, it := range items {
+		b, err := j.newBackend(a.ctx, a.rec.jobID, it.node.ID, maxP, it.kgs)
+		if err != nil {
+			return nil, err
+		}
+		a.backends = append(a.backends, b)
+		out[it.id] = &subtaskRestore{backend: b}
+	}
+	errs := make([]error, len(items))
+	var (
+		next atomic.Int64
+		wg   sync.WaitGroup
+	)
+	for range min(restoreWorkers(), len(items)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(items) {
+					return
+				}
+				it := items[i]
+				r := out[it.id]
+				r.restored, r.union, errs[i] = j.restoreState(ctx, a.rec, it.node, it.id, r.backend)
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}

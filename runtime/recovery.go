@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/state"
@@ -28,8 +29,10 @@ type recovery struct {
 	// writes.
 	topology *checkpoint.Topology
 	// files are the recovery point's state files as the verification pass
-	// read them, until restoreState takes them.
-	files map[storage.Handle]*verifiedFile
+	// read them, until restoreState takes them; filesMu guards it (subtasks
+	// are restored in parallel).
+	files   map[storage.Handle]*verifiedFile
+	filesMu sync.Mutex
 	// dropped are the operators whose state the recovery point holds and the
 	// pipeline no longer has, dropped with Options.AllowNonRestoredState.
 	dropped map[string]bool

@@ -172,12 +172,15 @@ func damageReason(err error) string {
 // readState returns the payload of the state file h: the verified copy the
 // recovery kept, or a fresh read.
 func (j *Job) readState(ctx context.Context, rec *recovery, h storage.Handle) ([]byte, error) {
+	rec.filesMu.Lock()
 	if f, ok := rec.files[h]; ok {
 		if f.uses--; f.uses <= 0 {
 			delete(rec.files, h)
 		}
+		rec.filesMu.Unlock()
 		return f.data, nil
 	}
+	rec.filesMu.Unlock()
 	return j.storage.ReadFile(ctx, h)
 }
 
