@@ -88,7 +88,6 @@ func (t *task) uploadLSM(ctx context.Context, id int64, c capture, st *checkpoin
 // isLSMState reports whether a verified state file is an LSM manifest.
 func isLSMState(data []byte) bool { return state.IsLSMManifest(data) }
 
-
 // subtaskRestore is one subtask's state backend, restored.
 type subtaskRestore struct {
 	backend  *state.Backend
