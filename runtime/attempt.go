@@ -77,7 +77,18 @@ type attempt struct {
 	// backends are the subtasks' state backends, closed by shutdown (or
 	// by build when it fails).
 	backends []*state.Backend
+	// deletions is the Discards and Trims of the coordinator step being
+	// carried out (driver goroutine; see deletionStep).
+	deletions *deletionStep
 }
+
+// deletionStep is what the store goroutine knows of one coordinator step's
+// Discards and Trims, which come ordered so that a checkpoint's go before
+// those of the checkpoints it references: once one fails, the step's later
+// ones are not carried out (the checkpoint that failed may still be complete
+// and reference their files), and the next recovery's retention redoes them.
+// Only the store goroutine reads and writes failed.
+type deletionStep struct{ failed bool }
 
 // build creates channels, tasks and the coordinator for one attempt.
 func (j *Job) build(ctx context.Context, n int, rec *recovery) (_ *attempt, err error) {
@@ -293,6 +304,7 @@ func (a *attempt) drive() error {
 	stop := a.job.stop
 
 	var failure error
+	a.deletions = &deletionStep{}
 	for _, act := range initial {
 		if failure = a.act(act, &finished); failure != nil {
 			break
@@ -377,6 +389,7 @@ func (a *attempt) drive() error {
 				acts = a.coord.Step(a.job.clock.Now(), checkpoint.Committed{ID: ev.id, Err: ev.err})
 			}
 		}
+		a.deletions = &deletionStep{}
 		for _, act := range acts {
 			if err := a.act(act, &finished); err != nil {
 				failure = err
@@ -524,16 +537,28 @@ func (a *attempt) act(act checkpoint.Action, finished *bool) error {
 			t.mb.put(control{kind: ctlAbort, id: x.ID})
 		}
 	case checkpoint.Discard:
+		step := a.deletions
 		a.store.do(func() {
+			if step.failed {
+				j.log.Warn("not deleting checkpoint data after an earlier deletion of the same step failed; it is retried at the next recovery", "checkpoint", x.ID)
+				return
+			}
 			if err := j.storage.Discard(context.WithoutCancel(a.ctx), x.ID); err != nil {
+				step.failed = true
 				j.log.Warn("deleting checkpoint data failed; it is retried at the next recovery", "checkpoint", x.ID, "err", err)
 			} else {
 				j.obs.discarded(x.ID) // counts it as deleted by retention if it completed
 			}
 		})
 	case checkpoint.Trim:
+		step := a.deletions
 		a.store.do(func() {
+			if step.failed {
+				j.log.Warn("not trimming checkpoint data after an earlier deletion of the same step failed; it is retried at the next recovery", "checkpoint", x.ID)
+				return
+			}
 			if err := j.storage.Trim(context.WithoutCancel(a.ctx), x.ID, x.Keep); err != nil {
+				step.failed = true
 				j.log.Warn("trimming checkpoint data failed; it is retried at the next recovery", "checkpoint", x.ID, "keep", len(x.Keep), "err", err)
 			} else {
 				j.obs.trimmed(x.ID) // counts it as trimmed by retention

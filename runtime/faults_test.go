@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/connector/datagen"
 	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/storage"
@@ -100,16 +101,36 @@ func checkRecoveryPoints(t *testing.T, seen []int64, fc *failingCalls) {
 	}
 }
 
-// checkStorageClean asserts that only complete checkpoints remain and,
-// unless fc is nil, none of them is one that failed.
+// checkStorageClean asserts that only complete checkpoints remain, and
+// trimmed ones that a complete one references files of (retention keeps
+// those files: a checkpoint's state builds on them), and, unless fc is nil,
+// none of them is one that failed.
 func checkStorageClean(t *testing.T, st storage.Storage, fc *failingCalls) {
 	t.Helper()
-	entries, err := st.List(context.Background())
+	ctx := context.Background()
+	entries, err := st.List(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
+	referenced := map[int64]bool{}
 	for _, e := range entries {
-		if !e.Complete || (fc != nil && fc.isFailed(e.ID)) {
+		if !e.Complete {
+			continue
+		}
+		data, err := st.ReadMetadata(ctx, e.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := checkpoint.DecodeMetadata(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range m.SharedFiles() {
+			referenced[f.Checkpoint] = true
+		}
+	}
+	for _, e := range entries {
+		if (!e.Complete && !referenced[e.ID]) || (fc != nil && fc.isFailed(e.ID)) {
 			t.Errorf("checkpoint %d (complete %v) left in storage after the job ended", e.ID, e.Complete)
 		}
 	}

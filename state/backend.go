@@ -172,18 +172,17 @@ func (b *Backend) fail(err error) {
 // is carried unchanged into every snapshot, so it is never lost silently.
 func (b *Backend) Unclaimed() []string {
 	if b.lsm != nil {
-		return slices.Sorted(slices.Values(b.lsmUnclaimed()))
+		return slices.Sorted(slices.Values(append(b.lsmUnclaimed(), slices.Collect(maps.Keys(b.restored))...)))
 	}
 	return slices.Sorted(maps.Keys(b.restored))
 }
 
 // hasRestored reports whether a restored state called name is unclaimed.
 func (b *Backend) hasRestored(name string) bool {
-	if b.lsm != nil {
-		return b.lsm.catalog[name] != nil && !b.lsm.claimed[name]
+	if _, ok := b.restored[name]; ok {
+		return true
 	}
-	_, ok := b.restored[name]
-	return ok
+	return b.lsm != nil && b.lsm.catalog[name] != nil && !b.lsm.claimed[name]
 }
 
 // DropUnclaimed discards restored state that no registration claimed and
@@ -194,6 +193,7 @@ func (b *Backend) DropUnclaimed() []string {
 		for _, name := range names {
 			b.lsmDrop(name)
 		}
+		clear(b.restored)
 		return names
 	}
 	clear(b.restored)
@@ -277,6 +277,11 @@ func register[S registered](b *Backend, info *stateInfo, build func() (S, error)
 		return zero, err
 	}
 	if b.lsm != nil {
+		r := b.restored[info.name] // a memory backend's checkpoint (see lsm_migrate.go)
+		if r != nil && (r.meta.kind != info.kind || !slices.Equal(r.meta.codecs, info.codecs)) {
+			return zero, fmt.Errorf("%w: operator %q state %q: the snapshot holds a %v, the operator registers a %v",
+				ErrStateMismatch, b.operator, info.name, &r.meta, info)
+		}
 		if err := b.lsmCheckRestored(info); err != nil {
 			return zero, err
 		}
@@ -286,6 +291,12 @@ func register[S registered](b *Backend, info *stateInfo, build func() (S, error)
 		}
 		if err := any(s).(lsmAttacher).attachLSM(l); err != nil {
 			return zero, err
+		}
+		if r != nil {
+			if err := b.lsmAdopt(s, r); err != nil {
+				return zero, err
+			}
+			delete(b.restored, info.name)
 		}
 		b.states[info.name] = s
 		return s, nil
@@ -501,6 +512,10 @@ func (b *Backend) DropState(name string) bool {
 			delete(b.states, name)
 		} else if e := b.lsm.catalog[name]; e != nil {
 			schema = e.meta.schema()
+		} else if r := b.restored[name]; r != nil {
+			delete(b.restored, name)
+			b.dropped = append(b.dropped, r.meta.schema())
+			return true
 		}
 		if !b.lsmDrop(name) {
 			return false

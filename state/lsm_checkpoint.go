@@ -70,6 +70,11 @@ func (b *Backend) lsmCheckpointSnapshot(id int64) *Snapshot {
 		ls.catalog = append(ls.catalog, e)
 	}
 	st.pending[id] = ls
+	if len(b.restored) > 0 {
+		// A memory backend's state not registered yet is not in the store.
+		ls.err = fmt.Errorf("state: operator %q: state %q restored from the memory backend's checkpoint is not registered: register it (or drop it) before a checkpoint", b.operator, slices.Sorted(mapKeys(b.restored))[0])
+		return s
+	}
 	if err := st.open(b.operator); err != nil {
 		ls.err = err
 		return s

@@ -672,3 +672,88 @@ func TestLSMDropAndUnclaimed(t *testing.T) {
 		t.Fatal("a dropped registered state's entry is back")
 	}
 }
+
+// TestLSMAdoptsMemoryCheckpoint: a job switched to the LSM backend restores
+// the memory backend's checkpoint (full and incremental files, namespaced
+// state with deltas, timers): every state holds what the memory backend
+// held, timers fire in the same order, and the next checkpoint is the
+// store's.
+func TestLSMAdoptsMemoryCheckpoint(t *testing.T) {
+	const keys = 300
+	r := rand.New(rand.NewPCG(21, 22))
+	full := KeyGroupRange{0, DefaultMaxParallelism}
+	mem := fullBackend("op")
+	w := mustWorkload(t, mem)
+	ns := nsState(t, mem)
+	m := newModel()
+	nm := nsModel{}
+	var files [][]byte
+	for id := int64(1); id <= 5; id++ {
+		for range 1500 {
+			w.step(r, m, keys)
+			n, k := int64(r.IntN(4)), fmt.Sprint("k", r.IntN(100))
+			if r.IntN(5) == 0 {
+				ns.Clear(n, k)
+				delete(nm, nsKey{n, k})
+			} else {
+				v := fmt.Sprint(r.IntN(1000))
+				ns.Update(n, k, v)
+				nm[nsKey{n, k}] = v
+			}
+		}
+		snap := mem.CheckpointSnapshot(id, false)
+		enc, err := snap.EncodeCheckpoint()
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap.Release()
+		mem.Complete(id)
+		files = append(files, enc.Data)
+	}
+	// The last checkpoint's file and the earlier ones it builds on.
+	lb := lsmBackend(t, lsmEnv(t), "op", DefaultMaxParallelism, full)
+	if err := lb.Restore(files...); err != nil {
+		t.Fatal(err)
+	}
+	lw := mustWorkload(t, lb)
+	if d := diff(lw.apiContents(t, keys, m.timers), m); d != "" {
+		t.Fatalf("the LSM backend holds other state than the memory checkpoint: %s", d)
+	}
+	if d := diffNS(nsContents(t, nsState(t, lb)), nm); d != "" {
+		t.Fatalf("namespaced state differs:\n%s", d)
+	}
+	if u := lb.Unclaimed(); len(u) != 0 {
+		t.Fatalf("unclaimed after registering everything: %v", u)
+	}
+	type f struct{ k, ns, ts int64 }
+	var want, got []f
+	_ = w.timers.Advance(math.MaxInt64, func(k, n, ts int64) error { want = append(want, f{k, n, ts}); return nil })
+	_ = lw.timers.Advance(math.MaxInt64, func(k, n, ts int64) error { got = append(got, f{k, n, ts}); return nil })
+	if !slices.Equal(got, want) {
+		t.Fatalf("adopted timers fire %d timers, the memory ones %d, or in another order", len(got), len(want))
+	}
+	files2 := testFiles(t)
+	up, err := lb.CheckpointSnapshot(6, false).Upload(context.Background(), files2, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb := lsmBackend(t, lsmEnv(t), "op", DefaultMaxParallelism, full)
+	if err := rb.RestoreLSM(context.Background(), files2, up.Manifest); err != nil {
+		t.Fatal(err)
+	}
+	if d := diffNS(nsContents(t, nsState(t, rb)), nm); d != "" {
+		t.Fatalf("the first LSM checkpoint after adopting lost namespaced state:\n%s", d)
+	}
+	// A state of the memory checkpoint nobody registers is reported, and
+	// a checkpoint refuses to go without it.
+	lb2 := lsmBackend(t, lsmEnv(t), "op", DefaultMaxParallelism, full)
+	if err := lb2.Restore(files...); err != nil {
+		t.Fatal(err)
+	}
+	if u := lb2.Unclaimed(); !slices.Contains(u, "values") {
+		t.Fatalf("Unclaimed = %v", u)
+	}
+	if _, err := lb2.CheckpointSnapshot(7, false).Upload(context.Background(), files2, "s"); err == nil || !strings.Contains(err.Error(), "not registered") {
+		t.Fatalf("a checkpoint with unregistered memory-format state: %v", err)
+	}
+}

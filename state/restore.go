@@ -51,9 +51,6 @@ func (r *restoredState) appendEntries(dst []byte, i int) []byte {
 // is missing). Each key group is taken from the newest file holding it: an
 // incremental file's sections override its chain's earlier files.
 func (b *Backend) Restore(snapshots ...[]byte) error {
-	if b.lsm != nil && len(snapshots) > 0 {
-		return fmt.Errorf("%w: operator %q: the checkpoint holds state of the memory backend; this pipeline keeps state in pebble (state.backend: pebble): run it with the backend that wrote the checkpoint, or start from an empty checkpoint directory", ErrStateMismatch, b.operator)
-	}
 	if b.restoreCalled {
 		return fmt.Errorf("state: operator %q: Restore called twice", b.operator)
 	}
@@ -174,7 +171,9 @@ func (b *Backend) Restore(snapshots ...[]byte) error {
 	// restoredChain) and rewrite only what is written from now on.
 	b.restoreEpoch = b.epoch
 	b.epoch++
-	b.base = restoredChain(b, files, used)
+	if b.lsm == nil {
+		b.base = restoredChain(b, files, used)
+	}
 	if b.base != nil {
 		for _, f := range files {
 			b.completed = max(b.completed, f.checkpoint)

@@ -472,6 +472,14 @@ func deleteCheckpoint(ctx context.Context, w io.Writer, p *config.Pipeline, id i
 			return &exitError{code: exitFailed, err: p.RedactError(fmt.Errorf("not deleting checkpoint %d: %w", id, err))}
 		}
 		defer release()
+		// Listed again under the lock: a checkpoint completed meanwhile
+		// may build on this one.
+		if entries, err = st.List(ctx); err != nil {
+			return &exitError{code: exitFailed, err: p.RedactError(fmt.Errorf("not deleting checkpoint %d: %w", id, err))}
+		}
+		if _, ok := findEntry(entries, id); !ok {
+			return noSuchCheckpoint(p, id)
+		}
 	}
 	if newest := newestComplete(ctx, st, entries); newest == id && !force {
 		return &exitError{code: exitFailed, err: fmt.Errorf(
