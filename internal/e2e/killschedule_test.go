@@ -550,8 +550,9 @@ func serviceKillTest(t *testing.T, flagName string, seed uint64, scenario func(*
 }
 
 // scenarioDir writes doc as pipeline.yaml in a new temporary directory work,
-// whose ckpts and out subdirectories are logged when t fails, and returns
-// work and the pipeline file.
+// whose ckpts and out subdirectories (or data/checkpoints, data/out and
+// data/state, those of testkit.WindowPipeline) are logged when t fails, and
+// returns work and the pipeline file.
 func scenarioDir(t *testing.T, doc string) (work, yaml string) {
 	t.Helper()
 	work = t.TempDir()
@@ -562,7 +563,11 @@ func scenarioDir(t *testing.T, doc string) (work, yaml string) {
 	t.Cleanup(func() {
 		if t.Failed() {
 			var b strings.Builder
-			knTrees(&b, filepath.Join(work, "ckpts"), filepath.Join(work, "out"))
+			for _, dir := range []string{"ckpts", "out", "data/checkpoints", "data/out", "data/state"} {
+				if _, err := os.Stat(filepath.Join(work, dir)); err == nil {
+					knTrees(&b, filepath.Join(work, dir))
+				}
+			}
 			t.Log(b.String())
 		}
 	})

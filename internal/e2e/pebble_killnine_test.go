@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -63,7 +65,7 @@ func TestPebbleKillNine(t *testing.T) {
 	}
 	seed := knSeed(*pebbleKillSeed)
 	t.Logf("seed %d (replay with -pebblekillseed=%d)", seed, seed)
-	bin := knBuild(t, t.TempDir())
+	bin := pkBinary(t)
 	for i, sc := range []struct {
 		name string
 		run  func(t *testing.T, bin string, seed uint64) soakResult
@@ -330,6 +332,35 @@ func pebbleJoinScenario(t *testing.T, bin string, seed uint64) soakResult {
 		pkCheckOutput(t, w, out, want, pkJoinCanon, &res)
 	}, &res)
 	return res
+}
+
+// pkBin is the ingest binary the pebble tests share: a build takes some 15 s
+// on two busy cores. TestMain removes its directory.
+var pkBin struct {
+	once      sync.Once
+	dir, path string
+	err       error
+}
+
+// pkBinary builds the ingest binary once per test process and returns it.
+func pkBinary(t *testing.T) string {
+	t.Helper()
+	pkBin.once.Do(func() {
+		began := time.Now()
+		if pkBin.dir, pkBin.err = os.MkdirTemp("", "e2e-pebble-"); pkBin.err != nil {
+			return
+		}
+		pkBin.path = filepath.Join(pkBin.dir, "ingest")
+		out, err := exec.Command("go", "build", "-o", pkBin.path, "github.com/ingest-engine/ingest/cmd/ingest").CombinedOutput()
+		if err != nil {
+			pkBin.err = fmt.Errorf("go build of cmd/ingest: %v\n%s", err, out)
+		}
+		t.Logf("built the ingest binary in %v", time.Since(began).Round(time.Millisecond))
+	})
+	if pkBin.err != nil {
+		t.Fatal(pkBin.err)
+	}
+	return pkBin.path
 }
 
 // pkRun writes doc as the pipeline in a new directory, runs the pebble kill
