@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -96,10 +97,15 @@ func (b *Backend) lsmRestoreWhole(ctx context.Context, files Files, m *lsmManife
 		return fmt.Errorf("state: operator %q: %w", b.operator, err)
 	}
 	local := filepath.Join(st.dir, fmt.Sprintf("ckpt-%d", m.checkpoint))
-	if err := b.lsmFetch(ctx, files, m, dbDir, local); err != nil {
+	n, err := b.lsmFetch(ctx, files, m, dbDir, local)
+	if err != nil {
 		_ = os.RemoveAll(dbDir)
 		return err
 	}
+	// Whether a recovery was local is otherwise invisible: say where the
+	// files came from.
+	st.env.log.Info("restored pebble state", "operator", b.operator, "key_groups", fmt.Sprintf("%d-%d", b.kgRange.Start, b.kgRange.End),
+		"checkpoint", m.checkpoint, "files", len(m.files), "from_local_copy", n.local, "from_storage", n.stored)
 	// The local copy of the restored checkpoint is what a local recovery
 	// finds next time: the files just fetched, linked, until a newer
 	// checkpoint completes.
@@ -126,25 +132,48 @@ func (b *Backend) lsmRestoreWhole(ctx context.Context, files Files, m *lsmManife
 	return nil
 }
 
+// fetchCounts says where lsmFetch took a store's data files from.
+type fetchCounts struct {
+	// local counts the files linked from the local copy of the
+	// checkpoint; stored those read from storage (by the verification
+	// pass, or by lsmFetch itself).
+	local, stored int
+}
+
 // lsmFetch writes manifest m's store into dir: its small files, and its
 // data files from local's copy when they verify, else from files.
-func (b *Backend) lsmFetch(ctx context.Context, files Files, m *lsmManifest, dir, local string) error {
-	for _, f := range m.small {
-		if err := os.WriteFile(filepath.Join(dir, f.name), f.data, 0o644); err != nil {
-			return fmt.Errorf("state: operator %q: writing %s of the restored store: %w", b.operator, f.name, err)
+func (b *Backend) lsmFetch(ctx context.Context, files Files, m *lsmManifest, dir, local string) (fetchCounts, error) {
+	var (
+		mu sync.Mutex
+		n  fetchCounts
+	)
+	count := func(fromLocal bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if fromLocal {
+			n.local++
+		} else {
+			n.stored++
 		}
 	}
-	return parallel(ctx, len(m.files), func(i int) error {
+	for _, f := range m.small {
+		if err := os.WriteFile(filepath.Join(dir, f.name), f.data, 0o644); err != nil {
+			return n, fmt.Errorf("state: operator %q: writing %s of the restored store: %w", b.operator, f.name, err)
+		}
+	}
+	err := parallel(ctx, len(m.files), func(i int) error {
 		f := m.files[i]
 		dst := filepath.Join(dir, f.local)
 		if local != "" && sameFile(filepath.Join(local, f.local), f) {
 			if err := os.Link(filepath.Join(local, f.local), dst); err == nil {
+				count(true)
 				return nil
 			}
 		}
 		// Verified and kept by this recovery's verification pass.
 		if p := fetchedPath(filepath.Join(b.lsm.env.dir, fetchedDirName), f.handle); sameFile(p, f) {
 			if err := os.Link(p, dst); err == nil {
+				count(false)
 				return nil
 			}
 		}
@@ -155,8 +184,10 @@ func (b *Backend) lsmFetch(ctx context.Context, files Files, m *lsmManifest, dir
 		if err := os.WriteFile(dst, data, 0o644); err != nil {
 			return fmt.Errorf("state: operator %q: writing %s of the restored store: %w", b.operator, f.local, err)
 		}
+		count(false)
 		return nil
 	})
+	return n, err
 }
 
 // sameFile reports whether the file at path has f's size and CRC-32C: a
@@ -268,7 +299,7 @@ func (b *Backend) lsmCopyRange(ctx context.Context, files Files, m *lsmManifest,
 		return fmt.Errorf("state: operator %q: %w", b.operator, err)
 	}
 	defer os.RemoveAll(tmp)
-	if err := b.lsmFetch(ctx, files, m, tmp, ""); err != nil {
+	if _, err := b.lsmFetch(ctx, files, m, tmp, ""); err != nil {
 		return err
 	}
 	var srcErr atomic.Pointer[error]

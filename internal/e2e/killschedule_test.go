@@ -49,6 +49,9 @@ type killSchedule struct {
 	MaxRuns int
 	// FinalWait bounds the final, uninterrupted run.
 	FinalWait time.Duration
+	// OnLine, when set, sees every line every run writes to stdout and
+	// stderr, from two goroutines at once.
+	OnLine func(line string)
 }
 
 // run executes the schedule and returns how many SIGKILLs landed and how
@@ -91,7 +94,7 @@ func (s killSchedule) run(t *testing.T) (kills, aimedKills int) {
 			fp = strings.TrimPrefix(s.Throttle+";"+s.Aim+"=pause("+s.Pause.String()+")", ";")
 			plan = fmt.Sprintf("kill %v into the %s pause", extra, s.Aim)
 		}
-		p := knStart(t, s.Bin, s.YAML, fp, latest > 0)
+		p := knStartWatch(t, s.Bin, s.YAML, fp, latest > 0, s.OnLine)
 		timer := time.After(delay)
 		if aim {
 			timer = time.After(10 * time.Second) // no marker: kill anyway
@@ -161,7 +164,7 @@ func (s killSchedule) run(t *testing.T) (kills, aimedKills int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := knStart(t, s.Bin, s.YAML, "", latest > 0)
+	p := knStartWatch(t, s.Bin, s.YAML, "", latest > 0, s.OnLine)
 	select {
 	case <-p.done:
 	case <-time.After(s.FinalWait):
@@ -194,6 +197,8 @@ type knProc struct {
 	// recovers is set when a complete checkpoint existed at start: the run
 	// logs "restored from checkpoint" when its recovery is done.
 	recovers bool
+	// watch, when set, sees every output line (see killSchedule.OnLine).
+	watch func(string)
 
 	mu       sync.Mutex
 	tail     []string // the last lines of stdout and stderr
@@ -204,6 +209,9 @@ type knProc struct {
 const knTailLines = 60
 
 func (p *knProc) line(prefix, s string) {
+	if p.watch != nil {
+		p.watch(s)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if strings.Contains(s, "restored from checkpoint") && p.restored == "" {
@@ -247,14 +255,22 @@ func knField(line, key string) string {
 // complete checkpoint exists (see knProc.recovers).
 func knStart(t *testing.T, bin, yaml, failpoints string, recovers bool) *knProc {
 	t.Helper()
+	return knStartWatch(t, bin, yaml, failpoints, recovers, nil)
+}
+
+// knStartWatch is knStart with watch, when not nil, called with every line
+// of the process's stdout and stderr (from two goroutines at once).
+func knStartWatch(t *testing.T, bin, yaml, failpoints string, recovers bool, watch func(string)) *knProc {
+	t.Helper()
 	// No HTTP server: tests run side by side.
-	return knLaunch(t, bin, filepath.Dir(yaml), []string{"run", "--http=", yaml}, failpoints, recovers)
+	return knLaunch(t, bin, filepath.Dir(yaml), []string{"run", "--http=", yaml}, failpoints, recovers, watch)
 }
 
 // knLaunch starts bin with args in dir ("": the test's) and INGEST_FAILPOINTS
 // set to failpoints (and no other), collects its output lines and failpoint
-// markers, and kills it when t ends if it still runs.
-func knLaunch(t *testing.T, bin, dir string, args []string, failpoints string, recovers bool) *knProc {
+// markers (and hands each line to watch, when not nil), and kills it when t
+// ends if it still runs.
+func knLaunch(t *testing.T, bin, dir string, args []string, failpoints string, recovers bool, watch func(string)) *knProc {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
@@ -271,7 +287,7 @@ func knLaunch(t *testing.T, bin, dir string, args []string, failpoints string, r
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &knProc{cmd: cmd, markers: make(chan knMarker, 4096), done: make(chan struct{}), recovers: recovers}
+	p := &knProc{cmd: cmd, markers: make(chan knMarker, 4096), done: make(chan struct{}), recovers: recovers, watch: watch}
 	p.start = time.Now()
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting %s: %v", bin, err)
@@ -534,8 +550,9 @@ func serviceKillTest(t *testing.T, flagName string, seed uint64, scenario func(*
 }
 
 // scenarioDir writes doc as pipeline.yaml in a new temporary directory work,
-// whose ckpts and out subdirectories are logged when t fails, and returns
-// work and the pipeline file.
+// whose ckpts and out subdirectories (or data/checkpoints, data/out and
+// data/state, those of testkit.WindowPipeline) are logged when t fails, and
+// returns work and the pipeline file.
 func scenarioDir(t *testing.T, doc string) (work, yaml string) {
 	t.Helper()
 	work = t.TempDir()
@@ -546,7 +563,11 @@ func scenarioDir(t *testing.T, doc string) (work, yaml string) {
 	t.Cleanup(func() {
 		if t.Failed() {
 			var b strings.Builder
-			knTrees(&b, filepath.Join(work, "ckpts"), filepath.Join(work, "out"))
+			for _, dir := range []string{"ckpts", "out", "data/checkpoints", "data/out", "data/state"} {
+				if _, err := os.Stat(filepath.Join(work, dir)); err == nil {
+					knTrees(&b, filepath.Join(work, dir))
+				}
+			}
 			t.Log(b.String())
 		}
 	})

@@ -304,7 +304,7 @@ func nxDrawKill(rng *rand.Rand, point string) nxKillPlan {
 // TestKillNine.
 func nxStart(t *testing.T, bin string, args []string, failpoints string) *knProc {
 	t.Helper()
-	return knLaunch(t, bin, "", args, failpoints, false)
+	return knLaunch(t, bin, "", args, failpoints, false, nil)
 }
 
 // nxKillRun is what happened to one run.

@@ -28,11 +28,16 @@ type WindowPipeline struct {
 	WindowParallelism int
 	// Sink is "file" (the default) or "stdout".
 	Sink string
+	// StateDir, when set, keeps keyed state in the pebble backend in this
+	// directory (relative to the pipeline file): a top-level
+	// state: {backend: pebble, dir: StateDir}. Unset, state is in memory.
+	StateDir string
 }
 
 // YAML renders the pipeline file. The lines up to the source's count are
 // fixed: pipeline, checkpoint (interval, dir, retain, tolerable_failures),
-// restart, then sources.events with type, parallelism and count.
+// restart, then sources.events with type, parallelism and count. The state
+// section, when StateDir is set, comes last.
 func (p WindowPipeline) YAML() string {
 	var b strings.Builder
 	line := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
@@ -84,5 +89,10 @@ func (p WindowPipeline) YAML() string {
 		line("    path: data/out")
 	}
 	opt("    ", "parallelism", p.Parallelism, p.Parallelism != 0)
+	if p.StateDir != "" {
+		line("state:")
+		line("  backend: pebble")
+		line("  dir: %s", p.StateDir)
+	}
 	return b.String()
 }

@@ -84,6 +84,7 @@ func (w *paneOp[T, K, A, O]) Open(ctx *runtime.Context) error {
 	w.wm = ctx.Watermark()
 	w.cur = 1
 	w.lateness = int64(w.cfg.lateness)
+	w.writeBack = ctx.State.IsLSM()
 	vc := paneSetCodec[A]{acc: w.agg.Codec, size: time.Duration(w.size), slide: time.Duration(w.slide), pane: time.Duration(w.pane)}
 	var err error
 	if w.sets, err = state.NewValueState[K, *paneSet[A]](ctx.State, paneStateName, w.keyCodec, vc); err != nil {
@@ -147,6 +148,14 @@ func (w *paneOp[T, K, A, O]) dueAt(set *paneSet[A]) int64 {
 	return d
 }
 
+// store writes key's set, changed in place, again when the backend holds an
+// encoding of it (see opBase.writeBack).
+func (w *paneOp[T, K, A, O]) store(key K, set *paneSet[A]) {
+	if w.writeBack {
+		w.sets.Update(key, set)
+	}
+}
+
 // own returns set ready to be written (see sessionOp.own).
 func (w *paneOp[T, K, A, O]) own(key K, set *paneSet[A]) *paneSet[A] {
 	if set.epoch == w.cur {
@@ -192,6 +201,7 @@ func (w *paneOp[T, K, A, O]) add(key K, p int64, v T) {
 		set.timer = w.dueAt(set)
 		w.due.Add(set.timer, key)
 		w.refire(key, set, p)
+		w.store(key, set)
 		return
 	}
 	set = w.own(key, set)
@@ -208,11 +218,13 @@ func (w *paneOp[T, K, A, O]) add(key K, p int64, v T) {
 				w.due.Add(d, key)
 			}
 			w.refire(key, set, p)
+			w.store(key, set)
 			return
 		}
 	}
 	set.panes[i].acc = w.agg.Add(set.panes[i].acc, v)
 	w.refire(key, set, p)
+	w.store(key, set)
 }
 
 func cmpInt(a, b int64) int {
@@ -283,6 +295,7 @@ func (w *paneOp[T, K, A, O]) onDue(key K, ts int64) error {
 	set.panes = slices.Delete(set.panes, 0, n)
 	set.timer = w.dueAt(set)
 	w.due.Add(set.timer, key)
+	w.store(key, set)
 	return nil
 }
 

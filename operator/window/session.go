@@ -103,6 +103,7 @@ func (w *sessionOp[T, K, A, O]) Open(ctx *runtime.Context) error {
 	w.wm = ctx.Watermark()
 	w.cur = 1
 	w.lateness = int64(w.cfg.lateness)
+	w.writeBack = ctx.State.IsLSM()
 	var err error
 	vc := sessionsCodec[A]{acc: w.agg.Codec, gap: time.Duration(w.gap)}
 	if w.sessions, err = state.NewValueState[K, *sessionSet[A]](ctx.State, "sessions", w.keyCodec, vc); err != nil {
@@ -124,6 +125,14 @@ func (w *sessionOp[T, K, A, O]) due(s *session[A]) int64 {
 		return satAdd(s.end, w.lateness)
 	}
 	return s.end
+}
+
+// store writes key's set, changed in place, again when the backend holds an
+// encoding of it (see opBase.writeBack).
+func (w *sessionOp[T, K, A, O]) store(key K, set *sessionSet[A]) {
+	if w.writeBack {
+		w.sessions.Update(key, set)
+	}
 }
 
 // own returns set ready to be written: set itself when it belongs to the
@@ -196,6 +205,7 @@ func (w *sessionOp[T, K, A, O]) add(rec runtime.Record[T]) {
 		if se.fired {
 			w.emit(key, set, *se)
 		}
+		w.store(key, set)
 		return
 	}
 	se := &set.s[first]
@@ -220,6 +230,7 @@ func (w *sessionOp[T, K, A, O]) add(rec runtime.Record[T]) {
 	if se.fired {
 		w.emit(key, set, *se)
 	}
+	w.store(key, set)
 }
 
 // emit appends session s of key's set to the results. The output function
@@ -250,6 +261,7 @@ func (w *sessionOp[T, K, A, O]) onTimer(key K, start, ts int64) error {
 			// fired and its allowed lateness grew since a restore.
 			se.timer = due
 			w.timers.Register(key, se.start, due)
+			w.store(key, set)
 			return nil
 		}
 		w.remove(key, set, i) // its cleanup time came
@@ -260,6 +272,7 @@ func (w *sessionOp[T, K, A, O]) onTimer(key K, start, ts int64) error {
 		se.timer = cleanup // kept for the allowed lateness
 		w.timers.Register(key, se.start, cleanup)
 		w.emit(key, set, *se)
+		w.store(key, set)
 		return nil
 	}
 	fired := *se
@@ -275,6 +288,7 @@ func (w *sessionOp[T, K, A, O]) remove(key K, set *sessionSet[A], i int) {
 		return
 	}
 	set.s = slices.Delete(set.s, i, i+1)
+	w.store(key, set)
 }
 
 // sessionsCodec encodes a key's sessions: a uvarint count, then per session

@@ -116,6 +116,13 @@ func open[T, O any](t *testing.T, newOp func() runtime.Operator, kg state.KeyGro
 			t.Fatalf("Restore: %v", err)
 		}
 	}
+	return openOn[T, O](t, newOp, b, kg, restored)
+}
+
+// openOn opens a subtask of newOp on the backend b of key groups kg
+// (restored, when not nil, with the restored watermark).
+func openOn[T, O any](t *testing.T, newOp func() runtime.Operator, b *state.Backend, kg state.KeyGroupRange, restored *checkpoint.SubtaskState) *harness[T, O] {
+	t.Helper()
 	h := &harness[T, O]{op: newOp(), backend: b, out: &collector[O]{}}
 	ctx := &runtime.Context{
 		Task:           checkpoint.TaskID{Operator: opID},

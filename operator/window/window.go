@@ -234,6 +234,12 @@ type opBase[T any, K comparable, O any] struct {
 	// (and replaced) before the call returns.
 	results runtime.Batch[O]
 	late    lateRecords[T]
+	// writeBack is set when the state backend encodes a value when it is
+	// written (the pebble backend): the session and pane operators change
+	// a key's set in place after writing it, which the memory backend sees
+	// (it keeps the set itself) and an encoding does not, so they write
+	// the set again once changed.
+	writeBack bool
 }
 
 // LateRecords implements LateCounter.
