@@ -2,6 +2,11 @@ package state
 
 // ValueState holds one value of type V per key. Create it with NewValueState.
 // Like its Backend, it must be used only from the task goroutine.
+//
+// On the memory backend Get returns the stored value itself; on an LSM
+// backend it returns a value decoded from the store. Code that changes a
+// value (a pointer's target, a slice's elements) must store it again with
+// Update for the change to be kept on every backend.
 type ValueState[K comparable, V any] struct {
 	keyRouter[K]
 	meta   stateInfo

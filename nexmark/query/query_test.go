@@ -54,7 +54,7 @@ func runQuery(t *testing.T, name string, cfg nexmark.Config, n int64, p int) []s
 	ck.Interval = 10 * time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := pl.Run(ctx, stream.RunOptions{CheckpointDir: dir + "/ck", Checkpoint: ck, Restart: runtime.RestartOptions{Delay: time.Millisecond, MaxAttempts: 1}}); err != nil {
+	if err := pl.Run(ctx, stream.RunOptions{CheckpointDir: dir + "/ck", Checkpoint: ck, Restart: runtime.RestartOptions{Delay: time.Millisecond, MaxAttempts: 1}, LSM: queryLSM}); err != nil {
 		t.Fatal(err)
 	}
 	lines, err := testkit.ReadCommitted(dir + "/out")
