@@ -31,6 +31,11 @@ type writeCache struct {
 type cacheBucket struct {
 	m     map[string]*cacheEntry
 	dirty int
+	// keys lists the keys whose entries became dirty since the bucket's
+	// last write, so that writing costs what changed. INVARIANT: every
+	// dirty entry's key is in it (a key may be in it more than once, or be
+	// clean or gone by then).
+	keys []string
 }
 
 // cacheEntry is a cached value, or a cached absence (deleted).
@@ -71,14 +76,20 @@ func (c *writeCache) put(key, val []byte, deleted, dirty bool) {
 		c.buckets[n] = b
 	}
 	e := b.m[string(key)]
+	var k string
 	if e == nil {
 		e = &cacheEntry{}
-		b.m[string(key)] = e
+		k = string(key)
+		b.m[k] = e
 		c.bytes += len(key) + entryOverhead
 	} else {
 		c.bytes -= len(e.val)
 	}
 	if dirty && !e.dirty {
+		if k == "" {
+			k = string(key)
+		}
+		b.keys = append(b.keys, k)
 		b.dirty++
 		c.dirty++
 	} else if !dirty && e.dirty {
@@ -98,8 +109,9 @@ func (c *writeCache) writeDirty(b *cacheBucket, batch *pebble.Batch) error {
 	if b.dirty == 0 {
 		return nil
 	}
-	for k, e := range b.m {
-		if !e.dirty {
+	for _, k := range b.keys {
+		e := b.m[k]
+		if e == nil || !e.dirty {
 			continue
 		}
 		var err error
@@ -115,6 +127,8 @@ func (c *writeCache) writeDirty(b *cacheBucket, batch *pebble.Batch) error {
 	}
 	c.dirty -= b.dirty
 	b.dirty = 0
+	clear(b.keys)
+	b.keys = b.keys[:0]
 	return nil
 }
 

@@ -25,7 +25,7 @@ type lsmSpiller interface {
 func (s *ValueState[K, V]) spillToLSM() error {
 	for i := range s.tables {
 		for k, v := range s.tables[i].m {
-			s.lsmUpdate(i, k, v)
+			s.lsmStore(i, k, v)
 		}
 		s.tables[i] = valueTable[K, V]{}
 	}

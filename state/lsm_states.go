@@ -30,7 +30,91 @@ func decodeAll[T any](c Codec[T], src []byte) (T, error) {
 
 // --- ValueState ---
 
-func (s *ValueState[K, V]) attachLSM(l *lsmState) error { s.lsm = l; return nil }
+func (s *ValueState[K, V]) attachLSM(l *lsmState) error {
+	s.lsm = l
+	s.hot = &valueCache[K, V]{m: map[K]*valueCacheEntry[V]{}, max: max(l.s.env.writeBudget/256, 1024)}
+	l.s.persisters[s.name] = s
+	return nil
+}
+
+// valueCache is a ValueState's cache of decoded values on an LSM backend:
+// the hot keys (an aggregate's open windows, a query's active auctions) are
+// read and written as values, and encoded into the store once per
+// checkpoint (persist, from the snapshot's synchronous part) or when the
+// cache is full, instead of at every access.
+//
+// INVARIANT: an entry, dirty or not, is the key's value (ok: present);
+// the store holds it too unless the entry is dirty.
+type valueCache[K comparable, V any] struct {
+	m   map[K]*valueCacheEntry[V]
+	max int // entries; past it persist writes them and the cache empties
+	// dirty lists the keys whose entries became dirty since the last
+	// persist, so that persist costs what changed, not the cache's size.
+	// INVARIANT: every dirty entry's key is in it.
+	dirty []K
+}
+
+// touch marks key's entry e dirty.
+func (c *valueCache[K, V]) touch(key K, e *valueCacheEntry[V]) {
+	if !e.dirty {
+		e.dirty = true
+		c.dirty = append(c.dirty, key)
+	}
+}
+
+type valueCacheEntry[V any] struct {
+	v     V
+	ok    bool
+	dirty bool
+	i     int // key group index
+}
+
+// persist writes the dirty entries into the store (its write-back cache).
+func (c *valueCache[K, V]) persist(s *ValueState[K, V]) {
+	for _, k := range c.dirty {
+		e := c.m[k]
+		if e == nil || !e.dirty {
+			continue
+		}
+		if e.ok {
+			s.lsmStore(e.i, k, e.v)
+		} else {
+			s.lsm.del(s.name, s.lsmKey(e.i, k))
+		}
+		e.dirty = false
+	}
+	clear(c.dirty)
+	c.dirty = c.dirty[:0]
+}
+
+// persist implements lsmPersister: a snapshot's synchronous part writes the
+// decoded values changed since into the store.
+func (s *ValueState[K, V]) persist() error {
+	s.hot.persist(s)
+	return s.b.err
+}
+
+// entry returns key's cache entry, reading it from the store when absent.
+func (s *ValueState[K, V]) entry(i int, key K) *valueCacheEntry[V] {
+	if e := s.hot.m[key]; e != nil {
+		return e
+	}
+	if len(s.hot.m) >= s.hot.max {
+		s.hot.persist(s)
+		clear(s.hot.m)
+	}
+	e := &valueCacheEntry[V]{i: i}
+	if val, ok := s.lsm.get(s.name, s.lsmKey(i, key)); ok {
+		v, err := decodeAll(s.vc, val)
+		if err != nil {
+			s.lsm.fail(s.name, "decoding a stored value", err)
+		} else {
+			e.v, e.ok = v, true
+		}
+	}
+	s.hot.m[key] = e
+	return e
+}
 
 // lsmKey returns the store key of key in key group index i, in the store's
 // key buffer (valid until the next lsmKey of any state).
@@ -41,29 +125,31 @@ func (s *ValueState[K, V]) lsmKey(i int, key K) []byte {
 }
 
 func (s *ValueState[K, V]) lsmGet(i int, key K) (V, bool) {
-	var zero V
-	val, ok := s.lsm.get(s.name, s.lsmKey(i, key))
-	if !ok {
-		return zero, false
-	}
-	v, err := decodeAll(s.vc, val)
-	if err != nil {
-		s.lsm.fail(s.name, "decoding a stored value", err)
-		return zero, false
-	}
-	return v, true
+	e := s.entry(i, key)
+	return e.v, e.ok
 }
 
 func (s *ValueState[K, V]) lsmUpdate(i int, key K, v V) {
-	k := s.lsmKey(i, key)
-	s.lsm.set(s.name, k, s.vc.Append(nil, v))
+	e := s.entry(i, key)
+	e.v, e.ok = v, true
+	s.hot.touch(key, e)
 }
 
 func (s *ValueState[K, V]) lsmClear(i int, key K) {
-	s.lsm.del(s.name, s.lsmKey(i, key))
+	e := s.entry(i, key)
+	var zero V
+	e.v, e.ok = zero, false
+	s.hot.touch(key, e)
+}
+
+// lsmStore encodes key's value into the store.
+func (s *ValueState[K, V]) lsmStore(i int, key K, v V) {
+	s.vbuf = s.vc.Append(s.vbuf[:0], v)
+	s.lsm.set(s.name, s.lsmKey(i, key), s.vbuf)
 }
 
 func (s *ValueState[K, V]) lsmAll(f func(K, V) bool) {
+	s.hot.persist(s)
 	for kg := s.start; kg < s.start+s.n; kg++ {
 		goOn := true
 		s.lsm.scan(s.name, s.lsm.prefix(nil, kg), func(kb, vb []byte) bool {

@@ -14,8 +14,12 @@ type ValueState[K comparable, V any] struct {
 	vc     Codec[V]
 	tables []valueTable[K, V] // indexed by key group - Start
 	// lsm is set on an LSM backend: the entries are in its store and
-	// tables stay empty.
+	// tables stay empty; hot holds the values read and written lately,
+	// decoded (see valueCache).
 	lsm *lsmState
+	hot *valueCache[K, V]
+	// vbuf is a reused encoding buffer of the task goroutine.
+	vbuf []byte
 }
 
 // valueTable is one key group's entries.
@@ -120,6 +124,7 @@ func (s *ValueState[K, V]) All(f func(K, V) bool) {
 // LSM backend in O(entries): it counts them).
 func (s *ValueState[K, V]) Len() int {
 	if s.lsm != nil {
+		s.hot.persist(s)
 		return lsmCount(s.lsm, s.name, s.start, s.n)
 	}
 	n := 0
