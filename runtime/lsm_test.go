@@ -1,13 +1,17 @@
 package runtime_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/internal/failpoint"
 	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/state"
 	"github.com/ingest-engine/ingest/storage"
@@ -48,11 +52,13 @@ func TestLSMBackend(t *testing.T) {
 	}
 }
 
-// A checkpoint of one backend restored by a job of the other is refused at
-// once, as incompatible, with a message that says which backend wrote it;
-// nothing is restored and the checkpoint stays.
-func TestLSMBackendSwitchRefused(t *testing.T) {
-	src := pacedEvents{count: 600, per: 60, hot: 40}
+// Switching a job's backend between runs: a memory backend's checkpoint is
+// taken over by the pebble backend (its state moved into the stores), and
+// the output stays exact; a pebble checkpoint is refused by the memory
+// backend at once, as incompatible, with a message that says which backend
+// wrote it, and is kept.
+func TestLSMBackendSwitch(t *testing.T) {
+	src := pacedEvents{count: 3000, per: 60, hot: 40}
 	for _, from := range []string{"memory", "pebble"} {
 		t.Run("from "+from, func(t *testing.T) {
 			dir := t.TempDir()
@@ -64,9 +70,21 @@ func TestLSMBackendSwitchRefused(t *testing.T) {
 			if from == "pebble" {
 				withLSM(t)
 			}
+			// The first run stops (its commits fail for good) once a few
+			// checkpoints completed, with windows open.
+			disable := failpoint.Enable("job/after-metadata-before-commit", func() error {
+				if _, data, _, err := storage.Latest(context.Background(), st); err == nil {
+					if m, err := checkpoint.DecodeMetadata(data); err == nil && m.ID > 5 {
+						return fmt.Errorf("stop with checkpoint %d complete: %w", m.ID, failpoint.ErrInjected)
+					}
+				}
+				return nil
+			})
 			job := newJob(t, hotPipeline(src, out), st, fastCheckpoints(2*time.Millisecond), quickRestarts(0))
-			if err := runBounded(t, job); err != nil {
-				t.Fatalf("first run: %v", err)
+			err = runBounded(t, job)
+			disable()
+			if !errors.Is(err, failpoint.ErrInjected) {
+				t.Fatalf("first run: %v, want the injected stop", err)
 			}
 			if from == "pebble" {
 				testLSM = nil
@@ -75,11 +93,23 @@ func TestLSMBackendSwitchRefused(t *testing.T) {
 			}
 			job = newJob(t, hotPipeline(src, out), st, fastCheckpoints(2*time.Millisecond), quickRestarts(3))
 			err = runBounded(t, job)
-			if !errors.Is(err, runtime.ErrIncompatible) || !strings.Contains(err.Error(), "pebble") {
-				t.Fatalf("run with the other backend: %v; want an incompatibility naming the pebble backend", err)
+			if from == "pebble" {
+				if !errors.Is(err, runtime.ErrIncompatible) || !strings.Contains(err.Error(), "pebble") {
+					t.Fatalf("run with the memory backend: %v; want an incompatibility naming the pebble backend", err)
+				}
+				if job.Stats().Restarts != 0 {
+					t.Fatalf("%d restarts: an incompatible checkpoint is not retried", job.Stats().Restarts)
+				}
+				return
 			}
-			if job.Stats().Restarts != 0 {
-				t.Fatalf("%d restarts: an incompatible checkpoint is not retried", job.Stats().Restarts)
+			if err != nil {
+				t.Fatalf("run on the pebble backend: %v", err)
+			}
+			if job.Stats().RestoredFrom == 0 {
+				t.Fatal("the pebble run did not restore the memory backend's checkpoint")
+			}
+			if d := diffMultisets(multiset(committedOutput(t, out)), hotExpected(src)); d != "" {
+				t.Fatalf("committed output differs from the exact counts:\n%s", d)
 			}
 		})
 	}
