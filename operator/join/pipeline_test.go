@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/clock"
 	"github.com/ingest-engine/ingest/connector/file"
 	"github.com/ingest-engine/ingest/internal/testkit"
 	"github.com/ingest-engine/ingest/operator/join"
@@ -116,7 +117,7 @@ type job struct {
 	srcP, joinP         int
 	leftRead, rightRead int
 	leftWait, rightWait time.Duration
-	interval            time.Duration // checkpoint interval
+	interval            time.Duration // checkpoint interval, and the step of the job's clock (see run)
 	retain              int
 	mode                checkpoint.Mode
 	restarts            int
@@ -127,18 +128,27 @@ type job struct {
 	stopAfter int64
 	// failAt lists, per failpoint, the completed checkpoint counts after
 	// which it fails once (see failAfter); fired counts the failures run
-	// injected.
+	// injected. On run's stepped clock a failure and the restart from the
+	// last checkpoint take a few steps, each a read of the paced sources:
+	// failures after the first few checkpoints all fire before the sources
+	// end, however slow the machine.
 	failAt map[string][]int64
 	fired  map[string]int64
 }
 
-// newJobSpec returns a job of sp on in whose sources read about 1% of their
-// input per read and pause 1ms between reads, so several checkpoints happen
-// while it runs.
+// reads is how many reads a paced source subtask takes for its share of an
+// input: one per step of the job's clock (see run), so about that many
+// checkpoints complete while the sources still have input.
+const reads = 20
+
+// newJobSpec returns a job of sp on in whose source subtasks each read their
+// share of the input in about reads reads, pausing 1ms of the job's clock
+// between reads (one read per step of it), so about reads checkpoints
+// happen while it runs.
 func newJobSpec(t *testing.T, sp spec, in input, joinP int) *job {
 	dir := t.TempDir()
 	const srcP = 2
-	perRead := func(n int) int { return max(1, n/(srcP*100)) }
+	perRead := func(n int) int { return max(1, n/(srcP*reads)) }
 	return &job{sp: sp, in: in, srcP: srcP, joinP: joinP, leftRead: perRead(len(in.left)), rightRead: perRead(len(in.right)),
 		leftWait: time.Millisecond, rightWait: time.Millisecond,
 		interval: 10 * time.Millisecond, retain: 1, restarts: 200, ckDir: filepath.Join(dir, "ck"), outDir: filepath.Join(dir, "out")}
@@ -160,7 +170,16 @@ func (j *job) build() *stream.Pipeline {
 	return p
 }
 
-// run runs the job to its end (or its stop) and returns its stats.
+// epoch is where the jobs' fake clocks start.
+var epoch = time.Unix(1_800_000_000, 0)
+
+// run runs the job to its end (or its stop) on a fake clock and returns its
+// stats. The clock moves one checkpoint interval at a time (see drive), so
+// each step of the job's time is one checkpoint trigger and one read of each
+// paced source subtask (whose pause is at most the interval): how much input
+// lies between two checkpoints, and how many checkpoints and failures happen
+// before a paced source is exhausted, does not depend on how fast or busy
+// the machine is.
 func (j *job) run(t *testing.T) (runtime.Stats, error) {
 	t.Helper()
 	ck := checkpoint.DefaultOptions()
@@ -168,7 +187,8 @@ func (j *job) run(t *testing.T) (runtime.Stats, error) {
 	ck.Retain = j.retain
 	ck.Mode = j.mode
 	ck.TolerableFailures = 1000
-	rj, err := j.build().NewJob(stream.RunOptions{CheckpointDir: j.ckDir, Checkpoint: ck,
+	fake := clock.NewFake(epoch)
+	rj, err := j.build().NewJob(stream.RunOptions{CheckpointDir: j.ckDir, Checkpoint: ck, Clock: fake,
 		Restart: runtime.RestartOptions{Delay: time.Millisecond, MaxAttempts: j.restarts}})
 	if err != nil {
 		t.Fatal(err)
@@ -180,26 +200,50 @@ func (j *job) run(t *testing.T) (runtime.Stats, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- rj.Run(ctx) }()
-	if j.stopAfter > 0 {
-		tick := time.NewTicker(time.Millisecond)
-		defer tick.Stop()
-	wait:
-		for {
+	driving, stopDriving := context.WithCancel(ctx)
+	driven := make(chan struct{})
+	go func() { defer close(driven); j.drive(driving, fake, rj) }()
+	err = rj.Run(ctx)
+	stopDriving()
+	<-driven
+	return rj.Stats(), err
+}
+
+// drive steps the job's clock by the checkpoint interval until ctx ends,
+// each time the job made protocol progress (runtime.Stats.Progress: a
+// checkpoint completed or failed, a restart paused, an attempt started)
+// since the last step: the checkpoint a step triggers completes before the
+// next step lets the paced sources read again, however long a busy machine
+// takes for it. Once stopAfter checkpoints completed it stops the job
+// gracefully instead of stepping, so no read follows that checkpoint (the
+// final checkpoint a stop takes needs no time to pass). The real-time
+// patience only bounds a stall on an event the count misses; the outcome
+// never depends on it.
+func (j *job) drive(ctx context.Context, fake *clock.Fake, rj *runtime.Job) {
+	const patience = 10 * time.Second
+	poll := time.NewTicker(200 * time.Microsecond)
+	defer poll.Stop()
+	stopping := false
+	for {
+		st := rj.Stats()
+		if j.stopAfter > 0 && !stopping && st.Completed >= j.stopAfter {
+			rj.Stop()
+			stopping = true
+		} else {
+			fake.Advance(j.interval)
+		}
+		deadline := time.Now().Add(patience)
+		for rj.Stats().Progress() == st.Progress() && time.Now().Before(deadline) {
 			select {
-			case err := <-done:
-				return rj.Stats(), err
-			case <-tick.C:
-				if rj.Stats().Completed >= j.stopAfter {
-					rj.Stop()
-					break wait
-				}
+			case <-ctx.Done():
+				return
+			case <-poll.C:
 			}
 		}
+		if ctx.Err() != nil {
+			return
+		}
 	}
-	err = <-done
-	return rj.Stats(), err
 }
 
 // committed returns the committed output, sorted.
@@ -242,7 +286,8 @@ func inputFor(seed uint64, sp spec) input {
 	return generate(rng, 2000, 1500, 10, time.Millisecond, 2*time.Millisecond, 20*time.Millisecond)
 }
 
-// Through the real runtime, with checkpoints every 10ms, at join parallelism
+// Through the real runtime, with checkpoints every 10ms of the job's clock,
+// about one per read of the sources (see run), at join parallelism
 // 1 and 3, the committed output of each join is exactly the brute-force
 // result, with the event times the joins define.
 func TestPipelineMatchesBruteForce(t *testing.T) {
@@ -433,14 +478,15 @@ func idsOf[T any](recs []runtime.Record[T], id func(T) int64) []int64 {
 }
 
 // skewed returns a job of sp whose left input has 100 times the records of
-// the right over the same event time. paced: both sources pause 1ms between
-// reads, the left emitting 300 records per read, the right 3, so both run
-// for the whole job; unpaced: the left reads as fast as it can, running far
-// ahead while the right is rate limited.
+// the right over the same event time. paced: both sources pause 1ms of the
+// job's clock between reads (one read per step of it, see run), the left
+// emitting 1500 records per read, the right 15, so both run for the whole
+// job, about reads steps; unpaced: the left reads as fast as it can, running
+// far ahead while the right is rate limited.
 func skewed(t *testing.T, sp spec, seed uint64, paced bool, joinP int) *job {
 	in := generate(randFor(seed), 60000, 600, 10, 50*time.Microsecond, 5*time.Millisecond, 20*time.Millisecond)
 	j := newJobSpec(t, sp, in, joinP)
-	j.leftRead, j.rightRead = 300, 3
+	j.leftRead, j.rightRead = 1500, 15 // reads reads per source subtask
 	j.leftWait, j.rightWait = time.Millisecond, time.Millisecond
 	if !paced {
 		j.leftWait = 0
