@@ -94,8 +94,9 @@ func (s *ValueState[K, V]) persist() error {
 	return s.b.err
 }
 
-// entry returns key's cache entry, reading it from the store when absent.
-func (s *ValueState[K, V]) entry(i int, key K) *valueCacheEntry[V] {
+// entry returns key's cache entry, reading it from the store when absent
+// (unless blind: the caller replaces the value without reading it).
+func (s *ValueState[K, V]) entry(i int, key K, blind bool) *valueCacheEntry[V] {
 	if e := s.hot.m[key]; e != nil {
 		return e
 	}
@@ -104,6 +105,10 @@ func (s *ValueState[K, V]) entry(i int, key K) *valueCacheEntry[V] {
 		clear(s.hot.m)
 	}
 	e := &valueCacheEntry[V]{i: i}
+	if blind {
+		s.hot.m[key] = e
+		return e
+	}
 	if val, ok := s.lsm.get(s.name, s.lsmKey(i, key)); ok {
 		v, err := decodeAll(s.vc, val)
 		if err != nil {
@@ -125,18 +130,18 @@ func (s *ValueState[K, V]) lsmKey(i int, key K) []byte {
 }
 
 func (s *ValueState[K, V]) lsmGet(i int, key K) (V, bool) {
-	e := s.entry(i, key)
+	e := s.entry(i, key, false)
 	return e.v, e.ok
 }
 
 func (s *ValueState[K, V]) lsmUpdate(i int, key K, v V) {
-	e := s.entry(i, key)
+	e := s.entry(i, key, true)
 	e.v, e.ok = v, true
 	s.hot.touch(key, e)
 }
 
 func (s *ValueState[K, V]) lsmClear(i int, key K) {
-	e := s.entry(i, key)
+	e := s.entry(i, key, true)
 	var zero V
 	e.v, e.ok = zero, false
 	s.hot.touch(key, e)
