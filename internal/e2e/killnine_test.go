@@ -422,19 +422,14 @@ func (w *knWatcher) readFile(rel string) {
 	}
 }
 
+// knBuild returns the ingest binary the kill tests run: built once per test
+// process (pkBinary) and shared, since a build costs tens of seconds on a
+// busy machine and the package's tests must fit go test's default timeout.
+// dir is unused: kept so that callers say where they work.
 func knBuild(t *testing.T, dir string) string {
 	t.Helper()
-	gocmd, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("TestKillNine builds the ingest binary and needs the go command: %v", err)
-	}
-	bin := filepath.Join(dir, "ingest")
-	cmd := exec.Command(gocmd, "build", "-o", bin, "github.com/ingest-engine/ingest/cmd/ingest")
-	cmd.Env = os.Environ()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build of cmd/ingest: %v\n%s", err, out)
-	}
-	return bin
+	_ = dir
+	return pkBinary(t)
 }
 
 // knDump logs what is on disk, for a failure's diagnosis.
