@@ -10,8 +10,10 @@ type ListState[K comparable, V any] struct {
 	kc     Codec[K]
 	vc     Codec[V]
 	tables []listTable[K, V] // indexed by key group - Start
-	// lsm is set on an LSM backend (see ValueState.lsm).
+	// lsm is set on an LSM backend (see ValueState.lsm); hot holds the
+	// lists read and added to lately, decoded (see listCache).
 	lsm *lsmState
+	hot *listCache[K, V]
 }
 
 // listTable is one key group's keys.

@@ -47,7 +47,7 @@ func (s *MapState[K, UK, UV]) spillToLSM() error {
 func (s *ListState[K, V]) spillToLSM() error {
 	for i := range s.tables {
 		for k, l := range s.tables[i].m {
-			s.lsmUpdate(i, k, l.vs)
+			s.lsmStore(i, k, l.vs)
 		}
 		s.tables[i] = listTable[K, V]{}
 	}

@@ -255,7 +255,114 @@ func (s *MapState[K, UK, UV]) lsmLen(i int, key K) int {
 
 // --- ListState ---
 
-func (s *ListState[K, V]) attachLSM(l *lsmState) error { s.lsm = l; return nil }
+func (s *ListState[K, V]) attachLSM(l *lsmState) error {
+	s.lsm = l
+	s.hot = &listCache[K, V]{m: map[K]*listCacheEntry[V]{}, max: max(l.s.env.writeBudget/256, 1024), maxElems: max(l.s.env.writeBudget/64, 4096)}
+	l.s.persisters[s.name] = s
+	return nil
+}
+
+// listCache is a ListState's cache of decoded lists on an LSM backend: a
+// list read once stays decoded, an element added is appended in memory
+// (to the list, or, for a list not read, to the elements the store has not
+// seen), and the store gets the changes once per checkpoint (persist, from
+// the snapshot's synchronous part) or when the cache is full: a join's
+// buckets are read and appended to at every record.
+//
+// INVARIANT: for a loaded entry, vs is the key's whole list; for one not
+// loaded, the key's list is the store's followed by vs. The store holds
+// the list unless the entry is dirty.
+type listCache[K comparable, V any] struct {
+	m map[K]*listCacheEntry[V]
+	// max bounds the entries and maxElems the elements they hold: past
+	// either, persist writes them and the cache empties.
+	max, maxElems int
+	elems         int
+	// dirty lists the keys whose entries became dirty since the last
+	// persist. INVARIANT: every dirty entry's key is in it.
+	dirty []K
+}
+
+type listCacheEntry[V any] struct {
+	vs     []V
+	loaded bool
+	dirty  bool
+	i      int // key group index
+}
+
+func (c *listCache[K, V]) touch(key K, e *listCacheEntry[V]) {
+	if !e.dirty {
+		e.dirty = true
+		c.dirty = append(c.dirty, key)
+	}
+}
+
+// persist writes the dirty entries into the store (its write-back cache):
+// a loaded list whole, the elements added to one not loaded as a merge.
+func (c *listCache[K, V]) persist(s *ListState[K, V]) {
+	for _, k := range c.dirty {
+		e := c.m[k]
+		if e == nil || !e.dirty {
+			continue
+		}
+		switch {
+		case e.loaded && len(e.vs) == 0:
+			s.lsm.del(s.name, s.lsmKey(e.i, k))
+		case e.loaded:
+			s.lsmStore(e.i, k, e.vs)
+		default:
+			var val []byte
+			for _, v := range e.vs {
+				val = s.vc.Append(val, v)
+			}
+			s.lsm.merge(s.name, s.lsmKey(e.i, k), val)
+			c.elems -= len(e.vs)
+			e.vs = nil
+		}
+		e.dirty = false
+	}
+	clear(c.dirty)
+	c.dirty = c.dirty[:0]
+}
+
+// persist implements lsmPersister.
+func (s *ListState[K, V]) persist() error {
+	s.hot.persist(s)
+	return s.b.err
+}
+
+// entry returns key's cache entry, making room first when the cache is full.
+func (s *ListState[K, V]) entry(i int, key K) *listCacheEntry[V] {
+	if e := s.hot.m[key]; e != nil {
+		return e
+	}
+	if len(s.hot.m) >= s.hot.max || s.hot.elems >= s.hot.maxElems {
+		s.hot.persist(s)
+		clear(s.hot.m)
+		s.hot.elems = 0
+	}
+	e := &listCacheEntry[V]{i: i}
+	s.hot.m[key] = e
+	return e
+}
+
+// loadList makes e hold key's whole list, reading the store's part.
+func (s *ListState[K, V]) loadList(i int, key K, e *listCacheEntry[V]) {
+	if e.loaded {
+		return
+	}
+	var stored []V
+	if val, ok := s.lsm.get(s.name, s.lsmKey(i, key)); ok {
+		vs, err := s.decodeList(val)
+		if err != nil {
+			s.lsm.fail(s.name, "decoding a stored list", err)
+		}
+		stored = vs
+	}
+	s.hot.elems += len(stored)
+	e.vs = append(stored, e.vs...)
+	e.loaded = true
+}
 
 func (s *ListState[K, V]) lsmKey(i int, key K) []byte {
 	l := s.lsm
@@ -281,24 +388,37 @@ func (s *ListState[K, V]) decodeList(src []byte) ([]V, error) {
 }
 
 func (s *ListState[K, V]) lsmGet(i int, key K) []V {
-	val, ok := s.lsm.get(s.name, s.lsmKey(i, key))
-	if !ok {
+	e := s.entry(i, key)
+	s.loadList(i, key, e)
+	if len(e.vs) == 0 {
 		return nil
 	}
-	vs, err := s.decodeList(val)
-	if err != nil {
-		s.lsm.fail(s.name, "decoding a stored list", err)
-		return nil
-	}
-	return vs
+	return e.vs[:len(e.vs):len(e.vs)]
 }
 
 func (s *ListState[K, V]) lsmAdd(i int, key K, v V) {
-	k := s.lsmKey(i, key)
-	s.lsm.merge(s.name, k, s.vc.Append(nil, v))
+	e := s.entry(i, key)
+	e.vs = append(e.vs, v)
+	s.hot.elems++
+	s.hot.touch(key, e)
 }
 
 func (s *ListState[K, V]) lsmUpdate(i int, key K, vs []V) {
+	e := s.entry(i, key)
+	s.hot.elems += len(vs) - len(e.vs)
+	e.vs, e.loaded = slices.Clone(vs), true
+	s.hot.touch(key, e)
+}
+
+func (s *ListState[K, V]) lsmClear(i int, key K) {
+	e := s.entry(i, key)
+	s.hot.elems -= len(e.vs)
+	e.vs, e.loaded = nil, true
+	s.hot.touch(key, e)
+}
+
+// lsmStore encodes key's whole list into the store.
+func (s *ListState[K, V]) lsmStore(i int, key K, vs []V) {
 	var val []byte
 	for _, v := range vs {
 		val = s.vc.Append(val, v)
@@ -306,11 +426,8 @@ func (s *ListState[K, V]) lsmUpdate(i int, key K, vs []V) {
 	s.lsm.set(s.name, s.lsmKey(i, key), val)
 }
 
-func (s *ListState[K, V]) lsmClear(i int, key K) {
-	s.lsm.del(s.name, s.lsmKey(i, key))
-}
-
 func (s *ListState[K, V]) lsmAll(f func(K, []V) bool) {
+	s.hot.persist(s)
 	for kg := s.start; kg < s.start+s.n; kg++ {
 		goOn := true
 		s.lsm.scan(s.name, s.lsm.prefix(nil, kg), func(kb, vb []byte) bool {
