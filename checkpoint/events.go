@@ -133,9 +133,11 @@ type Abort struct {
 // before). It is never emitted for the recovery point, a retained or a held
 // checkpoint (Coordinator.Held). The caller carries Discards and Trims out
 // one at a time in emission order: a checkpoint's Discard or Trim comes before
-// those of the checkpoints it references. One that fails may be left undone:
-// the next recovery's retention pass deletes what it left (storage.Retain),
-// and the coordinator goes on as if it was done.
+// those of the checkpoints it references. One that fails may be left undone
+// (the coordinator goes on as if it was done), but it may leave a complete
+// checkpoint: the caller must then hold back the Discards and Trims of older
+// checkpoints, whose files it may reference, until a retry of it succeeds;
+// the next recovery's retention pass deletes what is left (storage.Retain).
 type Discard struct {
 	ID int64
 }
@@ -156,9 +158,11 @@ type Discard struct {
 // Discard comes before those of the checkpoints it references, so a crash
 // between two never leaves a complete checkpoint whose files are gone. A Trim
 // that fails may be left undone: the checkpoint keeps more than is needed
-// until the next recovery's retention pass trims it (storage.Retain); the
-// coordinator goes on as if it was done (an acknowledgement that references a
-// file Keep left out fails its checkpoint either way).
+// until a retry succeeds or the next recovery's retention pass trims it
+// (storage.Retain); the coordinator goes on as if it was done (an
+// acknowledgement that references a file Keep left out fails its checkpoint
+// either way). As for a Discard, the caller holds back the deletions of
+// older checkpoints until then: the checkpoint may still be complete.
 type Trim struct {
 	ID   int64
 	Keep []string

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -74,21 +75,13 @@ type attempt struct {
 	// ledger is the durable checkpoint ledger; the store goroutine only
 	// (WriteLedger actions run there, one at a time).
 	ledger checkpoint.Ledger
+	// cleanups are the Discards and Trims that failed or wait for one
+	// that failed, in emission order; the store goroutine only (cleanup).
+	cleanups []pendingCleanup
 	// backends are the subtasks' state backends, closed by shutdown (or
 	// by build when it fails).
 	backends []*state.Backend
-	// deletions is the Discards and Trims of the coordinator step being
-	// carried out (driver goroutine; see deletionStep).
-	deletions *deletionStep
 }
-
-// deletionStep is what the store goroutine knows of one coordinator step's
-// Discards and Trims, which come ordered so that a checkpoint's go before
-// those of the checkpoints it references: once one fails, the step's later
-// ones are not carried out (the checkpoint that failed may still be complete
-// and reference their files), and the next recovery's retention redoes them.
-// Only the store goroutine reads and writes failed.
-type deletionStep struct{ failed bool }
 
 // build creates channels, tasks and the coordinator for one attempt.
 func (j *Job) build(ctx context.Context, n int, rec *recovery) (_ *attempt, err error) {
@@ -304,7 +297,6 @@ func (a *attempt) drive() error {
 	stop := a.job.stop
 
 	var failure error
-	a.deletions = &deletionStep{}
 	for _, act := range initial {
 		if failure = a.act(act, &finished); failure != nil {
 			break
@@ -389,7 +381,6 @@ func (a *attempt) drive() error {
 				acts = a.coord.Step(a.job.clock.Now(), checkpoint.Committed{ID: ev.id, Err: ev.err})
 			}
 		}
-		a.deletions = &deletionStep{}
 		for _, act := range acts {
 			if err := a.act(act, &finished); err != nil {
 				failure = err
@@ -537,33 +528,9 @@ func (a *attempt) act(act checkpoint.Action, finished *bool) error {
 			t.mb.put(control{kind: ctlAbort, id: x.ID})
 		}
 	case checkpoint.Discard:
-		step := a.deletions
-		a.store.do(func() {
-			if step.failed {
-				j.log.Warn("not deleting checkpoint data after an earlier deletion of the same step failed; it is retried at the next recovery", "checkpoint", x.ID)
-				return
-			}
-			if err := j.storage.Discard(context.WithoutCancel(a.ctx), x.ID); err != nil {
-				step.failed = true
-				j.log.Warn("deleting checkpoint data failed; it is retried at the next recovery", "checkpoint", x.ID, "err", err)
-			} else {
-				j.obs.discarded(x.ID) // counts it as deleted by retention if it completed
-			}
-		})
+		a.store.do(func() { a.cleanup(x.ID, x) })
 	case checkpoint.Trim:
-		step := a.deletions
-		a.store.do(func() {
-			if step.failed {
-				j.log.Warn("not trimming checkpoint data after an earlier deletion of the same step failed; it is retried at the next recovery", "checkpoint", x.ID)
-				return
-			}
-			if err := j.storage.Trim(context.WithoutCancel(a.ctx), x.ID, x.Keep); err != nil {
-				step.failed = true
-				j.log.Warn("trimming checkpoint data failed; it is retried at the next recovery", "checkpoint", x.ID, "keep", len(x.Keep), "err", err)
-			} else {
-				j.obs.trimmed(x.ID) // counts it as trimmed by retention
-			}
-		})
+		a.store.do(func() { a.cleanup(x.ID, x) })
 	case checkpoint.FailJob:
 		j.obs.failing()
 		return x.Err
@@ -575,6 +542,53 @@ func (a *attempt) act(act checkpoint.Action, finished *bool) error {
 		}
 	}
 	return nil
+}
+
+// cleanup carries out a Discard or Trim of checkpoint id, on the store
+// goroutine, after retrying those that failed before. The coordinator emits
+// them so that a checkpoint's comes before those of the checkpoints it
+// references, and both delete the metadata first: so no complete checkpoint
+// is ever left without a file it references. One that fails leaves its
+// checkpoint's metadata in place (complete, though the coordinator goes on as
+// if it was done), so the deletions of older checkpoints, whose files it may
+// reference (references point to older checkpoints only), wait until it
+// succeeds; newer ones go on. Whatever is still waiting when the attempt ends
+// is redone by the next recovery's retention pass (storage.Retain).
+func (a *attempt) cleanup(id int64, act checkpoint.Action) {
+	j := a.job
+	a.cleanups = append(a.cleanups, pendingCleanup{id: id, act: act})
+	var left []pendingCleanup
+	for _, c := range a.cleanups {
+		if slices.ContainsFunc(left, func(l pendingCleanup) bool { return l.id > c.id }) {
+			left = append(left, c) // a newer checkpoint that may reference its files is still complete
+			continue
+		}
+		var err error
+		switch x := c.act.(type) {
+		case checkpoint.Discard:
+			if err = j.storage.Discard(context.WithoutCancel(a.ctx), x.ID); err != nil {
+				j.log.Warn("deleting checkpoint data failed; it is retried before older checkpoints are deleted, and at the next recovery", "checkpoint", x.ID, "err", err)
+			} else {
+				j.obs.discarded(x.ID) // counts it as deleted by retention if it completed
+			}
+		case checkpoint.Trim:
+			if err = j.storage.Trim(context.WithoutCancel(a.ctx), x.ID, x.Keep); err != nil {
+				j.log.Warn("trimming checkpoint data failed; it is retried before older checkpoints are deleted, and at the next recovery", "checkpoint", x.ID, "keep", len(x.Keep), "err", err)
+			} else {
+				j.obs.trimmed(x.ID) // counts it as trimmed by retention
+			}
+		}
+		if err != nil {
+			left = append(left, c)
+		}
+	}
+	a.cleanups = left
+}
+
+// pendingCleanup is a Discard or Trim of checkpoint id not yet carried out.
+type pendingCleanup struct {
+	id  int64
+	act checkpoint.Action
 }
 
 // publish commits one checkpoint's output through the sinks' committers.

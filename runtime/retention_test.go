@@ -311,3 +311,113 @@ func mustLocal(t *testing.T, dir string) *storage.Local {
 	}
 	return l
 }
+
+// refsChecked checks, after every trim and discard (the job carries them
+// out one at a time, so nothing else deletes meanwhile), that every file a
+// complete checkpoint in storage references is there.
+type refsChecked struct {
+	storage.Storage
+	local *storage.Local
+
+	mu   sync.Mutex
+	bad  []string
+	seen int
+}
+
+func (c *refsChecked) Trim(ctx context.Context, id int64, keep []string) error {
+	err := c.Storage.Trim(ctx, id, keep)
+	c.check(fmt.Sprintf("after the trim of %d (err %v)", id, err))
+	return err
+}
+
+func (c *refsChecked) Discard(ctx context.Context, id int64) error {
+	err := c.Storage.Discard(ctx, id)
+	c.check(fmt.Sprintf("after the discard of %d (err %v)", id, err))
+	return err
+}
+
+func (c *refsChecked) check(when string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ctx := context.Background()
+	entries, err := c.local.List(ctx)
+	if err != nil {
+		c.bad = append(c.bad, fmt.Sprintf("%s: %v", when, err))
+		return
+	}
+	for _, e := range entries {
+		if !e.Complete {
+			continue
+		}
+		data, err := c.local.ReadMetadata(ctx, e.ID)
+		if err == nil {
+			var m *checkpoint.Metadata
+			if m, err = checkpoint.DecodeMetadata(data); err == nil {
+				for _, s := range m.Tasks {
+					for _, h := range s.Shared {
+						c.seen++
+						if err := c.local.StatFile(ctx, h); err != nil {
+							c.bad = append(c.bad, fmt.Sprintf("%s: complete checkpoint %d references %s: %v", when, e.ID, h.Ref(), err))
+						}
+					}
+				}
+			}
+		}
+		if err != nil {
+			c.bad = append(c.bad, fmt.Sprintf("%s: checkpoint %d: %v", when, e.ID, err))
+		}
+	}
+}
+
+// A trim or discard that storage refuses leaves its checkpoint whole,
+// metadata and all: it is still a complete checkpoint, though no recovery
+// point the job will choose. The deletions of older checkpoints, whose files
+// it may reference, wait until it succeeds (the job retries it before each
+// later deletion, and the next recovery redoes it), so storage never holds a
+// complete checkpoint with a referenced file missing; the output is exact.
+// (Found by TestLongRetention: a failed trim of checkpoint N followed by the
+// discard of the checkpoint whose files N read.)
+func TestFailedDeletionKeepsReferencedFiles(t *testing.T) {
+	for _, every := range []int64{2, 3} {
+		t.Run(fmt.Sprintf("every %d refused", every), func(t *testing.T) {
+			dir := t.TempDir()
+			ckDir, out := filepath.Join(dir, "ck"), filepath.Join(dir, "out")
+			local, err := storage.NewLocal(ckDir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := storage.NewFaulty(local)
+			var calls, refused atomic.Int64
+			f.FailWhen(func(op storage.Op, id int64, _ string) error {
+				if (op == storage.OpTrim || op == storage.OpDiscard) && calls.Add(1)%every == 0 {
+					refused.Add(1)
+					return fmt.Errorf("injected: %v of checkpoint %d refused", op, id)
+				}
+				return nil
+			})
+			c := &refsChecked{Storage: f, local: local}
+			const count = 2000
+			job, err := corruptionPipeline(pacedEvents{count: count, per: cPer}, out).NewJob(stream.RunOptions{
+				Storage: c, Checkpoint: corruptionOptions(), Restart: quickRestarts(0),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := runBounded(t, job); err != nil {
+				t.Fatalf("run: %v", err)
+			}
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if refused.Load() == 0 || c.seen == 0 {
+				t.Fatalf("%d deletions refused, %d references checked: the test injected nothing", refused.Load(), c.seen)
+			}
+			if len(c.bad) > 0 {
+				t.Errorf("%d deletions refused of %d; %d times a complete checkpoint lacked a file it references, first:\n  %s",
+					refused.Load(), calls.Load(), len(c.bad), strings.Join(c.bad[:min(len(c.bad), 5)], "\n  "))
+			}
+			if diff := diffMultisets(multiset(committedOutput(t, out)), expectedCounts(count)); diff != "" {
+				t.Errorf("published output:\n%s", diff)
+			}
+		})
+	}
+}

@@ -45,7 +45,9 @@ import (
 //
 // If metadata cannot be read for a reason other than corruption or absence, or refs fails, Retain
 // deletes nothing and returns that error. If a Discard or Trim fails it goes on with the others and
-// returns every failure.
+// returns every failure; the checkpoint it failed on may still be complete, so the older ones then
+// keep the files it references (trimmed to them rather than discarded), and if its references
+// cannot be read nothing older is deleted.
 func Retain(ctx context.Context, s Storage, keep int, protect int64, refs func(metadata []byte) ([]FileRef, error)) ([]int64, error) {
 	if keep < 1 {
 		return nil, fmt.Errorf("storage: retain %d checkpoints: must keep at least 1", keep)
@@ -102,20 +104,50 @@ func Retain(ctx context.Context, s Storage, keep int, protect int64, refs func(m
 	var discarded []int64
 	var errs []error
 	for _, id := range doomed {
+		var err error
 		if names, ok := referenced[id]; ok {
-			if err := s.Trim(ctx, id, names); err != nil {
+			err = s.Trim(ctx, id, names)
+		} else if err = s.Discard(ctx, id); err == nil {
+			discarded = append(discarded, id)
+		}
+		if err == nil {
+			continue
+		}
+		errs = append(errs, err)
+		// The failed one may still be complete (its metadata not deleted): what it references
+		// stays, so that no complete checkpoint is left with a file it references missing.
+		if refs != nil {
+			if err := keepReferencedBy(ctx, s, id, kept, referenced, refs); err != nil {
 				errs = append(errs, err)
+				break // what it references is not known: delete nothing older
 			}
-			continue
 		}
-		if err := s.Discard(ctx, id); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		discarded = append(discarded, id)
 	}
 	slices.Sort(discarded)
 	return discarded, errors.Join(errs...)
+}
+
+// keepReferencedBy adds to referenced the files of checkpoints not kept that checkpoint id
+// references, if its metadata is still there: Retain's deletion of id failed, so id may still be
+// complete, and the older checkpoints, deleted after it, keep what it reads.
+func keepReferencedBy(ctx context.Context, s Storage, id int64, kept map[int64]bool, referenced map[int64][]string, refs func([]byte) ([]FileRef, error)) error {
+	meta, err := s.ReadMetadata(ctx, id)
+	if IsCorrupt(err) || errors.Is(err, ErrNotFound) {
+		return nil // no recovery point: nothing of what it references needs to stay
+	}
+	if err != nil {
+		return fmt.Errorf("storage: retain: checkpoint %d, whose deletion failed: %w", id, err)
+	}
+	files, err := refs(meta)
+	if err != nil {
+		return fmt.Errorf("storage: retain: references of checkpoint %d, whose deletion failed: %w", id, err)
+	}
+	for _, f := range files {
+		if f.Checkpoint < id && !kept[f.Checkpoint] && !slices.Contains(referenced[f.Checkpoint], f.Name) {
+			referenced[f.Checkpoint] = append(referenced[f.Checkpoint], f.Name)
+		}
+	}
+	return nil
 }
 
 // keepReferenced marks the roots in kept (they are kept whole) and returns, for every other

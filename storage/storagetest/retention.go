@@ -38,6 +38,8 @@ func TestRetention(t *testing.T, open Opener) {
 		{"RetainSkipsReferencedMetadata", testRetainSkipsReferencedMetadata},
 		{"RetainTrimmedCheckpoint", testRetainTrimmedCheckpoint},
 		{"RetainTrimFailure", testRetainTrimFailure},
+		{"RetainFailedDiscardKeepsItsReferences", retainFailedDeletionKeepsItsReferences(storage.OpDiscard)},
+		{"RetainFailedTrimKeepsItsReferences", retainFailedDeletionKeepsItsReferences(storage.OpTrim)},
 		{"Latest", testLatest},
 		{"LatestSkipsCorrupt", testLatestSkipsCorrupt},
 		{"LatestDoesNotFallBackOnIOError", testLatestDoesNotFallBackOnIOError},
@@ -282,6 +284,34 @@ func testRetainTrimFailure(t *testing.T, in Instance) {
 	}
 	if got := trimmedFiles(t, in); got != "1=state" {
 		t.Fatalf("without metadata: %q, want 1 trimmed (2's trim failed)", got)
+	}
+}
+
+// A checkpoint whose Discard or Trim failed keeps its metadata: it is still complete, so the older
+// checkpoints deleted after it keep the files it references (a trim instead of a discard), and no
+// complete checkpoint is left with a referenced file missing.
+func retainFailedDeletionKeepsItsReferences(op storage.Op) func(t *testing.T, in Instance) {
+	return func(t *testing.T, in Instance) {
+		if op == storage.OpDiscard {
+			setup(t, in, "1c 2c>1 3c 4c")
+		} else {
+			// 4 references 2's extra file: 2 is trimmed to it, and that fails.
+			setup(t, in, "1c 2c>1 3c 4c>2/extra")
+		}
+		boom := errors.New("disk on fire")
+		got, err := storage.Retain(context.Background(), failOn(in, op, 2, boom), 1, -1, specRefs)
+		if !errors.Is(err, boom) {
+			t.Fatalf("err = %v, want the %v failure", err, op)
+		}
+		if !slices.Equal(got, []int64{3}) {
+			t.Fatalf("discarded %v, want [3]", got)
+		}
+		if _, ok := in.Get(t, storage.CheckpointDirName(2)+"/"+storage.MetadataName); !ok {
+			t.Fatal("checkpoint 2's metadata is gone: the injected failure did not keep it")
+		}
+		if got := trimmedFiles(t, in); got != "1=state" {
+			t.Fatalf("without metadata: %q, want 1 trimmed to the file complete checkpoint 2 references", got)
+		}
 	}
 }
 
