@@ -268,7 +268,18 @@ func (e *LSMEnv) pebbleOptions(readOnly bool, onErr func(error)) *pebble.Options
 		MaxManifestFileSize:         512 << 10, // the manifest travels inside every checkpoint
 		ReadOnly:                    readOnly,
 		DisableAutomaticCompactions: e.noCompactions,
-		Logger:                      pebbleLogger{e.log},
+		// L0 compactions after 8 files (Pebble's default: 4): each
+		// checkpoint flushes the memtable into L0, and a compaction into
+		// Lbase rewrites every Lbase file a flushed key falls in, which
+		// the next checkpoint uploads again. Waiting for more flushes
+		// uploads less (BenchmarkLSMIncrementalCheckpoint, 10% of 1 M keys
+		// updated per checkpoint: 63% -> 37% of the state per checkpoint
+		// spread over every key group, 45% -> 27% within a tenth of
+		// them) for more files a read may look into (the caches serve
+		// the hot keys).
+		L0CompactionThreshold: 8,
+		L0StopWritesThreshold: 24,
+		Logger:                pebbleLogger{e.log},
 	}
 	for i := range o.Levels {
 		o.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
