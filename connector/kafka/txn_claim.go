@@ -72,6 +72,13 @@ func (c *txnCommitter) Claim(ctx context.Context, pipeline, sink, jobID string) 
 	if err := txnEnsureOwnerTopic(ctx, cl, cfg); err != nil {
 		return "", c.claimError(ctx, err)
 	}
+	// The marker topic exists before any owner record names this job: a
+	// missing marker topic then means it was deleted, and LastCommitted of
+	// an owner that was killed before its first transaction answers 0
+	// instead of "cannot tell", which would refuse every later job.
+	if err := txnEnsureTopics(ctx, cl, cfg); err != nil {
+		return "", c.claimError(ctx, err)
+	}
 	st, err := txnReadOwners(ctx, cl, cfg)
 	if err != nil {
 		return "", c.claimError(ctx, err)

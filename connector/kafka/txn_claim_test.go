@@ -211,3 +211,39 @@ func TestTxnClaimOwnerTopicRetention(t *testing.T) {
 		}
 	}
 }
+
+// A job killed after claiming the prefix but before its first transaction
+// leaves an owner record and no marker: the claim itself creates the marker
+// topic, so the next job learns that the owner published nothing (0) and
+// takes the prefix over, instead of failing every restart on a marker topic
+// that never existed.
+func TestTxnClaimBeforeAnyTransaction(t *testing.T) {
+	k := newSinkCluster(t, 1)
+	cfg := k.config("early")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if prev, err := claimerOf(t, cfg).Claim(ctx, "p", "out", "j1"); err != nil || prev != "" {
+		t.Fatalf("first claim: %q, %v", prev, err)
+	}
+	// j1 dies here. j2 finds it owning the prefix.
+	s := newTextSink(t, cfg)
+	claimer := s.Committer().(runtime.DestinationClaimer)
+	prev, err := claimer.Claim(ctx, "p", "out", "j2")
+	if err != nil || prev != "j1" {
+		t.Fatalf("second job's claim: %q, %v; want j1", prev, err)
+	}
+	last, err := s.Committer().(runtime.CommitTracker).LastCommitted(ctx, prev, "out")
+	if err != nil || last != 0 {
+		t.Fatalf("what j1 published: %d, %v; want 0 and no error", last, err)
+	}
+	if err := claimer.Reclaim(ctx, "p", "out", "j2"); err != nil {
+		t.Fatal(err)
+	}
+	// A claim against a data topic that does not exist fails naming it
+	// before anything is written to the owner topic.
+	bad := k.config("missing")
+	bad.Topic = "no-such-topic"
+	bad.MarkerTopic = ""
+	_, err = claimerOf(t, bad).Claim(ctx, "p", "out", "j1")
+	wantErrContains(t, err, "no-such-topic", "create it first")
+}
