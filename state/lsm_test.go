@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/ingest-engine/ingest/internal/testkit"
 	"github.com/ingest-engine/ingest/storage"
 )
 
@@ -114,9 +115,14 @@ func (w *workload) apiContents(t testing.TB, keys int, timers map[timerKey]bool)
 // aborts others, and restores every uploaded checkpoint into a new backend:
 // each must hold the model as of its barrier (a consistent cut), and later
 // checkpoints reference the files of earlier complete ones instead of
-// uploading them again.
+// uploading them again. Under the race detector one seed runs (its uploads
+// on other goroutines are what -race checks).
 func TestLSMModel(t *testing.T) {
-	for seed := range uint64(3) {
+	seeds := uint64(3)
+	if testkit.RaceEnabled {
+		seeds = 1
+	}
+	for seed := range seeds {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			const keys = 200
 			r := rand.New(rand.NewPCG(seed, 11))
@@ -562,7 +568,15 @@ func TestLSMTimersOrderMatchesMemory(t *testing.T) {
 
 // TestLSMNamespacedModel is TestNamespacedModel on the LSM backend, with
 // checkpoints instead of snapshots.
+//
+// Under the race detector it runs a quarter of the steps: it is one
+// goroutine (Upload runs inline), so -race adds nothing to what the plain
+// run checks, and the full run costs 90 s there.
 func TestLSMNamespacedModel(t *testing.T) {
+	steps := 8000
+	if testkit.RaceEnabled {
+		steps = 2000
+	}
 	r := rand.New(rand.NewPCG(9, 7))
 	files := testFiles(t)
 	full := KeyGroupRange{0, DefaultMaxParallelism}
@@ -574,7 +588,7 @@ func TestLSMNamespacedModel(t *testing.T) {
 		up   *Uploaded
 	}
 	var cps []cp
-	for step := range 8000 {
+	for step := range steps {
 		ns := int64(r.IntN(6) - 2)
 		key := fmt.Sprint("k", r.IntN(300))
 		switch op := r.IntN(100); {
