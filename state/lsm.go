@@ -305,9 +305,15 @@ func (l pebbleLogger) Errorf(format string, args ...any) {
 	l.log.Error("pebble: " + fmt.Sprintf(format, args...))
 }
 func (l pebbleLogger) Fatalf(format string, args ...any) {
-	// Pebble calls Fatalf on invariant violations and expects it not to
-	// return.
-	panic(fmt.Sprintf("pebble: "+format, args...))
+	// Pebble calls Fatalf on invariant violations and on failures it
+	// cannot undo (its MANIFEST not written or synced during a flush or
+	// compaction, e.g. on a full disk), often on its own goroutines, and
+	// expects it not to return: the process ends. The state on disk is a
+	// working copy, so a restart recovers from the last complete
+	// checkpoint like after kill -9; the log says why first.
+	msg := fmt.Sprintf("pebble: "+format, args...)
+	l.log.Error("the pebble state store failed in a way it cannot continue from (disk full or unwritable?); the process exits and recovers from its last complete checkpoint when restarted", "err", msg)
+	panic(msg)
 }
 
 // open opens a new, empty working store, removing those earlier processes
@@ -346,11 +352,15 @@ func (s *lsmStore) newDBDir() (string, error) {
 // openAt opens the store in dbDir (created, possibly holding restored
 // files).
 func (s *lsmStore) openAt(operator, dbDir string) error {
+	// dbDir is set before Open: a restored store with many L0 files starts
+	// compacting inside Open, and a failure reports it from Pebble's
+	// goroutine (setBgErr).
+	s.dbDir = dbDir
 	db, err := pebble.Open(dbDir, s.env.pebbleOptions(false, s.setBgErr))
 	if err != nil {
 		return fmt.Errorf("state: operator %q: opening the pebble store in %s: %w", operator, dbDir, err)
 	}
-	s.db, s.dbDir = db, dbDir
+	s.db = db
 	return nil
 }
 

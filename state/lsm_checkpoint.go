@@ -79,9 +79,15 @@ func (b *Backend) lsmCheckpointSnapshot(id int64) *Snapshot {
 		ls.err = err
 		return s
 	}
+	// A failure while the caches are written out fails the backend, not
+	// only this checkpoint: entries may be marked written that the store
+	// never got, and a later checkpoint would then miss them. The task sees
+	// Err after its next record and the job restarts from the last
+	// complete checkpoint.
 	for _, name := range slices.Sorted(mapKeys(st.persisters)) {
 		if err := st.persisters[name].persist(); err != nil {
 			ls.err = err
+			b.fail(err)
 			return s
 		}
 	}
@@ -94,10 +100,12 @@ func (b *Backend) lsmCheckpointSnapshot(id int64) *Snapshot {
 	}
 	if err := st.cache.flush(st.db, false); err != nil {
 		ls.err = fmt.Errorf("state: operator %q: writing cached entries: %w", b.operator, err)
+		b.fail(ls.err)
 		return s
 	}
 	if err := st.flush(); err != nil {
 		ls.err = fmt.Errorf("state: operator %q: flushing the pebble store: %w", b.operator, err)
+		b.fail(ls.err)
 		return s
 	}
 	if err := os.RemoveAll(ls.dir); err != nil {
