@@ -103,7 +103,8 @@
 //
 // Dead bytes (old versions, deleted entries, chunk tails too short for the
 // next entry) are reclaimed when those added since the last compaction are
-// at least the live bytes (and at least 1 KiB), and no view is live. The
+// at least a quarter of the live bytes (and at least 1 KiB), and no view is
+// live, so the arena stays within about 1.25 times its live bytes. The
 // check runs at the end of every Put and Delete and before Modify takes its
 // view; Get never moves anything. Compaction slides live entries down in
 // address order, in place: for each entry of the arena it finds the slot by

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 )
 
 // The model test drives a Table with random operations mirrored into a
@@ -394,13 +395,40 @@ func (ck *checker) check(t *Table) error {
 	clear(ck.starts)
 	clear(ck.refs)
 	if t.off != nil {
-		// Off-heap bookkeeping: exactly the table's mapped chunks, each
-		// once (a dropped one unmapped and forgotten).
+		// Off-heap bookkeeping: exactly the table's mapped chunks, its
+		// slot array if mapped and the retired slot arrays, each once (a
+		// dropped one unmapped and forgotten).
 		mapped := 0
 		for _, c := range t.chunks {
 			if _, ok := t.off.chunks[&c[0]]; ok {
 				mapped++
 			}
+		}
+		if len(t.slots) > 0 {
+			if _, ok := t.off.chunks[(*byte)(unsafe.Pointer(&t.slots[0]))]; ok {
+				mapped++
+			}
+		}
+		if t.spare != nil {
+			if _, ok := t.off.chunks[&t.spare[0]]; !ok {
+				return fmt.Errorf("the spare slot array is not registered off the heap")
+			}
+			if len(t.slots) > 0 && &t.spare[0] == (*byte)(unsafe.Pointer(&t.slots[0])) {
+				return fmt.Errorf("the table's slot array is also its spare")
+			}
+			mapped++
+		}
+		for _, r := range t.retired {
+			if t.spare != nil && &r[0] == &t.spare[0] {
+				return fmt.Errorf("the spare slot array is also retired")
+			}
+			if _, ok := t.off.chunks[&r[0]]; !ok {
+				return fmt.Errorf("a retired slot array is not registered off the heap")
+			}
+			if len(t.slots) > 0 && &r[0] == (*byte)(unsafe.Pointer(&t.slots[0])) {
+				return fmt.Errorf("the table's slot array is also retired")
+			}
+			mapped++
 		}
 		if mapped != len(t.off.chunks) {
 			return fmt.Errorf("%d chunks registered off the heap, %d of them still the table's", len(t.off.chunks), mapped)

@@ -8,6 +8,7 @@ import (
 	"math/bits"
 	"slices"
 	"sync/atomic"
+	"unsafe"
 )
 
 // ErrFull is returned by a write that needs arena space the table cannot
@@ -119,10 +120,22 @@ type Table struct {
 	chunkBytes int
 	// compactions counts compactions, for tests and statistics.
 	compactions int
-	// off holds the chunks mapped outside the Go heap; nil until the
-	// first (see offHeap).
+	// off holds the chunks and slot arrays mapped outside the Go heap; nil
+	// until the first (see offHeap).
 	off *offHeap
-	cfg config
+	// retired holds the mapped slot arrays the table replaced while a
+	// Frozen view could still hold them (ownSlots, resize while shared).
+	// INVARIANT: each is in off and referenced by no slots field of the
+	// table; it is unmapped only once the owner has seen views == 0
+	// (freeRetired), after which no view can read it.
+	retired [][]byte
+	// spare is a mapped slot array no view holds any more, kept for the
+	// next copy or resize of that size: its pages are already faulted in,
+	// where a new mapping costs a page fault per 4 KiB (a checkpoint copies
+	// every written table's slots). INVARIANT: nil, or in off and not the
+	// table's slots nor retired.
+	spare []byte
+	cfg   config
 }
 
 // config holds the arena's geometry. A zero field means the default; tests
@@ -430,8 +443,9 @@ func (t *Table) removeAt(j uint32) {
 // holding the same entries. It reads the old array only, so it is also the
 // copy-on-write of a shared one. Homes come from the tags: no hash needed.
 func (t *Table) resize(n int) {
-	old := t.slots
-	t.slots = make([]uint64, n)
+	old, held := t.slots, t.shared && t.viewsLive()
+	t.slots = t.newSlots(n)
+	clear(t.slots) // a spare holds old slots
 	t.shift = uint8(32 - bits.TrailingZeros(uint(n)))
 	for _, s := range old {
 		if s != 0 {
@@ -439,6 +453,66 @@ func (t *Table) resize(n int) {
 		}
 	}
 	t.shared = false
+	t.dropSlots(old, held)
+	if t.spare != nil && len(t.spare) != 8*n {
+		t.dropChunk(t.spare) // of the old size
+		t.spare = nil
+	}
+}
+
+// newSlots returns a slot array of n slots, not necessarily zeroed (the
+// spare): mapped off the Go heap when it is at least offHeapFrom bytes and
+// the platform gives a mapping (so the garbage collector's heap goal does
+// not double it, nor the copy a checkpoint makes of it), else a Go slice.
+func (t *Table) newSlots(n int) []uint64 {
+	if sp := t.spare; len(sp) == 8*n {
+		t.spare = nil
+		return unsafe.Slice((*uint64)(unsafe.Pointer(&sp[0])), n)
+	}
+	if 8*n >= t.cfg.offHeapFrom() {
+		if c, ok := t.mapChunk(8 * n); ok {
+			return unsafe.Slice((*uint64)(unsafe.Pointer(&c[0])), n)
+		}
+	}
+	return make([]uint64, n)
+}
+
+// dropSlots releases a slot array the table no longer uses: a mapped one
+// is unmapped now, or, when a live view may hold it (held), once the owner
+// sees every view released (freeRetired). A Go slice is left to the
+// garbage collector.
+func (t *Table) dropSlots(s []uint64, held bool) {
+	if len(s) == 0 || t.off == nil {
+		return
+	}
+	b := unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), 8*len(s))
+	if _, mapped := t.off.chunks[&b[0]]; !mapped {
+		return
+	}
+	if held {
+		t.retired = append(t.retired, b)
+		return
+	}
+	t.dropChunk(b)
+}
+
+// viewsLive reports whether a Frozen view may still be read. When none is
+// (the atomic load that sees 0 orders every released view's reads before
+// what follows), it unmaps the retired slot arrays.
+func (t *Table) viewsLive() bool {
+	if t.views.Load() != 0 {
+		return true
+	}
+	for i, b := range t.retired {
+		if t.spare == nil && len(b) == 8*len(t.slots) {
+			t.spare = b
+		} else {
+			t.dropChunk(b)
+		}
+		t.retired[i] = nil
+	}
+	t.retired = t.retired[:0]
+	return false
 }
 
 // ownSlots prepares slots for a write: a slot array a live Frozen view may
@@ -448,12 +522,15 @@ func (t *Table) ownSlots() {
 	if !t.shared {
 		return
 	}
-	if t.views.Load() == 0 {
+	if !t.viewsLive() {
 		t.unfreeze()
 		return
 	}
-	t.slots = slices.Clone(t.slots)
+	old := t.slots
+	t.slots = t.newSlots(len(old))
+	copy(t.slots, old)
 	t.shared = false
+	t.dropSlots(old, true)
 }
 
 // frozen reports whether the entry at addr lies below the frozen mark, so
@@ -478,18 +555,30 @@ func (t *Table) frozen(addr uint32) bool {
 // before the writes it allows. The frozen mark stays (see frozenMark).
 func (t *Table) unfreeze() { t.shared = false }
 
+// compactFraction is the dead bytes, as a fraction 1/compactFraction of
+// the live bytes, that make a compaction due. A quarter keeps the arena
+// within 1.25 times its live bytes (plus deadBase) where half of it would
+// be dead at worst with the live bytes as the threshold: every entry
+// written after a checkpoint leaves a dead version, so at 10 M keys
+// updated between checkpoints the arena would double. A compaction then
+// moves at most about five bytes per dead byte reclaimed; it keeps the
+// table's last Mark (its end moves with the entries), so the next
+// checkpoint still writes a delta.
+const compactFraction = 4
+
 // maybeCompact compacts the arena when the dead bytes (old versions,
 // deleted entries, chunk tails) added since the last compaction are at least
-// its live bytes and at least minCompact, and no Frozen view is live. A
-// compaction costs O(used bytes) = O(live + deadBase + new dead bytes), and
-// deadBase, what the last compaction could not reclaim, is a bounded multiple
-// of the live bytes (see deadBase), so each compaction costs a constant
-// multiple of the dead bytes written since the last: amortised O(1) per byte
-// written. Counting only the dead bytes added since keeps a geometry whose
-// tails stay dead from compacting on every write. mayShrink allows
-// shrinking a sparse slot array (which moves slots).
+// a quarter of its live bytes (compactFraction) and at least minCompact, and
+// no Frozen view is live. A compaction costs O(used bytes) = O(live +
+// deadBase + new dead bytes), and deadBase, what the last compaction could
+// not reclaim, is a bounded multiple of the live bytes (see deadBase), so
+// each compaction costs a constant multiple of the dead bytes written since
+// the last: amortised O(1) per byte written. Counting only the dead bytes
+// added since keeps a geometry whose tails stay dead from compacting on
+// every write. mayShrink allows shrinking a sparse slot array (which moves
+// slots).
 func (t *Table) maybeCompact(mayShrink bool) {
-	if t.used-t.live-t.deadBase >= t.live { // inlined: two loads when there is nothing to do
+	if t.used-t.live-t.deadBase >= t.live/compactFraction { // inlined: two loads when there is nothing to do
 		t.compactIfDue(mayShrink)
 	}
 }
@@ -528,6 +617,7 @@ func (t *Table) compact(mayShrink bool) {
 // and compaction waits. Several views may be live at once. Call Release on
 // the view when done with it, or the arena can never be compacted.
 func (t *Table) Freeze() *Frozen {
+	t.viewsLive() // unmaps the slot arrays of released views
 	f := &Frozen{slots: t.slots, chunks: t.chunks[:len(t.chunks):len(t.chunks)], n: t.n, views: &t.views}
 	t.views.Add(1)
 	t.shared = true
