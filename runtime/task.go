@@ -8,11 +8,13 @@ import (
 	"runtime/debug"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/clock"
 	"github.com/ingest-engine/ingest/internal/failpoint"
+	"github.com/ingest-engine/ingest/internal/offheap"
 	"github.com/ingest-engine/ingest/state"
 	"github.com/ingest-engine/ingest/storage"
 )
@@ -66,7 +68,16 @@ type link struct {
 	// files are the handles of the state files this link wrote, by
 	// checkpoint: what an incremental snapshot's Shared ids name.
 	files stateFileSet
+	// encoded is the size of the state file this link wrote last: how
+	// large a buffer the next checkpoint's encoding borrows (written by the
+	// goroutines that write checkpoints, several at once with
+	// max_concurrent > 1).
+	encoded atomic.Int64
 }
+
+// stateBuffers lends the buffers state files are encoded into, outside the
+// Go heap and reused from one checkpoint to the next (internal/offheap).
+var stateBuffers offheap.Pool
 
 // Emit implements Output for the link's operator or source.
 func (l *link) Emit(r Records) error {
@@ -664,8 +675,19 @@ func (t *task) write(ctx context.Context, id int64, c capture, alignment time.Du
 		}
 	} else if c.keyed != nil {
 		st.States = stateSchemas(c.keyed.Schemas())
-		enc, err := c.keyed.EncodeCheckpoint()
+		// Room for a file half again as large as the last one, and at
+		// least 8 MiB: pages not written cost address space, not memory,
+		// and one that outgrows the buffer moves to the Go heap.
+		last := c.link.encoded.Load()
+		buf := stateBuffers.Get(int(max(last+last/2, 8<<20)))
+		// The storage has written enc.Data (which may share buf) when
+		// this returns; nothing reads buf after.
+		defer stateBuffers.Put(buf)
+		enc, err := c.keyed.EncodeCheckpointInto(buf)
 		c.keyed.Release() // encoded once: its tables may reclaim what it pinned
+		if err == nil {
+			c.link.encoded.Store(int64(len(enc.Data)))
+		}
 		if err == nil {
 			err = failpoint.Inject("task/during-async-write")
 		}

@@ -254,12 +254,19 @@ func (b *Backend) plan(s *Snapshot, base *chain, id int64) ([]sectionMode, [][]b
 // checkpoints' files hold the rest. Like Encode it runs off the task
 // goroutine; it may be called more than once (the last result is what
 // Complete adopts). Errors are as for Encode.
-func (s *Snapshot) EncodeCheckpoint() (*Encoded, error) {
+func (s *Snapshot) EncodeCheckpoint() (*Encoded, error) { return s.EncodeCheckpointInto(nil) }
+
+// EncodeCheckpointInto is EncodeCheckpoint appending the file to dst[:0]:
+// when it fits in dst's capacity, Encoded.Data shares dst's array (a
+// buffer the caller reuses from one checkpoint to the next, outside the Go
+// heap: see internal/offheap), so Data is valid only while the caller
+// keeps dst unchanged.
+func (s *Snapshot) EncodeCheckpointInto(dst []byte) (*Encoded, error) {
 	p := s.plan
 	if p == nil {
 		return nil, fmt.Errorf("state: operator %q: EncodeCheckpoint of a snapshot not taken by CheckpointSnapshot", s.operator)
 	}
-	data, lens, err := s.encode(p.id, p)
+	data, lens, err := s.encode(p.id, p, dst)
 	if err != nil {
 		return nil, err
 	}

@@ -191,7 +191,7 @@ func (b *Backend) Snapshot() *Snapshot {
 // snapshot was taken, or if a codec panics (a value it cannot encode); the
 // error names the operator, state and key group.
 func (s *Snapshot) Encode() ([]byte, error) {
-	out, _, err := s.encode(0, nil)
+	out, _, err := s.encode(0, nil, nil)
 	return out, err
 }
 
@@ -199,8 +199,9 @@ func (s *Snapshot) Encode() ([]byte, error) {
 // modes) it is a full file; else an incremental one holding the key groups
 // the plan writes: in full (empty ones as empty sections) or as deltas over
 // the plan's base. It returns the length of each key group's section by
-// index (0 for one not written).
-func (s *Snapshot) encode(id int64, plan *checkpointPlan) (out []byte, lens []int, err error) {
+// index (0 for one not written). It appends to dst[:0]: the file is in
+// dst's array when it fits.
+func (s *Snapshot) encode(id int64, plan *checkpointPlan, dst []byte) (out []byte, lens []int, err error) {
 	if s.lsm != nil {
 		return nil, nil, fmt.Errorf("state: operator %q: a snapshot of an LSM backend is stored with Upload, not encoded", s.operator)
 	}
@@ -230,9 +231,10 @@ func (s *Snapshot) encode(id int64, plan *checkpointPlan) (out []byte, lens []in
 	}()
 
 	incremental := plan != nil && plan.mode != nil
+	out = dst[:0]
 	if s.sizeHint != nil && !incremental {
 		// The hint is a full file's size: an incremental one is smaller.
-		if hint := s.sizeHint.Load(); hint > 0 {
+		if hint := s.sizeHint.Load(); hint > 0 && int64(cap(out)) < hint {
 			out = make([]byte, 0, hint+hint/8)
 		}
 		defer func() {
