@@ -490,7 +490,7 @@ func (s *NamespacedValueState[K, V]) load(p restoredPart) error {
 	g := &s.groups[p.kg-s.start]
 	g.written = s.b.restoreEpoch
 	var kb []byte // load runs concurrently for other key groups: not s.kbuf
-	if err := s.loadEntries(r, g, p.count, &kb); err != nil {
+	if err := s.loadEntries(r, g, p.count, &kb, true); err != nil {
 		return err
 	}
 	n := 0
@@ -511,15 +511,25 @@ func (s *NamespacedValueState[K, V]) load(p restoredPart) error {
 }
 
 // loadEntries puts count entries read from r into g's tables, encoding
-// keys in *kb.
-func (s *NamespacedValueState[K, V]) loadEntries(r *partReader, g *nsGroup, count int, kb *[]byte) error {
+// keys in *kb. fresh says the tables are new (a full section): they are
+// bulk loaded (kvtable's PutFresh), and indexed before it returns, also
+// when it fails.
+func (s *NamespacedValueState[K, V]) loadEntries(r *partReader, g *nsGroup, count int, kb *[]byte, fresh bool) error {
+	if fresh {
+		defer func() {
+			for _, t := range g.tables {
+				t.FinishFresh()
+			}
+		}()
+	}
+	var scratch V // each value is decoded (checked) into it and dropped
 	for range count {
 		k, ns, err := s.readEntryKey(r, g)
 		if err != nil {
 			return err
 		}
 		raw := r.src
-		if _, err := readValue(r, s.vc, "value"); err != nil {
+		if err := readValueInto(r, s.vc, s.into, &scratch, "value"); err != nil {
 			return err
 		}
 		raw = raw[:len(raw)-len(r.src)]
@@ -534,7 +544,12 @@ func (s *NamespacedValueState[K, V]) loadEntries(r *partReader, g *nsGroup, coun
 		// The key is stored re-encoded, so lookups, which encode, find it;
 		// the value as the snapshot holds it, which its codec just read.
 		*kb = s.kc.Append((*kb)[:0], k)
-		if err := t.Put(s.hash(k), *kb, raw); err != nil {
+		if fresh {
+			err = t.PutFresh(s.hash(k), *kb, raw)
+		} else {
+			err = t.Put(s.hash(k), *kb, raw)
+		}
+		if err != nil {
 			return r.corrupt("entries", err)
 		}
 	}
@@ -585,7 +600,7 @@ func (s *NamespacedValueState[K, V]) applyDelta(r *partReader, g *nsGroup, kb *[
 	if err != nil {
 		return err
 	}
-	if err := s.loadEntries(r, g, puts, kb); err != nil {
+	if err := s.loadEntries(r, g, puts, kb, false); err != nil {
 		return err
 	}
 	if len(r.src) != 0 {

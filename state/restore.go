@@ -590,6 +590,26 @@ func readValue[T any](r *partReader, c Codec[T], what string) (T, error) {
 	return v, nil
 }
 
+// readValueInto is readValue decoding into *dst: with into (c as an
+// IntoDecoder, or nil) it reuses *dst's memory, so that a restore checking
+// millions of values does not allocate one each.
+func readValueInto[T any](r *partReader, c Codec[T], into IntoDecoder[T], dst *T, what string) error {
+	if into == nil {
+		v, err := readValue(r, c, what)
+		*dst = v
+		return err
+	}
+	n, err := into.DecodeInto(dst, r.src)
+	if err != nil {
+		return r.corrupt(what+" with codec "+c.Name(), err)
+	}
+	if n < 0 || n > len(r.src) {
+		return r.corrupt(what, fmt.Errorf("codec %s reports %d bytes consumed of %d", c.Name(), n, len(r.src)))
+	}
+	r.src = r.src[n:]
+	return nil
+}
+
 func (r *partReader) uvarint(what string) (uint64, error) {
 	v, n := binary.Uvarint(r.src)
 	if n <= 0 {

@@ -135,6 +135,9 @@ type Table struct {
 	// every written table's slots). INVARIANT: nil, or in off and not the
 	// table's slots nor retired.
 	spare []byte
+	// fresh counts the entries PutFresh appended and FinishFresh has not
+	// indexed yet (bulk.go).
+	fresh int
 	cfg   config
 }
 
