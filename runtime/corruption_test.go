@@ -529,6 +529,30 @@ func TestDamagedCheckpointRefusedWhenItsOutputIsPublished(t *testing.T) {
 	}
 }
 
+// The subtasks' files are verified in parallel, yet the error is always
+// the first damaged subtask's, in the checkpoint's order: with both of the
+// window's state files damaged, every run names state-w-0 (and never
+// state-w-1), whichever goroutine finds its damage first.
+func TestDamagedCheckpointNamesTheFirstDamagedSubtask(t *testing.T) {
+	tm := produce(t, true)
+	for i := range 5 {
+		c := tm.copyOf(t)
+		for _, name := range []string{"state-w-0", "state-w-1"} {
+			if err := flipAt(0)(filepath.Join(c.ck, storage.CheckpointDirName(c.final), name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		err, _, _ := runCopy(t, c, false)
+		if err == nil {
+			t.Fatal("Run restored a checkpoint whose state files are damaged")
+		}
+		first := filepath.Join(c.ck, storage.CheckpointDirName(c.final), "state-w-0")
+		if msg := err.Error(); !strings.Contains(msg, first) || strings.Contains(msg, "state-w-1") {
+			t.Fatalf("run %d: the error does not name %s alone:\n%s", i, first, msg)
+		}
+	}
+}
+
 // When the damaged checkpoint's output was not published yet (the crash came
 // between its completion and its commit), falling back to the previous
 // checkpoint is exactly-once: the job logs the skip, restores F-1, replays,

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path"
+	"sync"
+	"sync/atomic"
 
 	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/state"
@@ -128,34 +131,71 @@ func (j *Job) verifyCheckpoint(ctx context.Context, id int64, c *candidate) (*ch
 			}
 		}
 	}
-	files := map[storage.Handle]*verifiedFile{}
-	for _, s := range m.Tasks {
-		for k, h := range stateFiles(s) {
-			if k > 0 && s.State != nil && files[*s.State] != nil && isLSMState(files[*s.State].data) {
-				break // verified with the manifest (verifyLSM)
-			}
-			data, err := j.storage.ReadFile(ctx, h)
-			if err != nil {
-				// The storage error names the file's path and the reason.
-				return nil, nil, fmt.Errorf("checkpoint %d: state file %s of %v %s%s: %w", id, h.Name, s.Task, damageReason(err), sharedFrom(id, h), err)
-			}
-			if k == 0 && isLSMState(data) {
-				if err := j.verifyLSM(ctx, m, s, data); err != nil {
-					return nil, nil, err
+	// The subtasks' files are read and checked on up to restoreWorkers
+	// goroutines (most of a large recovery's time before any state is
+	// decoded). Subtasks are handed out in order and no new one is taken
+	// once one failed, so every subtask before the first failing one was
+	// checked: the error returned is that of the first failing subtask,
+	// as if they had been checked one by one.
+	found := make([]map[storage.Handle]*verifiedFile, len(m.Tasks))
+	errs := make([]error, len(m.Tasks))
+	var next atomic.Int64
+	var failed atomic.Bool
+	var wg sync.WaitGroup
+	for range min(restoreWorkers(), len(m.Tasks)) {
+		wg.Go(func() {
+			for !failed.Load() {
+				i := int(next.Add(1) - 1)
+				if i >= len(m.Tasks) {
+					return
 				}
-				files[h] = &verifiedFile{data: data, uses: max(uses[s.Task.Operator], 1)}
-				continue
+				if found[i], errs[i] = j.verifySubtask(ctx, m, m.Tasks[i], uses); errs[i] != nil {
+					failed.Store(true)
+				}
 			}
-			if _, err := state.Inspect(data); err != nil {
-				p := path.Join(j.storage.Location(), storage.CheckpointDirName(h.Checkpoint), h.Name)
-				return nil, nil, fmt.Errorf("checkpoint %d: state file %s of %v%s passes its storage checksum but not its own checks (it was written damaged): %w", id, p, s.Task, sharedFrom(id, h), err)
-			}
-			if u := uses[s.Task.Operator]; u > 0 {
-				files[h] = &verifiedFile{data: data, uses: u}
-			}
+		})
+	}
+	wg.Wait()
+	files := map[storage.Handle]*verifiedFile{}
+	for i := range m.Tasks {
+		if errs[i] != nil {
+			return nil, nil, errs[i]
 		}
+		maps.Copy(files, found[i])
 	}
 	return m, files, nil
+}
+
+// verifySubtask reads and checks the state files of subtask s of checkpoint
+// m (see verifyCheckpoint) and returns those restoreState will take.
+func (j *Job) verifySubtask(ctx context.Context, m *checkpoint.Metadata, s checkpoint.SubtaskState, uses map[string]int) (map[storage.Handle]*verifiedFile, error) {
+	id := m.ID
+	files := map[storage.Handle]*verifiedFile{}
+	for k, h := range stateFiles(s) {
+		if k > 0 && s.State != nil && files[*s.State] != nil && isLSMState(files[*s.State].data) {
+			break // verified with the manifest (verifyLSM)
+		}
+		data, err := j.storage.ReadFile(ctx, h)
+		if err != nil {
+			// The storage error names the file's path and the reason.
+			return nil, fmt.Errorf("checkpoint %d: state file %s of %v %s%s: %w", id, h.Name, s.Task, damageReason(err), sharedFrom(id, h), err)
+		}
+		if k == 0 && isLSMState(data) {
+			if err := j.verifyLSM(ctx, m, s, data); err != nil {
+				return nil, err
+			}
+			files[h] = &verifiedFile{data: data, uses: max(uses[s.Task.Operator], 1)}
+			continue
+		}
+		if _, err := state.Inspect(data); err != nil {
+			p := path.Join(j.storage.Location(), storage.CheckpointDirName(h.Checkpoint), h.Name)
+			return nil, fmt.Errorf("checkpoint %d: state file %s of %v%s passes its storage checksum but not its own checks (it was written damaged): %w", id, p, s.Task, sharedFrom(id, h), err)
+		}
+		if u := uses[s.Task.Operator]; u > 0 {
+			files[h] = &verifiedFile{data: data, uses: u}
+		}
+	}
+	return files, nil
 }
 
 // damageReason says in a word or two what err means for a file.

@@ -55,13 +55,23 @@ func VerifyLSM(ctx context.Context, opts LSMOptions, job string, files Files, ma
 		if err != nil {
 			return named(err)
 		}
+		// A temporary file of its own: subtasks are verified in parallel,
+		// and two that fetch the same file each rename a whole copy.
 		p := fetchedPath(fetched, f.handle)
-		tmp := p + ".tmp"
-		if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		tmp, err := os.CreateTemp(filepath.Dir(p), filepath.Base(p)+".*.tmp")
+		if err != nil {
 			return fmt.Errorf("state: keeping a verified file: %w", err)
 		}
-		if err := os.Rename(tmp, p); err != nil {
-			return fmt.Errorf("state: keeping a verified file: %w", err)
+		_, werr := tmp.Write(data)
+		if cerr := tmp.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr == nil {
+			werr = os.Rename(tmp.Name(), p)
+		}
+		if werr != nil {
+			_ = os.Remove(tmp.Name())
+			return fmt.Errorf("state: keeping a verified file: %w", werr)
 		}
 		return nil
 	})
