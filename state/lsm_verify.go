@@ -63,6 +63,9 @@ func VerifyLSM(ctx context.Context, opts LSMOptions, job string, files Files, ma
 			return fmt.Errorf("state: keeping a verified file: %w", err)
 		}
 		_, werr := tmp.Write(data)
+		if werr == nil {
+			werr = tmp.Chmod(0o644) // as the files it is kept beside
+		}
 		if cerr := tmp.Close(); werr == nil {
 			werr = cerr
 		}

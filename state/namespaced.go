@@ -132,7 +132,9 @@ func (t *nsTable) logDelete(key []byte) {
 // then updates a value without allocating one. DecodeInto decodes one value
 // from the front of src into *dst and returns the bytes consumed, with the
 // same contract as Codec.Decode but that *dst, which the caller owns, may be
-// reused: no other value may share memory with it.
+// reused: no other value may share memory with it. Like Decode, it may be
+// called on several goroutines at once (a restore decodes key groups in
+// parallel), each with its own dst.
 type IntoDecoder[T any] interface {
 	DecodeInto(dst *T, src []byte) (n int, err error)
 }
@@ -490,7 +492,7 @@ func (s *NamespacedValueState[K, V]) load(p restoredPart) error {
 	g := &s.groups[p.kg-s.start]
 	g.written = s.b.restoreEpoch
 	var kb []byte // load runs concurrently for other key groups: not s.kbuf
-	if err := s.loadEntries(r, g, p.count, &kb, true); err != nil {
+	if err := s.loadEntries(r, g, p.count, &kb); err != nil {
 		return err
 	}
 	n := 0
@@ -511,17 +513,16 @@ func (s *NamespacedValueState[K, V]) load(p restoredPart) error {
 }
 
 // loadEntries puts count entries read from r into g's tables, encoding
-// keys in *kb. fresh says the tables are new (a full section): they are
-// bulk loaded (kvtable's PutFresh), and indexed before it returns, also
-// when it fails.
-func (s *NamespacedValueState[K, V]) loadEntries(r *partReader, g *nsGroup, count int, kb *[]byte, fresh bool) error {
-	if fresh {
-		defer func() {
-			for _, t := range g.tables {
-				t.FinishFresh()
-			}
-		}()
-	}
+// keys in *kb. Empty tables (all of a full section's, and those a delta
+// section creates) are bulk loaded (kvtable's PutFresh) and indexed before
+// it returns, also when it fails; entries for a table that already has
+// some are ordinary Puts.
+func (s *NamespacedValueState[K, V]) loadEntries(r *partReader, g *nsGroup, count int, kb *[]byte) error {
+	defer func() {
+		for _, t := range g.tables {
+			t.FinishFresh()
+		}
+	}()
 	var scratch V // each value is decoded (checked) into it and dropped
 	for range count {
 		k, ns, err := s.readEntryKey(r, g)
@@ -544,12 +545,7 @@ func (s *NamespacedValueState[K, V]) loadEntries(r *partReader, g *nsGroup, coun
 		// The key is stored re-encoded, so lookups, which encode, find it;
 		// the value as the snapshot holds it, which its codec just read.
 		*kb = s.kc.Append((*kb)[:0], k)
-		if fresh {
-			err = t.PutFresh(s.hash(k), *kb, raw)
-		} else {
-			err = t.Put(s.hash(k), *kb, raw)
-		}
-		if err != nil {
+		if err := t.PutFresh(s.hash(k), *kb, raw); err != nil {
 			return r.corrupt("entries", err)
 		}
 	}
@@ -600,7 +596,7 @@ func (s *NamespacedValueState[K, V]) applyDelta(r *partReader, g *nsGroup, kb *[
 	if err != nil {
 		return err
 	}
-	if err := s.loadEntries(r, g, puts, kb, false); err != nil {
+	if err := s.loadEntries(r, g, puts, kb); err != nil {
 		return err
 	}
 	if len(r.src) != 0 {

@@ -56,7 +56,8 @@ func (t *Table) freshSlots(dst []uint64) []uint64 {
 }
 
 // FinishFresh indexes the entries PutFresh appended: it sizes the slot
-// array for them (as Put would have grown it), sorts their slots by home
+// array for all of them, repeated keys included (as Put would have grown
+// it for that many distinct keys), sorts their slots by home
 // slot (a radix sort on the tag's top bits), keeps the last of each key
 // appended more than once, and places them in order, each at its home or
 // just after the entry placed before it (which is the Robin Hood order);

@@ -99,6 +99,8 @@ type Table struct {
 	used int
 	// live is the total size of the entries the slots reference.
 	// INVARIANT: used - live is the dead bytes compaction can reclaim.
+	// (Between PutFresh and FinishFresh, live and used also count the
+	// entries appended and not yet indexed, and n does not.)
 	live int
 	// deadBase is the dead bytes right after the last compaction: the
 	// tails of chunks whose next entry did not fit (each under the size of

@@ -307,16 +307,19 @@ func distances(tab *Table) (mean float64, maxd uint32) {
 	return float64(sum) / float64(max(tab.Len(), 1)), maxd
 }
 
-// TestRefillInViewOrder fills a fresh table from a view's iteration, as a
-// restore fills one from a snapshot, and checks that entries stay near their
-// homes at every size the growing table passes: slot order is sorted by
-// home, and a table filled in that order piled each prefix into the low end
-// of its array (a 1 M-key restore was ten times slower than building the
-// state).
+// TestRefillInViewOrder fills a fresh table one Put at a time from a view's
+// iteration, as a restore applying a delta section that adds many keys does,
+// and checks that entries stay near their homes at every size the growing
+// table passes: slot order is sorted by home, and a table filled in that
+// order piled each prefix into the low end of its array, so distances grew
+// with the table (a mean of 496 at 1024 of 65536 entries; a 1 GiB restore
+// took 539 s). Views iterate blocks of scrambleBlock slots in a scattered
+// order: a distance is bounded by about a block whatever the table's size,
+// and is small again once the table is as large as the view's.
 func TestRefillInViewOrder(t *testing.T) {
 	var src Table
 	var kb [8]byte
-	for i := range int64(1 << 16) {
+	for i := range int64(1 << 17) {
 		if err := src.Put(hash8(i), key8(kb[:], i), []byte("v")); err != nil {
 			t.Fatal(err)
 		}
@@ -325,21 +328,22 @@ func TestRefillInViewOrder(t *testing.T) {
 	defer f.Release()
 
 	var dst Table
-	n, worst := 0, uint32(0)
+	n := 0
 	for k, v := range f.All() {
 		if err := dst.Put(hash8(int64(binary.BigEndian.Uint64(k))), k, v); err != nil {
 			t.Fatal(err)
 		}
-		if n++; n >= 1024 && (n&(n-1) == 0 || n == 3<<12) { // at powers of two and in between
+		if n++; n&(n-1) == 0 || n == src.Len() {
 			mean, maxd := distances(&dst)
-			worst = max(worst, maxd)
-			if mean > 2.5 || maxd > 64 {
-				t.Fatalf("after %d of %d entries in view order: mean distance %.2f, max %d (load %.2f)",
-					n, src.Len(), mean, maxd, float64(dst.Len())/float64(len(dst.slots)))
+			t.Logf("after %d entries: mean distance %.2f, max %d (load %.2f)", n, mean, maxd, float64(dst.Len())/float64(len(dst.slots)))
+			if maxd > 1024 { // two blocks of scrambleBlock (512) slots
+				t.Fatalf("after %d of %d entries in view order: max distance %d (mean %.2f)", n, src.Len(), maxd, mean)
 			}
 		}
 	}
-	t.Logf("largest distance while refilling: %d", worst)
+	if mean, maxd := distances(&dst); mean > 2.5 || maxd > 64 {
+		t.Fatalf("refilled table: mean distance %.2f, max %d", mean, maxd)
+	}
 }
 
 func itoa(i int) string {
