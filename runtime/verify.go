@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"path"
-	"sync"
-	"sync/atomic"
 
 	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/state"
@@ -131,37 +129,21 @@ func (j *Job) verifyCheckpoint(ctx context.Context, id int64, c *candidate) (*ch
 			}
 		}
 	}
-	// The subtasks' files are read and checked on up to restoreWorkers
-	// goroutines (most of a large recovery's time before any state is
-	// decoded). Subtasks are handed out in order and no new one is taken
-	// once one failed, so every subtask before the first failing one was
-	// checked: the error returned is that of the first failing subtask,
-	// as if they had been checked one by one.
+	// The subtasks' files are read and checked in parallel (most of a large
+	// recovery's time before any state is decoded); the error is the first
+	// failing subtask's, as if they had been checked one by one.
 	found := make([]map[storage.Handle]*verifiedFile, len(m.Tasks))
-	errs := make([]error, len(m.Tasks))
-	var next atomic.Int64
-	var failed atomic.Bool
-	var wg sync.WaitGroup
-	for range min(restoreWorkers(), len(m.Tasks)) {
-		wg.Go(func() {
-			for !failed.Load() {
-				i := int(next.Add(1) - 1)
-				if i >= len(m.Tasks) {
-					return
-				}
-				if found[i], errs[i] = j.verifySubtask(ctx, m, m.Tasks[i], uses); errs[i] != nil {
-					failed.Store(true)
-				}
-			}
-		})
+	err = forEachInOrder(len(m.Tasks), func(i int) error {
+		var err error
+		found[i], err = j.verifySubtask(ctx, m, m.Tasks[i], uses)
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
 	}
-	wg.Wait()
 	files := map[storage.Handle]*verifiedFile{}
-	for i := range m.Tasks {
-		if errs[i] != nil {
-			return nil, nil, errs[i]
-		}
-		maps.Copy(files, found[i])
+	for _, f := range found {
+		maps.Copy(files, f)
 	}
 	return m, files, nil
 }
