@@ -3,6 +3,7 @@ package kvtable
 import (
 	"encoding/binary"
 	"fmt"
+	"iter"
 )
 
 // Arena addresses are 32 bits: chunk index << posBits | position in chunk.
@@ -145,6 +146,28 @@ func (t *Table) appendEntry(tag uint32, key, value []byte) (uint32, error) {
 	return uint32(ci)<<posBits | uint32(p), nil
 }
 
+// arenaEntries yields the address and size of every entry of the arena,
+// live or dead, in address order. It reads a chunk's data end when it
+// reaches the chunk, so the caller may move entries into chunks it has
+// walked and set their ends (slide).
+func (t *Table) arenaEntries() iter.Seq2[uint32, int] {
+	return func(yield func(addr uint32, size int) bool) {
+		for i, c := range t.chunks {
+			end := t.fill
+			if i < len(t.ends) {
+				end = int(t.ends[i])
+			}
+			for p := 0; p < end; {
+				ks, kl, vl := parseEntry(c, p)
+				if !yield(uint32(i)<<posBits|uint32(p), ks-p+kl+vl) {
+					return
+				}
+				p = ks + kl + vl
+			}
+		}
+	}
+}
+
 // newChunk starts a chunk that can hold an entry of size bytes. Chunks grow
 // with the arena, an eighth of its capacity each, from minChunk (a table
 // with a few entries stays small) to maxChunk: the unused tail of the last
@@ -207,29 +230,22 @@ func (t *Table) slide() {
 	// new end. So the entries above it are still exactly those written
 	// since the last Mark (see Frozen.Changes).
 	mark, marked := t.frozenMark, t.frozenMark == 0
-	for sc, c := range t.chunks {
-		end := t.fill
-		if sc < len(t.ends) {
-			end = int(t.ends[sc])
-		}
-		for sp := 0; sp < end; {
-			ks, kl, vl := parseEntry(c, sp)
-			size := ks - sp + kl + vl
-			tag := binary.LittleEndian.Uint32(c[sp:])
-			if j, ok := t.findAddr(tag, uint32(sc)<<posBits|uint32(sp)); ok {
-				for !fits(len(t.chunks[dc]), dp, size) {
-					t.ends[dc] = uint32(dp) // dc < sc here: see above
-					dc++
-					dp = 0
-				}
-				if !marked && uint64(sc)<<posBits|uint64(sp) >= t.frozenMark {
-					mark, marked = uint64(dc)<<posBits|uint64(dp), true
-				}
-				copy(t.chunks[dc][dp:dp+size], c[sp:sp+size])
-				t.slots[j] = slotOf(tag, uint32(dc)<<posBits|uint32(dp))
-				dp += size
+	for addr, size := range t.arenaEntries() {
+		sc, sp := int(addr>>posBits), int(addr&posMask)
+		c := t.chunks[sc]
+		tag := binary.LittleEndian.Uint32(c[sp:])
+		if j, ok := t.findAddr(tag, addr); ok {
+			for !fits(len(t.chunks[dc]), dp, size) {
+				t.ends[dc] = uint32(dp) // dc < sc here: see above
+				dc++
+				dp = 0
 			}
-			sp += size
+			if !marked && uint64(addr) >= t.frozenMark {
+				mark, marked = uint64(dc)<<posBits|uint64(dp), true
+			}
+			copy(t.chunks[dc][dp:dp+size], c[sp:sp+size])
+			t.slots[j] = slotOf(tag, uint32(dc)<<posBits|uint32(dp))
+			dp += size
 		}
 	}
 	// Drop the chunks after the destination: unmapped, or for the garbage

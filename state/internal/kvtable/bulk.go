@@ -41,16 +41,9 @@ var bulkBuffers sync.Pool // of *[]uint64
 // exactly them, in order), in dst's array when it has room.
 func (t *Table) freshSlots(dst []uint64) []uint64 {
 	dst = dst[:0]
-	for i, c := range t.chunks {
-		end := t.fill
-		if i < len(t.ends) {
-			end = int(t.ends[i])
-		}
-		for p := 0; p < end; {
-			ks, kl, vl := parseEntry(c, p)
-			dst = append(dst, slotOf(binary.LittleEndian.Uint32(c[p:]), uint32(i)<<posBits|uint32(p)))
-			p = ks + kl + vl
-		}
+	for addr := range t.arenaEntries() {
+		c, p := t.locate(addr)
+		dst = append(dst, slotOf(binary.LittleEndian.Uint32(c[p:]), addr))
 	}
 	return dst
 }
