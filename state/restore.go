@@ -580,14 +580,22 @@ func (r *partReader) corrupt(what string, err error) error {
 // readValue decodes one value with c, checking the codec's byte count.
 func readValue[T any](r *partReader, c Codec[T], what string) (T, error) {
 	v, n, err := c.Decode(r.src)
+	if err == nil && n >= 0 && n <= len(r.src) {
+		r.src = r.src[n:]
+		return v, nil
+	}
+	return v, r.decodeFailed(n, err, c, what)
+}
+
+// decodeFailed turns a codec's failed decode at r — its error, or a byte
+// count outside r's bytes — into a corruption error naming the codec. It is
+// called only on failure: converting the codec to an interface allocates,
+// and some codecs build their name (a pane set's), too costly per value.
+func (r *partReader) decodeFailed(n int, err error, codec interface{ Name() string }, what string) error {
 	if err != nil {
-		return v, r.corrupt(what+" with codec "+c.Name(), err)
+		return r.corrupt(what+" with codec "+codec.Name(), err)
 	}
-	if n < 0 || n > len(r.src) {
-		return v, r.corrupt(what, fmt.Errorf("codec %s reports %d bytes consumed of %d", c.Name(), n, len(r.src)))
-	}
-	r.src = r.src[n:]
-	return v, nil
+	return r.corrupt(what, fmt.Errorf("codec %s reports %d bytes consumed of %d", codec.Name(), n, len(r.src)))
 }
 
 // readValueInto is readValue decoding into *dst: with into (c as an
@@ -600,14 +608,11 @@ func readValueInto[T any](r *partReader, c Codec[T], into IntoDecoder[T], dst *T
 		return err
 	}
 	n, err := into.DecodeInto(dst, r.src)
-	if err != nil {
-		return r.corrupt(what+" with codec "+c.Name(), err)
+	if err == nil && n >= 0 && n <= len(r.src) {
+		r.src = r.src[n:]
+		return nil
 	}
-	if n < 0 || n > len(r.src) {
-		return r.corrupt(what, fmt.Errorf("codec %s reports %d bytes consumed of %d", c.Name(), n, len(r.src)))
-	}
-	r.src = r.src[n:]
-	return nil
+	return r.decodeFailed(n, err, c, what)
 }
 
 func (r *partReader) uvarint(what string) (uint64, error) {
