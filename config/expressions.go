@@ -250,7 +250,11 @@ type filterOp struct {
 	where  *compiled
 	schema *row.Schema
 	ev     *expression.Evaluator
+	buf    runtime.BatchBuffer[row.Row]
 }
+
+// BorrowsBatches implements runtime.BatchBorrower: kept records are copied.
+func (o *filterOp) BorrowsBatches() {}
 
 func (o *filterOp) Open(ctx *runtime.Context) error {
 	var err error
@@ -258,12 +262,13 @@ func (o *filterOp) Open(ctx *runtime.Context) error {
 	if err != nil {
 		return fmt.Errorf("transform %s: %w", ctx.Task.Operator, err)
 	}
+	o.buf.Open(ctx.Output)
 	return o.Stateless.Open(ctx)
 }
 
 func (o *filterOp) ProcessBatch(_ int, r runtime.Records) error {
 	in := r.(stream.Batch[row.Row])
-	out := make(stream.Batch[row.Row], 0, len(in))
+	out := o.buf.Get(len(in))
 	for _, rec := range in {
 		o.ev.Bind(rec.Value, rec.Time)
 		keep, err := o.ev.Bool(o.where.prog)
@@ -292,7 +297,12 @@ type mapOp struct {
 	in    *row.Schema
 	width int
 	ev    *expression.Evaluator
+	buf   runtime.BatchBuffer[row.Row]
 }
+
+// BorrowsBatches implements runtime.BatchBorrower: the input rows are read
+// into new ones.
+func (o *mapOp) BorrowsBatches() {}
 
 func (o *mapOp) Open(ctx *runtime.Context) error {
 	progs := make([]*expression.Program, len(o.fields))
@@ -303,14 +313,16 @@ func (o *mapOp) Open(ctx *runtime.Context) error {
 	if o.ev, err = expression.NewEvaluator(progs...); err != nil {
 		return fmt.Errorf("transform %s: %w", ctx.Task.Operator, err)
 	}
+	o.buf.Open(ctx.Output)
 	return o.Stateless.Open(ctx)
 }
 
 func (o *mapOp) ProcessBatch(_ int, r runtime.Records) error {
 	in := r.(stream.Batch[row.Row])
-	out := make(stream.Batch[row.Row], len(in))
+	out := o.buf.Get(len(in))[:len(in)]
 	// One allocation holds the batch's rows; each row's capacity ends at its
-	// width, so appending to one cannot overwrite the next.
+	// width, so appending to one cannot overwrite the next. It is new for
+	// every batch, reused or not: receivers may keep the rows.
 	vals := make([]row.Value, len(in)*o.width)
 	for i, rec := range in {
 		dst := vals[i*o.width : (i+1)*o.width : (i+1)*o.width]

@@ -123,6 +123,8 @@ type subtask struct {
 	src *Source
 	gen *Generator
 	out runtime.Output
+	// batches hands out the batches Read emits (runtime.BatchBuffer).
+	batches runtime.BatchBuffer[Event]
 	// next is the event number this subtask emits next.
 	// INVARIANT: next % p == index.
 	next, p, index int64
@@ -140,6 +142,7 @@ type subtask struct {
 func (t *subtask) Open(ctx *runtime.Context) error {
 	t.gen = t.src.gen
 	t.out = ctx.Output
+	t.batches.Open(ctx.Output)
 	t.p = int64(ctx.Parallelism)
 	t.index = int64(ctx.Task.Subtask)
 	t.next = t.index
@@ -205,7 +208,7 @@ func (t *subtask) Read() (runtime.ReadResult, error) {
 		n = min(n, max(due, 0))
 	}
 	if n > 0 {
-		batch := make(runtime.Batch[Event], n)
+		batch := t.batches.Get(int(n))[:n]
 		id := t.next
 		maxTime := t.maxTime
 		if t.next == t.index {

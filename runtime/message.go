@@ -1,6 +1,9 @@
 package runtime
 
-import "math"
+import (
+	"math"
+	"sync/atomic"
+)
 
 // Record is one element of a stream: a value and its event time in Unix
 // nanoseconds.
@@ -10,11 +13,55 @@ type Record[T any] struct {
 }
 
 // Batch is how records travel: a batch handed to Output.Emit belongs to the
-// receiver and must not be changed by anyone after.
+// receiver and must not be changed by anyone after, unless the Output
+// reuses batches (ReusesBatches; BatchBuffer does the bookkeeping).
 type Batch[T any] []Record[T]
 
 // Len returns the number of records.
 func (b Batch[T]) Len() int { return len(b) }
+
+// BatchBuffer gives an emitter the batches it fills: one buffer used again
+// for every batch when its Output lets it (ReusesBatches), else a new batch
+// each time. The zero value allocates every time; Open decides for an
+// Output.
+type BatchBuffer[T any] struct {
+	reuse bool
+	buf   Batch[T]
+	// pool, when not reusing, gives back batches that every consumer in
+	// other tasks is done with (forward, rebalance, broadcast edges).
+	pool *batchPool
+}
+
+// Open makes b reuse its buffer when o reuses batches, or take batches
+// back from o's consumers when they give them back. Call it in Open, once
+// the Output is known.
+func (b *BatchBuffer[T]) Open(o Output) {
+	b.reuse = ReusesBatches(o)
+	b.buf = nil
+	b.pool = nil
+	if !b.reuse {
+		b.pool = poolOf(o)
+	}
+}
+
+// Get returns an empty batch with room for n records. With reuse, it is
+// the memory of the batch Get returned before, whose Emit has returned:
+// fill it no further than n records, or the growth is lost to the next Get.
+// Else it is a batch nobody references any more, or a new one.
+func (b *BatchBuffer[T]) Get(n int) Batch[T] {
+	if !b.reuse {
+		if b.pool != nil {
+			if r, ok := b.pool.get().(Batch[T]); ok && cap(r) >= n {
+				return r[:0]
+			}
+		}
+		return make(Batch[T], 0, n)
+	}
+	if cap(b.buf) < n {
+		b.buf = make(Batch[T], 0, n)
+	}
+	return b.buf[:0]
+}
 
 // Records is a type-erased Batch[T]; operators assert it back to the Batch of
 // their input type.
@@ -49,11 +96,67 @@ const (
 // channel is FIFO and a writer flushes its buffered records before sending
 // one.
 type message struct {
-	kind      kind
-	records   Records // a Batch[T] when kind == kindRecords
+	kind    kind
+	records Records // a Batch[T] when kind == kindRecords
+	// from takes records back once the consumer is done with them, when
+	// the writer that sent them reuses batches (nil otherwise).
+	from      recycler
 	watermark int64
 	barrier   Barrier
 	idle      bool // kindStatus
+}
+
+// recycler is an edge writer that reuses the batches its consumers are
+// done with. A consumer calls recycle once its head operator's ProcessBatch
+// returned, only if that operator is a BatchBorrower, and then touches the
+// batch no more.
+type recycler interface{ recycle(Records) }
+
+// batchPool holds batches nobody references any more, for an emitter to
+// fill again. It never blocks: a batch that does not fit is left to the
+// garbage collector.
+type batchPool struct{ free chan Records }
+
+func (p *batchPool) put(r Records) {
+	select {
+	case p.free <- r:
+	default:
+	}
+}
+
+// get returns a free batch, or nil.
+func (p *batchPool) get() Records {
+	select {
+	case r := <-p.free:
+		return r
+	default:
+		return nil
+	}
+}
+
+// sharedBatch is one batch handed itself to refs consumers (forward,
+// rebalance and broadcast edges): the last to be done with it puts it in
+// the pool. A consumer that is not a BatchBorrower never recycles, so such
+// a batch never comes back.
+type sharedBatch struct {
+	pool *batchPool
+	refs atomic.Int32
+}
+
+// recycle implements recycler.
+func (s *sharedBatch) recycle(r Records) {
+	if s.refs.Add(-1) == 0 {
+		s.pool.put(r)
+	}
+}
+
+// poolOf returns the pool of o, the runtime's output of a subtask at the
+// end of its chain whose out edges share batches; else nil.
+func poolOf(o Output) *batchPool {
+	if p, ok := o.(interface{ batchPool() *batchPool }); ok {
+		return p.batchPool()
+	}
+	return nil
 }
 
 // Barrier is a checkpoint barrier: it separates the records that belong to

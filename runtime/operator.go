@@ -16,8 +16,38 @@ import (
 // runtime, not through Output.
 type Output interface {
 	// Emit passes on a batch (a Batch[T], T being the node's output type).
-	// The batch belongs to the receiver from then on.
+	// The batch belongs to the receiver from then on: the emitter must not
+	// read or change it again, and the runtime may hand its memory back to
+	// the emitter's BatchBuffer once every receiver is done with it.
+	// Unless ReusesBatches(o) is true: the receiver is then done with the
+	// batch when Emit returns, and the emitter may overwrite it.
 	Emit(records Records) error
+}
+
+// BatchBorrower is implemented by operators whose ProcessBatch is done with
+// its batch when it returns: it keeps no reference to the batch's memory
+// (it may keep copies of records, and their values) and never passes the
+// batch itself on to an Output. An emitter whose receiver borrows may reuse
+// one buffer for every batch (see ReusesBatches), which spares the garbage
+// collector a batch per call.
+type BatchBorrower interface {
+	Operator
+	// BorrowsBatches does nothing: implementing it is the promise above.
+	BorrowsBatches()
+}
+
+// ReusesBatches reports whether the emitter may overwrite a batch it passed
+// to o.Emit once Emit returns: true when every receiver is done with the
+// batch by then, that is, when o is the runtime's output of a subtask (from
+// Context.Output or Context.SideOutput) whose next operator in the chain is
+// a BatchBorrower, or, at the end of a chain, whose out edges all copy
+// records into batches of their own (hash partitioning). Forward, rebalance
+// and broadcast edges hand the batch itself to other tasks, so it is false
+// for them, and for any other Output. The answer is fixed once the job is
+// built: ask it in Open.
+func ReusesBatches(o Output) bool {
+	r, ok := o.(interface{ reusesBatches() bool })
+	return ok && r.reusesBatches()
 }
 
 // Context is what a source or operator subtask is opened with.

@@ -103,7 +103,13 @@ func (c *channels) control(m *message) error {
 
 // edgeWriter is one producer subtask's writer on one edge.
 type edgeWriter interface {
-	emit(records Records) error
+	// emit sends records on; from, when not nil, is attached to every
+	// message that carries the batch itself (see shares).
+	emit(records Records, from recycler) error
+	// shares returns how many consumers one emit hands the batch itself
+	// to: 0 when emit copies the records into batches of its own, keeping
+	// no reference to the batch it is given.
+	shares() int
 	flush() error
 	channels() *channels
 }
@@ -115,10 +121,19 @@ type batchWriter struct {
 }
 
 func (w *batchWriter) channels() *channels { return w.ch }
-func (w *batchWriter) flush() error        { return nil }
 
-func (w *batchWriter) emit(records Records) error {
-	m := &message{kind: kindRecords, records: records}
+// shares: the batch itself goes to one consumer, or to all (broadcast).
+func (w *batchWriter) shares() int {
+	if w.all {
+		return len(w.ch.out)
+	}
+	return 1
+}
+
+func (w *batchWriter) flush() error { return nil }
+
+func (w *batchWriter) emit(records Records, from recycler) error {
+	m := &message{kind: kindRecords, records: records, from: from}
 	if w.all {
 		for i := range w.ch.out {
 			if err := w.ch.send(i, m); err != nil {
@@ -138,7 +153,8 @@ func (broadcast) newWriter(ch *channels) edgeWriter { return &batchWriter{ch: ch
 
 func (h hash[T]) newWriter(ch *channels) edgeWriter {
 	n := len(ch.out)
-	w := &hashWriter[T]{ch: ch, keyHash: h.keyHash, bufs: make([]Batch[T], n), target: make([]int32, ch.maxParallelism)}
+	w := &hashWriter[T]{ch: ch, keyHash: h.keyHash, bufs: make([]Batch[T], n), target: make([]int32, ch.maxParallelism),
+		free: make(chan Batch[T], n*(channelCapacity+1))}
 	for kg := range w.target {
 		w.target[kg] = int32(state.SubtaskForKeyGroup(ch.maxParallelism, n, kg))
 	}
@@ -153,21 +169,49 @@ type hashWriter[T any] struct {
 	bufs    []Batch[T]
 	// target maps a key group to its consumer subtask.
 	target []int32
+	// free holds batches the consumers are done with (recycle), for the
+	// writer to fill again: room for every batch that can be in flight, so
+	// in steady state a writer allocates none.
+	free chan Batch[T]
+}
+
+// recycle implements recycler: the consumer of b, a batch this writer
+// sent, is done with it. It never blocks: when free is full, b is left to
+// the garbage collector.
+func (w *hashWriter[T]) recycle(r Records) {
+	select {
+	case w.free <- r.(Batch[T])[:0]:
+	default:
+	}
+}
+
+// newBatch returns an empty batch of DefaultBatchSize capacity, recycled
+// when one is free.
+func (w *hashWriter[T]) newBatch() Batch[T] {
+	select {
+	case b := <-w.free:
+		return b
+	default:
+		return make(Batch[T], 0, DefaultBatchSize)
+	}
 }
 
 func (w *hashWriter[T]) channels() *channels { return w.ch }
 
-func (w *hashWriter[T]) emit(records Records) error {
+// shares is 0: records are appended to per-consumer buffers.
+func (w *hashWriter[T]) shares() int { return 0 }
+
+func (w *hashWriter[T]) emit(records Records, _ recycler) error {
 	maxP := w.ch.maxParallelism
 	for _, r := range records.(Batch[T]) {
 		t := w.target[state.KeyGroupFor(w.keyHash(r.Value), maxP)]
 		b := w.bufs[t]
 		if b == nil {
-			b = make(Batch[T], 0, DefaultBatchSize)
+			b = w.newBatch()
 		}
 		b = append(b, r)
 		if len(b) == DefaultBatchSize {
-			if err := w.ch.send(int(t), &message{kind: kindRecords, records: b}); err != nil {
+			if err := w.ch.send(int(t), &message{kind: kindRecords, records: b, from: w}); err != nil {
 				return err
 			}
 			b = nil
@@ -182,7 +226,7 @@ func (w *hashWriter[T]) flush() error {
 		if len(b) == 0 {
 			continue
 		}
-		if err := w.ch.send(t, &message{kind: kindRecords, records: b}); err != nil {
+		if err := w.ch.send(t, &message{kind: kindRecords, records: b, from: w}); err != nil {
 			return err
 		}
 		w.bufs[t] = nil

@@ -66,7 +66,7 @@ func TestHashRoutesEveryRecordToItsKeyGroupOwner(t *testing.T) {
 				// Uneven batch sizes cross DefaultBatchSize boundaries.
 				cuts := []int{0, 3000, 3001, 8000, total}
 				for i := 1; i < len(cuts); i++ {
-					if err := w.emit(intBatch(cuts[i-1], cuts[i], key)); err != nil {
+					if err := w.emit(intBatch(cuts[i-1], cuts[i], key), nil); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -142,15 +142,15 @@ func TestHashSendsFullBatchesAndRestOnFlush(t *testing.T) {
 			}
 		}
 	}
-	if err := w.emit(intBatch(0, DefaultBatchSize-1, same)); err != nil {
+	if err := w.emit(intBatch(0, DefaultBatchSize-1, same), nil); err != nil {
 		t.Fatal(err)
 	}
 	expect("one short of a batch")
-	if err := w.emit(intBatch(DefaultBatchSize-1, DefaultBatchSize, same)); err != nil {
+	if err := w.emit(intBatch(DefaultBatchSize-1, DefaultBatchSize, same), nil); err != nil {
 		t.Fatal(err)
 	}
 	expect("batch full", DefaultBatchSize)
-	if err := w.emit(intBatch(0, 3*DefaultBatchSize+10, same)); err != nil {
+	if err := w.emit(intBatch(0, 3*DefaultBatchSize+10, same), nil); err != nil {
 		t.Fatal(err)
 	}
 	expect("three batches and a rest in one emit", DefaultBatchSize, DefaultBatchSize, DefaultBatchSize)
@@ -172,7 +172,7 @@ func TestRebalanceSpreadsBatchesRoundRobin(t *testing.T) {
 	w := Rebalance().newWriter(chs)
 	const batches = 8
 	for b := range batches {
-		if err := w.emit(intBatch(b*10, b*10+10, func(i int) int { return i })); err != nil {
+		if err := w.emit(intBatch(b*10, b*10+10, func(i int) int { return i }), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -203,7 +203,7 @@ func TestBroadcastReachesEveryConsumer(t *testing.T) {
 	chs, raw := testChannels(context.Background(), 4, 16, state.DefaultMaxParallelism)
 	w := Broadcast().newWriter(chs)
 	for b := range 5 {
-		if err := w.emit(intBatch(b*3, b*3+3, func(i int) int { return i })); err != nil {
+		if err := w.emit(intBatch(b*3, b*3+3, func(i int) int { return i }), nil); err != nil {
 			t.Fatal(err)
 		}
 	}

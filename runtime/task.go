@@ -91,6 +91,37 @@ func (l *link) Emit(r Records) error {
 	return l.t.fan.emit(r)
 }
 
+// reusesBatches implements ReusesBatches: the chain's next operator
+// borrows, or every main out edge copies.
+func (l *link) reusesBatches() bool {
+	if l.next != nil {
+		_, ok := l.next.op.(BatchBorrower)
+		return ok
+	}
+	return shares(l.t.fan.main) == 0
+}
+
+// batchPool implements poolOf: at the end of a chain whose out edges
+// hand batches themselves to consumers, the pool of the batches they are
+// done with, made on the first request (an emitter that never asks gets
+// none filled for it).
+func (l *link) batchPool() *batchPool {
+	if l.next != nil {
+		return nil
+	}
+	return l.t.fan.newPool()
+}
+
+// shares returns how many consumers one emit on every writer hands the
+// batch itself to (edgeWriter.shares).
+func shares(ws []edgeWriter) int {
+	n := 0
+	for _, w := range ws {
+		n += w.shares()
+	}
+	return n
+}
+
 // advance processes watermark wm at this link and forwards it down the chain.
 func (l *link) advance(wm int64) error {
 	for ; l != nil; l = l.next {
@@ -118,11 +149,42 @@ type fanout struct {
 	sentWM int64
 	// idle is set while the task told its consumers it is idle.
 	idle bool
+	// pool, once the chain's last emitter asked for it (BatchBuffer, in
+	// Open) and when some main edge hands batches themselves to consumers
+	// (forward, rebalance, broadcast), takes each batch back once every
+	// consumer is done with it (sharedBatch), for that emitter to fill
+	// again.
+	pool *batchPool
+}
+
+// newPool returns f's pool, made on the first call with room for every
+// batch that can be in flight on the main edges; nil when no main edge
+// shares batches. Called from Open, on the task goroutine, before any emit.
+func (f *fanout) newPool() *batchPool {
+	if f.pool != nil || shares(f.main) == 0 {
+		return f.pool
+	}
+	room := 0
+	for _, w := range f.main {
+		if w.shares() > 0 {
+			room += len(w.channels().out) * (channelCapacity + 1)
+		}
+	}
+	f.pool = &batchPool{free: make(chan Records, room)}
+	return f.pool
 }
 
 func (f *fanout) emit(r Records) error {
+	var from recycler
+	if f.pool != nil {
+		// Every consumer is counted before the first send: one that is
+		// done early cannot free the batch while others are to get it.
+		sb := &sharedBatch{pool: f.pool}
+		sb.refs.Store(int32(shares(f.main)))
+		from = sb
+	}
 	for _, w := range f.main {
-		if err := w.emit(r); err != nil {
+		if err := w.emit(r, from); err != nil {
 			return err
 		}
 	}
@@ -143,13 +205,16 @@ type sideOutput struct {
 	writers []edgeWriter
 }
 
+// reusesBatches implements ReusesBatches: every edge copies.
+func (s *sideOutput) reusesBatches() bool { return shares(s.writers) == 0 }
+
 // Emit implements Output.
 func (s *sideOutput) Emit(r Records) error {
 	if r.Len() == 0 {
 		return nil
 	}
 	for _, w := range s.writers {
-		if err := w.emit(r); err != nil {
+		if err := w.emit(r, nil); err != nil {
 			return err
 		}
 	}
@@ -384,6 +449,9 @@ func (t *task) forwardWatermark() error {
 func (t *task) runOperator(ctx context.Context) error {
 	head := t.links[0]
 	blocked := t.aligner.Blocked
+	// headBorrows: the head is done with a batch when ProcessBatch returns,
+	// so the writer that sent it may fill it again.
+	_, headBorrows := head.op.(BatchBorrower)
 	for {
 		if _, err := t.handleControl(ctx); err != nil {
 			return err
@@ -435,6 +503,9 @@ func (t *task) runOperator(ctx context.Context) error {
 			head.obs.in.Add(int64(m.records.Len()))
 			if err := head.op.ProcessBatch(t.chanInput[ch], m.records); err != nil {
 				return fmt.Errorf("%v: %w", head.id, err)
+			}
+			if m.from != nil && headBorrows {
+				m.from.recycle(m.records)
 			}
 			for _, l := range t.links {
 				if err := l.ctx.State.Err(); err != nil {

@@ -29,12 +29,23 @@ func (s *Stateless) Close() error { return nil }
 // mapOp applies f to every record.
 type mapOp[T, U any] struct {
 	Stateless
-	f func(T) U
+	f   func(T) U
+	buf runtime.BatchBuffer[U]
 }
+
+// Open keeps the output and decides whether to reuse one output batch.
+func (m *mapOp[T, U]) Open(ctx *runtime.Context) error {
+	m.buf.Open(ctx.Output)
+	return m.Stateless.Open(ctx)
+}
+
+// BorrowsBatches implements runtime.BatchBorrower: the input is read, not
+// kept.
+func (*mapOp[T, U]) BorrowsBatches() {}
 
 func (m *mapOp[T, U]) ProcessBatch(_ int, r runtime.Records) error {
 	in := r.(Batch[T])
-	out := make(Batch[U], len(in))
+	out := m.buf.Get(len(in))[:len(in)]
 	for i, rec := range in {
 		out[i] = Record[U]{Value: m.f(rec.Value), Time: rec.Time}
 	}
@@ -51,12 +62,22 @@ func Map[T, U any](s Stream[T], id string, f func(T) U, opts ...NodeOption) Stre
 // filterOp keeps the records f accepts.
 type filterOp[T any] struct {
 	Stateless
-	f func(T) bool
+	f   func(T) bool
+	buf runtime.BatchBuffer[T]
 }
+
+// Open keeps the output and decides whether to reuse one output batch.
+func (o *filterOp[T]) Open(ctx *runtime.Context) error {
+	o.buf.Open(ctx.Output)
+	return o.Stateless.Open(ctx)
+}
+
+// BorrowsBatches implements runtime.BatchBorrower: kept records are copied.
+func (*filterOp[T]) BorrowsBatches() {}
 
 func (o *filterOp[T]) ProcessBatch(_ int, r runtime.Records) error {
 	in := r.(Batch[T])
-	out := make(Batch[T], 0, len(in))
+	out := o.buf.Get(len(in))
 	for _, rec := range in {
 		if o.f(rec.Value) {
 			out = append(out, rec)
@@ -82,6 +103,9 @@ func (discard[T]) Guarantee() runtime.Guarantee { return runtime.ExactlyOnce }
 func (discard[T]) Describe() string             { return "discard" }
 
 type discardOp struct{ Stateless }
+
+// BorrowsBatches implements runtime.BatchBorrower.
+func (*discardOp) BorrowsBatches() {}
 
 func (*discardOp) ProcessBatch(int, runtime.Records) error { return nil }
 

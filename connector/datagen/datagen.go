@@ -416,6 +416,8 @@ func checkOwnLanes(lanes []lane, s, p int64) error {
 type subtask[T any] struct {
 	src *Source[T]
 	out runtime.Output
+	// batches hands out the batches Read emits (runtime.BatchBuffer).
+	batches runtime.BatchBuffer[T]
 	// rt is the subtask's runtime context: its clock paces the rate.
 	rt *runtime.Context
 	// multi is set unless the subtask owns exactly one lane; Read then
@@ -442,6 +444,7 @@ type subtask[T any] struct {
 
 func (t *subtask[T]) Open(ctx *runtime.Context) error {
 	t.out = ctx.Output
+	t.batches.Open(ctx.Output)
 	p, s := int64(ctx.Parallelism), int64(ctx.Task.Subtask)
 	t.parallelism = p
 	t.step = int64(t.src.cfg.EventInterval)
@@ -558,7 +561,7 @@ func (t *subtask[T]) Read() (runtime.ReadResult, error) {
 		n = min(n, max(due, 0))
 	}
 	if n > 0 {
-		batch := make(runtime.Batch[T], n)
+		batch := t.batches.Get(int(n))[:n]
 		var err error
 		if t.multi {
 			err = t.fillLanes(batch)

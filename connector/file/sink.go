@@ -99,6 +99,10 @@ func (w *writer[T]) Open(ctx *runtime.Context) error {
 	return nil
 }
 
+// BorrowsBatches implements runtime.BatchBorrower: records are encoded
+// before ProcessBatch returns.
+func (w *writer[T]) BorrowsBatches() {}
+
 func (w *writer[T]) ProcessBatch(_ int, r runtime.Records) error {
 	if w.f == nil {
 		w.file = fmt.Sprintf("%s-%06d%s", w.name, w.seq, w.sink.format.ext())

@@ -89,6 +89,10 @@ func (w *sinkWriter[T]) Open(ctx *runtime.Context) error {
 	return nil
 }
 
+// BorrowsBatches implements runtime.BatchBorrower: records are encoded
+// before ProcessBatch returns.
+func (w *sinkWriter[T]) BorrowsBatches() {}
+
 // ProcessBatch produces the batch's records into the open transaction,
 // beginning one first if needed. Produces are asynchronous; a failure fails
 // the subtask at its next call, and at the latest at the next barrier.

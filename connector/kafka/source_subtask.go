@@ -42,7 +42,9 @@ type srcSubtask[T any] struct {
 	src *Source[T]
 	cfg *SourceConfig
 	out runtime.Output
-	log *slog.Logger
+	// batches hands out the batches Read emits (runtime.BatchBuffer).
+	batches runtime.BatchBuffer[T]
+	log     *slog.Logger
 	// subtask and parallelism decide which partitions are read (srcOwns).
 	subtask, parallelism int
 
@@ -90,6 +92,7 @@ func (t *srcSubtask[T]) Open(ctx *runtime.Context) error {
 		t.clock = ctx.Now
 	}
 	t.out = ctx.Output
+	t.batches.Open(ctx.Output)
 	t.log = ctx.Log
 	if t.log == nil {
 		t.log = slog.New(slog.DiscardHandler)
@@ -240,7 +243,7 @@ func (t *srcSubtask[T]) Read() (runtime.ReadResult, error) {
 			return runtime.ReadResult{}, err
 		}
 		if n := fetches.NumRecords(); n > 0 {
-			batch = make(runtime.Batch[T], 0, n)
+			batch = t.batches.Get(n) // at most n records: some may be bad
 			for it := fetches.RecordIter(); !it.Done(); {
 				if batch, err = t.record(it.Next(), batch); err != nil {
 					return runtime.ReadResult{}, err

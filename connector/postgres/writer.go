@@ -122,6 +122,10 @@ func randomID() int64 {
 	return id
 }
 
+// BorrowsBatches implements runtime.BatchBorrower: the records' values
+// are copied into the pending rows.
+func (w *writer[T]) BorrowsBatches() {}
+
 func (w *writer[T]) ProcessBatch(_ int, r runtime.Records) error {
 	if err := w.cp.err(); err != nil {
 		return err

@@ -56,6 +56,10 @@ type printer[T any] struct {
 
 func (p *printer[T]) Open(*runtime.Context) error { return nil }
 
+// BorrowsBatches implements runtime.BatchBorrower: records are encoded
+// before ProcessBatch returns.
+func (p *printer[T]) BorrowsBatches() {}
+
 func (p *printer[T]) ProcessBatch(_ int, r runtime.Records) error {
 	p.buf = p.buf[:0]
 	for _, rec := range r.(runtime.Batch[T]) {

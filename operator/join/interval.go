@@ -253,6 +253,10 @@ func (j *bucketJoin[L, R, K, O]) restoreError(err error) error {
 	return fmt.Errorf("%s: %w", j.task, err)
 }
 
+// BorrowsBatches implements runtime.BatchBorrower: stored records are
+// copies.
+func (j *bucketJoin[L, R, K, O]) BorrowsBatches() {}
+
 // ProcessBatch joins each record with the buffered records of the other side
 // and buffers it.
 func (j *bucketJoin[L, R, K, O]) ProcessBatch(input int, r runtime.Records) error {

@@ -185,6 +185,10 @@ func windowOf(t, size int64) (start, last int64) {
 	return start, t + (size - r) - 1
 }
 
+// BorrowsBatches implements runtime.BatchBorrower: stored records are
+// copies.
+func (j *windowJoin[L, R, K, O]) BorrowsBatches() {}
+
 // ProcessBatch adds each record to its key's window.
 func (j *windowJoin[L, R, K, O]) ProcessBatch(input int, r runtime.Records) error {
 	switch input { // not on the type: with L == R both sides deliver the same type

@@ -223,6 +223,10 @@ func (op *operator[K, O]) flush() error {
 	return op.output.Emit(out)
 }
 
+// BorrowsBatches implements runtime.BatchBorrower: the function is given
+// each record's value, not the batch.
+func (op *operator[K, O]) BorrowsBatches() {}
+
 // ProcessBatch implements runtime.Operator.
 func (op *operator[K, O]) ProcessBatch(_ int, r runtime.Records) error {
 	op.now = op.rt.Now().UnixNano()

@@ -15,6 +15,9 @@ type lateRecords[T any] struct {
 	// buf holds the late records of the batch being processed; flush emits
 	// them as one batch.
 	buf runtime.Batch[T]
+	// reuse: out is done with a batch when Emit returns
+	// (runtime.ReusesBatches), so buf is emptied, not replaced.
+	reuse bool
 	// dropped and sent count late records since Open.
 	dropped, sent int64
 }
@@ -24,6 +27,7 @@ func (l *lateRecords[T]) open(ctx *runtime.Context, name string) {
 	l.ctx = ctx
 	if name != "" {
 		l.out = ctx.SideOutput(name)
+		l.reuse = l.out != nil && runtime.ReusesBatches(l.out)
 	}
 }
 
@@ -38,13 +42,17 @@ func (l *lateRecords[T]) add(r runtime.Record[T], wm int64) {
 }
 
 // flush emits the buffered late records; the batch belongs to the receiver
-// from then on, so a new buffer starts.
+// from then on, so a new buffer starts, unless the side output reuses
+// batches.
 func (l *lateRecords[T]) flush() error {
 	if len(l.buf) == 0 {
 		return nil
 	}
 	b := l.buf
 	l.buf = nil
+	if l.reuse {
+		l.buf = b[:0]
+	}
 	l.sent += int64(len(b))
 	return l.out.Emit(b)
 }

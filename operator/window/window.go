@@ -231,8 +231,10 @@ type opBase[T any, K comparable, O any] struct {
 	// and every one whose cleanup time <= wm is gone.
 	wm int64
 	// results collects the output of the call in progress; it is emitted
-	// (and replaced) before the call returns.
+	// before the call returns, then replaced, or emptied for reuse when
+	// reuse is set (runtime.ReusesBatches of the output, known at Open).
 	results runtime.Batch[O]
+	reuse   bool
 	late    lateRecords[T]
 	// writeBack is set when the state backend encodes a value when it is
 	// written (the pebble backend): the session and pane operators change
@@ -241,6 +243,11 @@ type opBase[T any, K comparable, O any] struct {
 	// the set again once changed.
 	writeBack bool
 }
+
+// BorrowsBatches implements runtime.BatchBorrower: the window operators
+// copy what they keep of a record (its value into an accumulator or a late
+// batch) and never emit their input.
+func (w *opBase[T, K, O]) BorrowsBatches() {}
 
 // LateRecords implements LateCounter.
 func (w *opBase[T, K, O]) LateRecords() (dropped, sideOutput int64) {
@@ -254,6 +261,9 @@ func (w *opBase[T, K, O]) flush() error {
 	}
 	b := w.results
 	w.results = nil
+	if w.reuse {
+		w.results = b[:0]
+	}
 	return w.ctx.Output.Emit(b)
 }
 
