@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/ingest-engine/ingest/internal/decimal"
 )
 
 // InferSchema infers the schema of JSON objects from samples with the
@@ -123,10 +125,10 @@ func (f *inferred) add(t jsonType, raw []byte, flags uint8, n int) error {
 				return fmt.Errorf("time field %q: %s is %s", f.name, raw, reason)
 			}
 		case jsonInt, jsonFloat:
-			switch _, st := decimalInt(raw, 6); st {
-			case decimalFraction:
+			switch _, st := decimal.Int(raw, 6); st {
+			case decimal.Fraction:
 				return fmt.Errorf("time field %q: %s is epoch milliseconds finer than a nanosecond", f.name, raw)
-			case decimalRange:
+			case decimal.Range:
 				return fmt.Errorf("time field %q: %s is epoch milliseconds %s", f.name, raw, timeRangeReason)
 			}
 		default:
@@ -181,7 +183,7 @@ func inferSample(data []byte, member func(name string, t jsonType, raw []byte, f
 			end, nflags, err = scanNumber(data, val)
 			t = jsonFloat
 			if err == nil && nflags == 0 {
-				if _, st := decimalInt(data[val:end], 0); st == decimalOK {
+				if _, st := decimal.Int(data[val:end], 0); st == decimal.OK {
 					t = jsonInt
 				}
 			}

@@ -1,12 +1,16 @@
 package row
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"time"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/ingest-engine/ingest/eventtime"
+	"github.com/ingest-engine/ingest/internal/decimal"
 )
 
 // JSONOptions configures reading rows from JSON objects.
@@ -272,12 +276,12 @@ func (d *JSONDecoder) value(data []byte, i, fi int) (Value, int, error) {
 		if flags == 0 && len(lex) <= 18 { // at most 18 digits: cannot overflow
 			return IntValue(smallInt(lex)), end, nil
 		}
-		n, st := decimalInt(lex, 0)
-		if st == decimalOK {
+		n, st := decimal.Int(lex, 0)
+		if st == decimal.OK {
 			return IntValue(n), end, nil
 		}
 		reason = "out of int64 range"
-		if st == decimalFraction {
+		if st == decimal.Fraction {
 			reason = "not an integer"
 		}
 	case Float:
@@ -289,12 +293,12 @@ func (d *JSONDecoder) value(data []byte, i, fi int) (Value, int, error) {
 		}
 		reason = "out of float64 range"
 	case Time:
-		ns, st := decimalInt(lex, 6)
-		if st == decimalOK {
+		ns, st := decimal.Int(lex, 6)
+		if st == decimal.OK {
 			return TimeValue(ns), end, nil
 		}
 		reason = "epoch milliseconds " + timeRangeReason
-		if st == decimalFraction {
+		if st == decimal.Fraction {
 			reason = "epoch milliseconds finer than a nanosecond"
 		}
 	}
@@ -348,223 +352,21 @@ func smallInt(lex []byte) int64 {
 	return n
 }
 
-type decimalStatus uint8
-
-const (
-	decimalOK       decimalStatus = iota
-	decimalFraction               // the value is not an integer
-	decimalRange                  // the value is outside int64
-)
-
-// decimalInt returns the value of the number lexeme lex times 10^scale
-// exactly, when that is an integer in int64 range. It reads the decimal
-// digits, never a float64, so 9007199254740993.0 stays exact.
-func decimalInt(lex []byte, scale int) (int64, decimalStatus) {
-	neg := lex[0] == '-'
-	i := 0
-	if neg {
-		i = 1
-	}
-	var (
-		mant   uint64 // the significant digits up to the last nonzero one
-		digits int    // how many digits mant holds, from the first nonzero one
-		zeros  int    // zeros after the last nonzero digit, not in mant
-		exp    = scale
-		frac   bool
-	)
-	for ; i < len(lex); i++ {
-		c := lex[i]
-		if c == '.' {
-			frac = true
-			continue
-		}
-		if c == 'e' || c == 'E' {
-			break
-		}
-		if frac {
-			exp--
-		}
-		if c == '0' {
-			if digits > 0 {
-				zeros++
-			}
-			continue
-		}
-		if digits+zeros < 19 {
-			for range zeros {
-				mant *= 10
-			}
-			mant = mant*10 + uint64(c-'0')
-		}
-		digits += zeros + 1
-		zeros = 0
-	}
-	if i < len(lex) { // the exponent
-		i++
-		eneg := lex[i] == '-'
-		if lex[i] == '+' || eneg {
-			i++
-		}
-		e := 0
-		for ; i < len(lex); i++ {
-			if e < 1e8 { // beyond that only the sign matters
-				e = e*10 + int(lex[i]-'0')
-			}
-		}
-		if eneg {
-			e = -e
-		}
-		exp += e
-	}
-	if digits == 0 {
-		return 0, decimalOK
-	}
-	exp += zeros
-	if exp < 0 {
-		return 0, decimalFraction
-	}
-	if digits+exp > 19 { // at least 10^19 > 2^63
-		return 0, decimalRange
-	}
-	for range exp { // digits+exp ≤ 19: no uint64 overflow
-		mant *= 10
-	}
-	if neg {
-		if mant > 1<<63 {
-			return 0, decimalRange
-		}
-		return int64(-mant), decimalOK
-	}
-	if mant > math.MaxInt64 {
-		return 0, decimalRange
-	}
-	return int64(mant), decimalOK
-}
-
-const timeRangeReason = "outside the years 1678 to 2262"
-
-// The instants Unix nanoseconds in an int64 hold.
-var (
-	minTime = time.Unix(0, math.MinInt64)
-	maxTime = time.Unix(0, math.MaxInt64)
-)
+// timeRangeReason is eventtime.ErrRange's text, for reasons built here.
+var timeRangeReason = eventtime.ErrRange.Error()
 
 // parseTimeString reads the body of a string literal as an RFC 3339 time in
-// Unix nanoseconds, or returns why it cannot.
+// Unix nanoseconds (eventtime.RFC3339), or returns why it cannot.
 func parseTimeString(body []byte, flags uint8) (int64, string) {
 	var buf [40]byte
-	s := unquoteKey(buf[:0], body, flags)
-	if ns, ok := parseRFC3339(s); ok {
+	ns, err := eventtime.RFC3339(unquoteKey(buf[:0], body, flags))
+	switch {
+	case err == nil:
 		return ns, ""
-	}
-	// time.Parse also takes what its own fast path (mirrored by parseRFC3339)
-	// does not, such as a one-digit hour; keep its verdict on those.
-	t, err := time.Parse(time.RFC3339Nano, string(s))
-	if err != nil {
-		return 0, "not RFC 3339"
-	}
-	if t.Before(minTime) || t.After(maxTime) {
+	case errors.Is(err, eventtime.ErrRange):
 		return 0, timeRangeReason
 	}
-	return t.UnixNano(), ""
-}
-
-// parseRFC3339 is time.Parse's fast path for time.RFC3339Nano without the
-// time.Location: it reads 2006-01-02T15:04:05[.fraction](Z|±07:00) exactly as
-// time does (a fraction past nanoseconds is truncated) and returns Unix
-// nanoseconds. ok is false for anything else, including instants out of
-// int64 range, which time.Parse then judges.
-func parseRFC3339(s []byte) (ns int64, ok bool) {
-	if len(s) < len("2006-01-02T15:04:05") {
-		return 0, false
-	}
-	year, ok1 := digits(s[0:4], 0, 9999)
-	month, ok2 := digits(s[5:7], 1, 12)
-	day, ok3 := digits(s[8:10], 1, daysIn(month, year))
-	hour, ok4 := digits(s[11:13], 0, 23)
-	minute, ok5 := digits(s[14:16], 0, 59)
-	sec, ok6 := digits(s[17:19], 0, 59)
-	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' {
-		return 0, false
-	}
-	s = s[19:]
-	nsec := 0
-	if len(s) >= 2 && s[0] == '.' && isDigit(s, 1) {
-		n := 1
-		for ; n < len(s) && isDigit(s, n); n++ {
-			if n <= 9 {
-				nsec = nsec*10 + int(s[n]-'0')
-			}
-		}
-		for range 10 - min(n, 10) {
-			nsec *= 10
-		}
-		s = s[n:]
-	}
-	offset := 0
-	if len(s) != 1 || s[0] != 'Z' {
-		if len(s) != len("-07:00") {
-			return 0, false
-		}
-		hh, ok1 := digits(s[1:3], 0, 23)
-		mm, ok2 := digits(s[4:6], 0, 59)
-		if !ok1 || !ok2 || (s[0] != '-' && s[0] != '+') || s[3] != ':' {
-			return 0, false
-		}
-		offset = (hh*60 + mm) * 60
-		if s[0] == '-' {
-			offset = -offset
-		}
-	}
-	unix := daysSinceEpoch(year, month, day)*86400 + int64(hour*3600+minute*60+sec-offset)
-	// int64 nanoseconds end in 1677 and 2262; leave the edge seconds to time.
-	const lo, hi = math.MinInt64/1_000_000_000 + 1, math.MaxInt64/1_000_000_000 - 1
-	if unix < lo || unix > hi {
-		return 0, false
-	}
-	return unix*1e9 + int64(nsec), true
-}
-
-// digits reads b, all decimal digits, as a number from lo to hi.
-func digits(b []byte, lo, hi int) (int, bool) {
-	x := 0
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		x = x*10 + int(c-'0')
-	}
-	return x, lo <= x && x <= hi
-}
-
-func daysIn(month, year int) int {
-	switch month {
-	case 2:
-		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
-			return 29
-		}
-		return 28
-	case 4, 6, 9, 11:
-		return 30
-	}
-	return 31
-}
-
-// daysSinceEpoch counts days from 1970-01-01 to a proleptic Gregorian date
-// (Howard Hinnant's days_from_civil).
-func daysSinceEpoch(y, m, d int) int64 {
-	if m <= 2 {
-		y--
-	}
-	era := y / 400
-	if y < 0 && y%400 != 0 {
-		era = (y - 399) / 400
-	}
-	yoe := y - era*400
-	mp := (m + 9) % 12
-	doy := (153*mp+2)/5 + d - 1
-	doe := yoe*365 + yoe/4 - yoe/100 + doy
-	return int64(era)*146097 + int64(doe) - 719468
+	return 0, "not RFC 3339"
 }
 
 // EventTime returns field fi of r, a row this decoder made, as an event time

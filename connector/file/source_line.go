@@ -4,12 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
-	"strconv"
-	"strings"
-	"time"
 	"unicode/utf8"
 
+	"github.com/ingest-engine/ingest/eventtime"
 	"github.com/ingest-engine/ingest/internal/jsonscan"
 )
 
@@ -127,59 +124,26 @@ func (f TimeFormat) Validate() error {
 	return fmt.Errorf("time format %q: want %s or %s", string(f), TimeRFC3339, TimeEpochMillis)
 }
 
-// ParseEventTime parses s, written as f, into Unix nanoseconds. Instants
-// outside what int64 nanoseconds represent (years 1678 to 2262) are errors.
+// ParseEventTime parses s, written as f, into Unix nanoseconds
+// (eventtime.RFC3339 or eventtime.EpochMillis). Instants outside what int64
+// nanoseconds represent (years 1678 to 2262) are errors.
 func ParseEventTime(s string, f TimeFormat) (int64, error) {
+	var (
+		ns  int64
+		err error
+	)
 	switch f {
 	case TimeRFC3339:
-		t, err := time.Parse(time.RFC3339Nano, s)
-		if err != nil {
-			return 0, fmt.Errorf("event time %q is not RFC 3339: %w", s, err)
-		}
-		if t.Before(time.Unix(0, math.MinInt64)) || t.After(time.Unix(0, math.MaxInt64)) {
-			return 0, fmt.Errorf("event time %q is outside the years 1678 to 2262", s)
-		}
-		return t.UnixNano(), nil
+		ns, err = eventtime.RFC3339([]byte(s))
 	case TimeEpochMillis:
-		return parseEpochMillis(s)
+		ns, err = eventtime.EpochMillis([]byte(s))
+	default:
+		return 0, f.Validate()
 	}
-	return 0, f.Validate()
-}
-
-// parseEpochMillis parses an integer or decimal millisecond count exactly
-// (no float rounding).
-func parseEpochMillis(s string) (int64, error) {
-	whole, frac, hasFrac := strings.Cut(s, ".")
-	ms, err := strconv.ParseInt(whole, 10, 64)
-	if err != nil || whole == "" || whole == "+" || whole == "-" {
-		return 0, fmt.Errorf("event time %q is not epoch milliseconds", s)
+	if err != nil {
+		return 0, fmt.Errorf("event time %w", err)
 	}
-	var ns int64
-	if hasFrac {
-		if len(frac) == 0 || len(frac) > 6 {
-			return 0, fmt.Errorf("event time %q: epoch milliseconds take 1 to 6 fractional digits", s)
-		}
-		n, err := strconv.ParseUint(frac, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("event time %q is not epoch milliseconds", s)
-		}
-		ns = int64(n)
-		for range 6 - len(frac) {
-			ns *= 10
-		}
-		if strings.HasPrefix(whole, "-") {
-			ns = -ns
-		}
-	}
-	const perMs = int64(time.Millisecond)
-	if ms > math.MaxInt64/perMs || ms < math.MinInt64/perMs {
-		return 0, fmt.Errorf("event time %q is outside the years 1678 to 2262", s)
-	}
-	t := ms * perMs
-	if (ns > 0 && t > math.MaxInt64-ns) || (ns < 0 && t < math.MinInt64-ns) {
-		return 0, fmt.Errorf("event time %q is outside the years 1678 to 2262", s)
-	}
-	return t + ns, nil
+	return ns, nil
 }
 
 // WithEventTime returns a Decoder that builds each record with build and

@@ -1,17 +1,15 @@
 package kafka
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/ingest-engine/ingest/eventtime"
 	"github.com/ingest-engine/ingest/internal/jsonscan"
 )
 
@@ -76,7 +74,7 @@ func JSONEventTime(field string) EventTime {
 		if err != nil {
 			return 0, fmt.Errorf("event time field %q: %w", field, err)
 		}
-		t, err := parseEventTime(raw)
+		t, err := eventtime.JSON(raw)
 		if err != nil {
 			return 0, fmt.Errorf("event time field %q: %w", field, err)
 		}
@@ -123,68 +121,4 @@ func jsonField(data []byte, path []string) ([]byte, error) {
 		raw = v
 	}
 	return raw, nil
-}
-
-// parseEventTime reads an RFC 3339 string or epoch milliseconds.
-func parseEventTime(raw []byte) (int64, error) {
-	raw = bytes.TrimSpace(raw)
-	switch {
-	case len(raw) == 0 || bytes.Equal(raw, []byte("null")):
-		return 0, errors.New("is null")
-	case raw[0] == '"':
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return 0, err
-		}
-		t, err := time.Parse(time.RFC3339Nano, s)
-		if err != nil {
-			return 0, fmt.Errorf("not an RFC 3339 time: %w", err)
-		}
-		// UnixNano is undefined outside about 1678–2262.
-		if t.Before(time.Unix(0, math.MinInt64)) || t.After(time.Unix(0, math.MaxInt64)) {
-			return 0, fmt.Errorf("%s is outside the event times this engine represents", s)
-		}
-		return t.UnixNano(), nil
-	}
-	// Bounded so that adding a fraction cannot overflow.
-	const maxMillis = math.MaxInt64/int64(time.Millisecond) - 1
-	str := string(raw)
-	whole, frac, hasFrac := strings.Cut(str, ".")
-	if ms, err := strconv.ParseInt(whole, 10, 64); err == nil && (!hasFrac || srcDigits(frac)) {
-		if ms > maxMillis || ms < -maxMillis {
-			return 0, fmt.Errorf("%s ms is outside the event times this engine represents", raw)
-		}
-		ns := ms * int64(time.Millisecond)
-		if hasFrac {
-			// Exact to the nanosecond: only six digits of a fraction of a
-			// millisecond count.
-			f, _ := strconv.ParseInt((frac + "000000")[:6], 10, 64)
-			if strings.HasPrefix(whole, "-") {
-				f = -f
-			}
-			ns += f
-		}
-		return ns, nil
-	}
-	f, err := strconv.ParseFloat(str, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%s is neither an RFC 3339 string nor epoch milliseconds", raw)
-	}
-	if math.IsNaN(f) || f > float64(maxMillis) || f < -float64(maxMillis) {
-		return 0, fmt.Errorf("%s ms is outside the event times this engine represents", raw)
-	}
-	return int64(f * float64(time.Millisecond)), nil
-}
-
-// srcDigits reports whether s is one or more decimal digits.
-func srcDigits(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, c := range s {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
 }

@@ -1,15 +1,13 @@
 package nats
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"reflect"
-	"strconv"
 	"testing"
-	"time"
 	"unicode/utf8"
 
+	"github.com/ingest-engine/ingest/eventtime"
 	"github.com/ingest-engine/ingest/runtime"
 )
 
@@ -71,9 +69,9 @@ func FuzzDecodePosition(f *testing.F) {
 // payloads and field names; the seed corpus, testdata/fuzz/FuzzFieldTime,
 // holds real records and their fields. It never panics, and agrees with
 // encoding/json: it succeeds exactly on a JSON object whose member field
-// (the last one, if repeated) ParseTime accepts, with ParseTime's value,
-// which for an RFC 3339 string is time.Parse's and for an integer number of
-// milliseconds is that number of milliseconds.
+// (the last one, if repeated) eventtime.JSON accepts, with its value
+// (eventtime's FuzzJSON checks that value against time.Parse and exact
+// arithmetic).
 func FuzzFieldTime(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte, field string) {
 		ts, err := FieldTime(data, field)
@@ -94,31 +92,11 @@ func FuzzFieldTime(f *testing.F) {
 			}
 			return
 		}
-		want, werr := ParseTime(raw)
+		want, werr := eventtime.JSON(raw)
 		if (err == nil) != (werr == nil) || ts != want {
-			t.Fatalf("FieldTime(%q, %q) = %d, %v; ParseTime(%s) = %d, %v", data, field, ts, err, raw, want, werr)
+			t.Fatalf("FieldTime(%q, %q) = %d, %v; eventtime.JSON(%s) = %d, %v", data, field, ts, err, raw, want, werr)
 		}
-		checkParseTime(t, raw, want, werr)
 	})
-}
-
-// checkParseTime checks ParseTime's result on raw, a valid JSON value,
-// against time.Parse and strconv.
-func checkParseTime(t *testing.T, raw []byte, ts int64, err error) {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		pt, perr := time.Parse(time.RFC3339Nano, s)
-		inRange := perr == nil && !pt.Before(minTime) && !pt.After(maxTime)
-		if inRange != (err == nil) || (inRange && pt.UnixNano() != ts) {
-			t.Fatalf("ParseTime(%s) = %d, %v; time.Parse: %v, %v", raw, ts, err, pt, perr)
-		}
-		return
-	}
-	if ms, perr := strconv.ParseInt(string(bytes.TrimSpace(raw)), 10, 64); perr == nil && ms > -1<<43 && ms < 1<<43 {
-		if err != nil || ts != ms*int64(time.Millisecond) {
-			t.Fatalf("ParseTime(%s) = %d, %v; want %d ms", raw, ts, err, ms)
-		}
-	}
 }
 
 // A position past its end, or with an end but no has_end, or a horizon

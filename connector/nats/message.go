@@ -1,16 +1,14 @@
 package nats
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"github.com/ingest-engine/ingest/internal/jsonscan"
-	"math"
-	"strconv"
 	"time"
 
 	natsgo "github.com/nats-io/nats.go"
+
+	"github.com/ingest-engine/ingest/eventtime"
+	"github.com/ingest-engine/ingest/internal/jsonscan"
 )
 
 // Message is one stream message as the decode function sees it.
@@ -52,7 +50,7 @@ func JSON[T any](m Message) (T, int64, error) {
 // JSONWithTime returns a decode function that decodes the payload into T
 // with encoding/json and takes the event time from the payload's top-level
 // field: an RFC 3339 string or a number of milliseconds since the Unix epoch
-// (see ParseTime). A missing or malformed field is an error, as is invalid
+// (see eventtime.JSON). A missing or malformed field is an error, as is invalid
 // text (see JSON).
 func JSONWithTime[T any](field string) func(Message) (T, int64, error) {
 	return func(m Message) (T, int64, error) {
@@ -69,7 +67,7 @@ func JSONWithTime[T any](field string) func(Message) (T, int64, error) {
 }
 
 // FieldTime returns the event time in the top-level field of the JSON object
-// data, parsed by ParseTime.
+// data, parsed by eventtime.JSON.
 func FieldTime(data []byte, field string) (int64, error) { return fieldTime(data, field, false) }
 
 // fieldTime is FieldTime; valid says data is known to be valid JSON.
@@ -78,7 +76,7 @@ func fieldTime(data []byte, field string, valid bool) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	ts, err := ParseTime(raw)
+	ts, err := eventtime.JSON(raw)
 	if err != nil {
 		return 0, fmt.Errorf("field %q: %w", field, err)
 	}
@@ -101,48 +99,3 @@ func topLevelField(data []byte, field string, valid bool) ([]byte, error) {
 	}
 	return raw, nil
 }
-
-// ParseTime parses a JSON value as an event time in Unix nanoseconds: a
-// string in RFC 3339 (fractional seconds allowed), or a number of
-// milliseconds since the Unix epoch (fractions allowed).
-func ParseTime(raw []byte) (int64, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
-		return 0, errors.New("empty time value")
-	}
-	if raw[0] == '"' {
-		var s string
-		if len(raw) >= 2 && raw[len(raw)-1] == '"' && bytes.IndexByte(raw, '\\') < 0 {
-			s = string(raw[1 : len(raw)-1])
-		} else if err := json.Unmarshal(raw, &s); err != nil {
-			return 0, fmt.Errorf("time %s: %w", raw, err)
-		}
-		t, err := time.Parse(time.RFC3339Nano, s)
-		if err != nil {
-			return 0, fmt.Errorf("time %q is not RFC 3339: %w", s, err)
-		}
-		if t.Before(minTime) || t.After(maxTime) {
-			return 0, fmt.Errorf("time %q is outside the event times this engine represents", s)
-		}
-		return t.UnixNano(), nil
-	}
-	s := string(raw)
-	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
-		if ms > math.MaxInt64/int64(time.Millisecond) || ms < math.MinInt64/int64(time.Millisecond) {
-			return 0, fmt.Errorf("time %s ms is outside the event times this engine represents", s)
-		}
-		return ms * int64(time.Millisecond), nil
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return 0, fmt.Errorf("time %s is neither an RFC 3339 string nor epoch milliseconds", raw)
-	}
-	ns := f * float64(time.Millisecond)
-	if math.IsNaN(ns) || ns >= math.MaxInt64 || ns < math.MinInt64 {
-		return 0, fmt.Errorf("time %s ms is outside the event times this engine represents", s)
-	}
-	return int64(math.Round(ns)), nil
-}
-
-// minTime and maxTime bound the event times int64 nanoseconds represent.
-var minTime, maxTime = time.Unix(0, math.MinInt64), time.Unix(0, math.MaxInt64)

@@ -10,34 +10,6 @@ import (
 	"github.com/ingest-engine/ingest/connector/nats"
 )
 
-func TestParseTime(t *testing.T) {
-	ms := int64(time.Millisecond)
-	for _, tc := range []struct {
-		in   string
-		want int64
-	}{
-		{`"2026-01-01T00:00:00Z"`, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()},
-		{`"2026-01-01T01:00:00.123456789+01:00"`, time.Date(2026, 1, 1, 0, 0, 0, 123456789, time.UTC).UnixNano()},
-		{`"2026-01-01T00:00:00\u005a"`, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()},
-		{`1767225600000`, 1767225600000 * ms},
-		{` 1767225600000 `, 1767225600000 * ms},
-		{`-1500`, -1500 * ms},
-		{`1.5`, 1500000},
-		{`1e3`, 1000 * ms},
-		{`0`, 0},
-	} {
-		got, err := nats.ParseTime([]byte(tc.in))
-		if err != nil || got != tc.want {
-			t.Errorf("ParseTime(%s) = %d, %v; want %d", tc.in, got, err, tc.want)
-		}
-	}
-	for _, in := range []string{``, `null`, `true`, `"yesterday"`, `"2026-01-01"`, `{}`, `"2026-01-01T00:00:00Z`, `9223372036854776`, `1e300`, `"3000-01-01T00:00:00Z"`} {
-		if got, err := nats.ParseTime([]byte(in)); err == nil {
-			t.Errorf("ParseTime(%s) = %d, want an error", in, got)
-		}
-	}
-}
-
 func TestFieldTime(t *testing.T) {
 	want := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
 	for _, in := range []string{
