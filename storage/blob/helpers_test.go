@@ -1,25 +1,21 @@
 package blob
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"html"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
-	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
+	"github.com/ingest-engine/ingest/internal/fakes3"
 	"github.com/ingest-engine/ingest/storage"
 )
 
@@ -53,7 +49,7 @@ func newFakeS3(t testing.TB) *fakeS3 {
 		t.Fatal(err)
 	}
 	f := &fakeS3{requests: map[string]int{}}
-	inner := gofakes3.New(backend).Server()
+	inner := fakes3.Handler(backend)
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		f.requests[r.Method]++
@@ -75,50 +71,10 @@ func newFakeS3(t testing.TB) *fakeS3 {
 				return
 			}
 		}
-		if err := decodeChunkedPart(r); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
 		inner.ServeHTTP(w, r)
 	}))
 	t.Cleanup(f.srv.Close)
 	return f
-}
-
-// decodeChunkedPart decodes the aws-chunked body of a multipart upload's part, which gofakes3
-// decodes for whole-object PUTs only: minio-go signs uploads over plain HTTP chunk by chunk
-// (STREAMING-AWS4-HMAC-SHA256-PAYLOAD), and a real S3 server decodes them.
-func decodeChunkedPart(r *http.Request) error {
-	if !r.URL.Query().Has("partNumber") || r.Header.Get("X-Amz-Content-Sha256") != "STREAMING-AWS4-HMAC-SHA256-PAYLOAD" {
-		return nil
-	}
-	br := bufio.NewReader(r.Body)
-	var body bytes.Buffer
-	for {
-		line, err := br.ReadString('\n') // hex-size;chunk-signature=...\r\n
-		if err != nil {
-			return fmt.Errorf("aws-chunked: %w", err)
-		}
-		hexSize, _, _ := strings.Cut(strings.TrimSpace(line), ";")
-		n, err := strconv.ParseInt(hexSize, 16, 64)
-		if err != nil {
-			return fmt.Errorf("aws-chunked: chunk header %q: %w", line, err)
-		}
-		if _, err := io.CopyN(&body, br, n); err != nil {
-			return fmt.Errorf("aws-chunked: %w", err)
-		}
-		if _, err := br.Discard(2); err != nil { // \r\n
-			return fmt.Errorf("aws-chunked: %w", err)
-		}
-		if n == 0 {
-			break
-		}
-	}
-	r.Body = io.NopCloser(&body)
-	r.ContentLength = int64(body.Len())
-	r.Header.Set("Content-Length", strconv.Itoa(body.Len()))
-	r.Header.Set("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
-	return nil
 }
 
 // setFaults installs fn (nil: none).
