@@ -282,7 +282,7 @@ func (o *filterOp) ProcessBatch(_ int, r runtime.Records) error {
 	if len(out) == 0 {
 		return nil
 	}
-	return o.Out.Emit(out)
+	return o.buf.Emit(out)
 }
 
 // mapOp makes a new row per record from its expressions; event times are
@@ -339,5 +339,5 @@ func (o *mapOp) ProcessBatch(_ int, r runtime.Records) error {
 		}
 		out[i] = stream.Record[row.Row]{Value: dst, Time: rec.Time}
 	}
-	return o.Out.Emit(out)
+	return o.buf.Emit(out)
 }

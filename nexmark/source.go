@@ -224,7 +224,7 @@ func (t *subtask) Read() (runtime.ReadResult, error) {
 		t.next = id
 		t.maxTime = maxTime
 		t.emitted += n
-		if err := t.out.Emit(batch); err != nil {
+		if err := t.batches.Emit(batch); err != nil {
 			return runtime.ReadResult{}, err
 		}
 	}

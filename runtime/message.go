@@ -20,47 +20,59 @@ type Batch[T any] []Record[T]
 // Len returns the number of records.
 func (b Batch[T]) Len() int { return len(b) }
 
-// BatchBuffer gives an emitter the batches it fills: one buffer used again
-// for every batch when its Output lets it (ReusesBatches), else a new batch
-// each time. The zero value allocates every time; Open decides for an
-// Output.
+// BatchBuffer gives an emitter the batches it fills and passes them on:
+// one buffer used again for every batch when its Output lets it
+// (ReusesBatches), else batches every receiver is done with (taken back
+// over forward, rebalance and broadcast edges), else new ones. Open it on
+// the emitter's Output before use.
 type BatchBuffer[T any] struct {
+	out   Output
 	reuse bool
 	buf   Batch[T]
 	// pool, when not reusing, gives back batches that every consumer in
-	// other tasks is done with (forward, rebalance, broadcast edges).
+	// other tasks is done with.
 	pool *batchPool
 }
 
-// Open makes b reuse its buffer when o reuses batches, or take batches
-// back from o's consumers when they give them back. Call it in Open, once
-// the Output is known.
+// Open makes b emit on o. Call it in Open, once the Output is known.
 func (b *BatchBuffer[T]) Open(o Output) {
-	b.reuse = ReusesBatches(o)
-	b.buf = nil
-	b.pool = nil
+	b.out, b.reuse, b.buf, b.pool = o, ReusesBatches(o), nil, nil
 	if !b.reuse {
 		b.pool = poolOf(o)
 	}
 }
 
-// Get returns an empty batch with room for n records. With reuse, it is
-// the memory of the batch Get returned before, whose Emit has returned:
-// fill it no further than n records, or the growth is lost to the next Get.
-// Else it is a batch nobody references any more, or a new one.
+// Get returns an empty batch with room for n records (appending grows it):
+// with reuse, the memory of the last batch Emit passed on; else a batch
+// nobody references any more, or a new one.
 func (b *BatchBuffer[T]) Get(n int) Batch[T] {
 	if !b.reuse {
-		if b.pool != nil {
-			if r, ok := b.pool.get().(Batch[T]); ok && cap(r) >= n {
-				return r[:0]
-			}
-		}
-		return make(Batch[T], 0, n)
+		return takeBatch[T](b.pool, n)
 	}
 	if cap(b.buf) < n {
 		b.buf = make(Batch[T], 0, n)
 	}
 	return b.buf[:0]
+}
+
+// Emit passes batch on to the Output of Open. With reuse, its memory, as
+// far as appends grew it, is what Get returns next.
+func (b *BatchBuffer[T]) Emit(batch Batch[T]) error {
+	if b.reuse {
+		b.buf = batch[:0]
+	}
+	return b.out.Emit(batch)
+}
+
+// takeBatch returns an empty batch with room for n records from p (nil:
+// none), or a new one.
+func takeBatch[T any](p *batchPool, n int) Batch[T] {
+	if p != nil {
+		if r, ok := p.get().(Batch[T]); ok && cap(r) >= n {
+			return r[:0]
+		}
+	}
+	return make(Batch[T], 0, n)
 }
 
 // Records is a type-erased Batch[T]; operators assert it back to the Batch of
@@ -113,9 +125,16 @@ type message struct {
 type recycler interface{ recycle(Records) }
 
 // batchPool holds batches nobody references any more, for an emitter to
-// fill again. It never blocks: a batch that does not fit is left to the
-// garbage collector.
+// fill again (takeBatch). It never blocks: a batch that does not fit is
+// left to the garbage collector.
 type batchPool struct{ free chan Records }
+
+// newBatchPool returns a pool with room for n batches.
+func newBatchPool(n int) *batchPool { return &batchPool{free: make(chan Records, n)} }
+
+// recycle implements recycler for a batch one consumer alone received (a
+// hash edge's).
+func (p *batchPool) recycle(r Records) { p.put(r) }
 
 func (p *batchPool) put(r Records) {
 	select {

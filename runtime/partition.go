@@ -154,7 +154,7 @@ func (broadcast) newWriter(ch *channels) edgeWriter { return &batchWriter{ch: ch
 func (h hash[T]) newWriter(ch *channels) edgeWriter {
 	n := len(ch.out)
 	w := &hashWriter[T]{ch: ch, keyHash: h.keyHash, bufs: make([]Batch[T], n), target: make([]int32, ch.maxParallelism),
-		free: make(chan Batch[T], n*(channelCapacity+1))}
+		free: newBatchPool(n * (channelCapacity + 1))}
 	for kg := range w.target {
 		w.target[kg] = int32(state.SubtaskForKeyGroup(ch.maxParallelism, n, kg))
 	}
@@ -169,31 +169,10 @@ type hashWriter[T any] struct {
 	bufs    []Batch[T]
 	// target maps a key group to its consumer subtask.
 	target []int32
-	// free holds batches the consumers are done with (recycle), for the
-	// writer to fill again: room for every batch that can be in flight, so
-	// in steady state a writer allocates none.
-	free chan Batch[T]
-}
-
-// recycle implements recycler: the consumer of b, a batch this writer
-// sent, is done with it. It never blocks: when free is full, b is left to
-// the garbage collector.
-func (w *hashWriter[T]) recycle(r Records) {
-	select {
-	case w.free <- r.(Batch[T])[:0]:
-	default:
-	}
-}
-
-// newBatch returns an empty batch of DefaultBatchSize capacity, recycled
-// when one is free.
-func (w *hashWriter[T]) newBatch() Batch[T] {
-	select {
-	case b := <-w.free:
-		return b
-	default:
-		return make(Batch[T], 0, DefaultBatchSize)
-	}
+	// free holds batches the consumers are done with, for the writer to
+	// fill again: room for every batch that can be in flight, so in steady
+	// state a writer allocates none.
+	free *batchPool
 }
 
 func (w *hashWriter[T]) channels() *channels { return w.ch }
@@ -207,11 +186,11 @@ func (w *hashWriter[T]) emit(records Records, _ recycler) error {
 		t := w.target[state.KeyGroupFor(w.keyHash(r.Value), maxP)]
 		b := w.bufs[t]
 		if b == nil {
-			b = w.newBatch()
+			b = takeBatch[T](w.free, DefaultBatchSize)
 		}
 		b = append(b, r)
 		if len(b) == DefaultBatchSize {
-			if err := w.ch.send(int(t), &message{kind: kindRecords, records: b, from: w}); err != nil {
+			if err := w.ch.send(int(t), &message{kind: kindRecords, records: b, from: w.free}); err != nil {
 				return err
 			}
 			b = nil
@@ -226,7 +205,7 @@ func (w *hashWriter[T]) flush() error {
 		if len(b) == 0 {
 			continue
 		}
-		if err := w.ch.send(t, &message{kind: kindRecords, records: b, from: w}); err != nil {
+		if err := w.ch.send(t, &message{kind: kindRecords, records: b, from: w.free}); err != nil {
 			return err
 		}
 		w.bufs[t] = nil

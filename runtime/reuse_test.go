@@ -79,7 +79,7 @@ func (p *probe) ProcessBatch(_ int, r runtime.Records) error {
 	}
 	out := p.out.Get(len(in))
 	out = append(out, in...)
-	return p.ctx.Output.Emit(out)
+	return p.out.Emit(out)
 }
 
 func (p *probe) ProcessWatermark(int64) error             { return nil }

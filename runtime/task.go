@@ -155,6 +155,9 @@ type fanout struct {
 	// consumer is done with it (sharedBatch), for that emitter to fill
 	// again.
 	pool *batchPool
+	// sharing is how many consumers each batch goes to itself (shares of
+	// main), set with pool.
+	sharing int32
 }
 
 // newPool returns f's pool, made on the first call with room for every
@@ -170,7 +173,7 @@ func (f *fanout) newPool() *batchPool {
 			room += len(w.channels().out) * (channelCapacity + 1)
 		}
 	}
-	f.pool = &batchPool{free: make(chan Records, room)}
+	f.pool, f.sharing = newBatchPool(room), int32(shares(f.main))
 	return f.pool
 }
 
@@ -180,7 +183,7 @@ func (f *fanout) emit(r Records) error {
 		// Every consumer is counted before the first send: one that is
 		// done early cannot free the batch while others are to get it.
 		sb := &sharedBatch{pool: f.pool}
-		sb.refs.Store(int32(shares(f.main)))
+		sb.refs.Store(f.sharing)
 		from = sb
 	}
 	for _, w := range f.main {

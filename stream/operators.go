@@ -49,7 +49,7 @@ func (m *mapOp[T, U]) ProcessBatch(_ int, r runtime.Records) error {
 	for i, rec := range in {
 		out[i] = Record[U]{Value: m.f(rec.Value), Time: rec.Time}
 	}
-	return m.Out.Emit(out)
+	return m.buf.Emit(out)
 }
 
 // Map returns the stream of f applied to every record of s; event times are
@@ -83,7 +83,7 @@ func (o *filterOp[T]) ProcessBatch(_ int, r runtime.Records) error {
 			out = append(out, rec)
 		}
 	}
-	return o.Out.Emit(out)
+	return o.buf.Emit(out)
 }
 
 // Filter returns the records of s for which f is true.

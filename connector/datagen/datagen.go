@@ -573,7 +573,7 @@ func (t *subtask[T]) Read() (runtime.ReadResult, error) {
 		}
 		t.emitted += n
 		t.wm.Observe(0, batch[n-1].Time)
-		if err := t.out.Emit(batch); err != nil {
+		if err := t.batches.Emit(batch); err != nil {
 			return runtime.ReadResult{}, err
 		}
 	}

@@ -252,7 +252,7 @@ func (t *srcSubtask[T]) Read() (runtime.ReadResult, error) {
 		}
 	}
 	if len(batch) > 0 {
-		if err := t.out.Emit(batch); err != nil {
+		if err := t.batches.Emit(batch); err != nil {
 			return runtime.ReadResult{}, err
 		}
 	}

@@ -84,7 +84,7 @@ const (
 
 func (w *alignedOp[T, K, A, O]) Open(ctx *runtime.Context) error {
 	w.ctx = ctx
-	w.reuse = runtime.ReusesBatches(ctx.Output)
+	w.out.Open(ctx.Output)
 	w.wm = ctx.Watermark()
 	w.cur = 1
 	w.lateness = int64(w.cfg.lateness)

@@ -15,9 +15,8 @@ type lateRecords[T any] struct {
 	// buf holds the late records of the batch being processed; flush emits
 	// them as one batch.
 	buf runtime.Batch[T]
-	// reuse: out is done with a batch when Emit returns
-	// (runtime.ReusesBatches), so buf is emptied, not replaced.
-	reuse bool
+	// batches emits buf on out and gives the next (runtime.BatchBuffer).
+	batches runtime.BatchBuffer[T]
 	// dropped and sent count late records since Open.
 	dropped, sent int64
 }
@@ -27,7 +26,9 @@ func (l *lateRecords[T]) open(ctx *runtime.Context, name string) {
 	l.ctx = ctx
 	if name != "" {
 		l.out = ctx.SideOutput(name)
-		l.reuse = l.out != nil && runtime.ReusesBatches(l.out)
+		if l.out != nil {
+			l.batches.Open(l.out)
+		}
 	}
 }
 
@@ -41,20 +42,15 @@ func (l *lateRecords[T]) add(r runtime.Record[T], wm int64) {
 	l.buf = append(l.buf, r)
 }
 
-// flush emits the buffered late records; the batch belongs to the receiver
-// from then on, so a new buffer starts, unless the side output reuses
-// batches.
+// flush emits the buffered late records and starts the next buffer.
 func (l *lateRecords[T]) flush() error {
 	if len(l.buf) == 0 {
 		return nil
 	}
-	b := l.buf
-	l.buf = nil
-	if l.reuse {
-		l.buf = b[:0]
-	}
-	l.sent += int64(len(b))
-	return l.out.Emit(b)
+	l.sent += int64(len(l.buf))
+	err := l.batches.Emit(l.buf)
+	l.buf = l.batches.Get(0)
+	return err
 }
 
 // close logs the subtask's counts, if any, on ctx's logger: a warning when

@@ -100,7 +100,7 @@ type sessionOp[T any, K comparable, A any, O any] struct {
 
 func (w *sessionOp[T, K, A, O]) Open(ctx *runtime.Context) error {
 	w.ctx = ctx
-	w.reuse = runtime.ReusesBatches(ctx.Output)
+	w.out.Open(ctx.Output)
 	w.wm = ctx.Watermark()
 	w.cur = 1
 	w.lateness = int64(w.cfg.lateness)

@@ -230,11 +230,10 @@ type opBase[T any, K comparable, O any] struct {
 	// whose MaxTimestamp <= wm (every session whose End <= wm) has fired
 	// and every one whose cleanup time <= wm is gone.
 	wm int64
-	// results collects the output of the call in progress; it is emitted
-	// before the call returns, then replaced, or emptied for reuse when
-	// reuse is set (runtime.ReusesBatches of the output, known at Open).
+	// results collects the output of the call in progress; out emits it
+	// before the call returns and gives the next (runtime.BatchBuffer).
 	results runtime.Batch[O]
-	reuse   bool
+	out     runtime.BatchBuffer[O]
 	late    lateRecords[T]
 	// writeBack is set when the state backend encodes a value when it is
 	// written (the pebble backend): the session and pane operators change
@@ -259,12 +258,9 @@ func (w *opBase[T, K, O]) flush() error {
 	if len(w.results) == 0 {
 		return nil
 	}
-	b := w.results
-	w.results = nil
-	if w.reuse {
-		w.results = b[:0]
-	}
-	return w.ctx.Output.Emit(b)
+	err := w.out.Emit(w.results)
+	w.results = w.out.Get(0)
+	return err
 }
 
 // ProcessWatermark fires every window whose MaxTimestamp the watermark
