@@ -4,10 +4,9 @@ import (
 	"context"
 	"fmt"
 	goruntime "runtime"
-	"sync"
-	"sync/atomic"
 
 	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/internal/inorder"
 	"github.com/ingest-engine/ingest/state"
 )
 
@@ -129,7 +128,7 @@ func (a *attempt) restoreAll(ctx context.Context, chains [][]*Node) (map[checkpo
 		a.backends = append(a.backends, b)
 		out[it.id] = &subtaskRestore{backend: b}
 	}
-	err := forEachInOrder(len(items), func(i int) error {
+	err := inorder.Run(len(items), restoreWorkers(), func(i int) error {
 		it := items[i]
 		r := out[it.id]
 		var err error
@@ -140,39 +139,4 @@ func (a *attempt) restoreAll(ctx context.Context, chains [][]*Node) (map[checkpo
 		return nil, err
 	}
 	return out, nil
-}
-
-// forEachInOrder calls f(i) for every i in [0, n) on up to restoreWorkers
-// goroutines and returns the error of the lowest i that failed, as if the
-// calls had run one by one and stopped at the first failure: indexes are
-// handed out in increasing order and none once a call failed, so every call
-// below the lowest failure has returned. It returns when every call it
-// started has; f must be safe to call concurrently.
-func forEachInOrder(n int, f func(i int) error) error {
-	errs := make([]error, n)
-	var (
-		next   atomic.Int64
-		failed atomic.Bool
-		wg     sync.WaitGroup
-	)
-	for range min(restoreWorkers(), n) {
-		wg.Go(func() {
-			for !failed.Load() {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				if errs[i] = f(i); errs[i] != nil {
-					failed.Store(true)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }

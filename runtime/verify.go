@@ -8,6 +8,7 @@ import (
 	"path"
 
 	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/internal/inorder"
 	"github.com/ingest-engine/ingest/state"
 	"github.com/ingest-engine/ingest/storage"
 )
@@ -133,7 +134,7 @@ func (j *Job) verifyCheckpoint(ctx context.Context, id int64, c *candidate) (*ch
 	// recovery's time before any state is decoded); the error is the first
 	// failing subtask's, as if they had been checked one by one.
 	found := make([]map[storage.Handle]*verifiedFile, len(m.Tasks))
-	err = forEachInOrder(len(m.Tasks), func(i int) error {
+	err = inorder.Run(len(m.Tasks), restoreWorkers(), func(i int) error {
 		var err error
 		found[i], err = j.verifySubtask(ctx, m, m.Tasks[i], uses)
 		return err

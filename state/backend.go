@@ -6,8 +6,9 @@ import (
 	"maps"
 	"runtime"
 	"slices"
-	"sync"
 	"sync/atomic"
+
+	"github.com/ingest-engine/ingest/internal/inorder"
 )
 
 // Kind is the shape of a registered state. It is stored in snapshots, so
@@ -355,62 +356,11 @@ func loadParts(s registered, parts []restoredPart) error {
 			entries += parts[i].count + len(parts[i].deltas)
 		}
 	}
-	workers := min(restoreWorkers(), len(todo))
-	if workers <= 1 || entries < parallelRestoreMinEntries {
-		for _, i := range todo {
-			if err := s.load(parts[i]); err != nil {
-				return err
-			}
-		}
-		return nil
+	workers := restoreWorkers()
+	if entries < parallelRestoreMinEntries {
+		workers = 1
 	}
-
-	// outcome is one part's result. Each is written by the one worker
-	// that loaded that part and read after wg.Wait.
-	type outcome struct {
-		err      error
-		panicked bool
-		value    any // the panic value, when panicked
-	}
-	var (
-		outcomes = make([]outcome, len(todo))
-		next     atomic.Int64 // the next index into todo to hand out
-		failed   atomic.Bool  // a part failed: hand out no more
-		wg       sync.WaitGroup
-	)
-	load := func(j int) {
-		o := &outcomes[j]
-		defer func() {
-			if r := recover(); r != nil {
-				o.panicked, o.value = true, r
-				failed.Store(true)
-			}
-		}()
-		if o.err = s.load(parts[todo[j]]); o.err != nil {
-			failed.Store(true)
-		}
-	}
-	for range workers {
-		wg.Go(func() {
-			for !failed.Load() {
-				j := int(next.Add(1) - 1)
-				if j >= len(todo) {
-					return
-				}
-				load(j)
-			}
-		})
-	}
-	wg.Wait()
-	for j := range outcomes {
-		switch o := &outcomes[j]; {
-		case o.panicked:
-			panic(o.value)
-		case o.err != nil:
-			return o.err
-		}
-	}
-	return nil
+	return inorder.Run(len(todo), workers, func(j int) error { return s.load(parts[todo[j]]) })
 }
 
 // keyRouter maps a state's keys to key-group table indexes.
