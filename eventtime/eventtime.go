@@ -54,20 +54,18 @@ func RFC3339(s []byte) (int64, error) {
 // a point and more digits ("1767225600000", "-1.5", "1767225600000.123456").
 // Digits past the sixth after the point must be zeros.
 func EpochMillis(s []byte) (int64, error) {
-	lex := s
-	if len(lex) > 0 && lex[0] == '+' {
-		lex = lex[1:]
-	} else if len(lex) > 0 && lex[0] == '-' {
-		lex = lex[1:]
+	sign := 0
+	if len(s) > 0 && (s[0] == '+' || s[0] == '-') {
+		sign = 1
 	}
-	whole, frac, hasFrac := bytes.Cut(lex, []byte("."))
+	whole, frac, hasFrac := bytes.Cut(s[sign:], []byte("."))
 	if !allDigits(whole) || (hasFrac && !allDigits(frac)) {
 		return 0, fmt.Errorf("%q is not epoch milliseconds", string(s))
 	}
-	if len(s) > 0 && s[0] == '+' {
-		s = s[1:]
+	if s[0] == '+' {
+		s = s[1:] // decimal.Int reads a minus sign, not a plus
 	}
-	return millis(s, s)
+	return millis(s)
 }
 
 // JSON reads a JSON value: a string is RFC 3339 (escapes resolved), a number
@@ -94,20 +92,20 @@ func JSON(raw []byte) (int64, error) {
 		}
 		return RFC3339(s)
 	case decimal.Valid(raw):
-		return millis(raw, raw)
+		return millis(raw)
 	}
 	return 0, fmt.Errorf("time %s is neither an RFC 3339 string nor epoch milliseconds", string(raw))
 }
 
-// millis converts lex, a valid JSON number (or one without its leading
-// zeros rule), from milliseconds to nanoseconds; orig names it in errors.
-func millis(lex, orig []byte) (int64, error) {
+// millis converts lex, a decimal number (decimal.Int's input), from
+// milliseconds to nanoseconds.
+func millis(lex []byte) (int64, error) {
 	ns, st := decimal.Int(lex, 6)
 	switch st {
 	case decimal.Fraction:
-		return 0, fmt.Errorf("%s ms has more fractional digits than nanoseconds hold", string(orig))
+		return 0, fmt.Errorf("%s ms has more fractional digits than nanoseconds hold", string(lex))
 	case decimal.Range:
-		return 0, fmt.Errorf("%s ms is %w", string(orig), ErrRange)
+		return 0, fmt.Errorf("%s ms is %w", string(lex), ErrRange)
 	}
 	return ns, nil
 }

@@ -95,6 +95,8 @@ func TestEpochMillis(t *testing.T) {
 	for in, msg := range map[string]string{
 		"":                      "not epoch milliseconds",
 		"-":                     "not epoch milliseconds",
+		"+":                     "not epoch milliseconds",
+		"+-5":                   "not epoch milliseconds",
 		"1e3":                   "not epoch milliseconds",
 		"1.":                    "not epoch milliseconds",
 		".5":                    "not epoch milliseconds",
