@@ -222,13 +222,18 @@ func TestStallDoesNotMakePartitionsIdle(t *testing.T) {
 	})
 	// Everything drained: after the timeout the subtask is idle, with
 	// every record read and the watermark where the last round of records
-	// (partitions 0-2) left it.
+	// (partitions 0-2) left it. Which of the three partitions goes idle
+	// last depends on which fetch and which end-offset listing saw it
+	// last, so the watermark is the newest record of one of them (less
+	// one): partition 0's when all three go idle at once, a later one's
+	// when partition 0 goes idle first and no longer holds it back.
 	waitFor("every partition idle", func() bool { return last.Idle })
 	if int64(len(out.recs)) != next {
 		t.Fatalf("idle with %d of %d records read", len(out.recs), next)
 	}
-	if want := hostileEventTime(next-3) - 1; last.Watermark != want {
-		t.Fatalf("idle subtask's watermark %d, want partition 0's newest %d", last.Watermark, want)
+	newest := []int64{hostileEventTime(next-3) - 1, hostileEventTime(next-2) - 1, hostileEventTime(next-1) - 1}
+	if !slices.Contains(newest, last.Watermark) {
+		t.Fatalf("idle subtask's watermark %d, want the newest record of partition 0, 1 or 2 (less one): %v", last.Watermark, newest)
 	}
 	if late > 0 {
 		t.Fatalf("%d records late", late)
