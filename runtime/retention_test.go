@@ -104,6 +104,13 @@ func stopBeforeFinalCommit(st storage.Storage, job **runtime.Job) func() {
 	})
 }
 
+// trimEvents is the input of the trim tests: each checkpoint writes the key
+// groups of two keys of 40, in one window over the whole run, so that
+// checkpoints reference the files of earlier ones for the rest and
+// retention holds and trims them. (A state that each checkpoint replaces
+// whole, like corruptionPipeline's short windows, is written in full.)
+var trimEvents = pacedEvents{count: cCount, per: cPer, hot: 40}
+
 // Trims that storage refuses cost no correctness and no checkpoint: the job
 // runs on and logs them, the checkpoints they were for stay whole (their
 // metadata too, though they are no recovery points) and are counted as
@@ -128,7 +135,7 @@ func TestFailedTrimsAreRedoneAtRecovery(t *testing.T) {
 		return nil
 	})
 	var log testkit.SyncBuffer
-	job, err := corruptionPipeline(pacedEvents{count: cCount, per: cPer}, out).NewJob(stream.RunOptions{
+	job, err := hotPipeline(trimEvents, out).NewJob(stream.RunOptions{
 		Storage: f, Checkpoint: corruptionOptions(), Restart: quickRestarts(0), Log: slog.New(slog.NewTextHandler(&log, nil)),
 	})
 	if err != nil {
@@ -168,7 +175,7 @@ func TestFailedTrimsAreRedoneAtRecovery(t *testing.T) {
 		}
 		return nil
 	})
-	job2, err := corruptionPipeline(pacedEvents{count: cCount, per: cPer}, out).NewJob(stream.RunOptions{
+	job2, err := hotPipeline(trimEvents, out).NewJob(stream.RunOptions{
 		Storage: g, Checkpoint: corruptionOptions(), Restart: quickRestarts(0),
 	})
 	if err != nil {
@@ -196,7 +203,7 @@ func TestFailedTrimsAreRedoneAtRecovery(t *testing.T) {
 			t.Errorf("checkpoint %d, which a retained one references, is not held (no metadata, its files) after the recovery", id)
 		}
 	}
-	if diff := diffMultisets(multiset(committedOutput(t, out)), expectedCounts(cCount)); diff != "" {
+	if diff := diffMultisets(multiset(committedOutput(t, out)), hotExpected(trimEvents)); diff != "" {
 		t.Errorf("published output:\n%s", diff)
 	}
 }
@@ -228,7 +235,7 @@ func TestCrashMidTrim(t *testing.T) {
 		}
 		return trimmed.Add(1) == 3 // not the first: some trims completed before
 	})
-	job, err := corruptionPipeline(pacedEvents{count: cCount, per: cPer}, out).NewJob(stream.RunOptions{
+	job, err := hotPipeline(trimEvents, out).NewJob(stream.RunOptions{
 		Storage: local, Checkpoint: corruptionOptions(), Restart: quickRestarts(0),
 	})
 	if err != nil {
@@ -265,7 +272,7 @@ func TestCrashMidTrim(t *testing.T) {
 		}
 	}
 
-	job2, err := corruptionPipeline(pacedEvents{count: cCount, per: cPer}, out).NewJob(stream.RunOptions{
+	job2, err := hotPipeline(trimEvents, out).NewJob(stream.RunOptions{
 		Storage: survivor, Checkpoint: corruptionOptions(), Restart: quickRestarts(0),
 	})
 	if err != nil {
@@ -277,7 +284,7 @@ func TestCrashMidTrim(t *testing.T) {
 	if s := job2.Stats(); s.RestoredFrom != latest {
 		t.Errorf("restored %d, want %d", s.RestoredFrom, latest)
 	}
-	if diff := diffMultisets(multiset(committedOutput(t, out)), expectedCounts(cCount)); diff != "" {
+	if diff := diffMultisets(multiset(committedOutput(t, out)), hotExpected(trimEvents)); diff != "" {
 		t.Errorf("published output:\n%s", diff)
 	}
 	// The interrupted trim had left a checkpoint without metadata and with

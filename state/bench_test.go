@@ -276,15 +276,22 @@ func BenchmarkMapPut(b *testing.B) {
 }
 
 // BenchmarkIncrementalCheckpoint measures what one checkpoint writes with 1 M
-// keys of count+sum in a window's namespaced state (128 key groups) when 10%
-// of the keys were updated since the last complete checkpoint: spread over
-// every key group ("uniform": the key-group granularity rewrites them all)
-// or within 10% of the key groups ("hot"). bytes/ckpt is the file written,
-// full-bytes what a full snapshot holds.
+// keys of count+sum in a window's namespaced state (128 key groups) when a
+// share of the keys was updated since the last complete checkpoint: 10% or
+// 1% spread over every key group ("uniform", "uniform-1pct"), or 10%
+// within a tenth of the key groups ("hot"). bytes/ckpt is the file written,
+// full-bytes what a full snapshot holds, updated-bytes what the updated
+// entries alone take in a full snapshot (the floor of what a checkpoint
+// must write), and restore-bytes the files a restore of a checkpoint reads
+// (its own and the earlier ones it references), on average.
 func BenchmarkIncrementalCheckpoint(b *testing.B) {
 	const keys, maxP = 1 << 20, 128
-	for _, mode := range []string{"uniform", "hot"} {
-		b.Run(mode, func(b *testing.B) {
+	for _, mode := range []struct {
+		name string
+		per  int // keys updated per checkpoint
+		hot  bool
+	}{{"uniform", keys / 10, false}, {"uniform-1pct", keys / 100, false}, {"hot", keys / 10, true}} {
+		b.Run(mode.name, func(b *testing.B) {
 			be := NewBackend("op", maxP, KeyGroupRange{Start: 0, End: maxP})
 			s, err := NewNamespacedValueState(be, "w", "int64+ns", Int64Codec{}, aggCodec{})
 			if err != nil {
@@ -301,6 +308,7 @@ func BenchmarkIncrementalCheckpoint(b *testing.B) {
 				}
 			}
 			id := int64(1)
+			sizes := map[int64]int64{}
 			checkpoint := func() *Encoded {
 				snap := be.CheckpointSnapshot(id, false)
 				enc, err := snap.EncodeCheckpoint()
@@ -309,29 +317,36 @@ func BenchmarkIncrementalCheckpoint(b *testing.B) {
 					b.Fatal(err)
 				}
 				be.Complete(id)
+				sizes[id] = int64(len(enc.Data))
 				id++
 				return enc
 			}
 			full := checkpoint()
-			var written, reused, most int64
+			var written, reused, most, restore int64
 			b.ResetTimer()
 			for i := range b.N {
-				for j := range keys / 10 {
-					if mode == "hot" {
-						add(hot[(i*keys/10+j)%len(hot)])
+				for j := range mode.per {
+					if mode.hot {
+						add(hot[(i*mode.per+j)%len(hot)])
 					} else {
-						add(int64((i*keys/10 + j) % keys))
+						add(int64((i*mode.per + j) % keys))
 					}
 				}
 				enc := checkpoint()
 				written += int64(len(enc.Data))
 				reused += enc.Reused
 				most = max(most, int64(len(enc.Data)))
+				restore += int64(len(enc.Data))
+				for _, sh := range enc.Shared {
+					restore += sizes[sh]
+				}
 			}
 			b.ReportMetric(float64(written)/float64(b.N), "bytes/ckpt")
 			b.ReportMetric(float64(most), "max-bytes/ckpt")
 			b.ReportMetric(float64(len(full.Data)), "full-bytes")
+			b.ReportMetric(float64(len(full.Data))*float64(mode.per)/keys, "updated-bytes")
 			b.ReportMetric(float64(reused)/float64(b.N), "reused-bytes/ckpt")
+			b.ReportMetric(float64(restore)/float64(b.N), "restore-bytes")
 		})
 	}
 }

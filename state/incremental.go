@@ -1,30 +1,63 @@
 package state
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"sync"
 )
 
 // maxChainFiles bounds the files one subtask's state is read from at a
 // restore: an incremental snapshot that would reference more earlier files
-// rewrites the key groups of the oldest ones instead.
-const maxChainFiles = 8
+// rewrites the key groups of the ones least used instead.
+const maxChainFiles = 64
 
-// minReferencedShare is the part of an earlier file's bytes that must still
-// be referenced for a snapshot to keep using it: below it the file's live
-// key groups are rewritten, so that retention can delete the file and
-// storage does not keep mostly-dead files alive for a few key groups.
-const minReferencedShare = 0.25
+// maxReadAmplification bounds the earlier files a snapshot references, in
+// bytes, as a multiple of the bytes a restore uses of them (the sections of
+// the key groups not written again): a file stays referenced while one of
+// its key groups still reads from it, so without the bound a few key groups
+// that are rarely written could keep mostly dead files alive. Over the
+// bound, the key groups of the least used files are written in full until
+// it holds. It bounds both what storage keeps for a checkpoint and what a
+// restore reads.
+const maxReadAmplification = 3
 
-// maxDeltaDepth bounds the files one key group is read from: its last full
-// section and the delta sections written over it. A key group is written in
-// full again (materialised) when its chain reaches it, or earlier, at its
-// turn: when (checkpoint + key group) % maxDeltaDepth == 0, so that the key
-// groups of a state updated everywhere take turns and no checkpoint
-// rewrites them all at once.
-const maxDeltaDepth = maxChainFiles - 1
+// A key group's chain, its last full section and the delta sections written
+// over it, is written in full again (materialised) at the latest when the
+// key group is written and its deltas hold maxMaterialiseShare of its full
+// section's bytes, or its chain reads from maxDeltaDepth files (it is due:
+// chain.due). Before that, each checkpoint materialises the chains that
+// will be due first at a steady rate: the least rate at which each is
+// materialised before it is due (materialiseSteadily). So the key groups of
+// a state updated everywhere, which would all be due at the same
+// checkpoint, are rewritten a few at every checkpoint. Over time a
+// checkpoint writes about twice and a quarter the bytes of the entries
+// updated since the last one, whatever the state's size, and a restore
+// reads, for each key group, a full section and deltas smaller than it.
+const (
+	maxMaterialiseShare = 0.8
+	maxDeltaDepth       = maxChainFiles - 2
+)
+
+// due returns how near key group index i's chain is to the limit at which
+// it must be materialised (1: at the limit), and how much nearer it gets
+// per checkpoint if it is written as it was written last.
+func (c *chain) due(i int) (due, step float64) {
+	deltas, last := 0, 0
+	for _, n := range c.bytes[i][1:] {
+		deltas, last = deltas+n, n
+	}
+	step = 1 / float64(maxDeltaDepth-1)
+	due = float64(c.depth(i)-1) * step
+	if base := c.bytes[i][0]; base == 0 {
+		due = math.Inf(1) // a full section costs no more than a delta
+	} else if size := float64(deltas) / float64(base) / maxMaterialiseShare; size > due {
+		due, step = size, float64(last)/float64(base)/maxMaterialiseShare
+	}
+	return due, step
+}
 
 // chain describes the files a complete checkpoint's snapshot of this
 // backend reads from: for each key group, the checkpoints whose files hold
@@ -131,9 +164,9 @@ type checkpointPlan struct {
 // none of whose states was written since that snapshot is not written again
 // but read from the files that snapshot read from; one that was is written
 // as a delta section (the states written since, each as its changes when it
-// can write them, NamespacedValueState, else in full) or, when its chain of
-// deltas is long enough (maxDeltaDepth) or no state of it writes deltas, in
-// full. The plan costs O(key groups × states), on the task goroutine; the
+// can write them, NamespacedValueState, else in full) or, when its deltas
+// have grown large or many enough (chain.materialise) or no state of it
+// writes deltas, in full. The plan costs O(key groups × states), on the task goroutine; the
 // entries are read only by EncodeCheckpoint.
 //
 // The first snapshot after NewBackend, or after a Restore that cannot be
@@ -143,9 +176,10 @@ type checkpointPlan struct {
 // from (in full for the key groups written since: the restore leaves no
 // baseline for deltas). A state registered since the base needs nothing of
 // it: the key groups it has entries in were written since. A snapshot never
-// references more than maxChainFiles-1 earlier files, nor a file of which
-// less than minReferencedShare is still referenced: those key groups are
-// written in full.
+// references more than maxChainFiles-1 earlier files, nor earlier files
+// holding more than maxReadAmplification times the bytes it uses of them:
+// the key groups of the least used files are written in full instead
+// (retireFiles).
 //
 // With selfContained the snapshot is full whatever the base: a final
 // checkpoint's, so that the checkpoint a finished or stopped job leaves
@@ -208,45 +242,111 @@ func (b *Backend) plan(s *Snapshot, base *chain, id int64) ([]sectionMode, [][]b
 				deltas = true
 			}
 		}
-		switch d := base.depth(i); {
+		switch {
 		case w == nil:
 			mode[i] = reuseSection
-		case !deltas || d >= maxDeltaDepth || (d >= 2 && (id+int64(b.kgRange.Start+i))%maxDeltaDepth == 0):
+		case !deltas || mustMaterialise(base, i):
 			mode[i] = writeFull
 		default:
 			mode[i], written[i] = writeDelta, w
 		}
 	}
-	// The bytes each earlier file would still supply.
-	live := map[int64]int{}
-	for i := range n {
-		if mode[i] != writeFull {
-			for k, id := range base.files[i] {
-				live[id] += base.bytes[i][k]
+	materialiseSteadily(base, mode, written)
+	retireFiles(base, mode, written)
+	return mode, written
+}
+
+// mustMaterialise reports whether key group index i's chain is due.
+func mustMaterialise(base *chain, i int) bool {
+	due, _ := base.due(i)
+	return due >= 1
+}
+
+// materialiseSteadily writes in full, in mode and written, some of the key
+// groups written as deltas: the ones that will be due first, as many as a
+// steady rate of bytes per checkpoint allows, the least rate at which every
+// chain is materialised before it is due if each stays on its course (the
+// most, over the chains by when they are due, of the bytes of those due by
+// then divided by the checkpoints until then).
+func materialiseSteadily(base *chain, mode []sectionMode, written [][]bool) {
+	type course struct {
+		i     int
+		left  float64 // checkpoints until it is due
+		bytes float64 // what the key group's chain holds
+	}
+	var cs []course
+	for i, m := range mode {
+		if m != writeDelta {
+			continue
+		}
+		due, step := base.due(i)
+		c := course{i: i, left: math.Inf(1)}
+		if step > 0 {
+			c.left = max(1, math.Ceil((1-due)/step))
+		}
+		for _, n := range base.bytes[i] {
+			c.bytes += float64(n)
+		}
+		cs = append(cs, c)
+	}
+	slices.SortStableFunc(cs, func(a, b course) int { return cmp.Compare(a.left, b.left) })
+	rate, sum := 0.0, 0.0
+	for _, c := range cs {
+		sum += c.bytes
+		rate = max(rate, sum/c.left)
+	}
+	for spent := 0.0; len(cs) > 0 && spent+cs[0].bytes/2 <= rate; cs = cs[1:] {
+		spent += cs[0].bytes
+		mode[cs[0].i], written[cs[0].i] = writeFull, nil
+	}
+}
+
+// retireFiles writes in full, in mode and written, the key groups that read
+// from earlier files the snapshot should no longer reference: those that
+// supply no bytes, then, least used first, as many as it takes to bring
+// the files to at most maxChainFiles-1 and within maxReadAmplification.
+func retireFiles(base *chain, mode []sectionMode, written [][]bool) {
+	retire := func(id int64) {
+		for i := range mode {
+			if mode[i] != writeFull && slices.Contains(base.files[i], id) {
+				mode[i], written[i] = writeFull, nil
 			}
 		}
 	}
-	retire := map[int64]bool{}
-	for id, used := range live {
-		// A file that would supply only empty key groups is not worth
-		// keeping either.
-		if used == 0 || float64(used) < minReferencedShare*float64(base.fileBytes[id]) {
-			retire[id] = true
+	for {
+		// The bytes each earlier file would still supply.
+		used := map[int64]int{}
+		for i := range mode {
+			if mode[i] != writeFull {
+				for k, id := range base.files[i] {
+					used[id] += base.bytes[i][k]
+				}
+			}
 		}
-	}
-	ids := slices.Sorted(maps.Keys(live))
-	for _, id := range ids {
-		if len(live)-len(retire) < maxChainFiles {
-			break
+		if len(used) == 0 {
+			return
 		}
-		retire[id] = true // the oldest first (again, if retired already)
-	}
-	for i := range n {
-		if mode[i] != writeFull && slices.ContainsFunc(base.files[i], func(id int64) bool { return retire[id] }) {
-			mode[i], written[i] = writeFull, nil
+		total, supplied := 0, 0
+		least, leastShare := int64(0), math.Inf(1)
+		for _, id := range slices.Sorted(maps.Keys(used)) {
+			total += base.fileBytes[id]
+			supplied += used[id]
+			share := 1.0
+			if fb := base.fileBytes[id]; fb > 0 {
+				share = float64(used[id]) / float64(fb)
+			}
+			if used[id] == 0 {
+				share = -1 // supplies only empty key groups
+			}
+			if share < leastShare {
+				least, leastShare = id, share
+			}
 		}
+		if leastShare >= 0 && len(used) < maxChainFiles && total <= maxReadAmplification*supplied {
+			return
+		}
+		retire(least)
 	}
-	return mode, written
 }
 
 // EncodeCheckpoint encodes a snapshot taken by CheckpointSnapshot: what its

@@ -422,3 +422,107 @@ func countDeltas(t testing.TB, data []byte) int {
 	}
 	return n
 }
+
+// What a chain of checkpoints writes and what a restore of one reads, with a
+// window's compact state of 64 K keys and a share of them updated between
+// checkpoints, spread over every key group (the worst case for key-group
+// granularity: every key group is written each time) or over all but a few
+// key groups (which would keep the first checkpoint's file referenced while
+// the rest of it is dead), or over 16 key groups that move on by one at
+// each checkpoint (so that each key group's chain, left behind, keeps other
+// files referenced). Over 150 checkpoints:
+//   - the bytes written per checkpoint follow the updates: at 1% and at 10%
+//     of the keys, at most 4 times what the updated entries take in a full
+//     snapshot (deltas, plus each key group written in full again before
+//     its deltas reach maxMaterialiseShare of its full section; at 1% the
+//     sections' counts and checksums add a third);
+//   - no checkpoint after the first writes more than 1.5 times the mean
+//     (the key groups, all due at once, are materialised a few at a time),
+//     nor, with moving key groups, more than a fifth of the state;
+//   - the earlier files a checkpoint references hold at most
+//     maxReadAmplification times the bytes a restore uses of them, and what
+//     a restore uses is at most twice the state (a full section and its
+//     deltas, which stay below it).
+func TestCheckpointBytesFollowUpdates(t *testing.T) {
+	const keys, maxP, checkpoints = 1 << 18, 128, 150
+	for _, w := range []struct {
+		pct    int
+		idle   int  // key groups 0..idle-1 are never updated
+		moving bool // only 16 key groups are updated, the next ones at each checkpoint
+	}{{1, 0, false}, {10, 0, false}, {10, 4, false}, {5, 0, true}} {
+		pct := w.pct
+		be := NewBackend("op", maxP, KeyGroupRange{Start: 0, End: maxP})
+		s, err := NewNamespacedValueState(be, "w", "int64+ns", Int64Codec{}, Int64Codec{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		add := func(k int64) { s.Apply(0, k, nil, func(v int64, _ bool) int64 { return v + 1 }) }
+		var hot []int64
+		byGroup := make([][]int64, maxP)
+		for k := range int64(keys) {
+			add(k)
+			kg := KeyGroupFor(HashKey(k), maxP)
+			if kg >= w.idle {
+				hot = append(hot, k)
+			}
+			byGroup[kg] = append(byGroup[kg], k)
+		}
+		sizes := map[int64]int{}
+		var full, written, most int
+		next := int64(0)
+		for id := int64(1); id <= checkpoints; id++ {
+			if id > 1 {
+				if w.moving {
+					hot = nil
+					for g := range 16 {
+						hot = append(hot, byGroup[(int(id)+g)%maxP]...)
+					}
+				}
+				for range keys * pct / 100 {
+					add(hot[next%int64(len(hot))])
+					next++
+				}
+			}
+			snap := be.CheckpointSnapshot(id, false)
+			enc, err := snap.EncodeCheckpoint()
+			snap.Release()
+			if err != nil {
+				t.Fatal(err)
+			}
+			be.Complete(id)
+			sizes[id] = len(enc.Data)
+			if id == 1 {
+				full = len(enc.Data)
+				continue
+			}
+			written += len(enc.Data)
+			most = max(most, len(enc.Data))
+			shared := 0
+			for _, sh := range enc.Shared {
+				shared += sizes[sh]
+			}
+			// Each file's header and index: at most 32 bytes per key group.
+			if slack := len(enc.Shared) * 32 * maxP; shared > maxReadAmplification*int(enc.Reused)+slack {
+				t.Fatalf("%d%%: checkpoint %d references %d files of %d bytes for %d bytes used: more than %d times", pct, id, len(enc.Shared), shared, enc.Reused, maxReadAmplification)
+			}
+			if len(enc.Shared) > maxChainFiles-1 {
+				t.Fatalf("%d%%: checkpoint %d references %d files", pct, id, len(enc.Shared))
+			}
+			if int(enc.Reused) > 2*full {
+				t.Fatalf("%d%%: checkpoint %d uses %d bytes of earlier files, the state is %d", pct, id, enc.Reused, full)
+			}
+		}
+		updated := float64(full) * float64(pct) / 100
+		mean := float64(written) / (checkpoints - 1)
+		t.Logf("%d%% (%d idle key groups, moving %v): %.0f bytes per checkpoint (%.2f× the %.0f bytes updated), largest %d of %d", pct, w.idle, w.moving, mean, mean/updated, updated, most, full)
+		if mean > 4*updated {
+			t.Errorf("%d%%: %.0f bytes per checkpoint, %.2f times the %.0f bytes of the entries updated", pct, mean, mean/updated, updated)
+		}
+		// Files are retired all at once: the moving key groups' chains are
+		// rewritten together when the files they keep referenced become too
+		// many or too dead.
+		if float64(most) > 1.5*mean && (!w.moving || most*5 > full) {
+			t.Errorf("%d%%: a checkpoint wrote %d bytes, %.1f times the mean", pct, most, float64(most)/mean)
+		}
+	}
+}

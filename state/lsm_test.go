@@ -701,9 +701,14 @@ func TestLSMAdoptsMemoryCheckpoint(t *testing.T) {
 	ns := nsState(t, mem)
 	m := newModel()
 	nm := nsModel{}
-	var files [][]byte
+	stored := map[int64][]byte{}
+	var last *Encoded
 	for id := int64(1); id <= 5; id++ {
-		for range 1500 {
+		steps := 1500 // then fewer, so that later checkpoints write deltas
+		if id > 1 {
+			steps = 40
+		}
+		for range steps {
 			w.step(r, m, keys)
 			n, k := int64(r.IntN(4)), fmt.Sprint("k", r.IntN(100))
 			if r.IntN(5) == 0 {
@@ -722,9 +727,16 @@ func TestLSMAdoptsMemoryCheckpoint(t *testing.T) {
 		}
 		snap.Release()
 		mem.Complete(id)
-		files = append(files, enc.Data)
+		stored[id], last = enc.Data, enc
 	}
 	// The last checkpoint's file and the earlier ones it builds on.
+	files := [][]byte{last.Data}
+	for _, id := range last.Shared {
+		files = append(files, stored[id])
+	}
+	if len(files) < 2 {
+		t.Fatalf("the last checkpoint references %v: the test covers no chain", last.Shared)
+	}
 	lb := lsmBackend(t, lsmEnv(t), "op", DefaultMaxParallelism, full)
 	if err := lb.Restore(files...); err != nil {
 		t.Fatal(err)

@@ -370,23 +370,24 @@ func (a *retentionAuditor) cleanup(id int64, err error) {
 //     describes) and a metadata file: (R+2)·(full+meta);
 //   - the checkpoint in flight, partly written: full;
 //   - the held checkpoints, trimmed to the files retained ones reference.
-//     Memory backend: a subtask's state is read from at most 8 files (its
-//     chain, state.maxChainFiles), 7 of them older than the checkpoint, and
-//     each was at most that subtask's full state when written: 7·full (a
-//     file is rewritten away once less than a quarter of it is referenced,
-//     so a long-lived file is never mostly dead). Pebble: the files a
+//     Memory backend: the earlier files a subtask's snapshot references
+//     hold at most 3 times the bytes it uses of them
+//     (state.maxReadAmplification), and it uses, for each key group, a
+//     full section and deltas that stay below 0.8 of it before the last
+//     one (state.maxMaterialiseShare), the last at most the key group's
+//     state: 2.8·full used, so 8.4·full held, 9·full below. Pebble: the files a
 //     retained checkpoint references are its live SSTs, at most a full
 //     state, and the R retained ones' differ by what compactions rewrote
-//     between them, which the 7·full covers;
+//     between them, which the 9·full covers;
 //   - each checkpoint whose last trim or discard failed (the job retries it
 //     before it deletes an older checkpoint, the next recovery redoes it),
 //     kept whole, and the deletion of an older checkpoint that waits for it:
 //     2·(full+meta) each;
 //   - the ledger and temporary files: 16 KiB.
 //
-// So (R+3+7+2·failed)·full + (R+2+2·failed)·meta + 16 KiB.
+// So (R+3+9+2·failed)·full + (R+2+2·failed)·meta + 16 KiB.
 func longRetentionBound(full, meta int64, failed int) int64 {
-	const chain = 7
+	const chain = 9
 	return int64(lrRetain+3+chain+2*failed)*full + int64(lrRetain+2+2*failed)*meta + 16<<10
 }
 
