@@ -34,8 +34,11 @@ const maxReadAmplification = 3
 // a state updated everywhere, which would all be due at the same
 // checkpoint, are rewritten a few at every checkpoint. Over time a
 // checkpoint writes about twice and a quarter the bytes of the entries
-// updated since the last one, whatever the state's size, and a restore
-// reads, for each key group, a full section and deltas smaller than it.
+// updated since the last one, whatever the state's size, as long as a
+// checkpoint updates more than about 1.3% of a key group (0.8 over 61
+// deltas; below that the depth limit decides: 3.6 times at 1%), and a
+// restore reads, for each key group, a full section and deltas of which
+// all but the last hold less than 0.8 of it.
 const (
 	maxMaterialiseShare = 0.8
 	maxDeltaDepth       = maxChainFiles - 2
@@ -164,10 +167,12 @@ type checkpointPlan struct {
 // none of whose states was written since that snapshot is not written again
 // but read from the files that snapshot read from; one that was is written
 // as a delta section (the states written since, each as its changes when it
-// can write them, NamespacedValueState, else in full) or, when its deltas
-// have grown large or many enough (chain.materialise) or no state of it
-// writes deltas, in full. The plan costs O(key groups × states), on the task goroutine; the
-// entries are read only by EncodeCheckpoint.
+// can write them, NamespacedValueState, else in full) or in full: when its
+// chain is due (mustMaterialise), when it is among those materialised at a
+// steady rate before they are due (materialiseSteadily), when its files are
+// retired (retireFiles), or when no state of it writes deltas. The plan
+// costs O(key groups × (states + chain depth) + files²), on the task
+// goroutine; the entries are read only by EncodeCheckpoint.
 //
 // The first snapshot after NewBackend, or after a Restore that cannot be
 // built on (a rescaling, files of format version 1), the first after a state
@@ -302,50 +307,85 @@ func materialiseSteadily(base *chain, mode []sectionMode, written [][]bool) {
 }
 
 // retireFiles writes in full, in mode and written, the key groups that read
-// from earlier files the snapshot should no longer reference: those that
-// supply no bytes, then, least used first, as many as it takes to bring
-// the files to at most maxChainFiles-1 and within maxReadAmplification.
+// from earlier files the snapshot should no longer reference: first those
+// of files that supply no bytes (only empty key groups), then, while more
+// than maxChainFiles-1 files are referenced, those of the file whose key
+// groups cost the fewest bytes to rewrite, and while the files exceed
+// maxReadAmplification, those of the file that frees the most dead bytes
+// per byte rewritten. A key group's rewrite is costed at what its chain
+// holds. It costs O(key groups × chain depth + files²).
 func retireFiles(base *chain, mode []sectionMode, written [][]bool) {
+	type fileUse struct {
+		groups []int // the key groups reading from it (some may be retired since)
+		refs   int   // how many of them are not retired
+		used   int   // the bytes they read of it
+		cost   int   // what their chains hold
+	}
+	uses := map[int64]*fileUse{}
+	chainBytes := func(i int) (n int) {
+		for _, b := range base.bytes[i] {
+			n += b
+		}
+		return n
+	}
+	for i, m := range mode {
+		if m == writeFull {
+			continue
+		}
+		c := chainBytes(i)
+		for k, id := range base.files[i] {
+			u := uses[id]
+			if u == nil {
+				u = &fileUse{}
+				uses[id] = u
+			}
+			u.groups = append(u.groups, i)
+			u.refs++
+			u.used += base.bytes[i][k]
+			u.cost += c
+		}
+	}
 	retire := func(id int64) {
-		for i := range mode {
-			if mode[i] != writeFull && slices.Contains(base.files[i], id) {
-				mode[i], written[i] = writeFull, nil
+		for _, i := range uses[id].groups {
+			if mode[i] == writeFull {
+				continue
+			}
+			mode[i], written[i] = writeFull, nil
+			c := chainBytes(i)
+			for k, f := range base.files[i] {
+				u := uses[f]
+				u.refs--
+				u.used -= base.bytes[i][k]
+				u.cost -= c
 			}
 		}
 	}
 	for {
-		// The bytes each earlier file would still supply.
-		used := map[int64]int{}
-		for i := range mode {
-			if mode[i] != writeFull {
-				for k, id := range base.files[i] {
-					used[id] += base.bytes[i][k]
-				}
-			}
-		}
-		if len(used) == 0 {
-			return
-		}
+		ids := make([]int64, 0, len(uses))
 		total, supplied := 0, 0
-		least, leastShare := int64(0), math.Inf(1)
-		for _, id := range slices.Sorted(maps.Keys(used)) {
-			total += base.fileBytes[id]
-			supplied += used[id]
-			share := 1.0
-			if fb := base.fileBytes[id]; fb > 0 {
-				share = float64(used[id]) / float64(fb)
-			}
-			if used[id] == 0 {
-				share = -1 // supplies only empty key groups
-			}
-			if share < leastShare {
-				least, leastShare = id, share
+		for id, u := range uses {
+			if u.refs > 0 {
+				ids = append(ids, id)
+				total += base.fileBytes[id]
+				supplied += u.used
 			}
 		}
-		if leastShare >= 0 && len(used) < maxChainFiles && total <= maxReadAmplification*supplied {
+		slices.Sort(ids) // the oldest first among equals
+		var victim int64
+		switch empty := slices.IndexFunc(ids, func(id int64) bool { return uses[id].used == 0 }); {
+		case len(ids) == 0:
+			return
+		case empty >= 0:
+			victim = ids[empty]
+		case len(ids) >= maxChainFiles:
+			victim = slices.MinFunc(ids, func(a, b int64) int { return cmp.Compare(uses[a].cost, uses[b].cost) })
+		case total > maxReadAmplification*supplied:
+			share := func(id int64) float64 { return float64(uses[id].used) / float64(max(base.fileBytes[id], 1)) }
+			victim = slices.MinFunc(ids, func(a, b int64) int { return cmp.Compare(share(a), share(b)) })
+		default:
 			return
 		}
-		retire(least)
+		retire(victim)
 	}
 }
 

@@ -424,7 +424,7 @@ func countDeltas(t testing.TB, data []byte) int {
 }
 
 // What a chain of checkpoints writes and what a restore of one reads, with a
-// window's compact state of 64 K keys and a share of them updated between
+// window's compact state of 256 K keys and a share of them updated between
 // checkpoints, spread over every key group (the worst case for key-group
 // granularity: every key group is written each time) or over all but a few
 // key groups (which would keep the first checkpoint's file referenced while
@@ -440,23 +440,29 @@ func countDeltas(t testing.TB, data []byte) int {
 //     (the key groups, all due at once, are materialised a few at a time),
 //     nor, with moving key groups, more than a fifth of the state;
 //   - the earlier files a checkpoint references hold at most
-//     maxReadAmplification times the bytes a restore uses of them, and what
-//     a restore uses is at most twice the state (a full section and its
-//     deltas, which stay below it).
+//     maxReadAmplification times the bytes a restore uses of them (so a few
+//     idle key groups may keep a mostly dead file referenced, within that
+//     bound), and what a restore uses is at most twice the state (a full
+//     section and its deltas, which stay below it before the last);
+//   - every 50th checkpoint restores to exactly the counts written.
 func TestCheckpointBytesFollowUpdates(t *testing.T) {
 	const keys, maxP, checkpoints = 1 << 18, 128, 150
 	for _, w := range []struct {
 		pct    int
 		idle   int  // key groups 0..idle-1 are never updated
 		moving bool // only 16 key groups are updated, the next ones at each checkpoint
-	}{{1, 0, false}, {10, 0, false}, {10, 4, false}, {5, 0, true}} {
+	}{{1, 0, false}, {10, 0, false}, {10, 4, false}, {5, 0, true}, {1, 0, true}} {
 		pct := w.pct
 		be := NewBackend("op", maxP, KeyGroupRange{Start: 0, End: maxP})
 		s, err := NewNamespacedValueState(be, "w", "int64+ns", Int64Codec{}, Int64Codec{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		add := func(k int64) { s.Apply(0, k, nil, func(v int64, _ bool) int64 { return v + 1 }) }
+		want := make([]int64, keys) // each key's count
+		add := func(k int64) {
+			s.Apply(0, k, nil, func(v int64, _ bool) int64 { return v + 1 })
+			want[k]++
+		}
 		var hot []int64
 		byGroup := make([][]int64, maxP)
 		for k := range int64(keys) {
@@ -467,7 +473,7 @@ func TestCheckpointBytesFollowUpdates(t *testing.T) {
 			}
 			byGroup[kg] = append(byGroup[kg], k)
 		}
-		sizes := map[int64]int{}
+		files := map[int64][]byte{}
 		var full, written, most int
 		next := int64(0)
 		for id := int64(1); id <= checkpoints; id++ {
@@ -490,7 +496,7 @@ func TestCheckpointBytesFollowUpdates(t *testing.T) {
 				t.Fatal(err)
 			}
 			be.Complete(id)
-			sizes[id] = len(enc.Data)
+			files[id] = enc.Data
 			if id == 1 {
 				full = len(enc.Data)
 				continue
@@ -499,7 +505,7 @@ func TestCheckpointBytesFollowUpdates(t *testing.T) {
 			most = max(most, len(enc.Data))
 			shared := 0
 			for _, sh := range enc.Shared {
-				shared += sizes[sh]
+				shared += len(files[sh])
 			}
 			// Each file's header and index: at most 32 bytes per key group.
 			if slack := len(enc.Shared) * 32 * maxP; shared > maxReadAmplification*int(enc.Reused)+slack {
@@ -510,6 +516,9 @@ func TestCheckpointBytesFollowUpdates(t *testing.T) {
 			}
 			if int(enc.Reused) > 2*full {
 				t.Fatalf("%d%%: checkpoint %d uses %d bytes of earlier files, the state is %d", pct, id, enc.Reused, full)
+			}
+			if id%50 == 0 { // the chain restores exactly
+				restoreCounts(t, maxP, want, enc, files)
 			}
 		}
 		updated := float64(full) * float64(pct) / 100
@@ -524,5 +533,34 @@ func TestCheckpointBytesFollowUpdates(t *testing.T) {
 		if float64(most) > 1.5*mean && (!w.moving || most*5 > full) {
 			t.Errorf("%d%%: a checkpoint wrote %d bytes, %.1f times the mean", pct, most, float64(most)/mean)
 		}
+	}
+}
+
+// restoreCounts restores enc, with the earlier files it references, and
+// checks that every key's count in namespace 0 is want's.
+func restoreCounts(t *testing.T, maxP int, want []int64, enc *Encoded, files map[int64][]byte) {
+	t.Helper()
+	in := [][]byte{enc.Data}
+	for _, id := range enc.Shared {
+		in = append(in, files[id])
+	}
+	b := NewBackend("op", maxP, KeyGroupRange{Start: 0, End: maxP})
+	if err := b.Restore(in...); err != nil {
+		t.Fatalf("restore of a chain of %d files: %v", len(in), err)
+	}
+	s, err := NewNamespacedValueState(b, "w", "int64+ns", Int64Codec{}, Int64Codec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	s.Entries(0, func(k, v int64) bool {
+		if k < 0 || k >= int64(len(want)) || want[k] != v {
+			t.Fatalf("restored from %d files: key %d = %d, want %d", len(in), k, v, want[min(max(k, 0), int64(len(want)-1))])
+		}
+		n++
+		return true
+	})
+	if n != len(want) {
+		t.Fatalf("restored %d keys from %d files, want %d", n, len(in), len(want))
 	}
 }
