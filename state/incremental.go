@@ -168,8 +168,8 @@ type checkpointPlan struct {
 // but read from the files that snapshot read from; one that was is written
 // as a delta section (the states written since, each as its changes when it
 // can write them, NamespacedValueState, else in full) or in full: when its
-// chain is due (mustMaterialise), when it is among those materialised at a
-// steady rate before they are due (materialiseSteadily), when its files are
+// chain is due, or when it is among those materialised at a steady rate
+// before they are due (both materialiseSteadily), when its files are
 // retired (retireFiles), or when no state of it writes deltas. The plan
 // costs O(key groups × (states + chain depth) + files²), on the task
 // goroutine; the entries are read only by EncodeCheckpoint.
@@ -250,7 +250,7 @@ func (b *Backend) plan(s *Snapshot, base *chain, id int64) ([]sectionMode, [][]b
 		switch {
 		case w == nil:
 			mode[i] = reuseSection
-		case !deltas || mustMaterialise(base, i):
+		case !deltas:
 			mode[i] = writeFull
 		default:
 			mode[i], written[i] = writeDelta, w
@@ -261,18 +261,23 @@ func (b *Backend) plan(s *Snapshot, base *chain, id int64) ([]sectionMode, [][]b
 	return mode, written
 }
 
-// mustMaterialise reports whether key group index i's chain is due.
-func mustMaterialise(base *chain, i int) bool {
-	due, _ := base.due(i)
-	return due >= 1
+// held returns the bytes of key group index i's chain: its full section and
+// deltas, what a rewrite of it costs about.
+func (c *chain) held(i int) int {
+	n := 0
+	for _, b := range c.bytes[i] {
+		n += b
+	}
+	return n
 }
 
-// materialiseSteadily writes in full, in mode and written, some of the key
-// groups written as deltas: the ones that will be due first, as many as a
-// steady rate of bytes per checkpoint allows, the least rate at which every
-// chain is materialised before it is due if each stays on its course (the
-// most, over the chains by when they are due, of the bytes of those due by
-// then divided by the checkpoints until then).
+// materialiseSteadily writes in full, in mode and written, the key groups
+// written as deltas whose chains are due, and some of the others: the ones
+// that will be due first, as many as a steady rate of bytes per checkpoint
+// allows, the least rate at which every chain is materialised before it is
+// due if each stays on its course (the most, over the chains by when they
+// are due, of the bytes of those due by then divided by the checkpoints
+// until then).
 func materialiseSteadily(base *chain, mode []sectionMode, written [][]bool) {
 	type course struct {
 		i     int
@@ -285,12 +290,13 @@ func materialiseSteadily(base *chain, mode []sectionMode, written [][]bool) {
 			continue
 		}
 		due, step := base.due(i)
-		c := course{i: i, left: math.Inf(1)}
+		if due >= 1 {
+			mode[i], written[i] = writeFull, nil
+			continue
+		}
+		c := course{i: i, left: math.Inf(1), bytes: float64(base.held(i))}
 		if step > 0 {
 			c.left = max(1, math.Ceil((1-due)/step))
-		}
-		for _, n := range base.bytes[i] {
-			c.bytes += float64(n)
 		}
 		cs = append(cs, c)
 	}
@@ -322,17 +328,11 @@ func retireFiles(base *chain, mode []sectionMode, written [][]bool) {
 		cost   int   // what their chains hold
 	}
 	uses := map[int64]*fileUse{}
-	chainBytes := func(i int) (n int) {
-		for _, b := range base.bytes[i] {
-			n += b
-		}
-		return n
-	}
 	for i, m := range mode {
 		if m == writeFull {
 			continue
 		}
-		c := chainBytes(i)
+		c := base.held(i)
 		for k, id := range base.files[i] {
 			u := uses[id]
 			if u == nil {
@@ -351,7 +351,7 @@ func retireFiles(base *chain, mode []sectionMode, written [][]bool) {
 				continue
 			}
 			mode[i], written[i] = writeFull, nil
-			c := chainBytes(i)
+			c := base.held(i)
 			for k, f := range base.files[i] {
 				u := uses[f]
 				u.refs--
