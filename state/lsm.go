@@ -191,6 +191,12 @@ type lsmStore struct {
 	ctx context.Context
 	// kbuf is a reused key buffer of the task goroutine.
 	kbuf []byte
+	// direct is the batch the states with a decoded cache of their own
+	// (value, list) write their changes into, bypassing the write-back
+	// cache (see lsmState.getDirect); nil when empty.
+	// INVARIANT: direct is committed (commitDirect) before the task reads
+	// the store again: at the end of every persist and spill.
+	direct *pebble.Batch
 	// persisters are the registered Timers by name, whose per key group
 	// counts a snapshot writes into the store (see Timers.persist).
 	persisters map[string]lsmPersister
@@ -458,6 +464,102 @@ func (l *lsmState) get(name string, key []byte) ([]byte, bool) {
 	return out, true
 }
 
+// cached returns the write cache's entry for key, without reading the
+// store: for a reader that knows the cache holds every entry of key's
+// that the store has (see lsmNamespaced.present).
+func (l *lsmState) cached(name string, key []byte) ([]byte, bool) {
+	if l.failed(name) {
+		return nil, false
+	}
+	if e := l.s.cache.lookup(key); e != nil {
+		return e.val, !e.deleted
+	}
+	return nil, false
+}
+
+// getDirect is get for the states with a decoded cache (value, list):
+// they hold the entries they read, so it reads the store without caching
+// what it read in the write-back cache, which holds no entry of theirs
+// (they write through setDirect, delDirect and mergeDirect).
+func (l *lsmState) getDirect(name string, key []byte) ([]byte, bool) {
+	if l.failed(name) {
+		return nil, false
+	}
+	v, closer, err := l.s.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false
+	}
+	if err != nil {
+		l.fail(name, "reading", err)
+		return nil, false
+	}
+	out := append([]byte(nil), v...)
+	_ = closer.Close()
+	return out, true
+}
+
+// directBatch returns the store's direct batch, committing it first when
+// it holds 4 MiB (a persist of many entries writes in steps).
+func (l *lsmState) directBatch(name string) *pebble.Batch {
+	s := l.s
+	if s.direct != nil && s.direct.Len() >= 4<<20 {
+		l.commitDirect(name)
+	}
+	if s.direct == nil {
+		s.direct = s.db.NewBatch()
+	}
+	return s.direct
+}
+
+// setDirect writes val for key into the direct batch (see getDirect).
+func (l *lsmState) setDirect(name string, key, val []byte) {
+	if l.failed(name) {
+		return
+	}
+	if err := l.directBatch(name).Set(key, val, nil); err != nil {
+		l.fail(name, "writing", err)
+	}
+}
+
+// delDirect deletes key in the direct batch (see getDirect).
+func (l *lsmState) delDirect(name string, key []byte) {
+	if l.failed(name) {
+		return
+	}
+	if err := l.directBatch(name).Delete(key, nil); err != nil {
+		l.fail(name, "writing", err)
+	}
+}
+
+// mergeDirect appends val to key's value in the direct batch (a list's
+// elements, see the key layout).
+func (l *lsmState) mergeDirect(name string, key, val []byte) {
+	if l.failed(name) {
+		return
+	}
+	if err := l.directBatch(name).Merge(key, val, nil); err != nil {
+		l.fail(name, "writing", err)
+	}
+}
+
+// commitDirect commits the direct batch into the store.
+func (l *lsmState) commitDirect(name string) {
+	s := l.s
+	if s.direct == nil {
+		return
+	}
+	b := s.direct
+	s.direct = nil
+	if l.failed(name) {
+		_ = b.Close()
+		return
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		l.fail(name, "writing", err)
+	}
+	_ = b.Close()
+}
+
 // view calls f with the value of key, and reports whether there was one.
 func (l *lsmState) view(name string, key []byte, f func([]byte)) bool {
 	v, ok := l.get(name, key)
@@ -473,27 +575,6 @@ func (l *lsmState) set(name string, key, val []byte) {
 	}
 	l.s.cache.put(key, append([]byte(nil), val...), false, true)
 	l.evict(name)
-}
-
-// merge appends val to the value of key (a list's elements, see the key
-// layout): in the cache when key is cached, else in the store.
-func (l *lsmState) merge(name string, key, val []byte) {
-	if l.failed(name) {
-		return
-	}
-	c := l.s.cache
-	if e := c.lookup(key); e != nil {
-		var nv []byte
-		if !e.deleted {
-			nv = append(nv, e.val...)
-		}
-		c.put(key, append(nv, val...), false, true)
-		l.evict(name)
-		return
-	}
-	if err := l.s.db.Merge(key, val, pebble.NoSync); err != nil {
-		l.fail(name, "writing", err)
-	}
 }
 
 func (l *lsmState) del(name string, key []byte) {

@@ -25,6 +25,10 @@ type writeCache struct {
 	// past it, flush writes the dirty entries and drops every entry.
 	bytes, budget int
 	dirty         int // dirty entries
+	// drops counts the times flush forgot every entry: readers that rely
+	// on the cache holding what they wrote compare it (see
+	// lsmNamespaced.present).
+	drops uint64
 }
 
 // cacheBucket is the entries under one 4-byte key prefix.
@@ -164,6 +168,7 @@ func (c *writeCache) flush(db *pebble.DB, drop bool) error {
 	if drop {
 		clear(c.buckets)
 		c.bytes = 0
+		c.drops++
 	}
 	return nil
 }

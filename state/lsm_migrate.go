@@ -29,6 +29,7 @@ func (s *ValueState[K, V]) spillToLSM() error {
 		}
 		s.tables[i] = valueTable[K, V]{}
 	}
+	s.lsm.commitDirect(s.name)
 	return s.b.err
 }
 
@@ -51,6 +52,7 @@ func (s *ListState[K, V]) spillToLSM() error {
 		}
 		s.tables[i] = listTable[K, V]{}
 	}
+	s.lsm.commitDirect(s.name)
 	return s.b.err
 }
 
@@ -65,7 +67,7 @@ func (s *NamespacedValueState[K, V]) spillToLSM() error {
 			for kb, vb := range g.tables[ns].All() {
 				s.lsm.set(s.name, append(s.lsmPrefix(i, ns), kb...), vb)
 			}
-			s.lsmMark(i, ns)
+			s.lsmMark(i, ns, 0)
 		}
 		s.groups[i] = nsGroup{}
 	}

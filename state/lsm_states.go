@@ -79,12 +79,13 @@ func (c *valueCache[K, V]) persist(s *ValueState[K, V]) {
 		if e.ok {
 			s.lsmStore(e.i, k, e.v)
 		} else {
-			s.lsm.del(s.name, s.lsmKey(e.i, k))
+			s.lsm.delDirect(s.name, s.lsmKey(e.i, k))
 		}
 		e.dirty = false
 	}
 	clear(c.dirty)
 	c.dirty = c.dirty[:0]
+	s.lsm.commitDirect(s.name)
 }
 
 // persist implements lsmPersister: a snapshot's synchronous part writes the
@@ -109,7 +110,7 @@ func (s *ValueState[K, V]) entry(i int, key K, blind bool) *valueCacheEntry[V] {
 		s.hot.m[key] = e
 		return e
 	}
-	if val, ok := s.lsm.get(s.name, s.lsmKey(i, key)); ok {
+	if val, ok := s.lsm.getDirect(s.name, s.lsmKey(i, key)); ok {
 		v, err := decodeAll(s.vc, val)
 		if err != nil {
 			s.lsm.fail(s.name, "decoding a stored value", err)
@@ -147,10 +148,11 @@ func (s *ValueState[K, V]) lsmClear(i int, key K) {
 	s.hot.touch(key, e)
 }
 
-// lsmStore encodes key's value into the store.
+// lsmStore encodes key's value into the store's direct batch (the caller
+// commits it).
 func (s *ValueState[K, V]) lsmStore(i int, key K, v V) {
 	s.vbuf = s.vc.Append(s.vbuf[:0], v)
-	s.lsm.set(s.name, s.lsmKey(i, key), s.vbuf)
+	s.lsm.setDirect(s.name, s.lsmKey(i, key), s.vbuf)
 }
 
 func (s *ValueState[K, V]) lsmAll(f func(K, V) bool) {
@@ -307,7 +309,7 @@ func (c *listCache[K, V]) persist(s *ListState[K, V]) {
 		}
 		switch {
 		case e.loaded && len(e.vs) == 0:
-			s.lsm.del(s.name, s.lsmKey(e.i, k))
+			s.lsm.delDirect(s.name, s.lsmKey(e.i, k))
 		case e.loaded:
 			s.lsmStore(e.i, k, e.vs)
 		default:
@@ -315,7 +317,7 @@ func (c *listCache[K, V]) persist(s *ListState[K, V]) {
 			for _, v := range e.vs {
 				val = s.vc.Append(val, v)
 			}
-			s.lsm.merge(s.name, s.lsmKey(e.i, k), val)
+			s.lsm.mergeDirect(s.name, s.lsmKey(e.i, k), val)
 			c.elems -= len(e.vs)
 			e.vs = nil
 		}
@@ -323,6 +325,7 @@ func (c *listCache[K, V]) persist(s *ListState[K, V]) {
 	}
 	clear(c.dirty)
 	c.dirty = c.dirty[:0]
+	s.lsm.commitDirect(s.name)
 }
 
 // persist implements lsmPersister.
@@ -352,7 +355,7 @@ func (s *ListState[K, V]) loadList(i int, key K, e *listCacheEntry[V]) {
 		return
 	}
 	var stored []V
-	if val, ok := s.lsm.get(s.name, s.lsmKey(i, key)); ok {
+	if val, ok := s.lsm.getDirect(s.name, s.lsmKey(i, key)); ok {
 		vs, err := s.decodeList(val)
 		if err != nil {
 			s.lsm.fail(s.name, "decoding a stored list", err)
@@ -417,13 +420,14 @@ func (s *ListState[K, V]) lsmClear(i int, key K) {
 	s.hot.touch(key, e)
 }
 
-// lsmStore encodes key's whole list into the store.
+// lsmStore encodes key's whole list into the store's direct batch (the
+// caller commits it).
 func (s *ListState[K, V]) lsmStore(i int, key K, vs []V) {
 	var val []byte
 	for _, v := range vs {
 		val = s.vc.Append(val, v)
 	}
-	s.lsm.set(s.name, s.lsmKey(i, key), val)
+	s.lsm.setDirect(s.name, s.lsmKey(i, key), val)
 }
 
 func (s *ListState[K, V]) lsmAll(f func(K, []V) bool) {
@@ -462,14 +466,28 @@ type lsmNamespaced struct {
 	// entries of. INVARIANT: ns is in present[i] iff the store holds an
 	// entry of namespace ns in key group Start+i, and the state's spaces[ns]
 	// counts the key groups that hold ns (namespaces lists them).
-	present []map[int64]bool
+	//
+	// Each namespace's mark is fresh(cache) when the namespace came into the
+	// key group through this store's write cache, as of the cache's drop
+	// count then, else 0 (restored, spilled). INVARIANT: while the mark
+	// equals fresh(cache), Pebble holds no entry of ns in the key group that
+	// the write cache does not hold too, so the cache alone answers a read:
+	// a namespace came in empty and every write since went through the
+	// cache, whose entries stay (clean once written) until it drops them.
+	// A new window's keys, read once each before their first write, are
+	// then never looked up in Pebble.
+	present []map[int64]uint64
 }
+
+// fresh returns the mark of a namespace that comes into a key group now
+// (see lsmNamespaced.present).
+func fresh(c *writeCache) uint64 { return c.drops + 1 }
 
 // attachLSM rebuilds the namespaces from the store (restored entries): one
 // seek per key group and namespace.
 func (s *NamespacedValueState[K, V]) attachLSM(l *lsmState) error {
 	s.lsm = l
-	s.lns = &lsmNamespaced{present: make([]map[int64]bool, s.n)}
+	s.lns = &lsmNamespaced{present: make([]map[int64]uint64, s.n)}
 	for i := range s.n {
 		p := l.prefix(nil, s.start+i)
 		var from []byte
@@ -482,7 +500,7 @@ func (s *NamespacedValueState[K, V]) attachLSM(l *lsmState) error {
 				return fmt.Errorf("%w: operator %q state %q key group %d: a stored key of %d bytes has no namespace", ErrCorrupt, s.b.operator, s.name, s.start+i, len(k))
 			}
 			ns := readOrdered(k)
-			s.lsmMark(i, ns)
+			s.lsmMark(i, ns, 0)
 			if ns == math.MaxInt64 {
 				break
 			}
@@ -492,22 +510,42 @@ func (s *NamespacedValueState[K, V]) attachLSM(l *lsmState) error {
 	return s.b.err
 }
 
-// lsmMark records that key group index i holds entries of ns.
-func (s *NamespacedValueState[K, V]) lsmMark(i int, ns int64) {
+// lsmMark records that key group index i holds entries of ns, with mark
+// (see lsmNamespaced.present) if it held none.
+func (s *NamespacedValueState[K, V]) lsmMark(i int, ns int64, mark uint64) {
 	m := s.lns.present[i]
 	if m == nil {
-		m = map[int64]bool{}
+		m = map[int64]uint64{}
 		s.lns.present[i] = m
 	}
-	if !m[ns] {
-		m[ns] = true
+	if _, ok := m[ns]; !ok {
+		m[ns] = mark
 		s.addSpace(ns)
 	}
 }
 
+// holds reports whether key group index i holds entries of ns.
+func (s *NamespacedValueState[K, V]) holds(i int, ns int64) bool {
+	_, ok := s.lns.present[i][ns]
+	return ok
+}
+
+// lsmRead returns the stored value of key k of namespace ns in key group
+// index i: from the write cache alone when the namespace is fresh there.
+func (s *NamespacedValueState[K, V]) lsmRead(i int, ns int64, k []byte) ([]byte, bool) {
+	mark, ok := s.lns.present[i][ns]
+	if !ok {
+		return nil, false
+	}
+	if mark == fresh(s.lsm.s.cache) {
+		return s.lsm.cached(s.name, k)
+	}
+	return s.lsm.get(s.name, k)
+}
+
 // lsmUnmark records that key group index i holds no entry of ns.
 func (s *NamespacedValueState[K, V]) lsmUnmark(i int, ns int64) {
-	if !s.lns.present[i][ns] {
+	if !s.holds(i, ns) {
 		return
 	}
 	delete(s.lns.present[i], ns)
@@ -537,11 +575,11 @@ func (s *NamespacedValueState[K, V]) lsmLocate(ns int64, key K) (int, []byte, bo
 
 func (s *NamespacedValueState[K, V]) lsmGet(ns int64, key K) (V, bool) {
 	var zero V
-	_, k, ok := s.lsmLocate(ns, key)
+	i, k, ok := s.lsmLocate(ns, key)
 	if !ok {
 		return zero, false
 	}
-	val, ok := s.lsm.get(s.name, k)
+	val, ok := s.lsmRead(i, ns, k)
 	if !ok {
 		return zero, false
 	}
@@ -553,9 +591,10 @@ func (s *NamespacedValueState[K, V]) lsmUpdate(ns int64, key K, v V) {
 	if !ok {
 		return
 	}
+	mark := fresh(s.lsm.s.cache) // before set: it may drop the cache
 	s.vbuf = s.vc.Append(s.vbuf[:0], v)
 	s.lsm.set(s.name, k, s.vbuf)
-	s.lsmMark(i, ns)
+	s.lsmMark(i, ns, mark)
 }
 
 func (s *NamespacedValueState[K, V]) lsmApply(ns int64, key K, init []byte, f func(v V, found bool) V) {
@@ -563,7 +602,8 @@ func (s *NamespacedValueState[K, V]) lsmApply(ns int64, key K, init []byte, f fu
 	if !ok {
 		return
 	}
-	val, found := s.lsm.get(s.name, k)
+	val, found := s.lsmRead(i, ns, k)
+	mark := fresh(s.lsm.s.cache) // before set: it may drop the cache
 	src := val
 	if !found {
 		src = init
@@ -577,13 +617,13 @@ func (s *NamespacedValueState[K, V]) lsmApply(ns int64, key K, init []byte, f fu
 	s.vbuf = s.vc.Append(s.vbuf[:0], f(v, found))
 	s.lsm.set(s.name, k, s.vbuf)
 	if !found {
-		s.lsmMark(i, ns)
+		s.lsmMark(i, ns, mark)
 	}
 }
 
 func (s *NamespacedValueState[K, V]) lsmClear(ns int64, key K) {
 	i, k, ok := s.lsmLocate(ns, key)
-	if !ok || !s.lns.present[i][ns] {
+	if !ok || !s.holds(i, ns) {
 		return
 	}
 	s.lsm.del(s.name, k)
@@ -598,7 +638,7 @@ func (s *NamespacedValueState[K, V]) lsmEntries(ns int64, f func(K, V) bool) {
 		return
 	}
 	for i := range s.n {
-		if !s.lns.present[i][ns] {
+		if !s.holds(i, ns) {
 			continue
 		}
 		goOn := true
@@ -624,7 +664,7 @@ func (s *NamespacedValueState[K, V]) lsmDropNamespace(ns int64) {
 		return
 	}
 	for i := range s.n {
-		if s.lns.present[i][ns] {
+		if s.holds(i, ns) {
 			p := s.lsmPrefix(i, ns)
 			s.lsm.delRange(s.name, p, prefixEnd(p))
 			s.lsmUnmark(i, ns)

@@ -573,14 +573,37 @@ func TestLSMTimersOrderMatchesMemory(t *testing.T) {
 // goroutine (Upload runs inline), so -race adds nothing to what the plain
 // run checks, and the full run costs 90 s there.
 func TestLSMNamespacedModel(t *testing.T) {
+	t.Run("default", func(t *testing.T) { testLSMNamespacedModel(t, 0, 300, 6) })
+	// A write budget of 1 KiB makes the write cache forget its entries
+	// every few writes, often at a namespace's first write in a key group,
+	// and few keys make reads of such a key follow soon (see
+	// lsmNamespaced.present's fresh marks).
+	t.Run("small-cache", func(t *testing.T) { testLSMNamespacedModel(t, 1<<10, 12, 3) })
+}
+
+// testLSMNamespacedModel drives a NamespacedValueState on an LSM backend
+// whose write cache has budget bytes (0: the default) against a model, with
+// keys keys in spaces namespaces. Every fifth checkpoint, it goes on from
+// that checkpoint restored into a new backend.
+func testLSMNamespacedModel(t *testing.T, budget, keys, spaces int) {
 	steps := 8000
 	if testkit.RaceEnabled {
 		steps = 2000
 	}
+	if budget > 0 {
+		steps /= 2 // few keys: the states are small, the bugs near
+	}
 	r := rand.New(rand.NewPCG(9, 7))
 	files := testFiles(t)
 	full := KeyGroupRange{0, DefaultMaxParallelism}
-	b := lsmBackend(t, lsmEnv(t), "op", DefaultMaxParallelism, full)
+	newBackend := func() *Backend {
+		env := lsmEnv(t)
+		if budget > 0 {
+			env.writeBudget = budget
+		}
+		return lsmBackend(t, env, "op", DefaultMaxParallelism, full)
+	}
+	b := newBackend()
 	s := nsState(t, b)
 	m := nsModel{}
 	type cp struct {
@@ -589,8 +612,8 @@ func TestLSMNamespacedModel(t *testing.T) {
 	}
 	var cps []cp
 	for step := range steps {
-		ns := int64(r.IntN(6) - 2)
-		key := fmt.Sprint("k", r.IntN(300))
+		ns := int64(r.IntN(spaces) - 2)
+		key := fmt.Sprint("k", r.IntN(keys))
 		switch op := r.IntN(100); {
 		case op < 30:
 			v := fmt.Sprint(r.IntN(1000))
@@ -629,13 +652,23 @@ func TestLSMNamespacedModel(t *testing.T) {
 			}
 			b.Complete(id)
 			cps = append(cps, cp{maps.Clone(m), up})
+			if len(cps)%5 == 0 {
+				b = newBackend()
+				if err := b.RestoreLSM(context.Background(), files, up.Manifest); err != nil {
+					t.Fatalf("step %d: restoring checkpoint %d: %v", step, id, err)
+				}
+				s = nsState(t, b)
+			}
 		}
 		if err := b.Err(); err != nil {
 			t.Fatalf("step %d: %v", step, err)
 		}
 	}
+	if len(cps) < 10 {
+		t.Fatalf("%d checkpoints: the workload restored too few times", len(cps))
+	}
 	for i, c := range cps {
-		rb := lsmBackend(t, lsmEnv(t), "op", DefaultMaxParallelism, full)
+		rb := newBackend()
 		if err := rb.RestoreLSM(context.Background(), files, c.up.Manifest); err != nil {
 			t.Fatalf("checkpoint %d: %v", i+1, err)
 		}
