@@ -17,6 +17,36 @@ import "slices"
 type Index[K comparable] struct {
 	keys   map[int64][]K
 	starts []int64
+	// listed holds every (start, key) of keys once AddOnce was called, so
+	// that it answers without the caller's state (an LSM store's lookups);
+	// nil before. INVARIANT: when not nil, it holds exactly the pairs of
+	// keys.
+	listed map[entry[K]]struct{}
+}
+
+// entry is a (start, key) pair of an Index.
+type entry[K comparable] struct {
+	start int64
+	key   K
+}
+
+// AddOnce adds key to the keys of start unless it is listed there already,
+// and reports whether it added it. The first call makes the Index keep a
+// set of its entries (memory per entry) for every later Add and drop.
+func (x *Index[K]) AddOnce(start int64, key K) (added bool) {
+	if x.listed == nil {
+		x.listed = make(map[entry[K]]struct{}, x.Entries())
+		for s, ks := range x.keys {
+			for _, k := range ks {
+				x.listed[entry[K]{s, k}] = struct{}{}
+			}
+		}
+	}
+	if _, ok := x.listed[entry[K]{start, key}]; ok {
+		return false
+	}
+	x.Add(start, key)
+	return true
 }
 
 // Add appends key to the keys of start and reports whether start is new. A
@@ -29,6 +59,9 @@ func (x *Index[K]) Add(start int64, key K) (isNew bool) {
 	}
 	ks, ok := x.keys[start]
 	x.keys[start] = append(ks, key)
+	if x.listed != nil {
+		x.listed[entry[K]{start, key}] = struct{}{}
+	}
 	if ok {
 		return false
 	}
@@ -51,6 +84,11 @@ func (x *Index[K]) Keys(start int64) []K { return x.keys[start] }
 // DropFirst forgets the n smallest starts and their keys.
 func (x *Index[K]) DropFirst(n int) {
 	for _, s := range x.starts[:n] {
+		if x.listed != nil {
+			for _, k := range x.keys[s] {
+				delete(x.listed, entry[K]{s, k})
+			}
+		}
 		delete(x.keys, s)
 	}
 	x.starts = slices.Delete(x.starts, 0, n)

@@ -86,3 +86,50 @@ func TestIndexOrderMatchesSorting(t *testing.T) {
 		}
 	}
 }
+
+// AddOnce lists a (start, key) once however often it is added, forgets it
+// when its start is dropped or fired (so that it can be listed again), and
+// knows the entries Add made before its first call.
+func TestAddOnce(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	var d Index[int]
+	listed := map[[2]int64]bool{}
+	d.Add(5, 1) // before the first AddOnce
+	listed[[2]int64{5, 1}] = true
+	for step := range 5000 {
+		switch op := rng.IntN(10); {
+		case op < 8:
+			start, key := int64(rng.IntN(8)), rng.IntN(20)
+			want := !listed[[2]int64{start, int64(key)}]
+			if got := d.AddOnce(start, key); got != want {
+				t.Fatalf("step %d: AddOnce(%d, %d) = %v, want %v", step, start, key, got, want)
+			}
+			listed[[2]int64{start, int64(key)}] = true
+		case op < 9:
+			if len(d.Starts()) > 0 {
+				first := d.Starts()[0]
+				d.DropFirst(1)
+				for k := range listed {
+					if k[0] == first {
+						delete(listed, k)
+					}
+				}
+			}
+		default:
+			limit := int64(rng.IntN(8))
+			err := d.Fire(limit, func(key int, start int64) error {
+				if !listed[[2]int64{start, int64(key)}] {
+					t.Fatalf("step %d: fired (%d, %d), which was not listed", step, start, key)
+				}
+				delete(listed, [2]int64{start, int64(key)})
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if d.Entries() != len(listed) || len(d.listed) != len(listed) {
+			t.Fatalf("step %d: %d entries, %d in the set; the model has %d", step, d.Entries(), len(d.listed), len(listed))
+		}
+	}
+}
