@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/ingest-engine/ingest/internal/decimal"
+	"github.com/ingest-engine/ingest/internal/jsonscan"
 )
 
 // InferSchema infers the schema of JSON objects from samples with the
@@ -164,11 +165,11 @@ func (f *inferred) add(t jsonType, raw []byte, flags uint8, n int) error {
 // its name, its JSON type, its raw text and, for a string, its flags.
 func inferSample(data []byte, member func(name string, t jsonType, raw []byte, flags uint8) error) error {
 	var memberErr error // the first, reported once data is known to be valid
-	i, done, err := openObject(data)
+	i, done, err := jsonscan.OpenObject(data)
 	for err == nil && !done {
 		var key []byte
 		var val int
-		if key, _, val, err = memberKey(data, i); err != nil {
+		if key, _, val, err = jsonscan.MemberKey(data, i); err != nil {
 			break
 		}
 		var t jsonType
@@ -176,11 +177,11 @@ func inferSample(data []byte, member func(name string, t jsonType, raw []byte, f
 		end := val
 		switch c := byteAt(data, val); {
 		case c == '"':
-			end, flags, err = scanString(data, val)
+			end, flags, err = jsonscan.ScanString(data, val)
 			t = jsonString
 		case c == '-' || '0' <= c && c <= '9':
 			var nflags uint8
-			end, nflags, err = scanNumber(data, val)
+			end, nflags, err = jsonscan.ScanNumber(data, val)
 			t = jsonFloat
 			if err == nil && nflags == 0 {
 				if _, st := decimal.Int(data[val:end], 0); st == decimal.OK {
@@ -188,7 +189,7 @@ func inferSample(data []byte, member func(name string, t jsonType, raw []byte, f
 				}
 			}
 		default:
-			end, err = skipValue(data, val, 1)
+			end, err = jsonscan.SkipValue(data, val, 1)
 			switch c {
 			case 'n':
 				t = jsonNull
@@ -204,17 +205,17 @@ func inferSample(data []byte, member func(name string, t jsonType, raw []byte, f
 			break
 		}
 		if memberErr == nil {
-			name, fault := appendUnquoted(nil, key)
+			name, fault := jsonscan.AppendUnquoted(nil, key)
 			if fault != "" {
 				memberErr = fmt.Errorf("member name %q: %s; declare the fields (members of other names are ignored)", name, fault)
 			} else {
 				memberErr = member(string(name), t, data[val:end], flags)
 			}
 		}
-		i, done, err = nextMember(data, end)
+		i, done, err = jsonscan.NextMember(data, end)
 	}
 	if err == nil {
-		err = closeObject(data, i)
+		err = jsonscan.CloseObject(data, i)
 	}
 	if err == nil {
 		err = memberErr

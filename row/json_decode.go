@@ -11,7 +11,17 @@ import (
 
 	"github.com/ingest-engine/ingest/eventtime"
 	"github.com/ingest-engine/ingest/internal/decimal"
+	"github.com/ingest-engine/ingest/internal/jsonscan"
 )
+
+// JSONSyntaxError reports input that is not valid JSON. The record cannot be
+// decoded whatever the schema: a source should treat it as a poison record.
+type JSONSyntaxError = jsonscan.SyntaxError
+
+// ErrNotJSONObject marks valid-looking input whose top-level value is not an
+// object (an array, a string, a number, a bool or null): rows are read from
+// flat objects only.
+var ErrNotJSONObject = jsonscan.ErrNotObject
 
 // JSONOptions configures reading rows from JSON objects.
 type JSONOptions struct {
@@ -117,7 +127,7 @@ const maxErrorValue = 64
 func (d *JSONDecoder) typeError(fi int, got string, value []byte, reason string, off int) error {
 	v := string(value)
 	if got == "string" {
-		b, _ := appendUnquoted(nil, value)
+		b, _ := jsonscan.AppendUnquoted(nil, value)
 		v = string(b)
 	}
 	if len(v) > maxErrorValue {
@@ -143,7 +153,7 @@ func (d *JSONDecoder) typeError(fi int, got string, value []byte, reason string,
 // first member its field refuses, but only once the whole input is known to
 // be valid JSON, so a truncated record is never blamed on a field.
 func (d *JSONDecoder) Decode(data []byte) (Row, error) {
-	i, done, err := openObject(data)
+	i, done, err := jsonscan.OpenObject(data)
 	if err != nil {
 		return nil, err
 	}
@@ -152,18 +162,18 @@ func (d *JSONDecoder) Decode(data []byte) (Row, error) {
 	next := 0 // the field the next member likely fills: producers keep an order
 	var keyBuf [64]byte
 	for !done {
-		key, flags, val, err := memberKey(data, i)
+		key, flags, val, err := jsonscan.MemberKey(data, i)
 		if err != nil {
 			return nil, err
 		}
 		fi := -1
-		if name := unquoteKey(keyBuf[:0], key, flags); next < len(d.names) && string(name) == d.names[next] {
+		if name := jsonscan.UnquoteKey(keyBuf[:0], key, flags); next < len(d.names) && string(name) == d.names[next] {
 			fi = next
 		} else if f, ok := d.index[string(name)]; ok {
 			fi = f
 		}
 		if fi < 0 {
-			i, err = skipValue(data, val, 1)
+			i, err = jsonscan.SkipValue(data, val, 1)
 		} else {
 			next = fi + 1
 			r[fi], i, err = d.value(data, val, fi)
@@ -177,11 +187,11 @@ func (d *JSONDecoder) Decode(data []byte) (Row, error) {
 			}
 			// value has skipped the refused value and set i past it.
 		}
-		if i, done, err = nextMember(data, i); err != nil {
+		if i, done, err = jsonscan.NextMember(data, i); err != nil {
 			return nil, err
 		}
 	}
-	if err := closeObject(data, i); err != nil {
+	if err := jsonscan.CloseObject(data, i); err != nil {
 		return nil, err
 	}
 	if typeErr != nil {
@@ -194,12 +204,12 @@ func (d *JSONDecoder) Decode(data []byte) (Row, error) {
 // it. On a *JSONTypeError the offset is still valid: the value was skipped.
 func (d *JSONDecoder) value(data []byte, i, fi int) (Value, int, error) {
 	if i >= len(data) {
-		return Value{}, 0, unexpected(data, i, "")
+		return Value{}, 0, jsonscan.Unexpected(data, i, "")
 	}
 	kind := d.kinds[fi]
 	switch c := data[i]; c {
 	case '"':
-		end, flags, err := scanString(data, i)
+		end, flags, err := jsonscan.ScanString(data, i)
 		if err != nil {
 			return Value{}, 0, err
 		}
@@ -208,7 +218,7 @@ func (d *JSONDecoder) value(data []byte, i, fi int) (Value, int, error) {
 		case String:
 			// Text without escapes, the common case, is checked here: a call
 			// to stringOf costs it 10%.
-			if flags&strEscaped == 0 && (flags == 0 || utf8.Valid(body)) {
+			if flags&jsonscan.StrEscaped == 0 && (flags == 0 || utf8.Valid(body)) {
 				return StringValue(string(body)), end, nil
 			}
 			s, fault := stringOf(body, flags)
@@ -227,7 +237,7 @@ func (d *JSONDecoder) value(data []byte, i, fi int) (Value, int, error) {
 		}
 		return Value{}, end, d.typeError(fi, "string", body, "", i)
 	case '{', '[':
-		end, err := skipNested(data, i, 2)
+		end, err := jsonscan.SkipNested(data, i, 2)
 		if err != nil {
 			return Value{}, 0, err
 		}
@@ -238,7 +248,7 @@ func (d *JSONDecoder) value(data []byte, i, fi int) (Value, int, error) {
 		switch raw := data[i:end]; kind {
 		case String:
 			if !utf8.Valid(raw) {
-				return Value{}, end, d.typeError(fi, got, nil, invalidUTF8(raw, 0)+bytesHint, i)
+				return Value{}, end, d.typeError(fi, got, nil, jsonscan.InvalidUTF8(raw, 0)+bytesHint, i)
 			}
 			return StringValue(string(raw)), end, nil
 		case Bytes:
@@ -246,14 +256,14 @@ func (d *JSONDecoder) value(data []byte, i, fi int) (Value, int, error) {
 		}
 		return Value{}, end, d.typeError(fi, got, nil, "", i)
 	case 'n':
-		end, err := scanLiteral(data, i, "null")
+		end, err := jsonscan.ScanLiteral(data, i, "null")
 		return Value{}, end, err
 	case 't', 'f':
 		lit := "true"
 		if c == 'f' {
 			lit = "false"
 		}
-		end, err := scanLiteral(data, i, lit)
+		end, err := jsonscan.ScanLiteral(data, i, lit)
 		if err != nil {
 			return Value{}, 0, err
 		}
@@ -263,9 +273,9 @@ func (d *JSONDecoder) value(data []byte, i, fi int) (Value, int, error) {
 		return Value{}, end, d.typeError(fi, "bool", data[i:end], "", i)
 	}
 	if c := data[i]; c != '-' && (c < '0' || c > '9') {
-		return Value{}, 0, unexpected(data, i, "looking for beginning of value")
+		return Value{}, 0, jsonscan.Unexpected(data, i, "looking for beginning of value")
 	}
-	end, flags, err := scanNumber(data, i)
+	end, flags, err := jsonscan.ScanNumber(data, i)
 	if err != nil {
 		return Value{}, 0, err
 	}
@@ -310,29 +320,29 @@ func (d *JSONDecoder) value(data []byte, i, fi int) (Value, int, error) {
 const bytesHint = "; a bytes field keeps it"
 
 // stringOf returns the text of a string literal's body with the flags
-// scanString gave it, in one allocation, or why it is not valid Unicode
-// (see appendUnquoted). Plain ASCII is copied unchecked.
+// jsonscan.ScanString gave it, in one allocation, or why it is not valid Unicode
+// (see jsonscan.AppendUnquoted). Plain ASCII is copied unchecked.
 func stringOf(body []byte, flags uint8) (s, fault string) {
-	if flags&strEscaped == 0 {
-		if flags&strNonASCII != 0 && !utf8.Valid(body) {
-			return "", invalidUTF8(body, 0)
+	if flags&jsonscan.StrEscaped == 0 {
+		if flags&jsonscan.StrNonASCII != 0 && !utf8.Valid(body) {
+			return "", jsonscan.InvalidUTF8(body, 0)
 		}
 		return string(body), ""
 	}
-	b, fault := appendUnquoted(make([]byte, 0, len(body)), body)
+	b, fault := jsonscan.AppendUnquoted(make([]byte, 0, len(body)), body)
 	if fault != "" {
 		return "", fault
 	}
 	return unsafe.String(unsafe.SliceData(b), len(b)), "" // b is never written again
 }
 
-// bytesOf returns the bytes of a string literal's body (see appendUnquoted)
+// bytesOf returns the bytes of a string literal's body (see jsonscan.AppendUnquoted)
 // in one allocation.
 func bytesOf(body []byte, flags uint8) string {
-	if flags&strEscaped == 0 {
+	if flags&jsonscan.StrEscaped == 0 {
 		return string(body)
 	}
-	b, _ := appendUnquoted(make([]byte, 0, len(body)), body)
+	b, _ := jsonscan.AppendUnquoted(make([]byte, 0, len(body)), body)
 	return unsafe.String(unsafe.SliceData(b), len(b)) // b is never written again
 }
 
@@ -359,7 +369,7 @@ var timeRangeReason = eventtime.ErrRange.Error()
 // Unix nanoseconds (eventtime.RFC3339), or returns why it cannot.
 func parseTimeString(body []byte, flags uint8) (int64, string) {
 	var buf [40]byte
-	ns, err := eventtime.RFC3339(unquoteKey(buf[:0], body, flags))
+	ns, err := eventtime.RFC3339(jsonscan.UnquoteKey(buf[:0], body, flags))
 	switch {
 	case err == nil:
 		return ns, ""

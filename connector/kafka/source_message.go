@@ -108,7 +108,7 @@ func DecodeJSON[T any](eventTime EventTime) Decoder[T] {
 func jsonField(data []byte, path []string) ([]byte, error) {
 	raw := data
 	for i, name := range path {
-		v, found, err := srcJSONField(raw, name)
+		v, found, err := jsonscan.Member(raw, name)
 		if err != nil {
 			if i == 0 {
 				return nil, fmt.Errorf("value: %w", err)

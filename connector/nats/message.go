@@ -2,6 +2,7 @@ package nats
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -61,18 +62,15 @@ func JSONWithTime[T any](field string) func(Message) (T, int64, error) {
 		if err := jsonscan.CheckText(m.Data); err != nil {
 			return v, 0, fmt.Errorf("the payload is not valid text: %w", err)
 		}
-		ts, err := fieldTime(m.Data, field, true)
+		ts, err := FieldTime(m.Data, field)
 		return v, ts, err
 	}
 }
 
 // FieldTime returns the event time in the top-level field of the JSON object
 // data, parsed by eventtime.JSON.
-func FieldTime(data []byte, field string) (int64, error) { return fieldTime(data, field, false) }
-
-// fieldTime is FieldTime; valid says data is known to be valid JSON.
-func fieldTime(data []byte, field string, valid bool) (int64, error) {
-	raw, err := topLevelField(data, field, valid)
+func FieldTime(data []byte, field string) (int64, error) {
+	raw, err := topLevelField(data, field)
 	if err != nil {
 		return 0, err
 	}
@@ -84,14 +82,14 @@ func fieldTime(data []byte, field string, valid bool) (int64, error) {
 }
 
 // topLevelField returns the raw value of field in the JSON object data (the
-// last one when it repeats, as encoding/json), scanning without decoding,
-// after json.Valid unless valid says data was checked already.
-func topLevelField(data []byte, field string, valid bool) ([]byte, error) {
-	if !valid && !json.Valid(data) {
-		return nil, fmt.Errorf("looking for field %q: the payload is not valid JSON", field)
-	}
+// last one when it repeats, as encoding/json), scanning without decoding;
+// the scan checks the whole payload as encoding/json would.
+func topLevelField(data []byte, field string) ([]byte, error) {
 	raw, found, err := jsonscan.Member(data, field)
+	var syntax *jsonscan.SyntaxError
 	switch {
+	case errors.As(err, &syntax):
+		return nil, fmt.Errorf("looking for field %q: the payload is not valid JSON: %w", field, err)
 	case err != nil:
 		return nil, fmt.Errorf("looking for field %q: the payload is %w", field, err)
 	case !found:

@@ -11,11 +11,16 @@ import (
 // testdata/fuzz/FuzzMember, holds real records (the JSON lines the examples
 // wrote, NATS messages) with one of their keys. Whatever the input, it
 // never panics, an error comes with nothing found, and a found value is
-// non-empty and has no surrounding space. On valid JSON it agrees with
-// encoding/json: a non-object is an error; in an object it finds exactly
-// the members encoding/json finds (the last of repeated keys), with the
-// same raw value.
+// non-empty and has no surrounding space. It is the scanner's fuzz test
+// (the row decoder's, FuzzJSONDecode, checks decoding on top of it): Member
+// accepts exactly the JSON objects encoding/json accepts, and on those it
+// finds exactly the members encoding/json finds (the last of repeated
+// keys), with the same raw value.
 func FuzzMember(f *testing.F) {
+	f.Add([]byte(`{"ts": 1, "a": [1, "]"], "b": {"c": "}"}}`), "ts")
+	f.Add([]byte(`{"t\u0073": "x", "ts": 2}`), "ts")
+	f.Add([]byte(`{"a": {"ts": 1}}`), "a")
+	f.Add([]byte(`{"ts": 1, "ts": 2}`), "ts")
 	f.Fuzz(func(t *testing.T, data []byte, key string) {
 		raw, found, err := Member(data, key)
 		if err != nil && (found || raw != nil) {
@@ -25,6 +30,9 @@ func FuzzMember(f *testing.F) {
 			t.Fatalf("Member(%q, %q) found %q", data, key, raw)
 		}
 		if !json.Valid(data) {
+			if err == nil {
+				t.Fatalf("Member(%q, %q) accepted invalid JSON", data, key)
+			}
 			return
 		}
 		var members map[string]json.RawMessage

@@ -1,4 +1,4 @@
-package row
+package jsonscan
 
 import (
 	"encoding/binary"
@@ -7,8 +7,6 @@ import (
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
-
-	"github.com/ingest-engine/ingest/internal/jsonscan"
 )
 
 // This file is the lexical half of the JSON decoder: it validates and skips
@@ -20,9 +18,9 @@ import (
 // the two accept the same documents.
 const maxJSONDepth = 10000
 
-// JSONSyntaxError reports input that is not valid JSON. The record cannot be
+// SyntaxError reports input that is not valid JSON. The record cannot be
 // decoded whatever the schema: a source should treat it as a poison record.
-type JSONSyntaxError struct {
+type SyntaxError struct {
 	// Offset is the position of the offending byte, counted from 0; at the end
 	// of truncated input it is the input's length.
 	Offset int
@@ -30,20 +28,20 @@ type JSONSyntaxError struct {
 	Msg string
 }
 
-func (e *JSONSyntaxError) Error() string {
+func (e *SyntaxError) Error() string {
 	return "invalid JSON at byte " + strconv.Itoa(e.Offset) + ": " + e.Msg
 }
 
-// ErrNotJSONObject marks valid-looking input whose top-level value is not an
+// ErrNotObject marks valid-looking input whose top-level value is not an
 // object (an array, a string, a number, a bool or null): rows are read from
 // flat objects only.
-var ErrNotJSONObject = errors.New("not a JSON object")
+var ErrNotObject = errors.New("not a JSON object")
 
-func syntaxError(off int, msg string) error { return &JSONSyntaxError{Offset: off, Msg: msg} }
+func syntaxError(off int, msg string) error { return &SyntaxError{Offset: off, Msg: msg} }
 
-// unexpected reports the byte at i (or the end of input) in context, which
+// Unexpected reports the byte at i (or the end of input) in context, which
 // reads like encoding/json's "looking for beginning of value".
-func unexpected(data []byte, i int, context string) error {
+func Unexpected(data []byte, i int, context string) error {
 	if i >= len(data) {
 		return syntaxError(len(data), "unexpected end of input")
 	}
@@ -85,13 +83,13 @@ var plainByte = func() (t [256]bool) {
 
 // Flags of a scanned string literal: what decoding it needs beyond a copy.
 const (
-	strEscaped  = 1 << iota // has a backslash escape
-	strNonASCII             // has bytes ≥ 0x80, which may be invalid UTF-8
+	StrEscaped  = 1 << iota // has a backslash escape
+	StrNonASCII             // has bytes ≥ 0x80, which may be invalid UTF-8
 )
 
-// scanString validates the string literal whose opening quote is data[i] and
+// ScanString validates the string literal whose opening quote is data[i] and
 // returns the offset after its closing quote.
-func scanString(data []byte, i int) (end int, flags uint8, err error) {
+func ScanString(data []byte, i int) (end int, flags uint8, err error) {
 	j := i + 1
 	for {
 		for j+8 <= len(data) && !hasSpecialByte(binary.LittleEndian.Uint64(data[j:])) {
@@ -101,15 +99,15 @@ func scanString(data []byte, i int) (end int, flags uint8, err error) {
 			j++
 		}
 		if j >= len(data) {
-			return 0, 0, unexpected(data, j, "")
+			return 0, 0, Unexpected(data, j, "")
 		}
 		switch c := data[j]; {
 		case c == '"':
 			return j + 1, flags, nil
 		case c == '\\':
-			flags |= strEscaped
+			flags |= StrEscaped
 			if j+1 >= len(data) {
-				return 0, 0, unexpected(data, j+1, "")
+				return 0, 0, Unexpected(data, j+1, "")
 			}
 			switch data[j+1] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
@@ -117,17 +115,17 @@ func scanString(data []byte, i int) (end int, flags uint8, err error) {
 			case 'u':
 				for k := j + 2; k < j+6; k++ {
 					if k >= len(data) || unhex(data[k]) < 0 {
-						return 0, 0, unexpected(data, k, `in \u hexadecimal character escape`)
+						return 0, 0, Unexpected(data, k, `in \u hexadecimal character escape`)
 					}
 				}
 				j += 6
 			default:
-				return 0, 0, unexpected(data, j+1, "in string escape code")
+				return 0, 0, Unexpected(data, j+1, "in string escape code")
 			}
 		case c < 0x20:
-			return 0, 0, unexpected(data, j, "in string literal")
+			return 0, 0, Unexpected(data, j, "in string literal")
 		default:
-			flags |= strNonASCII
+			flags |= StrNonASCII
 			j++
 		}
 	}
@@ -172,8 +170,8 @@ func getu4(s []byte) rune {
 	return r
 }
 
-// appendUnquoted appends the text of body, the inside of a string literal
-// scanString accepted, exactly: escapes resolved, a surrogate pair joined,
+// AppendUnquoted appends the text of body, the inside of a string literal
+// ScanString accepted, exactly: escapes resolved, a surrogate pair joined,
 // other bytes as they are, valid UTF-8 or not, and a lone surrogate escape
 // as the three bytes of its code point (as WTF-8 writes it; no valid UTF-8
 // holds them). Unlike encoding/json, which writes U+FFFD for each flaw, it
@@ -183,7 +181,7 @@ func getu4(s []byte) rune {
 // fault is "" when the text is valid Unicode; else it says what the first
 // flaw is: "invalid UTF-8 at byte N" (N counted in the text) or "lone
 // surrogate \ud800" (the escape as written).
-func appendUnquoted(dst, body []byte) (_ []byte, fault string) {
+func AppendUnquoted(dst, body []byte) (_ []byte, fault string) {
 	start := len(dst)
 	for i := 0; i < len(body); {
 		if body[i] != '\\' {
@@ -193,7 +191,7 @@ func appendUnquoted(dst, body []byte) (_ []byte, fault string) {
 				j++
 			}
 			if run := body[i:j]; fault == "" && high >= utf8.RuneSelf && !utf8.Valid(run) {
-				fault = invalidUTF8(run, len(dst)-start)
+				fault = InvalidUTF8(run, len(dst)-start)
 			}
 			dst = append(dst, body[i:j]...)
 			i = j
@@ -237,10 +235,10 @@ func appendUnquoted(dst, body []byte) (_ []byte, fault string) {
 	return dst, fault
 }
 
-// invalidUTF8 describes the first invalid UTF-8 in b, which has some, whose
+// InvalidUTF8 describes the first invalid UTF-8 in b, which has some, whose
 // first byte is at offset base of the text.
-func invalidUTF8(b []byte, base int) string {
-	return "invalid UTF-8 at byte " + strconv.Itoa(base+jsonscan.FirstInvalidUTF8(b))
+func InvalidUTF8(b []byte, base int) string {
+	return "invalid UTF-8 at byte " + strconv.Itoa(base+FirstInvalidUTF8(b))
 }
 
 // Flags of a scanned number: the parts beyond an integer.
@@ -251,9 +249,9 @@ const (
 
 func isDigit(data []byte, i int) bool { return i < len(data) && '0' <= data[i] && data[i] <= '9' }
 
-// scanNumber validates the number starting at data[i] ('-' or a digit) and
+// ScanNumber validates the number starting at data[i] ('-' or a digit) and
 // returns the offset after it.
-func scanNumber(data []byte, i int) (end int, flags uint8, err error) {
+func ScanNumber(data []byte, i int) (end int, flags uint8, err error) {
 	j := i
 	if data[j] == '-' {
 		j++
@@ -265,12 +263,12 @@ func scanNumber(data []byte, i int) (end int, flags uint8, err error) {
 		for j++; isDigit(data, j); j++ {
 		}
 	default:
-		return 0, 0, unexpected(data, j, "in numeric literal")
+		return 0, 0, Unexpected(data, j, "in numeric literal")
 	}
 	if j < len(data) && data[j] == '.' {
 		flags |= numFraction
 		if j++; !isDigit(data, j) {
-			return 0, 0, unexpected(data, j, "after decimal point in numeric literal")
+			return 0, 0, Unexpected(data, j, "after decimal point in numeric literal")
 		}
 		for j++; isDigit(data, j); j++ {
 		}
@@ -282,7 +280,7 @@ func scanNumber(data []byte, i int) (end int, flags uint8, err error) {
 			j++
 		}
 		if !isDigit(data, j) {
-			return 0, 0, unexpected(data, j, "in exponent of numeric literal")
+			return 0, 0, Unexpected(data, j, "in exponent of numeric literal")
 		}
 		for j++; isDigit(data, j); j++ {
 		}
@@ -290,46 +288,46 @@ func scanNumber(data []byte, i int) (end int, flags uint8, err error) {
 	return j, flags, nil
 }
 
-// scanLiteral checks that lit (true, false or null) starts at data[i].
-func scanLiteral(data []byte, i int, lit string) (int, error) {
+// ScanLiteral checks that lit (true, false or null) starts at data[i].
+func ScanLiteral(data []byte, i int, lit string) (int, error) {
 	for k := 1; k < len(lit); k++ {
 		if i+k >= len(data) || data[i+k] != lit[k] {
-			return 0, unexpected(data, i+k, "in literal "+lit+" (expecting "+quoteChar(lit[k])+")")
+			return 0, Unexpected(data, i+k, "in literal "+lit+" (expecting "+quoteChar(lit[k])+")")
 		}
 	}
 	return i + len(lit), nil
 }
 
-// skipValue validates the value starting at data[i], which sits depth levels
+// SkipValue validates the value starting at data[i], which sits depth levels
 // deep (the top-level object is level 1), and returns the offset after it.
-func skipValue(data []byte, i, depth int) (int, error) {
+func SkipValue(data []byte, i, depth int) (int, error) {
 	if i >= len(data) {
-		return 0, unexpected(data, i, "")
+		return 0, Unexpected(data, i, "")
 	}
 	switch c := data[i]; c {
 	case '"':
-		end, _, err := scanString(data, i)
+		end, _, err := ScanString(data, i)
 		return end, err
 	case '{', '[':
-		return skipNested(data, i, depth+1)
+		return SkipNested(data, i, depth+1)
 	case 't':
-		return scanLiteral(data, i, "true")
+		return ScanLiteral(data, i, "true")
 	case 'f':
-		return scanLiteral(data, i, "false")
+		return ScanLiteral(data, i, "false")
 	case 'n':
-		return scanLiteral(data, i, "null")
+		return ScanLiteral(data, i, "null")
 	default:
 		if c == '-' || '0' <= c && c <= '9' {
-			end, _, err := scanNumber(data, i)
+			end, _, err := ScanNumber(data, i)
 			return end, err
 		}
 	}
-	return 0, unexpected(data, i, "looking for beginning of value")
+	return 0, Unexpected(data, i, "looking for beginning of value")
 }
 
-// skipNested validates the object or array starting at data[i] whose
+// SkipNested validates the object or array starting at data[i] whose
 // contents sit depth levels deep.
-func skipNested(data []byte, i, depth int) (int, error) {
+func SkipNested(data []byte, i, depth int) (int, error) {
 	if depth > maxJSONDepth {
 		return 0, syntaxError(i, "exceeded max depth")
 	}
@@ -339,7 +337,7 @@ func skipNested(data []byte, i, depth int) (int, error) {
 			return i + 1, nil
 		}
 		for {
-			end, err := skipValue(data, i, depth)
+			end, err := SkipValue(data, i, depth)
 			if err != nil {
 				return 0, err
 			}
@@ -348,31 +346,31 @@ func skipNested(data []byte, i, depth int) (int, error) {
 				return i + 1, nil
 			}
 			if i >= len(data) || data[i] != ',' {
-				return 0, unexpected(data, i, "after array element")
+				return 0, Unexpected(data, i, "after array element")
 			}
 			i = skipSpace(data, i+1)
 		}
 	}
-	i, done, err := openMembers(data, i)
+	i, done, err := OpenMembers(data, i)
 	for err == nil && !done {
 		var val int
-		if _, _, val, err = memberKey(data, i); err != nil {
+		if _, _, val, err = MemberKey(data, i); err != nil {
 			break
 		}
-		if i, err = skipValue(data, val, depth); err != nil {
+		if i, err = SkipValue(data, val, depth); err != nil {
 			break
 		}
-		i, done, err = nextMember(data, i)
+		i, done, err = NextMember(data, i)
 	}
 	return i, err
 }
 
-// An object is walked with openMembers, then memberKey and nextMember for each
+// An object is walked with OpenMembers, then MemberKey and NextMember for each
 // member; the caller scans or skips each value between them.
 
-// openMembers reads the '{' at data[i] and returns the offset of the first
+// OpenMembers reads the '{' at data[i] and returns the offset of the first
 // key, or done with the offset after an empty object's '}'.
-func openMembers(data []byte, i int) (next int, done bool, err error) {
+func OpenMembers(data []byte, i int) (next int, done bool, err error) {
 	i = skipSpace(data, i+1)
 	if i < len(data) && data[i] == '}' {
 		return i + 1, true, nil
@@ -380,28 +378,28 @@ func openMembers(data []byte, i int) (next int, done bool, err error) {
 	return i, false, nil
 }
 
-// memberKey reads the key at data[i] and the colon after it, and returns the
+// MemberKey reads the key at data[i] and the colon after it, and returns the
 // key's body (the inside of its literal), the key's string flags and the
 // offset of the value.
-func memberKey(data []byte, i int) (key []byte, flags uint8, val int, err error) {
+func MemberKey(data []byte, i int) (key []byte, flags uint8, val int, err error) {
 	if i >= len(data) || data[i] != '"' {
-		return nil, 0, 0, unexpected(data, i, "looking for beginning of object key string")
+		return nil, 0, 0, Unexpected(data, i, "looking for beginning of object key string")
 	}
-	end, flags, err := scanString(data, i)
+	end, flags, err := ScanString(data, i)
 	if err != nil {
 		return nil, 0, 0, err
 	}
 	j := skipSpace(data, end)
 	if j >= len(data) || data[j] != ':' {
-		return nil, 0, 0, unexpected(data, j, "after object key")
+		return nil, 0, 0, Unexpected(data, j, "after object key")
 	}
 	return data[i+1 : end-1], flags, skipSpace(data, j+1), nil
 }
 
-// nextMember reads what follows a member's value ending at data[i]: a ','
+// NextMember reads what follows a member's value ending at data[i]: a ','
 // (it returns the next key's offset) or the object's '}' (done, with the
 // offset after it).
-func nextMember(data []byte, i int) (next int, done bool, err error) {
+func NextMember(data []byte, i int) (next int, done bool, err error) {
 	i = skipSpace(data, i)
 	if i < len(data) {
 		switch data[i] {
@@ -411,19 +409,19 @@ func nextMember(data []byte, i int) (next int, done bool, err error) {
 			return i + 1, true, nil
 		}
 	}
-	return 0, false, unexpected(data, i, "after object key:value pair")
+	return 0, false, Unexpected(data, i, "after object key:value pair")
 }
 
-// openObject checks that data holds an object and opens it (see openMembers).
-func openObject(data []byte) (next int, done bool, err error) {
+// OpenObject checks that data holds an object and opens it (see OpenMembers).
+func OpenObject(data []byte) (next int, done bool, err error) {
 	i := skipSpace(data, 0)
 	if i < len(data) && data[i] == '{' {
-		return openMembers(data, i)
+		return OpenMembers(data, i)
 	}
 	var got string
 	switch {
 	case i >= len(data):
-		return 0, false, unexpected(data, i, "")
+		return 0, false, Unexpected(data, i, "")
 	case data[i] == '[':
 		got = "array"
 	case data[i] == '"':
@@ -435,7 +433,7 @@ func openObject(data []byte) (next int, done bool, err error) {
 	case data[i] == 'n':
 		got = "null"
 	default:
-		return 0, false, unexpected(data, i, "looking for beginning of value")
+		return 0, false, Unexpected(data, i, "looking for beginning of value")
 	}
 	return 0, false, &notObjectError{got}
 }
@@ -444,24 +442,24 @@ type notObjectError struct{ got string }
 
 func (e *notObjectError) Error() string { return "not a JSON object (got " + e.got + ")" }
 
-func (e *notObjectError) Is(target error) bool { return target == ErrNotJSONObject }
+func (e *notObjectError) Is(target error) bool { return target == ErrNotObject }
 
-// closeObject checks that only space follows the object ending at data[i].
-func closeObject(data []byte, i int) error {
+// CloseObject checks that only space follows the object ending at data[i].
+func CloseObject(data []byte, i int) error {
 	if i = skipSpace(data, i); i < len(data) {
-		return unexpected(data, i, "after top-level value")
+		return Unexpected(data, i, "after top-level value")
 	}
 	return nil
 }
 
-// unquoteKey returns a key's name exactly (see appendUnquoted), in buf's
+// UnquoteKey returns a key's name exactly (see AppendUnquoted), in buf's
 // space when it fits, so matching a plain key against a schema allocates
 // nothing. A name that is not valid UTF-8 keeps its bytes, so it matches no
 // field but one of exactly that name (never one named with U+FFFD).
-func unquoteKey(buf, key []byte, flags uint8) []byte {
-	if flags&strEscaped == 0 {
+func UnquoteKey(buf, key []byte, flags uint8) []byte {
+	if flags&StrEscaped == 0 {
 		return key
 	}
-	name, _ := appendUnquoted(buf, key)
+	name, _ := AppendUnquoted(buf, key)
 	return name
 }
