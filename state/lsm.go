@@ -447,21 +447,27 @@ func (l *lsmState) get(name string, key []byte) ([]byte, bool) {
 	if e := c.lookup(key); e != nil {
 		return e.val, !e.deleted
 	}
-	v, closer, err := l.s.db.Get(key)
-	if errors.Is(err, pebble.ErrNotFound) {
-		c.put(key, nil, true, false)
-		l.evict(name)
-		return nil, false
-	}
+	out, found, err := l.read(key)
 	if err != nil {
 		l.fail(name, "reading", err)
 		return nil, false
 	}
-	out := append([]byte(nil), v...)
-	_ = closer.Close()
-	c.put(key, out, false, false)
+	c.put(key, out, !found, false)
 	l.evict(name)
-	return out, true
+	return out, found
+}
+
+// read reads key from Pebble, returning a copy of its value.
+func (l *lsmState) read(key []byte) (val []byte, found bool, err error) {
+	v, closer, err := l.s.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	val = append([]byte(nil), v...)
+	return val, true, closer.Close()
 }
 
 // cached returns the write cache's entry for key, without reading the
@@ -485,17 +491,12 @@ func (l *lsmState) getDirect(name string, key []byte) ([]byte, bool) {
 	if l.failed(name) {
 		return nil, false
 	}
-	v, closer, err := l.s.db.Get(key)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, false
-	}
+	out, found, err := l.read(key)
 	if err != nil {
 		l.fail(name, "reading", err)
 		return nil, false
 	}
-	out := append([]byte(nil), v...)
-	_ = closer.Close()
-	return out, true
+	return out, found
 }
 
 // directBatch returns the store's direct batch, committing it first when
