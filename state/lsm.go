@@ -555,10 +555,9 @@ func (l *lsmState) commitDirect(name string) {
 		_ = b.Close()
 		return
 	}
-	if err := b.Commit(pebble.NoSync); err != nil {
+	if err := commit(b); err != nil {
 		l.fail(name, "writing", err)
 	}
-	_ = b.Close()
 }
 
 // view calls f with the value of key, and reports whether there was one.

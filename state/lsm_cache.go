@@ -147,7 +147,16 @@ func (c *writeCache) flushBucket(db *pebble.DB, prefix []byte) error {
 		_ = batch.Close()
 		return err
 	}
-	return batch.Commit(pebble.NoSync)
+	return commit(batch)
+}
+
+// commit commits batch and closes it (returning it to Pebble's pool).
+func commit(batch *pebble.Batch) error {
+	err := batch.Commit(pebble.NoSync)
+	if cerr := batch.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // flush writes every dirty entry to db in one batch; with drop it also
@@ -161,7 +170,7 @@ func (c *writeCache) flush(db *pebble.DB, drop bool) error {
 				return err
 			}
 		}
-		if err := batch.Commit(pebble.NoSync); err != nil {
+		if err := commit(batch); err != nil {
 			return fmt.Errorf("writing cached entries: %w", err)
 		}
 	}

@@ -69,7 +69,7 @@ type valueCacheEntry[V any] struct {
 	i     int // key group index
 }
 
-// persist writes the dirty entries into the store (its write-back cache).
+// persist writes the dirty entries into the store (one Pebble batch).
 func (c *valueCache[K, V]) persist(s *ValueState[K, V]) {
 	for _, k := range c.dirty {
 		e := c.m[k]
@@ -299,8 +299,8 @@ func (c *listCache[K, V]) touch(key K, e *listCacheEntry[V]) {
 	}
 }
 
-// persist writes the dirty entries into the store (its write-back cache):
-// a loaded list whole, the elements added to one not loaded as a merge.
+// persist writes the dirty entries into the store (one Pebble batch): a
+// loaded list whole, the elements added to one not loaded as a merge.
 func (c *listCache[K, V]) persist(s *ListState[K, V]) {
 	for _, k := range c.dirty {
 		e := c.m[k]

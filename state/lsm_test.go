@@ -803,6 +803,38 @@ func TestLSMAdoptsMemoryCheckpoint(t *testing.T) {
 	if d := diffNS(nsContents(t, nsState(t, rb)), nm); d != "" {
 		t.Fatalf("the first LSM checkpoint after adopting lost namespaced state:\n%s", d)
 	}
+	// Adopted with a write cache far smaller than the namespaced state:
+	// the spill drops the cache midway, and every key still reads as the
+	// model has it (a namespace marked fresh by the spill would read as
+	// empty what the drop moved into Pebble).
+	small := lsmEnv(t)
+	small.writeBudget = 1 << 10
+	sb := lsmBackend(t, small, "op", DefaultMaxParallelism, full)
+	if err := sb.Restore(files...); err != nil {
+		t.Fatal(err)
+	}
+	mustWorkload(t, sb)
+	sns := nsState(t, sb)
+	// The keys of namespaces marked fresh (none should be: the spill's
+	// writes may have dropped the cache) are read first, since any read
+	// through Pebble may drop the small cache and make every mark stale.
+	var first, rest []nsKey
+	for n := range int64(4) {
+		for i := range 100 {
+			k := nsKey{n, fmt.Sprint("k", i)}
+			if g, ok := sns.index(k.key); ok && sns.lns.present[g][n] == fresh(sb.lsm.cache) {
+				first = append(first, k)
+			} else {
+				rest = append(rest, k)
+			}
+		}
+	}
+	for _, k := range append(first, rest...) {
+		want, wok := nm[k]
+		if got, ok := sns.Get(k.ns, k.key); ok != wok || got != want {
+			t.Fatalf("adopted with a small write cache: Get(%d, %q) = %q, %v; want %q, %v", k.ns, k.key, got, ok, want, wok)
+		}
+	}
 	// A state of the memory checkpoint nobody registers is reported, and
 	// a checkpoint refuses to go without it.
 	lb2 := lsmBackend(t, lsmEnv(t), "op", DefaultMaxParallelism, full)
