@@ -2,11 +2,14 @@
 // a pipeline graph that the runtime executes with coordinated checkpoints.
 //
 //	p := stream.New("clicks")
-//	events := stream.From(p, "events", datagen.Events(datagen.Config{Keys: 100}), stream.Parallelism(2))
-//	perKey := window.Tumbling(stream.KeyBy(events, func(e datagen.Event) int64 { return e.Key }), "per_key", time.Second, agg)
-//	stream.To(perKey, "out", file.JSONLines[window.Result[int64, Sum]]("out"))
-//	err := p.Run(ctx, stream.RunOptions{...})
+//	src, err := datagen.Events(datagen.Config{Count: 3000, Keys: 10})
+//	events := stream.From[datagen.Event](p, "events", src, stream.Parallelism(2))
+//	byKey := stream.KeyBy(events, func(e datagen.Event) int64 { return e.Key })
+//	perKey := window.Tumbling(byKey, "per_key", time.Second, count, toPerKey)
+//	stream.To(perKey, "out", file.JSONLines[PerKey]("out"))
+//	err = p.Run(ctx, stream.RunOptions{CheckpointDir: "checkpoints"})
 //
+// (the whole program is the package's Example, which the tests run).
 // A Stream[T] carries records of type T with event times. Operators on a
 // keyed stream see every record of a key in the same subtask, next to that
 // key's state.
