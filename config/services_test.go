@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ingest-engine/ingest/internal/natstest"
 )
 
 // needService skips (or, with INGEST_REQUIRE_SERVICES=1, fails) when addr
@@ -41,7 +43,7 @@ func newNATSStream(ctx context.Context, t *testing.T, prefix string) (jetstream.
 		t.Fatal(err)
 	}
 	name := fmt.Sprintf("%s_%d", prefix, time.Now().UnixNano())
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}}); err != nil {
+	if _, err := natstest.CreateStream(ctx, js, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}}); err != nil {
 		needService(t, "NATS JetStream", err)
 	}
 	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), name) })

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/connector/nats"
+	"github.com/ingest-engine/ingest/internal/natstest"
 	"github.com/ingest-engine/ingest/runtime"
 )
 
@@ -105,7 +106,7 @@ func newStreamWith(t testing.TB, url string, edit func(*jetstream.StreamConfig))
 	if edit != nil {
 		edit(&sc)
 	}
-	if _, err := js.CreateStream(ctx, sc); err != nil {
+	if _, err := natstest.CreateStream(ctx, js, sc); err != nil {
 		t.Fatalf("creating stream %s: %v", f.name, err)
 	}
 	t.Cleanup(func() {

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/internal/natstest"
 	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/watermark"
 )
@@ -74,7 +75,7 @@ func TestOutageIsNotIdleness(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "HOSTILE", Subjects: []string{"hostile.>"}}); err != nil {
+	if _, err := natstest.CreateStream(ctx, js, jetstream.StreamConfig{Name: "HOSTILE", Subjects: []string{"hostile.>"}}); err != nil {
 		t.Fatal(err)
 	}
 	publish := func(from, to int64) {

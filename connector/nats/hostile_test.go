@@ -17,6 +17,7 @@ import (
 	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/connector/file"
 	"github.com/ingest-engine/ingest/connector/nats"
+	"github.com/ingest-engine/ingest/internal/natstest"
 	"github.com/ingest-engine/ingest/internal/testkit"
 	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/stream"
@@ -612,7 +613,7 @@ func TestGapStreamRecreated(t *testing.T) {
 	if err := f.js.DeleteStream(ctx, f.name); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.js.CreateStream(ctx, jetstream.StreamConfig{Name: f.name, Subjects: []string{f.name + ".>"}}); err != nil {
+	if _, err := natstest.CreateStream(ctx, f.js, jetstream.StreamConfig{Name: f.name, Subjects: []string{f.name + ".>"}}); err != nil {
 		t.Fatal(err)
 	}
 	f.publishEvents(1000, 1005, 5)
@@ -634,7 +635,7 @@ func (f *fixture) mirrorOf(t *testing.T, subject string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	mirror := f.name + "_M"
-	if _, err := f.js.CreateStream(ctx, jetstream.StreamConfig{Name: mirror, Mirror: &jetstream.StreamSource{Name: f.name, FilterSubject: f.subject(subject)}}); err != nil {
+	if _, err := natstest.CreateStream(ctx, f.js, jetstream.StreamConfig{Name: mirror, Mirror: &jetstream.StreamSource{Name: f.name, FilterSubject: f.subject(subject)}}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

@@ -13,6 +13,7 @@ import (
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ingest-engine/ingest/internal/natstest"
 	"github.com/ingest-engine/ingest/internal/testkit"
 	"github.com/ingest-engine/ingest/storage"
 )
@@ -80,7 +81,7 @@ func nkPublish(t *testing.T) (string, map[testkit.WindowKey]testkit.WindowAgg) {
 		t.Fatal(err)
 	}
 	name := fmt.Sprintf("KILLNINE_%d", time.Now().UnixNano())
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}}); err != nil {
+	if _, err := natstest.CreateStream(ctx, js, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}}); err != nil {
 		nkNeedService(t, "NATS JetStream", err)
 	}
 	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), name) })
