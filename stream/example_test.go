@@ -1,17 +1,16 @@
 package stream_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/ingest-engine/ingest/connector/datagen"
 	"github.com/ingest-engine/ingest/connector/file"
+	"github.com/ingest-engine/ingest/internal/testkit"
 	"github.com/ingest-engine/ingest/operator/window"
 	"github.com/ingest-engine/ingest/state"
 	"github.com/ingest-engine/ingest/stream"
@@ -58,46 +57,20 @@ func Example() {
 		return
 	}
 
-	lines, total, err := readCommitted(filepath.Join(dir, "out"))
+	lines, err := testkit.ReadCommitted(filepath.Join(dir, "out"))
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	fmt.Printf("%d windows, %d records\n", lines, total)
+	var total int64
+	for _, l := range lines {
+		var r PerKey
+		if err := json.Unmarshal(l.Text, &r); err != nil {
+			fmt.Println(l.File, l.Number, err)
+			return
+		}
+		total += r.Count
+	}
+	fmt.Printf("%d windows, %d records\n", len(lines), total)
 	// Output: 30 windows, 3000 records
-}
-
-// readCommitted counts the lines the file sink committed under dir (its
-// staging directory and marker files start with "_") and sums their counts.
-func readCommitted(dir string) (lines, total int64, err error) {
-	err = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if strings.HasPrefix(d.Name(), "_") {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if d.IsDir() {
-			return nil
-		}
-		f, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			var r PerKey
-			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-				return fmt.Errorf("%s: %w", path, err)
-			}
-			lines++
-			total += r.Count
-		}
-		return sc.Err()
-	})
-	return lines, total, err
 }
