@@ -119,7 +119,7 @@ func (b *builder) datagen(name string, m *mapping, par stream.NodeOption) (named
 		}
 		return named{}, false
 	}
-	s := stream.From[row.Row](b.p, name, src, par)
+	s := stream.From(b.p, name, src, par)
 	s.Node().Describe += describeWatermark(cfg.Watermark)
 	return named{s: s, schema: datagenSchema}, true
 }

@@ -53,7 +53,7 @@ func (b *builder) csvFileSource(name string, m *mapping, par stream.NodeOption, 
 		b.e.add(m.node, m.path, "%v", err)
 		return named{}, false
 	}
-	s := stream.From[row.Row](b.p, name, src, par)
+	s := stream.From(b.p, name, src, par)
 	s.Node().Describe += describeWatermark(cfg.Watermark)
 	s = b.applyBadRecords(name, s, policy)
 	return named{s: s, schema: schema}, true

@@ -169,7 +169,7 @@ func buildJSONSource[M any](b *builder, name string, m *mapping, par stream.Node
 	if j.add != nil {
 		s = j.add(src)
 	} else {
-		s = stream.From[row.Row](b.p, name, src, par)
+		s = stream.From(b.p, name, src, par)
 	}
 	s.Node().Describe += describeWatermark(wm)
 	s = b.applyBadRecords(name, s, policy)
@@ -200,8 +200,8 @@ func sampleSource[T any](src stream.Source[T], timeout time.Duration, policy str
 	if br, ok := sub.(stream.BadRecordReader); ok {
 		br.SetBadRecords(stream.BadRecordSetup{Policy: policy})
 	}
-	ctx := &runtime.Context{Task: checkpoint.TaskID{Operator: "sample"}, Parallelism: 1, MaxParallelism: 1, Output: out}
-	if err := sub.Open(ctx); err != nil {
+	ctx := &runtime.Context{Task: checkpoint.TaskID{Operator: "sample"}, Parallelism: 1, MaxParallelism: 1}
+	if err := sub.Open(ctx, runtime.EmitTo[T](out)); err != nil {
 		return zero, fmt.Errorf("opening the source to sample it: %w", err)
 	}
 	defer sub.Close()

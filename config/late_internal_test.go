@@ -37,23 +37,27 @@ var scriptSchema = &row.Schema{Fields: []row.Field{{Name: "key", Kind: row.Int},
 // parallelism 1: every subtask would replay every step.
 type scriptSource struct{ steps []scriptStep }
 
-func (s *scriptSource) NewSubtask() runtime.Source   { return &scriptSubtask{steps: s.steps} }
+func (s *scriptSource) NewSubtask() runtime.SourceSubtask[row.Row] {
+	return &scriptSubtask{steps: s.steps}
+}
 func (s *scriptSource) Guarantee() runtime.Guarantee { return runtime.ExactlyOnce }
 func (s *scriptSource) Describe() string             { return "script" }
 func (t *scriptSubtask) Position() ([]byte, error) {
 	return strconv.AppendInt(nil, int64(t.next), 10), nil
 }
-func (t *scriptSubtask) Close() error                    { return nil }
-func (t *scriptSubtask) Open(ctx *runtime.Context) error { return t.open(ctx) }
+func (t *scriptSubtask) Close() error { return nil }
+func (t *scriptSubtask) Open(ctx *runtime.Context, out runtime.Emitter[row.Row]) error {
+	t.out = out
+	return t.open(ctx)
+}
 
 type scriptSubtask struct {
 	steps []scriptStep
 	next  int
-	out   runtime.Output
+	out   runtime.Emitter[row.Row]
 }
 
 func (t *scriptSubtask) open(ctx *runtime.Context) error {
-	t.out = ctx.Output
 	if ctx.Restored != nil && len(ctx.Restored.Inline) > 0 {
 		n, err := strconv.Atoi(string(ctx.Restored.Inline))
 		if err != nil {

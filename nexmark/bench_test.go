@@ -88,7 +88,7 @@ func BenchmarkSourceRead(b *testing.B) {
 		b.Fatal(err)
 	}
 	st := src.NewSubtask()
-	if err := st.Open(&runtime.Context{Task: checkpoint.TaskID{Operator: "nexmark"}, Parallelism: 1, Output: discard{}}); err != nil {
+	if err := st.Open(&runtime.Context{Task: checkpoint.TaskID{Operator: "nexmark"}, Parallelism: 1}, runtime.EmitTo[nexmark.Event](discard{})); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()

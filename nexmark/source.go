@@ -112,7 +112,7 @@ func (s *Source) Describe() string {
 }
 
 // NewSubtask creates one source subtask.
-func (s *Source) NewSubtask() runtime.Source { return &subtask{src: s} }
+func (s *Source) NewSubtask() runtime.SourceSubtask[Event] { return &subtask{src: s} }
 
 // position is a subtask's replay position as stored in checkpoints.
 type position struct {
@@ -122,7 +122,6 @@ type position struct {
 type subtask struct {
 	src *Source
 	gen *Generator
-	out runtime.Output
 	// batches hands out the batches Read emits (runtime.BatchBuffer).
 	batches runtime.BatchBuffer[Event]
 	// next is the event number this subtask emits next.
@@ -139,10 +138,9 @@ type subtask struct {
 }
 
 // Open starts at the subtask's first event number, or at the restored one.
-func (t *subtask) Open(ctx *runtime.Context) error {
+func (t *subtask) Open(ctx *runtime.Context, out runtime.Emitter[Event]) error {
 	t.gen = t.src.gen
-	t.out = ctx.Output
-	t.batches.Open(ctx.Output)
+	t.batches.OpenOn(out)
 	t.p = int64(ctx.Parallelism)
 	t.index = int64(ctx.Task.Subtask)
 	t.next = t.index

@@ -50,7 +50,7 @@ func newSource(t *testing.T, cfg nexmark.SourceConfig) *nexmark.Source {
 func openSubtask(t *testing.T, src *nexmark.Source, s, p int, position []byte) subtask {
 	t.Helper()
 	out := &collector{}
-	st := src.NewSubtask()
+	st := runtime.EraseSource(src.NewSubtask())
 	ctx := &runtime.Context{
 		Task:           checkpoint.TaskID{Operator: "nexmark", Subtask: s},
 		Parallelism:    p,
@@ -303,9 +303,8 @@ func TestSourceBadPosition(t *testing.T) {
 		err := st.Open(&runtime.Context{
 			Task:        checkpoint.TaskID{Operator: "nexmark", Subtask: 1},
 			Parallelism: 3,
-			Output:      &collector{},
 			Restored:    &checkpoint.SubtaskState{Inline: []byte(c.position)},
-		})
+		}, runtime.EmitTo[nexmark.Event](&collector{}))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Open at %s: %v, want an error containing %q", c.position, err, c.want)
 		}

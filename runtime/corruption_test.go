@@ -71,18 +71,18 @@ func (s pacedEvents) key(i int64) int64 {
 	return i % cKeys
 }
 
-func (s pacedEvents) NewSubtask() runtime.Source { return &pacedReader{src: s} }
-func (pacedEvents) Guarantee() runtime.Guarantee { return runtime.ExactlyOnce }
-func (pacedEvents) Describe() string             { return "paced test events" }
+func (s pacedEvents) NewSubtask() runtime.SourceSubtask[cEvent] { return &pacedReader{src: s} }
+func (pacedEvents) Guarantee() runtime.Guarantee                { return runtime.ExactlyOnce }
+func (pacedEvents) Describe() string                            { return "paced test events" }
 
 type pacedReader struct {
 	src         pacedEvents
-	out         runtime.Output
+	out         runtime.Emitter[cEvent]
 	next, since int64
 }
 
-func (r *pacedReader) Open(ctx *runtime.Context) error {
-	r.out = ctx.Output
+func (r *pacedReader) Open(ctx *runtime.Context, out runtime.Emitter[cEvent]) error {
+	r.out = out
 	if ctx.Restored != nil {
 		if len(ctx.Restored.Inline) != 8 {
 			return fmt.Errorf("position %q is not 8 bytes", ctx.Restored.Inline)

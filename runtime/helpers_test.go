@@ -98,10 +98,10 @@ func (s *txStore[T]) checkpoints() []int64 {
 // Abandon drops staged output no checkpoint will publish.
 type txSink[T any] struct{ store *txStore[T] }
 
-func (s txSink[T]) NewSubtask() runtime.Operator { return &txWriter[T]{store: s.store} }
-func (s txSink[T]) Committer() runtime.Committer { return txCommitter[T](s) }
-func (txSink[T]) Guarantee() runtime.Guarantee   { return runtime.ExactlyOnce }
-func (txSink[T]) Describe() string               { return "test transactional sink" }
+func (s txSink[T]) NewSubtask() runtime.SinkSubtask[T] { return &txWriter[T]{store: s.store} }
+func (s txSink[T]) Committer() runtime.Committer       { return txCommitter[T](s) }
+func (txSink[T]) Guarantee() runtime.Guarantee         { return runtime.ExactlyOnce }
+func (txSink[T]) Describe() string                     { return "test transactional sink" }
 
 type txWriter[T any] struct {
 	store *txStore[T]
@@ -112,8 +112,8 @@ type txWriter[T any] struct {
 }
 
 func (w *txWriter[T]) Open(*runtime.Context) error { return nil }
-func (w *txWriter[T]) ProcessBatch(_ int, r runtime.Records) error {
-	for _, rec := range r.(runtime.Batch[T]) {
+func (w *txWriter[T]) Write(batch runtime.Batch[T]) error {
+	for _, rec := range batch {
 		w.buf = append(w.buf, rec.Value)
 	}
 	return nil

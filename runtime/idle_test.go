@@ -20,9 +20,9 @@ type idleSource struct {
 	released            *atomic.Bool
 }
 
-func (s idleSource) NewSubtask() runtime.Source { return &idleSubtask{src: s} }
-func (idleSource) Guarantee() runtime.Guarantee { return runtime.ExactlyOnce }
-func (idleSource) Describe() string             { return "idle test source" }
+func (s idleSource) NewSubtask() runtime.SourceSubtask[int64] { return &idleSubtask{src: s} }
+func (idleSource) Guarantee() runtime.Guarantee               { return runtime.ExactlyOnce }
+func (idleSource) Describe() string                           { return "idle test source" }
 func (s idleSource) Stream(p *stream.Pipeline) stream.Stream[int64] {
 	return stream.From[int64](p, "src", s, stream.Parallelism(2))
 }
@@ -30,13 +30,17 @@ func (s idleSource) Stream(p *stream.Pipeline) stream.Stream[int64] {
 type idleSubtask struct {
 	src  idleSource
 	ctx  *runtime.Context
+	out  runtime.Emitter[int64]
 	next int64
 	done bool
 }
 
-func (s *idleSubtask) Open(ctx *runtime.Context) error { s.ctx = ctx; s.next = 1; return nil }
-func (s *idleSubtask) Position() ([]byte, error)       { return json.Marshal(s.next) }
-func (s *idleSubtask) Close() error                    { return nil }
+func (s *idleSubtask) Open(ctx *runtime.Context, out runtime.Emitter[int64]) error {
+	s.ctx, s.out, s.next = ctx, out, 1
+	return nil
+}
+func (s *idleSubtask) Position() ([]byte, error) { return json.Marshal(s.next) }
+func (s *idleSubtask) Close() error              { return nil }
 
 func (s *idleSubtask) Read() (runtime.ReadResult, error) {
 	released := s.src.released.Load()
@@ -44,7 +48,7 @@ func (s *idleSubtask) Read() (runtime.ReadResult, error) {
 		if !released {
 			return runtime.ReadResult{Watermark: runtime.MinWatermark, Idle: true, Wait: time.Millisecond}, nil
 		}
-		if err := s.ctx.Output.Emit(runtime.Batch[int64]{{Value: s.src.lateTime, Time: s.src.lateTime}}); err != nil {
+		if err := s.out.Emit(runtime.Batch[int64]{{Value: s.src.lateTime, Time: s.src.lateTime}}); err != nil {
 			return runtime.ReadResult{}, err
 		}
 		return runtime.ReadResult{Watermark: s.src.lateTime, Exhausted: true}, nil
@@ -52,7 +56,7 @@ func (s *idleSubtask) Read() (runtime.ReadResult, error) {
 	if s.next <= s.src.busyUntil {
 		t := s.next
 		s.next++
-		err := s.ctx.Output.Emit(runtime.Batch[int64]{{Value: t, Time: t}})
+		err := s.out.Emit(runtime.Batch[int64]{{Value: t, Time: t}})
 		return runtime.ReadResult{Watermark: t}, err
 	}
 	if !released {

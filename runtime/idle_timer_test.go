@@ -21,32 +21,36 @@ type scriptSource struct {
 	released *atomic.Bool
 }
 
-func (s scriptSource) NewSubtask() runtime.Source { return &scriptSubtask{src: s} }
-func (scriptSource) Guarantee() runtime.Guarantee { return runtime.ExactlyOnce }
-func (scriptSource) Describe() string             { return "script" }
+func (s scriptSource) NewSubtask() runtime.SourceSubtask[int64] { return &scriptSubtask{src: s} }
+func (scriptSource) Guarantee() runtime.Guarantee               { return runtime.ExactlyOnce }
+func (scriptSource) Describe() string                           { return "script" }
 
 type scriptSubtask struct {
 	src  scriptSource
 	ctx  *runtime.Context
+	out  runtime.Emitter[int64]
 	next int64
 }
 
-func (s *scriptSubtask) Open(ctx *runtime.Context) error { s.ctx = ctx; s.next = 1; return nil }
-func (s *scriptSubtask) Position() ([]byte, error)       { return json.Marshal(s.next) }
-func (s *scriptSubtask) Close() error                    { return nil }
+func (s *scriptSubtask) Open(ctx *runtime.Context, out runtime.Emitter[int64]) error {
+	s.ctx, s.out, s.next = ctx, out, 1
+	return nil
+}
+func (s *scriptSubtask) Position() ([]byte, error) { return json.Marshal(s.next) }
+func (s *scriptSubtask) Close() error              { return nil }
 func (s *scriptSubtask) Read() (runtime.ReadResult, error) {
 	rel := s.src.released.Load()
 	if s.src.quiet {
 		if s.next == 1 {
 			s.next++
-			return runtime.ReadResult{Watermark: 1}, s.ctx.Output.Emit(runtime.Batch[int64]{{Value: 1, Time: 1}})
+			return runtime.ReadResult{Watermark: 1}, s.out.Emit(runtime.Batch[int64]{{Value: 1, Time: 1}})
 		}
 		return runtime.ReadResult{Watermark: 1, Idle: !rel, Exhausted: rel, Wait: time.Millisecond}, nil
 	}
 	if s.next <= s.src.upTo {
 		t := s.next
 		s.next++
-		return runtime.ReadResult{Watermark: t, Wait: time.Millisecond}, s.ctx.Output.Emit(runtime.Batch[int64]{{Value: t, Time: t}})
+		return runtime.ReadResult{Watermark: t, Wait: time.Millisecond}, s.out.Emit(runtime.Batch[int64]{{Value: t, Time: t}})
 	}
 	return runtime.ReadResult{Watermark: s.src.upTo, Exhausted: rel, Wait: time.Millisecond}, nil
 }

@@ -238,15 +238,15 @@ func TestObserveStartFromCheckpoint(t *testing.T) {
 // slowSink takes delay per batch: a consumer slower than its producer.
 type slowSink struct{ delay time.Duration }
 
-func (s slowSink) NewSubtask() runtime.Operator { return &slowWriter{delay: s.delay} }
-func (slowSink) Committer() runtime.Committer   { return nil }
-func (slowSink) Guarantee() runtime.Guarantee   { return runtime.AtLeastOnce }
-func (slowSink) Describe() string               { return "slow test sink" }
+func (s slowSink) NewSubtask() runtime.SinkSubtask[datagen.Event] { return &slowWriter{delay: s.delay} }
+func (slowSink) Committer() runtime.Committer                     { return nil }
+func (slowSink) Guarantee() runtime.Guarantee                     { return runtime.AtLeastOnce }
+func (slowSink) Describe() string                                 { return "slow test sink" }
 
 type slowWriter struct{ delay time.Duration }
 
 func (w *slowWriter) Open(*runtime.Context) error { return nil }
-func (w *slowWriter) ProcessBatch(int, runtime.Records) error {
+func (w *slowWriter) Write(runtime.Batch[datagen.Event]) error {
 	time.Sleep(w.delay)
 	return nil
 }

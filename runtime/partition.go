@@ -182,7 +182,11 @@ func (w *hashWriter[T]) shares() int { return 0 }
 
 func (w *hashWriter[T]) emit(records Records, _ recycler) error {
 	maxP := w.ch.maxParallelism
-	for _, r := range records.(Batch[T]) {
+	in, err := BatchOf[T](records)
+	if err != nil {
+		return err
+	}
+	for _, r := range in {
 		t := w.target[state.KeyGroupFor(w.keyHash(r.Value), maxP)]
 		b := w.bufs[t]
 		if b == nil {

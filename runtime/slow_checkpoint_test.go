@@ -25,16 +25,16 @@ type advancingSink struct {
 	took time.Duration
 }
 
-func (s advancingSink) NewSubtask() runtime.Operator { return &advancingWriter{s} }
-func (advancingSink) Committer() runtime.Committer   { return nil }
-func (advancingSink) Guarantee() runtime.Guarantee   { return runtime.AtLeastOnce }
-func (advancingSink) Describe() string               { return "a sink whose snapshot takes time" }
+func (s advancingSink) NewSubtask() runtime.SinkSubtask[datagen.Event] { return &advancingWriter{s} }
+func (advancingSink) Committer() runtime.Committer                     { return nil }
+func (advancingSink) Guarantee() runtime.Guarantee                     { return runtime.AtLeastOnce }
+func (advancingSink) Describe() string                                 { return "a sink whose snapshot takes time" }
 
 type advancingWriter struct{ advancingSink }
 
-func (w *advancingWriter) Open(*runtime.Context) error             { return nil }
-func (w *advancingWriter) ProcessBatch(int, runtime.Records) error { return nil }
-func (w *advancingWriter) ProcessWatermark(int64) error            { return nil }
+func (w *advancingWriter) Open(*runtime.Context) error              { return nil }
+func (w *advancingWriter) Write(runtime.Batch[datagen.Event]) error { return nil }
+func (w *advancingWriter) ProcessWatermark(int64) error             { return nil }
 func (w *advancingWriter) Snapshot(int64) (runtime.Snapshot, error) {
 	w.fake.Advance(w.took)
 	return runtime.Snapshot{}, nil

@@ -22,9 +22,9 @@ type sevens struct {
 	n, failAt int64
 }
 
-func (s sevens) NewSubtask() runtime.Source { return &sevensReader{cfg: s} }
-func (sevens) Guarantee() runtime.Guarantee { return runtime.ExactlyOnce }
-func (sevens) Describe() string             { return "ids, multiples of 7 to side output sevens" }
+func (s sevens) NewSubtask() runtime.SourceSubtask[int64] { return &sevensReader{cfg: s} }
+func (sevens) Guarantee() runtime.Guarantee               { return runtime.ExactlyOnce }
+func (sevens) Describe() string                           { return "ids, multiples of 7 to side output sevens" }
 func (s sevens) sideOutput() stream.NodeOption {
 	return func(n *runtime.Node) { n.SideOutputs = []string{"sevens"} }
 }
@@ -33,12 +33,13 @@ type sevensReader struct {
 	cfg        sevens
 	ctx        *runtime.Context
 	side       runtime.Output
+	out        runtime.Emitter[int64]
 	next, stop int64
 	step       int64
 }
 
-func (r *sevensReader) Open(ctx *runtime.Context) error {
-	r.ctx = ctx
+func (r *sevensReader) Open(ctx *runtime.Context, out runtime.Emitter[int64]) error {
+	r.ctx, r.out = ctx, out
 	r.side = ctx.SideOutput("sevens")
 	if r.side == nil {
 		return errors.New("side output sevens is not connected")
@@ -73,7 +74,7 @@ func (r *sevensReader) Read() (runtime.ReadResult, error) {
 	if err := r.side.Emit(side); err != nil {
 		return runtime.ReadResult{}, err
 	}
-	if err := r.ctx.Output.Emit(main); err != nil {
+	if err := r.out.Emit(main); err != nil {
 		return runtime.ReadResult{}, err
 	}
 	return runtime.ReadResult{Watermark: r.next, Exhausted: r.next >= r.cfg.n, Wait: 100 * time.Microsecond}, nil

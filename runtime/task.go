@@ -86,7 +86,12 @@ func (l *link) Emit(r Records) error {
 	}
 	l.obs.out.Add(int64(r.Len()))
 	if l.next != nil {
-		return l.next.op.ProcessBatch(l.next.node.Inputs[0].Input, r)
+		err := l.next.op.ProcessBatch(l.next.node.Inputs[0].Input, r)
+		if tm := (*TypeMismatchError)(nil); err != nil && errors.As(err, &tm) && tm.Subtask == "" {
+			// The error travels up the chain to its head: name the receiver.
+			tm.Subtask = fmt.Sprint(l.next.id)
+		}
+		return err
 	}
 	return l.t.fan.emit(r)
 }

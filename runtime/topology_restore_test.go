@@ -77,16 +77,16 @@ func (s topoShape) pipeline(src pacedEvents, counts *txStore[wCount], events *tx
 // record it receives is visible at once.
 type tapSink struct{ n *atomic.Int64 }
 
-func (s tapSink) NewSubtask() runtime.Operator { return &tapWriter{n: s.n} }
-func (tapSink) Committer() runtime.Committer   { return nil }
-func (tapSink) Guarantee() runtime.Guarantee   { return runtime.AtLeastOnce }
-func (tapSink) Describe() string               { return "test sink that writes at once" }
+func (s tapSink) NewSubtask() runtime.SinkSubtask[cEvent] { return &tapWriter{n: s.n} }
+func (tapSink) Committer() runtime.Committer              { return nil }
+func (tapSink) Guarantee() runtime.Guarantee              { return runtime.AtLeastOnce }
+func (tapSink) Describe() string                          { return "test sink that writes at once" }
 
 type tapWriter struct{ n *atomic.Int64 }
 
 func (w *tapWriter) Open(*runtime.Context) error { return nil }
-func (w *tapWriter) ProcessBatch(_ int, r runtime.Records) error {
-	w.n.Add(int64(r.Len()))
+func (w *tapWriter) Write(batch runtime.Batch[cEvent]) error {
+	w.n.Add(int64(len(batch)))
 	return nil
 }
 func (w *tapWriter) ProcessWatermark(int64) error             { return nil }

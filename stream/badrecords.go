@@ -224,7 +224,6 @@ type BadRecordSetup struct {
 // BadRecordReader is a source subtask that applies a bad-record policy.
 // The Kafka, NATS and file sources implement it.
 type BadRecordReader interface {
-	runtime.Source
 	// SetBadRecords is called before Open with the source's setup.
 	SetBadRecords(BadRecordSetup)
 }
@@ -250,7 +249,7 @@ func OnBadRecords[T any](s Stream[T], policy BadRecordPolicy) Stream[T] {
 	}
 	policy.OnError = checked.OnError
 	// Creating a subtask does no I/O before Open: the probe is cheap.
-	if _, ok := n.NewSource().(BadRecordReader); !ok {
+	if _, ok := runtime.Unerase(n.NewSource()).(BadRecordReader); !ok {
 		s.p.Errorf("source %s: a %s source has no bad-record policy (it produces no bad records)", n.ID, orUnknown(n.Type))
 		return s
 	}
@@ -263,7 +262,7 @@ func OnBadRecords[T any](s Stream[T], policy BadRecordPolicy) Stream[T] {
 	newSource := n.NewSource
 	n.NewSource = func() runtime.Source {
 		sub := newSource()
-		sub.(BadRecordReader).SetBadRecords(setup)
+		runtime.Unerase(sub).(BadRecordReader).SetBadRecords(setup)
 		return sub
 	}
 	if policy.OnError == OnErrorDeadLetter {

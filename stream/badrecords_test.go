@@ -257,15 +257,15 @@ type policySource struct {
 }
 
 type policyReader struct {
-	runtime.Source
+	runtime.SourceSubtask[int]
 	got *[]BadRecordSetup
 }
 
 func (r *policyReader) SetBadRecords(s BadRecordSetup) { *r.got = append(*r.got, s) }
 
-type plainReader struct{ runtime.Source }
+type plainReader struct{ runtime.SourceSubtask[int] }
 
-func (s policySource) NewSubtask() runtime.Source {
+func (s policySource) NewSubtask() runtime.SourceSubtask[int] {
 	if s.supports {
 		return &policyReader{got: s.got}
 	}

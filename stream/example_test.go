@@ -41,7 +41,7 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	events := stream.From[datagen.Event](p, "events", src, stream.Parallelism(2))
+	events := stream.From(p, "events", src, stream.Parallelism(2))
 	byKey := stream.KeyBy(events, func(e datagen.Event) int64 { return e.Key })
 	count := window.Aggregate[datagen.Event, int64]{
 		Init:  func() int64 { return 0 },

@@ -44,7 +44,10 @@ func (m *mapOp[T, U]) Open(ctx *runtime.Context) error {
 func (*mapOp[T, U]) BorrowsBatches() {}
 
 func (m *mapOp[T, U]) ProcessBatch(_ int, r runtime.Records) error {
-	in := r.(Batch[T])
+	in, err := runtime.BatchOf[T](r)
+	if err != nil {
+		return err
+	}
 	out := m.buf.Get(len(in))[:len(in)]
 	for i, rec := range in {
 		out[i] = Record[U]{Value: m.f(rec.Value), Time: rec.Time}
@@ -76,7 +79,10 @@ func (o *filterOp[T]) Open(ctx *runtime.Context) error {
 func (*filterOp[T]) BorrowsBatches() {}
 
 func (o *filterOp[T]) ProcessBatch(_ int, r runtime.Records) error {
-	in := r.(Batch[T])
+	in, err := runtime.BatchOf[T](r)
+	if err != nil {
+		return err
+	}
 	out := o.buf.Get(len(in))
 	for _, rec := range in {
 		if o.f(rec.Value) {
@@ -95,19 +101,19 @@ func Filter[T any](s Stream[T], id string, f func(T) bool, opts ...NodeOption) S
 // discard is a sink that drops everything: for benchmarks and tests.
 type discard[T any] struct{}
 
-func (discard[T]) NewSubtask() runtime.Operator {
-	return &discardOp{}
+func (discard[T]) NewSubtask() runtime.SinkSubtask[T] {
+	return &discardOp[T]{}
 }
 func (discard[T]) Committer() runtime.Committer { return nil }
 func (discard[T]) Guarantee() runtime.Guarantee { return runtime.ExactlyOnce }
 func (discard[T]) Describe() string             { return "discard" }
 
-type discardOp struct{ Stateless }
+type discardOp[T any] struct{ Stateless }
 
 // BorrowsBatches implements runtime.BatchBorrower.
-func (*discardOp) BorrowsBatches() {}
+func (*discardOp[T]) BorrowsBatches() {}
 
-func (*discardOp) ProcessBatch(int, runtime.Records) error { return nil }
+func (*discardOp[T]) Write(Batch[T]) error { return nil }
 
 // Discard is a sink that drops every record (benchmarks, tests). It is
 // trivially exactly-once: nothing is visible.

@@ -3,7 +3,7 @@
 //
 //	p := stream.New("clicks")
 //	src, err := datagen.Events(datagen.Config{Count: 3000, Keys: 10})
-//	events := stream.From[datagen.Event](p, "events", src, stream.Parallelism(2))
+//	events := stream.From(p, "events", src, stream.Parallelism(2)) // a Stream[datagen.Event]
 //	byKey := stream.KeyBy(events, func(e datagen.Event) int64 { return e.Key })
 //	perKey := window.Tumbling(byKey, "per_key", time.Second, count, toPerKey)
 //	stream.To(perKey, "out", file.JSONLines[PerKey]("out"))
@@ -234,14 +234,16 @@ type KeyedStream[T any, K comparable] struct {
 	KeyCodec state.Codec[K]
 }
 
-// Source is a typed, replayable source: it makes subtasks that emit Batch[T].
+// Source is a typed, replayable source: it makes subtasks that emit Batch[T]
+// to a runtime.Emitter[T], so that From infers T from the source and a
+// source of another type does not compile.
 // A source that also has a `Capabilities() runtime.Capabilities` method
 // declares them; its guarantee is then derived from them. One with a
 // `RescalableInline() bool` method returning true can be restored at another
 // parallelism (runtime.Node.RescalableInline).
 type Source[T any] interface {
 	// NewSubtask creates one source subtask.
-	NewSubtask() runtime.Source
+	NewSubtask() runtime.SourceSubtask[T]
 	// Guarantee says whether the source can replay from a checkpoint.
 	Guarantee() runtime.Guarantee
 	// Describe is a one-line description for plans.
@@ -249,11 +251,11 @@ type Source[T any] interface {
 }
 
 // Sink is a typed sink (with optional declared capabilities, as Source): it
-// makes subtasks that consume Batch[T], and the
+// makes subtasks that write Batch[T] (To accepts only a stream of T), and the
 // committer that publishes their staged output when it is transactional.
 type Sink[T any] interface {
 	// NewSubtask creates one sink subtask.
-	NewSubtask() runtime.Operator
+	NewSubtask() runtime.SinkSubtask[T]
 	// Committer returns the sink's committer, nil when the sink writes at once.
 	Committer() runtime.Committer
 	// Guarantee is ExactlyOnce for a sink with checkpoint-aligned atomic commits.
@@ -262,9 +264,10 @@ type Sink[T any] interface {
 	Describe() string
 }
 
-// From adds a source node.
+// From adds a source node. T is inferred from src: stream.From(p, "events", src).
 func From[T any](p *Pipeline, id string, src Source[T], opts ...NodeOption) Stream[T] {
-	n := &runtime.Node{ID: id, Parallelism: p.parallelism, NewSource: src.NewSubtask, Guarantee: src.Guarantee(), Describe: src.Describe(), Type: typeOf(src)}
+	newSubtask := func() runtime.Source { return runtime.EraseSource(src.NewSubtask()) }
+	n := &runtime.Node{ID: id, Parallelism: p.parallelism, NewSource: newSubtask, Guarantee: src.Guarantee(), Describe: src.Describe(), Type: typeOf(src)}
 	n.Capabilities, n.Guarantee = capabilitiesOf(src, false, n.Guarantee)
 	if r, ok := src.(interface{ RescalableInline() bool }); ok {
 		n.RescalableInline = r.RescalableInline()
@@ -278,7 +281,8 @@ func From[T any](p *Pipeline, id string, src Source[T], opts ...NodeOption) Stre
 
 // To adds a sink node consuming s.
 func To[T any](s Stream[T], id string, sink Sink[T], opts ...NodeOption) {
-	n := &runtime.Node{ID: id, Parallelism: s.p.parallelism, NewOperator: sink.NewSubtask, Committer: sink.Committer(),
+	newSubtask := func() runtime.Operator { return runtime.EraseSink(sink.NewSubtask()) }
+	n := &runtime.Node{ID: id, Parallelism: s.p.parallelism, NewOperator: newSubtask, Committer: sink.Committer(),
 		Guarantee: sink.Guarantee(), Describe: sink.Describe(), Type: typeOf(sink)}
 	n.Capabilities, n.Guarantee = capabilitiesOf(sink, true, n.Guarantee)
 	if c, ok := sink.(interface {

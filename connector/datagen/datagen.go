@@ -238,7 +238,7 @@ func (s *Source[T]) Describe() string {
 }
 
 // NewSubtask creates one generator subtask.
-func (s *Source[T]) NewSubtask() runtime.Source { return &subtask[T]{src: s} }
+func (s *Source[T]) NewSubtask() runtime.SourceSubtask[T] { return &subtask[T]{src: s} }
 
 // lane is a residue class of the record ids: the ids Next, Next+Stride,
 // Next+2·Stride, … (below Count when bounded). Lane r of stride S is the
@@ -415,7 +415,6 @@ func checkOwnLanes(lanes []lane, s, p int64) error {
 
 type subtask[T any] struct {
 	src *Source[T]
-	out runtime.Output
 	// batches hands out the batches Read emits (runtime.BatchBuffer).
 	batches runtime.BatchBuffer[T]
 	// rt is the subtask's runtime context: its clock paces the rate.
@@ -442,9 +441,8 @@ type subtask[T any] struct {
 	wm       *watermark.Tracker
 }
 
-func (t *subtask[T]) Open(ctx *runtime.Context) error {
-	t.out = ctx.Output
-	t.batches.Open(ctx.Output)
+func (t *subtask[T]) Open(ctx *runtime.Context, out runtime.Emitter[T]) error {
+	t.batches.OpenOn(out)
 	p, s := int64(ctx.Parallelism), int64(ctx.Task.Subtask)
 	t.parallelism = p
 	t.step = int64(t.src.cfg.EventInterval)

@@ -59,7 +59,7 @@ func subtaskContext(s, p int, out runtime.Output, restored *checkpoint.SubtaskSt
 func open(t *testing.T, src *datagen.Source[datagen.Event], s, p int, restored *checkpoint.SubtaskState) subtask {
 	t.Helper()
 	out := &collector{}
-	st := src.NewSubtask()
+	st := runtime.EraseSource(src.NewSubtask())
 	if err := st.Open(subtaskContext(s, p, out, restored, nil)); err != nil {
 		t.Fatalf("Open subtask %d of %d: %v", s, p, err)
 	}
@@ -337,7 +337,7 @@ func TestRestoreWithoutPositionStartsFresh(t *testing.T) {
 func TestRestoreRejectsForeignOrGarbledPosition(t *testing.T) {
 	src := newEvents(t, datagen.Config{Count: 100})
 	for _, inline := range []string{`{"next":5}`, `{"next":-2}`, `not json`} {
-		st := src.NewSubtask()
+		st := runtime.EraseSource(src.NewSubtask())
 		ctx := &runtime.Context{
 			Task:        checkpoint.TaskID{Operator: "events", Subtask: 1},
 			Parallelism: 3,
@@ -493,7 +493,7 @@ func TestNewBuildsRecordsWithConstructor(t *testing.T) {
 	}
 	var got []runtime.Batch[pair]
 	out := outputFunc(func(r runtime.Records) error { got = append(got, r.(runtime.Batch[pair])); return nil })
-	st := src.NewSubtask()
+	st := runtime.EraseSource(src.NewSubtask())
 	if err := st.Open(&runtime.Context{Parallelism: 1, Output: out}); err != nil {
 		t.Fatal(err)
 	}
@@ -566,7 +566,7 @@ func TestIdleTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := src.NewSubtask()
+	st := runtime.EraseSource(src.NewSubtask())
 	out := &collector{}
 	if err := st.Open(&runtime.Context{Task: checkpoint.TaskID{Operator: "g"}, Parallelism: 1, Output: out}); err != nil {
 		t.Fatal(err)

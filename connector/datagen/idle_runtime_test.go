@@ -18,17 +18,17 @@ type idleCounting struct {
 	idle, reads *atomic.Int64
 }
 
-func (s idleCounting) NewSubtask() runtime.Source {
+func (s idleCounting) NewSubtask() runtime.SourceSubtask[datagen.Event] {
 	return idleSub{s.Source.NewSubtask(), s.idle, s.reads}
 }
 
 type idleSub struct {
-	runtime.Source
+	runtime.SourceSubtask[datagen.Event]
 	idle, reads *atomic.Int64
 }
 
 func (s idleSub) Read() (runtime.ReadResult, error) {
-	res, err := s.Source.Read()
+	res, err := s.SourceSubtask.Read()
 	s.reads.Add(1)
 	if res.Idle {
 		s.idle.Add(1)

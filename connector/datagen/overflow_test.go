@@ -41,7 +41,7 @@ func TestStartBefore1970(t *testing.T) {
 		var got []int64
 		out := outputFunc(func(b []int64) { got = append(got, b...) })
 		st := src.NewSubtask()
-		if err := st.Open(&runtime.Context{Parallelism: 1, Output: out}); err != nil {
+		if err := st.Open(&runtime.Context{Parallelism: 1}, runtime.EmitTo[Event](out)); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := st.Read(); err != nil {

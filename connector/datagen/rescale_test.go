@@ -27,7 +27,7 @@ import (
 // positions union, as the runtime does (Context.RestoredUnion).
 func openUnion(src *datagen.Source[datagen.Event], s, p int, union [][]byte) (subtask, error) {
 	out := &collector{}
-	st := src.NewSubtask()
+	st := runtime.EraseSource(src.NewSubtask())
 	restored := &checkpoint.SubtaskState{Task: checkpoint.TaskID{Operator: "events", Subtask: s}}
 	return subtask{src: st, out: out}, st.Open(subtaskContext(s, p, out, restored, union))
 }
@@ -309,7 +309,7 @@ func TestRescaleRejectsInconsistentPositions(t *testing.T) {
 		{`{"lanes":[{"stride":4,"next":1},{"stride":4,"next":5}]}`, "lane 1 of stride 4 twice"},
 		{`{"next":4}`, "restored position 4 does not belong to subtask 1 of 2"},
 	} {
-		st := src.NewSubtask()
+		st := runtime.EraseSource(src.NewSubtask())
 		err := st.Open(&runtime.Context{
 			Task: checkpoint.TaskID{Operator: "events", Subtask: 1}, Parallelism: 2, Output: &collector{},
 			Restored: &checkpoint.SubtaskState{Inline: []byte(tc.pos)},

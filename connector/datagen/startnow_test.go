@@ -25,7 +25,7 @@ func openAt(t *testing.T, src *datagen.Source[datagen.Event], s, p int, now time
 	}
 	ctx := subtaskContext(s, p, out, state, union)
 	ctx.Clock = clockAt(now)
-	st := src.NewSubtask()
+	st := runtime.EraseSource(src.NewSubtask())
 	err := st.Open(ctx)
 	t.Cleanup(func() { _ = st.Close() })
 	return subtask{src: st, out: out}, err

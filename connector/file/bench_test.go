@@ -55,7 +55,7 @@ func benchSource[T any](b *testing.B, cfg file.SourceConfig, d file.Decoder[T]) 
 	total := 0
 	for b.Loop() {
 		out := &discardOut{}
-		st := src.NewSubtask()
+		st := runtime.EraseSource(src.NewSubtask())
 		if err := st.Open(&runtime.Context{Task: checkpoint.TaskID{Operator: "files"}, Parallelism: 1, MaxParallelism: 128, Output: out}); err != nil {
 			b.Fatal(err)
 		}
@@ -126,7 +126,7 @@ func BenchmarkSourceCSV(b *testing.B) {
 
 // benchSink writes batches of 1024 records from mk through one writer
 // subtask of s, preparing a file every 100 000 records.
-func benchSink[T any](b *testing.B, s interface{ NewSubtask() runtime.Operator }, mk func(i int) T) {
+func benchSink[T any](b *testing.B, s interface{ NewSubtask() runtime.SinkSubtask[T] }, mk func(i int) T) {
 	w := s.NewSubtask()
 	if err := w.Open(&runtime.Context{Task: checkpoint.TaskID{Operator: "out"}, Parallelism: 1, JobID: "bench"}); err != nil {
 		b.Fatal(err)
@@ -138,7 +138,7 @@ func benchSink[T any](b *testing.B, s interface{ NewSubtask() runtime.Operator }
 	}
 	rows, id := 0, int64(0)
 	for b.Loop() {
-		if err := w.ProcessBatch(0, batch); err != nil {
+		if err := w.Write(batch); err != nil {
 			b.Fatal(err)
 		}
 		rows += len(batch)

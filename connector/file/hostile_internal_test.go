@@ -72,7 +72,7 @@ func TestStallDoesNotMakeFilesIdle(t *testing.T) {
 	r := src.NewSubtask().(*reader[int64])
 	r.clock = func() time.Time { return clock }
 	out := &timedLines{}
-	if err := r.Open(&runtime.Context{Task: checkpoint.TaskID{Operator: "files"}, Parallelism: 1, MaxParallelism: 128, Output: out}); err != nil {
+	if err := r.Open(&runtime.Context{Task: checkpoint.TaskID{Operator: "files"}, Parallelism: 1, MaxParallelism: 128}, runtime.EmitTo[int64](out)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.Close() })

@@ -725,7 +725,7 @@ func TestHostileRotationAcrossSubtasksAfterVersion1Restore(t *testing.T) {
 	src := newSource(t, cfg, recDecoder(t))
 	openAt := func(sub int, inline string) (*srcTask[rec], error) {
 		out := &collector[rec]{}
-		st := src.NewSubtask()
+		st := runtime.EraseSource(src.NewSubtask())
 		ctx := &runtime.Context{Task: checkpoint.TaskID{Operator: "files", Subtask: sub}, Parallelism: 2, MaxParallelism: 128, Output: out,
 			Restored: &checkpoint.SubtaskState{Inline: []byte(inline)}}
 		err := st.Open(ctx)

@@ -69,14 +69,14 @@ func readParquet[T any](t *testing.T, dir string) []T {
 	return all
 }
 
-func writeBatch[T any](t *testing.T, w runtime.Operator, values ...T) {
+func writeBatch[T any](t *testing.T, w runtime.SinkSubtask[T], values ...T) {
 	t.Helper()
 	b := make(runtime.Batch[T], len(values))
 	for i, v := range values {
 		b[i] = runtime.Record[T]{Value: v}
 	}
-	if err := w.ProcessBatch(0, b); err != nil {
-		t.Fatalf("ProcessBatch: %v", err)
+	if err := w.Write(b); err != nil {
+		t.Fatalf("Write: %v", err)
 	}
 }
 
@@ -244,7 +244,7 @@ func TestParquetRowsSchemaAndValues(t *testing.T) {
 	// A value of the wrong kind fails the subtask with the column's name.
 	w2 := openWriter(t, s, 1)
 	b := runtime.Batch[row.Row]{{Value: row.Row{row.StringValue("x")}}}
-	if err := w2.ProcessBatch(0, b); err == nil || !strings.Contains(err.Error(), `column "id"`) || !strings.Contains(err.Error(), "string value") {
+	if err := w2.Write(b); err == nil || !strings.Contains(err.Error(), `column "id"`) || !strings.Contains(err.Error(), "string value") {
 		t.Errorf("a string in an int column: %v", err)
 	}
 

@@ -64,7 +64,7 @@ func (s *Sink[T]) Describe() string {
 func (s *Sink[T]) Committer() runtime.Committer { return committer{dir: s.dir} }
 
 // NewSubtask creates one writer subtask.
-func (s *Sink[T]) NewSubtask() runtime.Operator {
+func (s *Sink[T]) NewSubtask() runtime.SinkSubtask[T] {
 	return &writer[T]{sink: s, enc: s.format.newEncoder(s.dir)}
 }
 
@@ -100,10 +100,10 @@ func (w *writer[T]) Open(ctx *runtime.Context) error {
 }
 
 // BorrowsBatches implements runtime.BatchBorrower: records are encoded
-// before ProcessBatch returns.
+// before Write returns.
 func (w *writer[T]) BorrowsBatches() {}
 
-func (w *writer[T]) ProcessBatch(_ int, r runtime.Records) error {
+func (w *writer[T]) Write(batch runtime.Batch[T]) error {
 	if w.f == nil {
 		w.file = fmt.Sprintf("%s-%06d%s", w.name, w.seq, w.sink.format.ext())
 		w.seq++
@@ -120,7 +120,7 @@ func (w *writer[T]) ProcessBatch(_ int, r runtime.Records) error {
 		}
 		w.enc.reset(w.w)
 	}
-	if err := w.enc.write(r.(runtime.Batch[T])); err != nil {
+	if err := w.enc.write(batch); err != nil {
 		return fmt.Errorf("file sink: writing %s: %w", w.file, err)
 	}
 	return nil

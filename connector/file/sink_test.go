@@ -32,7 +32,7 @@ func textSink(dir string) *file.Sink[line] {
 	return file.New(dir, func(dst []byte, v line) ([]byte, error) { return append(dst, v...), nil })
 }
 
-func openWriter[T any](t *testing.T, s *file.Sink[T], subtask int) runtime.Operator {
+func openWriter[T any](t *testing.T, s *file.Sink[T], subtask int) runtime.SinkSubtask[T] {
 	t.Helper()
 	w := s.NewSubtask()
 	ctx := &runtime.Context{
@@ -47,18 +47,18 @@ func openWriter[T any](t *testing.T, s *file.Sink[T], subtask int) runtime.Opera
 	return w
 }
 
-func write(t *testing.T, w runtime.Operator, values ...line) {
+func write(t *testing.T, w runtime.SinkSubtask[line], values ...line) {
 	t.Helper()
 	b := make(runtime.Batch[line], len(values))
 	for i, v := range values {
 		b[i] = runtime.Record[line]{Value: v, Time: int64(i)}
 	}
-	if err := w.ProcessBatch(0, b); err != nil {
-		t.Fatalf("ProcessBatch: %v", err)
+	if err := w.Write(b); err != nil {
+		t.Fatalf("Write: %v", err)
 	}
 }
 
-func snapshot(t *testing.T, w runtime.Operator, id int64) []checkpoint.Committable {
+func snapshot[T any](t *testing.T, w runtime.SinkSubtask[T], id int64) []checkpoint.Committable {
 	t.Helper()
 	s, err := w.Snapshot(id)
 	if err != nil {
@@ -366,7 +366,7 @@ func TestCommitIsAtomicForConcurrentReader(t *testing.T) {
 	dir := t.TempDir()
 	s := textSink(dir)
 	const subtasks, checkpoints = 12, 15
-	ws := make([]runtime.Operator, subtasks)
+	ws := make([]runtime.SinkSubtask[line], subtasks)
 	for i := range ws {
 		ws[i] = openWriter(t, s, i)
 	}
@@ -778,7 +778,7 @@ func TestJSONLinesEncodesTypedValues(t *testing.T) {
 	for i, v := range in {
 		b[i] = runtime.Record[typed]{Value: v}
 	}
-	if err := w.ProcessBatch(0, b); err != nil {
+	if err := w.Write(b); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Committer().Commit(context.Background(), job, commitOf(1, snapshot(t, w, 1))); err != nil {

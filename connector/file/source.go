@@ -207,4 +207,4 @@ func (s *Source[T]) Describe() string {
 }
 
 // NewSubtask creates one reader subtask.
-func (s *Source[T]) NewSubtask() runtime.Source { return &reader[T]{src: s} }
+func (s *Source[T]) NewSubtask() runtime.SourceSubtask[T] { return &reader[T]{src: s} }

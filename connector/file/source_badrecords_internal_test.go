@@ -38,7 +38,7 @@ func openSkipping(t *testing.T, cfg SourceConfig, limit int, inline []byte) (*re
 	if inline != nil {
 		ctx.Restored = &checkpoint.SubtaskState{Task: ctx.Task, Inline: inline}
 	}
-	if err := r.Open(ctx); err != nil {
+	if err := r.Open(ctx, runtime.EmitTo[string](ctx.Output)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.Close() })

@@ -79,7 +79,7 @@ type srcTask[T any] struct {
 func openSource[T any](t testing.TB, src *file.Source[T], sub, p int, inline []byte) *srcTask[T] {
 	t.Helper()
 	out := &collector[T]{}
-	st := src.NewSubtask()
+	st := runtime.EraseSource(src.NewSubtask())
 	ctx := &runtime.Context{Task: checkpoint.TaskID{Operator: "files", Subtask: sub}, Parallelism: p, MaxParallelism: 128, Output: out, JobID: "job"}
 	if inline != nil {
 		ctx.Restored = &checkpoint.SubtaskState{Task: ctx.Task, Inline: inline}
@@ -190,7 +190,7 @@ func csvLine(id int64, key string, value, ts int64) string {
 // Open's.
 func tryOpen[T any](t testing.TB, src *file.Source[T], inline []byte) (*srcTask[T], error) {
 	out := &collector[T]{}
-	st := src.NewSubtask()
+	st := runtime.EraseSource(src.NewSubtask())
 	ctx := &runtime.Context{Task: checkpoint.TaskID{Operator: "files"}, Parallelism: 1, MaxParallelism: 128, Output: out, JobID: "job"}
 	if inline != nil {
 		ctx.Restored = &checkpoint.SubtaskState{Task: ctx.Task, Inline: inline}
@@ -237,7 +237,7 @@ func openLogged[T any](t testing.TB, src *file.Source[T], inline []byte) (*srcTa
 	t.Helper()
 	h := &logRecords{}
 	out := &collector[T]{}
-	st := src.NewSubtask()
+	st := runtime.EraseSource(src.NewSubtask())
 	ctx := &runtime.Context{Task: checkpoint.TaskID{Operator: "files"}, Parallelism: 1, MaxParallelism: 128, Output: out, JobID: "job", Log: slog.New(h)}
 	if inline != nil {
 		ctx.Restored = &checkpoint.SubtaskState{Task: ctx.Task, Inline: inline}
@@ -254,8 +254,8 @@ func openLogged[T any](t testing.TB, src *file.Source[T], inline []byte) (*srcTa
 func openPolicy[T any](t testing.TB, src *file.Source[T], p stream.BadRecordPolicy, inline []byte) *srcTask[T] {
 	t.Helper()
 	out := &collector[T]{}
-	st := src.NewSubtask()
-	st.(stream.BadRecordReader).SetBadRecords(stream.BadRecordSetup{Policy: p})
+	st := runtime.EraseSource(src.NewSubtask())
+	runtime.Unerase(st).(stream.BadRecordReader).SetBadRecords(stream.BadRecordSetup{Policy: p})
 	ctx := &runtime.Context{Task: checkpoint.TaskID{Operator: "files"}, Parallelism: 1, MaxParallelism: 128, Output: out, JobID: "job"}
 	if inline != nil {
 		ctx.Restored = &checkpoint.SubtaskState{Task: ctx.Task, Inline: inline}

@@ -26,7 +26,7 @@ const maxBatchBytes = 4 << 20
 type reader[T any] struct {
 	src *Source[T]
 	cfg *SourceConfig
-	out runtime.Output
+	out runtime.Emitter[T]
 	log *slog.Logger
 	// maxP and kgs decide which files are this subtask's (see owns).
 	maxP int
@@ -103,9 +103,9 @@ func (r *reader[T]) tooLong() error {
 
 func (r *reader[T]) stopAtLatest() bool { return r.cfg.StopAt == StopAtLatest }
 
-func (r *reader[T]) Open(ctx *runtime.Context) error {
+func (r *reader[T]) Open(ctx *runtime.Context, out runtime.Emitter[T]) error {
 	r.cfg = &r.src.cfg
-	r.out = ctx.Output
+	r.out = out
 	r.log = ctx.Log
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)

@@ -698,7 +698,7 @@ func TestSourcePositionSupportsUnionRescale(t *testing.T) {
 	// restores a source that declares RescalableInline.
 	for s := range 3 {
 		out := &collector[rec]{}
-		sub := src.NewSubtask()
+		sub := runtime.EraseSource(src.NewSubtask())
 		ctx := &runtime.Context{Task: checkpoint.TaskID{Operator: "files", Subtask: s}, Parallelism: 3, MaxParallelism: 128, Output: out, RestoredUnion: union}
 		if err := sub.Open(ctx); err != nil {
 			t.Fatal(err)
@@ -721,7 +721,7 @@ func TestSourcePositionSupportsUnionRescale(t *testing.T) {
 func TestSourceRefusesUnknownPosition(t *testing.T) {
 	src := newSource(t, file.SourceConfig{Path: filepath.Join(t.TempDir(), "*.jsonl")}, recDecoder(t))
 	for _, inline := range []string{`{"version":3,"files":[]}`, `not json`, `{"version":1,"listed":true,"files":[{"path":"x","offset":1}]}`} {
-		st := src.NewSubtask()
+		st := runtime.EraseSource(src.NewSubtask())
 		err := st.Open(&runtime.Context{Parallelism: 1, MaxParallelism: 128, Output: &collector[rec]{}, Restored: &checkpoint.SubtaskState{Inline: []byte(inline)}})
 		if err == nil || !strings.Contains(err.Error(), "file source") || !strings.Contains(err.Error(), "position") {
 			t.Errorf("restoring %s: %v", inline, err)

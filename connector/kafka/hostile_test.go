@@ -120,7 +120,7 @@ func TestStallDoesNotMakePartitionsIdle(t *testing.T) {
 	sub := src.NewSubtask().(*srcSubtask[int64])
 	sub.clock = clock.read
 	out := &hostileBatches{}
-	if err := sub.Open(&runtime.Context{Task: checkpoint.TaskID{Operator: "in"}, Parallelism: 1, MaxParallelism: 128, Output: out}); err != nil {
+	if err := sub.Open(&runtime.Context{Task: checkpoint.TaskID{Operator: "in"}, Parallelism: 1, MaxParallelism: 128}, runtime.EmitTo[int64](out)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sub.Close() })

@@ -72,7 +72,7 @@ func (s *Sink[T]) Describe() string {
 func (s *Sink[T]) Committer() runtime.Committer { return &txnCommitter{sh: s.sh} }
 
 // NewSubtask creates one sink subtask.
-func (s *Sink[T]) NewSubtask() runtime.Operator { return &sinkWriter[T]{sink: s, cfg: &s.sh.cfg} }
+func (s *Sink[T]) NewSubtask() runtime.SinkSubtask[T] { return &sinkWriter[T]{sink: s, cfg: &s.sh.cfg} }
 
 // ConfigureCheckpointing checks the sink's transaction timeout against the
 // job's checkpoint options (SinkConfig.ValidateAgainst) and, when it fits,

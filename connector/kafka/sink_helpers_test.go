@@ -82,14 +82,14 @@ func openSinkWriter[T any](t testing.TB, s *Sink[T], subtask int) *sinkWriter[T]
 	return w
 }
 
-func sinkWrite(t testing.TB, w runtime.Operator, values ...string) {
+func sinkWrite(t testing.TB, w runtime.SinkSubtask[string], values ...string) {
 	t.Helper()
 	b := make(runtime.Batch[string], len(values))
 	for i, v := range values {
 		b[i] = runtime.Record[string]{Value: v, Time: int64(i)}
 	}
-	if err := w.ProcessBatch(0, b); err != nil {
-		t.Fatalf("ProcessBatch: %v", err)
+	if err := w.Write(b); err != nil {
+		t.Fatalf("Write: %v", err)
 	}
 }
 
@@ -106,7 +106,7 @@ func sinkFlushOpen[T any](t testing.TB, w *sinkWriter[T]) {
 	}
 }
 
-func sinkSnapshot(t testing.TB, w runtime.Operator, id int64) []checkpoint.Committable {
+func sinkSnapshot(t testing.TB, w runtime.SinkSubtask[string], id int64) []checkpoint.Committable {
 	t.Helper()
 	s, err := w.Snapshot(id)
 	if err != nil {

@@ -367,14 +367,14 @@ func TestSinkPoolExhaustion(t *testing.T) {
 		sinkWrite(t, w, fmt.Sprint(id))
 		sinkSnapshot(t, w, id)
 	}
-	err := w.ProcessBatch(0, runtime.Batch[string]{{Value: "4"}})
+	err := w.Write(runtime.Batch[string]{{Value: "4"}})
 	wantErrContains(t, err, "all 3 transactional ids are busy", "pool-0-0: prepared at checkpoint 1", "pool-0-2: prepared at checkpoint 3", "pool_size", "tolerable_failures")
 	t.Logf("message: %v", err)
 	// A completion frees them.
 	if err := w.NotifyComplete(2); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.ProcessBatch(0, runtime.Batch[string]{{Value: "4"}}); err != nil {
+	if err := w.Write(runtime.Batch[string]{{Value: "4"}}); err != nil {
 		t.Fatalf("after NotifyComplete(2): %v", err)
 	}
 }
@@ -577,7 +577,7 @@ func TestSinkErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := openSinkWriter(t, s, 0)
-	err = w.ProcessBatch(0, runtime.Batch[string]{{Value: "ok"}, {Value: "bad", Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC).UnixNano()}})
+	err = w.Write(runtime.Batch[string]{{Value: "ok"}, {Value: "bad", Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC).UnixNano()}})
 	wantErrContains(t, err, "kafka sink "+k.topic, "out[0]", "2026-01-02T03:04:05Z", "cannot encode bad")
 
 	cfg := k.config("missing")

@@ -90,17 +90,16 @@ func (w *sinkWriter[T]) Open(ctx *runtime.Context) error {
 }
 
 // BorrowsBatches implements runtime.BatchBorrower: records are encoded
-// before ProcessBatch returns.
+// before Write returns.
 func (w *sinkWriter[T]) BorrowsBatches() {}
 
-// ProcessBatch produces the batch's records into the open transaction,
+// Write produces the batch's records into the open transaction,
 // beginning one first if needed. Produces are asynchronous; a failure fails
 // the subtask at its next call, and at the latest at the next barrier.
-func (w *sinkWriter[T]) ProcessBatch(_ int, r runtime.Records) error {
+func (w *sinkWriter[T]) Write(batch runtime.Batch[T]) error {
 	if err := w.failed(); err != nil {
 		return err
 	}
-	batch := r.(runtime.Batch[T])
 	if len(batch) == 0 {
 		return nil
 	}

@@ -154,4 +154,4 @@ func scrubBrokers(err error, brokers []string) error {
 }
 
 // NewSubtask creates one source subtask.
-func (s *Source[T]) NewSubtask() runtime.Source { return &srcSubtask[T]{src: s} }
+func (s *Source[T]) NewSubtask() runtime.SourceSubtask[T] { return &srcSubtask[T]{src: s} }

@@ -42,7 +42,7 @@ func benchSourceSubtask[T any](b *testing.B, decode kafka.Decoder[T]) {
 	start := time.Now()
 	for range b.N {
 		out := &srcCountingOutput{}
-		st := src.NewSubtask()
+		st := runtime.EraseSource(src.NewSubtask())
 		if err := st.Open(&runtime.Context{Parallelism: 1, Output: out}); err != nil {
 			b.Fatal(err)
 		}

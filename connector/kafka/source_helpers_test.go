@@ -190,10 +190,10 @@ func (s *srcTxStore[T]) count() int {
 // srcTxSink stages at Snapshot and publishes idempotently at Commit.
 type srcTxSink[T any] struct{ store *srcTxStore[T] }
 
-func (s srcTxSink[T]) NewSubtask() runtime.Operator { return &srcTxWriter[T]{store: s.store} }
-func (s srcTxSink[T]) Committer() runtime.Committer { return srcTxCommitter[T](s) }
-func (srcTxSink[T]) Guarantee() runtime.Guarantee   { return runtime.ExactlyOnce }
-func (srcTxSink[T]) Describe() string               { return "test transactional sink" }
+func (s srcTxSink[T]) NewSubtask() runtime.SinkSubtask[T] { return &srcTxWriter[T]{store: s.store} }
+func (s srcTxSink[T]) Committer() runtime.Committer       { return srcTxCommitter[T](s) }
+func (srcTxSink[T]) Guarantee() runtime.Guarantee         { return runtime.ExactlyOnce }
+func (srcTxSink[T]) Describe() string                     { return "test transactional sink" }
 
 type srcTxWriter[T any] struct {
 	store   *srcTxStore[T]
@@ -202,8 +202,8 @@ type srcTxWriter[T any] struct {
 }
 
 func (w *srcTxWriter[T]) Open(*runtime.Context) error { return nil }
-func (w *srcTxWriter[T]) ProcessBatch(_ int, r runtime.Records) error {
-	for _, rec := range r.(runtime.Batch[T]) {
+func (w *srcTxWriter[T]) Write(batch runtime.Batch[T]) error {
+	for _, rec := range batch {
 		w.buf = append(w.buf, rec.Value)
 	}
 	return nil

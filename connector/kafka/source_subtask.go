@@ -41,7 +41,6 @@ type srcPart struct {
 type srcSubtask[T any] struct {
 	src *Source[T]
 	cfg *SourceConfig
-	out runtime.Output
 	// batches hands out the batches Read emits (runtime.BatchBuffer).
 	batches runtime.BatchBuffer[T]
 	log     *slog.Logger
@@ -85,14 +84,13 @@ func (t *srcSubtask[T]) errorf(format string, args ...any) error {
 
 // Open restores the position, lists the topic's partitions and assigns the
 // subtask's partitions to the client at their exact offsets.
-func (t *srcSubtask[T]) Open(ctx *runtime.Context) error {
+func (t *srcSubtask[T]) Open(ctx *runtime.Context, out runtime.Emitter[T]) error {
 	t.cfg = &t.src.cfg
 	cfg := t.cfg
 	if t.clock == nil {
 		t.clock = ctx.Now
 	}
-	t.out = ctx.Output
-	t.batches.Open(ctx.Output)
+	t.batches.OpenOn(out)
 	t.log = ctx.Log
 	if t.log == nil {
 		t.log = slog.New(slog.DiscardHandler)

@@ -76,7 +76,7 @@ func srcOpenClocked(t *testing.T, src *kafka.Source[srcEvent], clock func() time
 func srcTryOpenContext(t *testing.T, src *kafka.Source[srcEvent], ctx *runtime.Context, inline []byte) (srcSub, error) {
 	t.Helper()
 	out := &srcCollector{}
-	st := src.NewSubtask()
+	st := runtime.EraseSource(src.NewSubtask())
 	ctx.Output = out
 	if inline != nil {
 		ctx.Restored = &checkpoint.SubtaskState{Task: ctx.Task, Inline: inline, Watermark: runtime.MinWatermark}

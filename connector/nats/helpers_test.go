@@ -239,7 +239,7 @@ func open[T any](t testing.TB, src *nats.Source[T], pos []byte) subtask[T] {
 
 func tryOpen[T any](src *nats.Source[T], pos []byte) (subtask[T], error) {
 	out := &collector[T]{}
-	s := src.NewSubtask()
+	s := runtime.EraseSource(src.NewSubtask())
 	ctx := &runtime.Context{Task: checkpoint.TaskID{Operator: "events"}, Parallelism: 1, MaxParallelism: 128, Output: out, JobID: "job"}
 	if pos != nil {
 		ctx.Restored = &checkpoint.SubtaskState{Task: ctx.Task, Inline: pos}

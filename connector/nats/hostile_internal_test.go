@@ -101,7 +101,7 @@ func TestOutageIsNotIdleness(t *testing.T) {
 	r := src.NewSubtask().(*reader[int64])
 	r.clock = func() time.Time { return clock }
 	out := &hostileCollector{}
-	if err := r.Open(&runtime.Context{Task: checkpoint.TaskID{Operator: "in"}, Parallelism: 1, Output: out}); err != nil {
+	if err := r.Open(&runtime.Context{Task: checkpoint.TaskID{Operator: "in"}, Parallelism: 1}, runtime.EmitTo[int64](out)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.Close() })

@@ -334,7 +334,7 @@ func logBuffer() (*slog.Logger, *testkit.SyncBuffer) {
 func openWithLog[T any](t testing.TB, src *nats.Source[T], pos []byte, log *slog.Logger) (subtask[T], error) {
 	t.Helper()
 	out := &collector[T]{}
-	s := src.NewSubtask()
+	s := runtime.EraseSource(src.NewSubtask())
 	ctx := &runtime.Context{Task: checkpoint.TaskID{Operator: "events"}, Parallelism: 1, MaxParallelism: 128, Output: out, JobID: "job", Log: log}
 	if pos != nil {
 		ctx.Restored = &checkpoint.SubtaskState{Task: ctx.Task, Inline: pos}

@@ -33,7 +33,7 @@ const noAnswer = 750 * time.Millisecond
 type reader[T any] struct {
 	src   *Source[T]
 	cfg   *SourceConfig
-	out   runtime.Output
+	out   runtime.Emitter[T]
 	log   *slog.Logger
 	where string // "nats source: stream S subject F", the prefix of errors
 
@@ -99,12 +99,12 @@ type reader[T any] struct {
 // stream.OnBadRecords). It replaces SourceConfig.SkipDecodeErrors.
 func (r *reader[T]) SetBadRecords(s stream.BadRecordSetup) { r.setup, r.hasSetup = s, true }
 
-func (r *reader[T]) Open(ctx *runtime.Context) error {
+func (r *reader[T]) Open(ctx *runtime.Context, out runtime.Emitter[T]) error {
 	r.cfg = &r.src.cfg
 	if r.clock == nil {
 		r.clock = time.Now
 	}
-	r.out = ctx.Output
+	r.out = out
 	r.log = ctx.Log
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)

@@ -138,7 +138,7 @@ func TestDisconnectWarningOnlyWhenUnexpected(t *testing.T) {
 	openLogged := func() (runtime.Source, *testkit.SyncBuffer) {
 		t.Helper()
 		buf := &testkit.SyncBuffer{}
-		s := eventSource(t, f.config()).NewSubtask()
+		s := runtime.EraseSource(eventSource(t, f.config()).NewSubtask())
 		ctx := &runtime.Context{Task: checkpoint.TaskID{Operator: "events"}, Parallelism: 1, MaxParallelism: 128,
 			Output: &collector[event]{}, JobID: "job", Log: slog.New(slog.NewTextHandler(buf, nil))}
 		if err := s.Open(ctx); err != nil {

@@ -76,13 +76,13 @@ func (c *SourceConfig) shownURL() string { return redact.DSN(c.URL) }
 func (c *SourceConfig) scrub(err error) error { return redact.NewScrubber(c.URL).Error(err) }
 
 // NewSubtask creates the source subtask. There is one: see From.
-func (s *Source[T]) NewSubtask() runtime.Source { return &reader[T]{src: s} }
+func (s *Source[T]) NewSubtask() runtime.SourceSubtask[T] { return &reader[T]{src: s} }
 
 // From adds src to p as node id with parallelism 1, the only one a stream
 // supports (one ordered sequence), whatever p's default parallelism. opts
 // setting another parallelism are reported as a builder error.
 func From[T any](p *stream.Pipeline, id string, src *Source[T], opts ...stream.NodeOption) stream.Stream[T] {
-	s := stream.From[T](p, id, src, append([]stream.NodeOption{stream.Parallelism(1)}, opts...)...)
+	s := stream.From(p, id, src, append([]stream.NodeOption{stream.Parallelism(1)}, opts...)...)
 	if n := s.Node().Parallelism; n != 1 {
 		p.Errorf("nats source %s: parallelism %d: %s", id, n, parallelismReason)
 	}

@@ -328,7 +328,7 @@ func TestParallelismIsOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sub := src.NewSubtask()
+	sub := runtime.EraseSource(src.NewSubtask())
 	err = sub.Open(&runtime.Context{Parallelism: 2, Output: &collector[event]{}})
 	if !errors.Is(err, runtime.ErrIncompatible) || !strings.Contains(err.Error(), "parallelism 2") {
 		t.Fatalf("Open at parallelism 2: %v", err)

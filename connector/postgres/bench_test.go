@@ -83,7 +83,7 @@ func BenchmarkStaging(b *testing.B) {
 		for i := range n {
 			batch[i] = runtime.Record[datagen.Event]{Value: datagen.Event{ID: int64(done + i), Key: int64(done+i) % 1000, Value: int64(done+i) % 1000}}
 		}
-		if err := w.ProcessBatch(0, batch[:n]); err != nil {
+		if err := w.Write(batch[:n]); err != nil {
 			b.Fatal(err)
 		}
 		done += n

@@ -178,7 +178,7 @@ func (f *fixture) items(name string) []item {
 const testJob = "job1"
 
 // openWriter opens subtask subtask of sink node "out" for job.
-func openWriter[T any](t testing.TB, s *postgres.Sink[T], subtask int, job string) runtime.Operator {
+func openWriter[T any](t testing.TB, s *postgres.Sink[T], subtask int, job string) runtime.SinkSubtask[T] {
 	t.Helper()
 	w := s.NewSubtask()
 	ctx := &runtime.Context{Task: checkpoint.TaskID{Operator: "out", Subtask: subtask}, Parallelism: 2, JobID: job}
@@ -190,18 +190,18 @@ func openWriter[T any](t testing.TB, s *postgres.Sink[T], subtask int, job strin
 }
 
 // write passes values to w as one batch.
-func write[T any](t testing.TB, w runtime.Operator, values ...T) {
+func write[T any](t testing.TB, w runtime.SinkSubtask[T], values ...T) {
 	t.Helper()
 	b := make(runtime.Batch[T], len(values))
 	for i, v := range values {
 		b[i] = runtime.Record[T]{Value: v, Time: int64(i)}
 	}
-	if err := w.ProcessBatch(0, b); err != nil {
-		t.Fatalf("ProcessBatch: %v", err)
+	if err := w.Write(b); err != nil {
+		t.Fatalf("Write: %v", err)
 	}
 }
 
-func snapshot(t testing.TB, w runtime.Operator, id int64) []checkpoint.Committable {
+func snapshot[T any](t testing.TB, w runtime.SinkSubtask[T], id int64) []checkpoint.Committable {
 	t.Helper()
 	s, err := w.Snapshot(id)
 	if err != nil {

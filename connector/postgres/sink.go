@@ -93,7 +93,7 @@ func (s *Sink[T]) Describe() string {
 func (s *Sink[T]) Committer() runtime.Committer { return committer{d: s.d} }
 
 // NewSubtask creates one writer subtask.
-func (s *Sink[T]) NewSubtask() runtime.Operator { return &writer[T]{sink: s} }
+func (s *Sink[T]) NewSubtask() runtime.SinkSubtask[T] { return &writer[T]{sink: s} }
 
 // StagingTable returns the staging table's name as the sink uses it.
 func (s *Sink[T]) StagingTable() string { return s.d.staging.String() }

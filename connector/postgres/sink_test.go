@@ -183,7 +183,7 @@ func TestCommitIsAtomicForConcurrentReader(t *testing.T) {
 	f := newFixture(t)
 	s := newItemSink(t, f.config("out", postgres.Append))
 	const subtasks, checkpoints, perCheckpoint = 8, 12, 50
-	ws := make([]runtime.Operator, subtasks)
+	ws := make([]runtime.SinkSubtask[item], subtasks)
 	for i := range ws {
 		ws[i] = openWriter(t, s, i, testJob)
 	}
@@ -287,7 +287,7 @@ func TestUpsertLastWriteWins(t *testing.T) {
 	if got := f.items("out"); !slices.Equal(got, want) {
 		t.Fatalf("after checkpoint 1: %v, want %v", got, want)
 	}
-	for _, w := range []runtime.Operator{w0, w1} {
+	for _, w := range []runtime.SinkSubtask[item]{w0, w1} {
 		if err := w.NotifyComplete(1); err != nil {
 			t.Fatal(err)
 		}
@@ -598,12 +598,12 @@ func TestBadRecordsFailTheSubtask(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := openWriter(t, s, 0, testJob)
-	err = w.ProcessBatch(0, runtime.Batch[[]any]{{Value: []any{nil, "x"}}})
+	err = w.Write(runtime.Batch[[]any]{{Value: []any{nil, "x"}}})
 	if err == nil || !strings.Contains(err.Error(), `NULL key column "id"`) {
 		t.Errorf("NULL key: %v", err)
 	}
 	w = openWriter(t, s, 1, testJob)
-	err = w.ProcessBatch(0, runtime.Batch[[]any]{{Value: []any{int64(1)}}})
+	err = w.Write(runtime.Batch[[]any]{{Value: []any{int64(1)}}})
 	if err == nil || !strings.Contains(err.Error(), "1 values for the 2 columns") {
 		t.Errorf("too few values: %v", err)
 	}

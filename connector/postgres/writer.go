@@ -126,12 +126,12 @@ func randomID() int64 {
 // are copied into the pending rows.
 func (w *writer[T]) BorrowsBatches() {}
 
-func (w *writer[T]) ProcessBatch(_ int, r runtime.Records) error {
+func (w *writer[T]) Write(batch runtime.Batch[T]) error {
 	if err := w.cp.err(); err != nil {
 		return err
 	}
 	ncols := len(w.d.columns)
-	for _, rec := range r.(runtime.Batch[T]) {
+	for _, rec := range batch {
 		start := len(w.buf)
 		w.buf = append(w.buf, w.boxed, w.seq)
 		w.buf = w.sink.values(w.buf, rec.Value)

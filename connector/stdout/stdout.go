@@ -47,7 +47,7 @@ func (s *Sink[T]) Describe() string { return "stdout (JSON lines, not transactio
 func (s *Sink[T]) Committer() runtime.Committer { return nil }
 
 // NewSubtask creates one printing subtask.
-func (s *Sink[T]) NewSubtask() runtime.Operator { return &printer[T]{sink: s} }
+func (s *Sink[T]) NewSubtask() runtime.SinkSubtask[T] { return &printer[T]{sink: s} }
 
 type printer[T any] struct {
 	sink *Sink[T]
@@ -57,12 +57,12 @@ type printer[T any] struct {
 func (p *printer[T]) Open(*runtime.Context) error { return nil }
 
 // BorrowsBatches implements runtime.BatchBorrower: records are encoded
-// before ProcessBatch returns.
+// before Write returns.
 func (p *printer[T]) BorrowsBatches() {}
 
-func (p *printer[T]) ProcessBatch(_ int, r runtime.Records) error {
+func (p *printer[T]) Write(batch runtime.Batch[T]) error {
 	p.buf = p.buf[:0]
-	for _, rec := range r.(runtime.Batch[T]) {
+	for _, rec := range batch {
 		p.buf = p.sink.encode(p.buf, rec.Value)
 		p.buf = append(p.buf, '\n')
 	}

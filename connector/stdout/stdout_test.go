@@ -28,7 +28,7 @@ func jsonEncoder(dst []byte, v event) []byte {
 	return append(dst, b...)
 }
 
-func open(t *testing.T, s *stdout.Sink[event], subtask int) runtime.Operator {
+func open(t *testing.T, s *stdout.Sink[event], subtask int) runtime.SinkSubtask[event] {
 	t.Helper()
 	p := s.NewSubtask()
 	if err := p.Open(&runtime.Context{Task: checkpoint.TaskID{Operator: "log", Subtask: subtask}, Parallelism: 2}); err != nil {
@@ -49,7 +49,7 @@ func TestPrintsJSONLinesAtOnce(t *testing.T) {
 	var buf bytes.Buffer
 	s := stdout.NewWriter(&buf, jsonEncoder)
 	p := open(t, s, 0)
-	if err := p.ProcessBatch(0, batch(event{1, "a"}, event{2, "b \"quoted\"\nnewline"})); err != nil {
+	if err := p.Write(batch(event{1, "a"}, event{2, "b \"quoted\"\nnewline"})); err != nil {
 		t.Fatal(err)
 	}
 	// Printed at once: no barrier, no commit needed.
@@ -57,7 +57,7 @@ func TestPrintsJSONLinesAtOnce(t *testing.T) {
 	if buf.String() != want {
 		t.Fatalf("printed %q, want %q", buf.String(), want)
 	}
-	if err := p.ProcessBatch(0, batch(event{3, "c"})); err != nil {
+	if err := p.Write(batch(event{3, "c"})); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
@@ -118,7 +118,7 @@ func TestConcurrentSubtasksWriteWholeLines(t *testing.T) {
 				for k := range vs {
 					vs[k] = event{ID: int64(i*1_000_000 + b*per + k), Name: strings.Repeat("x", 100)}
 				}
-				if err := p.ProcessBatch(0, batch(vs...)); err != nil {
+				if err := p.Write(batch(vs...)); err != nil {
 					errs <- err
 					return
 				}
@@ -153,7 +153,7 @@ func TestFlushesBufferedWriter(t *testing.T) {
 	var buf bytes.Buffer
 	w := bufio.NewWriterSize(&buf, 1<<16)
 	p := open(t, stdout.NewWriter(w, jsonEncoder), 0)
-	if err := p.ProcessBatch(0, batch(event{7, "z"})); err != nil {
+	if err := p.Write(batch(event{7, "z"})); err != nil {
 		t.Fatal(err)
 	}
 	if buf.String() != `{"id":7,"name":"z"}`+"\n" {
@@ -167,7 +167,7 @@ func (failing) Write([]byte) (int, error) { return 0, errors.New("disk on fire")
 
 func TestWriteErrorFailsBatch(t *testing.T) {
 	p := open(t, stdout.NewWriter(failing{}, jsonEncoder), 0)
-	err := p.ProcessBatch(0, batch(event{1, "a"}))
+	err := p.Write(batch(event{1, "a"}))
 	if err == nil || !strings.Contains(err.Error(), "disk on fire") {
 		t.Fatalf("ProcessBatch to a failing writer: %v", err)
 	}

@@ -78,7 +78,7 @@ func run(out string, count int64, rate float64) error {
 	if err != nil {
 		return err
 	}
-	events := stream.From[datagen.Event](p, "events", src)
+	events := stream.From(p, "events", src)
 	byKey := stream.KeyBy(events, func(e datagen.Event) int64 { return e.Key })
 	totals := window.Aggregate[datagen.Event, Totals]{
 		Init:  func() Totals { return Totals{} },

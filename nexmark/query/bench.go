@@ -189,7 +189,7 @@ func Pipeline(q Query, src nexmark.SourceConfig, parallelism int, out string) (*
 		return nil, err
 	}
 	p := stream.New("nexmark-"+q.Name, stream.DefaultParallelism(parallelism))
-	events := stream.From[nexmark.Event](p, "events", source)
+	events := stream.From(p, "events", source)
 	q.Build(p, events, out)
 	return p, nil
 }

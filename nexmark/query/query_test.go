@@ -279,7 +279,7 @@ type sliceSource struct {
 	fail *failOnce
 }
 
-func (s sliceSource) NewSubtask() runtime.Source {
+func (s sliceSource) NewSubtask() runtime.SourceSubtask[nexmark.Event] {
 	return &sliceSubtask{evs: s.evs, batch: s.batch, fail: s.fail}
 }
 func (sliceSource) Guarantee() runtime.Guarantee { return runtime.ExactlyOnce }
@@ -290,12 +290,14 @@ type sliceSubtask struct {
 	batch   int
 	fail    *failOnce
 	ctx     *runtime.Context
+	out     runtime.Emitter[nexmark.Event]
 	next, p int
 	// max is the watermark: the largest event time emitted, less the delay.
 	max int64
 }
 
-func (s *sliceSubtask) Open(ctx *runtime.Context) error {
+func (s *sliceSubtask) Open(ctx *runtime.Context, out runtime.Emitter[nexmark.Event]) error {
+	s.out = out
 	s.ctx, s.p, s.next, s.max = ctx, ctx.Parallelism, ctx.Task.Subtask, runtime.MinWatermark
 	if ctx.Restored != nil {
 		if err := json.Unmarshal(ctx.Restored.Inline, &s.next); err != nil {
@@ -346,7 +348,7 @@ func (s *sliceSubtask) Read() (runtime.ReadResult, error) {
 		s.max = max(s.max, t-int64(WatermarkDelay)-1)
 		b = append(b, runtime.Record[nexmark.Event]{Value: e, Time: t})
 	}
-	err := s.ctx.Output.Emit(b)
+	err := s.out.Emit(b)
 	return runtime.ReadResult{Watermark: s.max}, err
 }
 

@@ -128,19 +128,19 @@ type genSource[T any] struct {
 	make    func(rng *rand.Rand, i int64) T
 }
 
-func (g *genSource[T]) NewSubtask() runtime.Source   { return &genSub[T]{g: g} }
-func (g *genSource[T]) Guarantee() runtime.Guarantee { return runtime.ExactlyOnce }
-func (g *genSource[T]) Describe() string             { return "bench generator" }
+func (g *genSource[T]) NewSubtask() runtime.SourceSubtask[T] { return &genSub[T]{g: g} }
+func (g *genSource[T]) Guarantee() runtime.Guarantee         { return runtime.ExactlyOnce }
+func (g *genSource[T]) Describe() string                     { return "bench generator" }
 
 type genSub[T any] struct {
 	g    *genSource[T]
-	out  runtime.Output
+	out  runtime.Emitter[T]
 	next int64
 	rng  *rand.Rand
 }
 
-func (s *genSub[T]) Open(ctx *runtime.Context) error {
-	s.out = ctx.Output
+func (s *genSub[T]) Open(ctx *runtime.Context, out runtime.Emitter[T]) error {
+	s.out = out
 	s.rng = rand.New(rand.NewPCG(uint64(ctx.Task.Subtask), 1))
 	return nil
 }

@@ -419,8 +419,15 @@ func TestWrongInputIsAnError(t *testing.T) {
 			input int
 			batch runtime.Records
 		}{{0, runtime.Batch[rrec]{}}, {1, runtime.Batch[lrec]{}}, {2, runtime.Batch[lrec]{}}} {
-			if err := h.op.ProcessBatch(c.input, c.batch); err == nil {
+			err := h.op.ProcessBatch(c.input, c.batch)
+			if err == nil {
 				t.Errorf("%s: input %d with a %T: no error", sp.name, c.input, c.batch)
+				continue
+			}
+			// A wrong type is a mismatch no restart cures, naming both types.
+			var tm *runtime.TypeMismatchError
+			if c.input < 2 && (!errors.As(err, &tm) || !errors.Is(err, runtime.ErrUnrecoverable) || !strings.Contains(err.Error(), "join_test.") || tm.Want == tm.Got) {
+				t.Errorf("%s: input %d with a %T: %v, want a TypeMismatchError naming both types", sp.name, c.input, c.batch, err)
 			}
 		}
 	}

@@ -78,17 +78,17 @@ func (rrecCodec) Decode(src []byte) (rrec, int, error) {
 // operator directly.
 type nopSource[T any] struct{}
 
-func (nopSource[T]) NewSubtask() runtime.Source   { return nil }
-func (nopSource[T]) Guarantee() runtime.Guarantee { return runtime.ExactlyOnce }
-func (nopSource[T]) Describe() string             { return "test" }
+func (nopSource[T]) NewSubtask() runtime.SourceSubtask[T] { return nil }
+func (nopSource[T]) Guarantee() runtime.Guarantee         { return runtime.ExactlyOnce }
+func (nopSource[T]) Describe() string                     { return "test" }
 
 // discardSink is a stream.Sink never run.
 type discardSink[T any] struct{}
 
-func (discardSink[T]) NewSubtask() runtime.Operator { return nil }
-func (discardSink[T]) Committer() runtime.Committer { return nil }
-func (discardSink[T]) Guarantee() runtime.Guarantee { return runtime.ExactlyOnce }
-func (discardSink[T]) Describe() string             { return "discard" }
+func (discardSink[T]) NewSubtask() runtime.SinkSubtask[T] { return nil }
+func (discardSink[T]) Committer() runtime.Committer       { return nil }
+func (discardSink[T]) Guarantee() runtime.Guarantee       { return runtime.ExactlyOnce }
+func (discardSink[T]) Describe() string                   { return "discard" }
 
 // collector is a runtime.Output keeping every emitted record.
 type collector[O any] struct{ recs []runtime.Record[O] }

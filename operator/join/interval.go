@@ -268,19 +268,19 @@ func (j *bucketJoin[L, R, K, O]) ProcessBatch(input int, r runtime.Records) erro
 	// deliver the same type.
 	switch input {
 	case 0:
-		b, ok := r.(runtime.Batch[L])
-		if !ok {
-			return inputError(j.task, input, r, runtime.Batch[L](nil), runtime.Batch[R](nil))
+		b, err := runtime.BatchOf[L](r)
+		if err != nil {
+			return fmt.Errorf("%s: input 0: %w", j.task, err)
 		}
 		out = probeAndStore(j, 0, b, j.keyL, j.left, j.right, j.output, out)
 	case 1:
-		b, ok := r.(runtime.Batch[R])
-		if !ok {
-			return inputError(j.task, input, r, runtime.Batch[L](nil), runtime.Batch[R](nil))
+		b, err := runtime.BatchOf[R](r)
+		if err != nil {
+			return fmt.Errorf("%s: input 1: %w", j.task, err)
 		}
 		out = probeAndStore(j, 1, b, j.keyR, j.right, j.left, j.outputRL, out)
 	default:
-		return inputError(j.task, input, r, runtime.Batch[L](nil), runtime.Batch[R](nil))
+		return inputError(j.task, input)
 	}
 	j.sizeHint = len(out)
 	if len(out) == 0 {

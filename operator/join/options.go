@@ -102,13 +102,6 @@ func addNode[L, R any, K comparable, O any](left stream.KeyedStream[L, K], right
 
 // inputError reports a batch whose type does not fit the input it came on:
 // the plan wired the node wrong.
-func inputError(task string, input int, r runtime.Records, left, right any) error {
-	if input == 0 || input == 1 {
-		want := left
-		if input == 1 {
-			want = right
-		}
-		return fmt.Errorf("%s: input %d delivered a %T, want a %T", task, input, r, want)
-	}
+func inputError(task string, input int) error {
 	return fmt.Errorf("%s: a join has inputs 0 (left) and 1 (right), got a batch on input %d", task, input)
 }

@@ -34,9 +34,9 @@ type replay[T any] struct {
 	delay   int64
 }
 
-func (s *replay[T]) NewSubtask() runtime.Source   { return &replaySub[T]{src: s} }
-func (s *replay[T]) Guarantee() runtime.Guarantee { return runtime.ExactlyOnce }
-func (s *replay[T]) Describe() string             { return fmt.Sprintf("replay of %d records", len(s.recs)) }
+func (s *replay[T]) NewSubtask() runtime.SourceSubtask[T] { return &replaySub[T]{src: s} }
+func (s *replay[T]) Guarantee() runtime.Guarantee         { return runtime.ExactlyOnce }
+func (s *replay[T]) Describe() string                     { return fmt.Sprintf("replay of %d records", len(s.recs)) }
 
 // replayPos is a subtask's position: the next index and the largest time
 // emitted, so the watermark continues where it was.
@@ -48,14 +48,14 @@ type replayPos struct {
 
 type replaySub[T any] struct {
 	src     *replay[T]
-	out     runtime.Output
+	out     runtime.Emitter[T]
 	p       int64
 	pos     replayPos
 	subtask int64
 }
 
-func (r *replaySub[T]) Open(ctx *runtime.Context) error {
-	r.out = ctx.Output
+func (r *replaySub[T]) Open(ctx *runtime.Context, out runtime.Emitter[T]) error {
+	r.out = out
 	r.p = int64(ctx.Parallelism)
 	r.subtask = int64(ctx.Task.Subtask)
 	r.pos = replayPos{Next: r.subtask}

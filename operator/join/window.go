@@ -189,19 +189,19 @@ func (j *windowJoin[L, R, K, O]) BorrowsBatches() {}
 func (j *windowJoin[L, R, K, O]) ProcessBatch(input int, r runtime.Records) error {
 	switch input { // not on the type: with L == R both sides deliver the same type
 	case 0:
-		b, ok := r.(runtime.Batch[L])
-		if !ok {
-			return inputError(j.task, input, r, runtime.Batch[L](nil), runtime.Batch[R](nil))
+		b, err := runtime.BatchOf[L](r)
+		if err != nil {
+			return fmt.Errorf("%s: input 0: %w", j.task, err)
 		}
 		addToWindows(j, 0, b, j.keyL, j.left)
 	case 1:
-		b, ok := r.(runtime.Batch[R])
-		if !ok {
-			return inputError(j.task, input, r, runtime.Batch[L](nil), runtime.Batch[R](nil))
+		b, err := runtime.BatchOf[R](r)
+		if err != nil {
+			return fmt.Errorf("%s: input 1: %w", j.task, err)
 		}
 		addToWindows(j, 1, b, j.keyR, j.right)
 	default:
-		return inputError(j.task, input, r, runtime.Batch[L](nil), runtime.Batch[R](nil))
+		return inputError(j.task, input)
 	}
 	return nil
 }

@@ -136,7 +136,11 @@ func Keyed[T any, K comparable, O any](ks stream.KeyedStream[T, K], id string, f
 	n.NewOperator = func() runtime.Operator {
 		return &operator[K, O]{process: func(op *operator[K, O], r runtime.Records) error {
 			f := op.fn.(Function[T, K, O])
-			for _, rec := range r.(runtime.Batch[T]) {
+			in, err := runtime.BatchOf[T](r)
+			if err != nil {
+				return err
+			}
+			for _, rec := range in {
 				op.ctx.key, op.ctx.time, op.ctx.emitTime = ks.Key(rec.Value), rec.Time, rec.Time
 				if err := f.ProcessRecord(&op.ctx, rec.Value); err != nil {
 					return err

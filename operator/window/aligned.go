@@ -162,7 +162,11 @@ func (w *alignedOp[T, K, A, O]) end(s int64) int64 { return satAdd(s, w.size) }
 func (w *alignedOp[T, K, A, O]) cleanupAt(s int64) int64 { return satAdd(w.end(s)-1, w.lateness) }
 
 func (w *alignedOp[T, K, A, O]) ProcessBatch(_ int, r runtime.Records) error {
-	for _, rec := range r.(runtime.Batch[T]) {
+	in, err := runtime.BatchOf[T](r)
+	if err != nil {
+		return err
+	}
+	for _, rec := range in {
 		t := rec.Time
 		last := floorDiv(t, w.slide) // the start of the newest window that may hold t
 		if t-last >= w.size {

@@ -174,7 +174,11 @@ func (w *paneOp[T, K, A, O]) own(key K, set *paneSet[A]) *paneSet[A] {
 }
 
 func (w *paneOp[T, K, A, O]) ProcessBatch(_ int, r runtime.Records) error {
-	for _, rec := range r.(runtime.Batch[T]) {
+	in, err := runtime.BatchOf[T](r)
+	if err != nil {
+		return err
+	}
+	for _, rec := range in {
 		t := rec.Time
 		last := floorDiv(t, w.slide)
 		if t-last >= w.size {

@@ -39,20 +39,22 @@ type stepSource struct {
 	perCheckpoint int
 }
 
-func (s stepSource) NewSubtask() runtime.Source { return &stepReader{src: s} }
-func (stepSource) Guarantee() runtime.Guarantee { return runtime.ExactlyOnce }
-func (stepSource) Describe() string             { return "test steps" }
+func (s stepSource) NewSubtask() runtime.SourceSubtask[ev] { return &stepReader{src: s} }
+func (stepSource) Guarantee() runtime.Guarantee            { return runtime.ExactlyOnce }
+func (stepSource) Describe() string                        { return "test steps" }
 
 type stepReader struct {
 	src  stepSource
 	ctx  *runtime.Context
+	out  runtime.Emitter[ev]
 	next int
 	wm   int64
 	// since counts the steps read since the last checkpoint.
 	since int
 }
 
-func (r *stepReader) Open(ctx *runtime.Context) error {
+func (r *stepReader) Open(ctx *runtime.Context, out runtime.Emitter[ev]) error {
+	r.out = out
 	r.ctx, r.next, r.wm = ctx, ctx.Task.Subtask, runtime.MinWatermark
 	if ctx.Restored != nil && len(ctx.Restored.Inline) == 8 {
 		r.next = int(binary.LittleEndian.Uint64(ctx.Restored.Inline))
@@ -74,7 +76,7 @@ func (r *stepReader) Read() (runtime.ReadResult, error) {
 	st := r.src.steps[r.next]
 	r.next += r.src.par
 	r.wm = max(r.wm, st.wm)
-	if err := r.ctx.Output.Emit(runtime.Batch[ev](slices.Clone(st.recs))); err != nil {
+	if err := r.out.Emit(runtime.Batch[ev](slices.Clone(st.recs))); err != nil {
 		return runtime.ReadResult{}, err
 	}
 	return runtime.ReadResult{Watermark: r.wm}, nil
@@ -111,10 +113,10 @@ func (s *txStore[T]) committed() []runtime.Record[T] {
 // the previous one; a completed checkpoint's commit publishes it.
 type txSink[T any] struct{ store *txStore[T] }
 
-func (s txSink[T]) NewSubtask() runtime.Operator { return &txWriter[T]{store: s.store} }
-func (s txSink[T]) Committer() runtime.Committer { return txCommitter[T](s) }
-func (txSink[T]) Guarantee() runtime.Guarantee   { return runtime.ExactlyOnce }
-func (txSink[T]) Describe() string               { return "test transactional sink" }
+func (s txSink[T]) NewSubtask() runtime.SinkSubtask[T] { return &txWriter[T]{store: s.store} }
+func (s txSink[T]) Committer() runtime.Committer       { return txCommitter[T](s) }
+func (txSink[T]) Guarantee() runtime.Guarantee         { return runtime.ExactlyOnce }
+func (txSink[T]) Describe() string                     { return "test transactional sink" }
 
 type txWriter[T any] struct {
 	stream.Stateless
@@ -123,8 +125,8 @@ type txWriter[T any] struct {
 	pending []checkpoint.Committable
 }
 
-func (w *txWriter[T]) ProcessBatch(_ int, r runtime.Records) error {
-	w.buf = append(w.buf, r.(runtime.Batch[T])...)
+func (w *txWriter[T]) Write(batch runtime.Batch[T]) error {
+	w.buf = append(w.buf, batch...)
 	return nil
 }
 

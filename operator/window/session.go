@@ -154,7 +154,11 @@ func (w *sessionOp[T, K, A, O]) own(key K, set *sessionSet[A]) *sessionSet[A] {
 }
 
 func (w *sessionOp[T, K, A, O]) ProcessBatch(_ int, r runtime.Records) error {
-	for _, rec := range r.(runtime.Batch[T]) {
+	in, err := runtime.BatchOf[T](r)
+	if err != nil {
+		return err
+	}
+	for _, rec := range in {
 		w.add(rec)
 	}
 	if err := w.late.flush(); err != nil {

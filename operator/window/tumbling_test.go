@@ -22,10 +22,10 @@ import (
 // operator directly.
 type nopSource[T any] struct{}
 
-func (nopSource[T]) NewSubtask() runtime.Source   { return nil }
-func (nopSource[T]) Guarantee() runtime.Guarantee { return runtime.ExactlyOnce }
-func (nopSource[T]) Describe() string             { return "test" }
-func (nopSource[T]) Type() string                 { return "test" }
+func (nopSource[T]) NewSubtask() runtime.SourceSubtask[T] { return nil }
+func (nopSource[T]) Guarantee() runtime.Guarantee         { return runtime.ExactlyOnce }
+func (nopSource[T]) Describe() string                     { return "test" }
+func (nopSource[T]) Type() string                         { return "test" }
 
 // collector is a runtime.Output keeping every emitted record.
 type collector[O any] struct{ recs []runtime.Record[O] }
@@ -101,10 +101,10 @@ func newTyped(t *testing.T, size time.Duration) func() runtime.Operator {
 
 type discardSink[T any] struct{}
 
-func (discardSink[T]) NewSubtask() runtime.Operator { return nil }
-func (discardSink[T]) Committer() runtime.Committer { return nil }
-func (discardSink[T]) Guarantee() runtime.Guarantee { return runtime.ExactlyOnce }
-func (discardSink[T]) Describe() string             { return "discard" }
+func (discardSink[T]) NewSubtask() runtime.SinkSubtask[T] { return nil }
+func (discardSink[T]) Committer() runtime.Committer       { return nil }
+func (discardSink[T]) Guarantee() runtime.Guarantee       { return runtime.ExactlyOnce }
+func (discardSink[T]) Describe() string                   { return "discard" }
 
 // open opens a subtask of newOp on a fresh backend, or on one restored from
 // snapshots with the restored watermark wm.
