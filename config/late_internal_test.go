@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ingest-engine/ingest/connector"
 	"github.com/ingest-engine/ingest/internal/testkit"
 	"github.com/ingest-engine/ingest/row"
 	"github.com/ingest-engine/ingest/runtime"
@@ -40,8 +41,10 @@ type scriptSource struct{ steps []scriptStep }
 func (s *scriptSource) NewSubtask() runtime.SourceSubtask[row.Row] {
 	return &scriptSubtask{steps: s.steps}
 }
-func (s *scriptSource) Guarantee() runtime.Guarantee { return runtime.ExactlyOnce }
-func (s *scriptSource) Describe() string             { return "script" }
+func (s *scriptSource) Descriptor() connector.Descriptor {
+	return connector.Descriptor{Capabilities: runtime.Capabilities{Replayable: true}}
+}
+func (s *scriptSource) Describe() string { return "script" }
 func (t *scriptSubtask) Position() ([]byte, error) {
 	return strconv.AppendInt(nil, int64(t.next), 10), nil
 }

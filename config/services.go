@@ -64,7 +64,7 @@ func (b *builder) natsSource(name string, m *mapping, par stream.NodeOption) (na
 			return src, nil
 		},
 		add: func(src stream.Source[row.Row]) stream.Stream[row.Row] {
-			return nats.From(b.p, name, src.(*nats.Source[row.Row]), par)
+			return stream.From(b.p, name, src.(*nats.Source[row.Row]), par)
 		},
 	})
 }

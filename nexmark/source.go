@@ -7,6 +7,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/ingest-engine/ingest/connector"
 	"github.com/ingest-engine/ingest/runtime"
 )
 
@@ -83,15 +84,6 @@ func (s *Source) Config() SourceConfig { return s.cfg }
 
 // Generator returns the source's event generator.
 func (s *Source) Generator() *Generator { return s.gen }
-
-// Type is the connector type name.
-func (s *Source) Type() string { return "nexmark" }
-
-// Guarantee: the generator replays exactly from any position.
-func (s *Source) Guarantee() runtime.Guarantee { return runtime.ExactlyOnce }
-
-// Capabilities: replayable from one event counter per split.
-func (s *Source) Capabilities() runtime.Capabilities { return runtime.Capabilities{Replayable: true} }
 
 // Describe summarises the configuration.
 func (s *Source) Describe() string {
@@ -255,3 +247,9 @@ func (t *subtask) Position() ([]byte, error) { return json.Marshal(position{Next
 
 // Close releases nothing: the generator holds no resources.
 func (t *subtask) Close() error { return nil }
+
+// Descriptor: the generator replays exactly from one event counter per
+// split.
+func (s *Source) Descriptor() connector.Descriptor {
+	return connector.Descriptor{Type: "nexmark", Capabilities: runtime.Capabilities{Replayable: true}}
+}

@@ -263,8 +263,8 @@ func TestSourceUnboundedAndRate(t *testing.T) {
 	if d := src.Describe(); !strings.Contains(d, "unbounded") || !strings.Contains(d, "first_event_rate=10000") {
 		t.Errorf("Describe() = %q", d)
 	}
-	if src.Type() != "nexmark" || src.Guarantee() != runtime.ExactlyOnce {
-		t.Errorf("Type %q, Guarantee %v", src.Type(), src.Guarantee())
+	if src.Descriptor().Type != "nexmark" || src.Descriptor().Capabilities.SourceGuarantee() != runtime.ExactlyOnce {
+		t.Errorf("Type %q, Guarantee %v", src.Descriptor().Type, src.Descriptor().Capabilities.SourceGuarantee())
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/connector"
 	"github.com/ingest-engine/ingest/connector/file"
 	"github.com/ingest-engine/ingest/internal/failpoint"
 	"github.com/ingest-engine/ingest/internal/testkit"
@@ -72,8 +73,10 @@ func (s pacedEvents) key(i int64) int64 {
 }
 
 func (s pacedEvents) NewSubtask() runtime.SourceSubtask[cEvent] { return &pacedReader{src: s} }
-func (pacedEvents) Guarantee() runtime.Guarantee                { return runtime.ExactlyOnce }
-func (pacedEvents) Describe() string                            { return "paced test events" }
+func (pacedEvents) Descriptor() connector.Descriptor {
+	return connector.Descriptor{Capabilities: runtime.Capabilities{Replayable: true}}
+}
+func (pacedEvents) Describe() string { return "paced test events" }
 
 type pacedReader struct {
 	src         pacedEvents

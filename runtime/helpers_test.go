@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/connector"
 	"github.com/ingest-engine/ingest/connector/datagen"
 	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/state"
@@ -100,8 +101,10 @@ type txSink[T any] struct{ store *txStore[T] }
 
 func (s txSink[T]) NewSubtask() runtime.SinkSubtask[T] { return &txWriter[T]{store: s.store} }
 func (s txSink[T]) Committer() runtime.Committer       { return txCommitter[T](s) }
-func (txSink[T]) Guarantee() runtime.Guarantee         { return runtime.ExactlyOnce }
-func (txSink[T]) Describe() string                     { return "test transactional sink" }
+func (txSink[T]) Descriptor() connector.Descriptor {
+	return connector.Descriptor{Capabilities: runtime.Capabilities{Transactional: true, CommitScope: runtime.ScopeDestination}}
+}
+func (txSink[T]) Describe() string { return "test transactional sink" }
 
 type txWriter[T any] struct {
 	store *txStore[T]

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ingest-engine/ingest/connector"
 	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/storage"
 	"github.com/ingest-engine/ingest/stream"
@@ -21,8 +22,10 @@ type idleSource struct {
 }
 
 func (s idleSource) NewSubtask() runtime.SourceSubtask[int64] { return &idleSubtask{src: s} }
-func (idleSource) Guarantee() runtime.Guarantee               { return runtime.ExactlyOnce }
-func (idleSource) Describe() string                           { return "idle test source" }
+func (idleSource) Descriptor() connector.Descriptor {
+	return connector.Descriptor{Capabilities: runtime.Capabilities{Replayable: true}}
+}
+func (idleSource) Describe() string { return "idle test source" }
 func (s idleSource) Stream(p *stream.Pipeline) stream.Stream[int64] {
 	return stream.From[int64](p, "src", s, stream.Parallelism(2))
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ingest-engine/ingest/connector"
 	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/storage"
 	"github.com/ingest-engine/ingest/stream"
@@ -22,8 +23,10 @@ type scriptSource struct {
 }
 
 func (s scriptSource) NewSubtask() runtime.SourceSubtask[int64] { return &scriptSubtask{src: s} }
-func (scriptSource) Guarantee() runtime.Guarantee               { return runtime.ExactlyOnce }
-func (scriptSource) Describe() string                           { return "script" }
+func (scriptSource) Descriptor() connector.Descriptor {
+	return connector.Descriptor{Capabilities: runtime.Capabilities{Replayable: true}}
+}
+func (scriptSource) Describe() string { return "script" }
 
 type scriptSubtask struct {
 	src  scriptSource

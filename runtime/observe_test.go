@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/connector"
 	"github.com/ingest-engine/ingest/connector/datagen"
 	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/storage"
@@ -240,7 +241,7 @@ type slowSink struct{ delay time.Duration }
 
 func (s slowSink) NewSubtask() runtime.SinkSubtask[datagen.Event] { return &slowWriter{delay: s.delay} }
 func (slowSink) Committer() runtime.Committer                     { return nil }
-func (slowSink) Guarantee() runtime.Guarantee                     { return runtime.AtLeastOnce }
+func (slowSink) Descriptor() connector.Descriptor                 { return connector.Descriptor{} }
 func (slowSink) Describe() string                                 { return "slow test sink" }
 
 type slowWriter struct{ delay time.Duration }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/clock"
+	"github.com/ingest-engine/ingest/connector"
 	"github.com/ingest-engine/ingest/connector/datagen"
 	"github.com/ingest-engine/ingest/internal/testkit"
 	"github.com/ingest-engine/ingest/runtime"
@@ -27,7 +28,7 @@ type advancingSink struct {
 
 func (s advancingSink) NewSubtask() runtime.SinkSubtask[datagen.Event] { return &advancingWriter{s} }
 func (advancingSink) Committer() runtime.Committer                     { return nil }
-func (advancingSink) Guarantee() runtime.Guarantee                     { return runtime.AtLeastOnce }
+func (advancingSink) Descriptor() connector.Descriptor                 { return connector.Descriptor{} }
 func (advancingSink) Describe() string                                 { return "a sink whose snapshot takes time" }
 
 type advancingWriter struct{ advancingSink }

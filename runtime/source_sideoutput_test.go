@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ingest-engine/ingest/connector"
 	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/storage"
 	"github.com/ingest-engine/ingest/stream"
@@ -23,8 +24,10 @@ type sevens struct {
 }
 
 func (s sevens) NewSubtask() runtime.SourceSubtask[int64] { return &sevensReader{cfg: s} }
-func (sevens) Guarantee() runtime.Guarantee               { return runtime.ExactlyOnce }
-func (sevens) Describe() string                           { return "ids, multiples of 7 to side output sevens" }
+func (sevens) Descriptor() connector.Descriptor {
+	return connector.Descriptor{Capabilities: runtime.Capabilities{Replayable: true}}
+}
+func (sevens) Describe() string { return "ids, multiples of 7 to side output sevens" }
 func (s sevens) sideOutput() stream.NodeOption {
 	return func(n *runtime.Node) { n.SideOutputs = []string{"sevens"} }
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/connector"
 	"github.com/ingest-engine/ingest/internal/testkit"
 	"github.com/ingest-engine/ingest/operator/window"
 	"github.com/ingest-engine/ingest/runtime"
@@ -79,7 +80,7 @@ type tapSink struct{ n *atomic.Int64 }
 
 func (s tapSink) NewSubtask() runtime.SinkSubtask[cEvent] { return &tapWriter{n: s.n} }
 func (tapSink) Committer() runtime.Committer              { return nil }
-func (tapSink) Guarantee() runtime.Guarantee              { return runtime.AtLeastOnce }
+func (tapSink) Descriptor() connector.Descriptor          { return connector.Descriptor{} }
 func (tapSink) Describe() string                          { return "test sink that writes at once" }
 
 type tapWriter struct{ n *atomic.Int64 }

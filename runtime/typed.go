@@ -91,8 +91,7 @@ func (e *erasedSource[T]) unerase() any { return e.s }
 
 // SinkSubtask is one subtask of a sink of T records: what a sink connector
 // implements. Its methods are called from one goroutine, in the order of
-// Operator's. It may also promise BatchBorrower's contract by having a
-// BorrowsBatches method.
+// Operator's. It may also be a BorrowingSink.
 type SinkSubtask[T any] interface {
 	// Open prepares the subtask.
 	Open(ctx *Context) error
@@ -109,10 +108,17 @@ type SinkSubtask[T any] interface {
 	Close() error
 }
 
+// BorrowingSink is a SinkSubtask that keeps BatchBorrower's promise: Write
+// is done with its batch when it returns.
+type BorrowingSink interface {
+	// BorrowsBatches does nothing: implementing it is the promise.
+	BorrowsBatches()
+}
+
 // EraseSink returns s as the untyped Operator the runtime runs. A batch of
 // another type than Batch[T] is a TypeMismatchError.
 func EraseSink[T any](s SinkSubtask[T]) Operator {
-	if _, ok := s.(interface{ BorrowsBatches() }); ok {
+	if _, ok := s.(BorrowingSink); ok {
 		return &borrowingSink[T]{erasedSink[T]{s: s}}
 	}
 	return &erasedSink[T]{s: s}

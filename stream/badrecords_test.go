@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/connector"
 	"github.com/ingest-engine/ingest/runtime"
 )
 
@@ -271,8 +272,10 @@ func (s policySource) NewSubtask() runtime.SourceSubtask[int] {
 	}
 	return plainReader{}
 }
-func (policySource) Guarantee() runtime.Guarantee { return runtime.ExactlyOnce }
-func (policySource) Describe() string             { return "test source" }
+func (policySource) Descriptor() connector.Descriptor {
+	return connector.Descriptor{Capabilities: runtime.Capabilities{Replayable: true}}
+}
+func (policySource) Describe() string { return "test source" }
 
 // OnBadRecords hands every subtask the policy and the node's counts,
 // declares the dead-letter output, which Plan then requires to be read,

@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"github.com/ingest-engine/ingest/connector"
 	"github.com/ingest-engine/ingest/runtime"
 )
 
@@ -105,8 +106,13 @@ func (discard[T]) NewSubtask() runtime.SinkSubtask[T] {
 	return &discardOp[T]{}
 }
 func (discard[T]) Committer() runtime.Committer { return nil }
-func (discard[T]) Guarantee() runtime.Guarantee { return runtime.ExactlyOnce }
 func (discard[T]) Describe() string             { return "discard" }
+
+// Descriptor: nothing is ever visible, so every checkpoint's output (none)
+// is published atomically: trivially transactional.
+func (discard[T]) Descriptor() connector.Descriptor {
+	return connector.Descriptor{Type: "discard", Capabilities: runtime.Capabilities{Transactional: true, CommitScope: runtime.ScopeDestination}}
+}
 
 type discardOp[T any] struct{ Stateless }
 

@@ -25,6 +25,7 @@ import (
 
 	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/clock"
+	"github.com/ingest-engine/ingest/connector"
 	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/state"
 	"github.com/ingest-engine/ingest/storage"
@@ -234,60 +235,57 @@ type KeyedStream[T any, K comparable] struct {
 	KeyCodec state.Codec[K]
 }
 
-// Source is a typed, replayable source: it makes subtasks that emit Batch[T]
-// to a runtime.Emitter[T], so that From infers T from the source and a
-// source of another type does not compile.
-// A source that also has a `Capabilities() runtime.Capabilities` method
-// declares them; its guarantee is then derived from them. One with a
-// `RescalableInline() bool` method returning true can be restored at another
-// parallelism (runtime.Node.RescalableInline).
-type Source[T any] interface {
-	// NewSubtask creates one source subtask.
-	NewSubtask() runtime.SourceSubtask[T]
-	// Guarantee says whether the source can replay from a checkpoint.
-	Guarantee() runtime.Guarantee
-	// Describe is a one-line description for plans.
-	Describe() string
-}
+// Source is a typed source: its subtasks emit Batch[T], so that From infers
+// T from it and a source of another type does not compile. The contract,
+// with the Descriptor it declares, is connector.Source.
+type Source[T any] = connector.Source[T]
 
-// Sink is a typed sink (with optional declared capabilities, as Source): it
-// makes subtasks that write Batch[T] (To accepts only a stream of T), and the
-// committer that publishes their staged output when it is transactional.
-type Sink[T any] interface {
-	// NewSubtask creates one sink subtask.
-	NewSubtask() runtime.SinkSubtask[T]
-	// Committer returns the sink's committer, nil when the sink writes at once.
-	Committer() runtime.Committer
-	// Guarantee is ExactlyOnce for a sink with checkpoint-aligned atomic commits.
-	Guarantee() runtime.Guarantee
-	// Describe is a one-line description for plans.
-	Describe() string
-}
+// Sink is a typed sink: its subtasks write Batch[T], and To accepts only a
+// stream of T. The contract is connector.Sink.
+type Sink[T any] = connector.Sink[T]
 
 // From adds a source node. T is inferred from src: stream.From(p, "events", src).
+// The node's guarantee, type and rescaling follow src's Descriptor; its
+// parallelism is the pipeline's default, capped at the descriptor's
+// MaxParallelism, and an option setting more is a plan error.
 func From[T any](p *Pipeline, id string, src Source[T], opts ...NodeOption) Stream[T] {
+	d := src.Descriptor()
+	if err := d.Validate(false); err != nil {
+		p.Errorf("source %s: the %s connector's descriptor: %w", id, orUnknown(d.Type), err)
+	}
 	newSubtask := func() runtime.Source { return runtime.EraseSource(src.NewSubtask()) }
-	n := &runtime.Node{ID: id, Parallelism: p.parallelism, NewSource: newSubtask, Guarantee: src.Guarantee(), Describe: src.Describe(), Type: typeOf(src)}
-	n.Capabilities, n.Guarantee = capabilitiesOf(src, false, n.Guarantee)
-	if r, ok := src.(interface{ RescalableInline() bool }); ok {
-		n.RescalableInline = r.RescalableInline()
+	caps := d.Capabilities
+	n := &runtime.Node{ID: id, Parallelism: p.parallelism, NewSource: newSubtask, Capabilities: &caps, Guarantee: caps.SourceGuarantee(),
+		Describe: src.Describe(), Type: d.Type, RescalableInline: d.RescalablePositions}
+	if d.MaxParallelism > 0 {
+		n.Parallelism = min(n.Parallelism, d.MaxParallelism)
 	}
 	for _, o := range opts {
 		o(n)
+	}
+	if d.MaxParallelism > 0 && n.Parallelism > d.MaxParallelism {
+		p.Errorf("%s source %s: parallelism %d, at most %d: %s", orUnknown(d.Type), id, n.Parallelism, d.MaxParallelism, d.MaxParallelismReason)
 	}
 	p.plan.Nodes = append(p.plan.Nodes, n)
 	return Stream[T]{p: p, node: n}
 }
 
-// To adds a sink node consuming s.
+// To adds a sink node consuming s. Its guarantee and type follow sink's
+// Descriptor; a connector.CheckpointConfigured sink checks the checkpoint
+// options when the job is made.
 func To[T any](s Stream[T], id string, sink Sink[T], opts ...NodeOption) {
+	d := sink.Descriptor()
+	if err := d.Validate(true); err != nil {
+		s.p.Errorf("sink %s: the %s connector's descriptor: %w", id, orUnknown(d.Type), err)
+	}
 	newSubtask := func() runtime.Operator { return runtime.EraseSink(sink.NewSubtask()) }
+	caps := d.Capabilities
 	n := &runtime.Node{ID: id, Parallelism: s.p.parallelism, NewOperator: newSubtask, Committer: sink.Committer(),
-		Guarantee: sink.Guarantee(), Describe: sink.Describe(), Type: typeOf(sink)}
-	n.Capabilities, n.Guarantee = capabilitiesOf(sink, true, n.Guarantee)
-	if c, ok := sink.(interface {
-		ConfigureCheckpointing(checkpoint.Options) error
-	}); ok {
+		Capabilities: &caps, Guarantee: caps.SinkGuarantee(), Describe: sink.Describe(), Type: d.Type}
+	if d.MaxParallelism > 0 {
+		n.Parallelism = min(n.Parallelism, d.MaxParallelism)
+	}
+	if c, ok := sink.(connector.CheckpointConfigured); ok {
 		s.p.checks = append(s.p.checks, func(o checkpoint.Options) error {
 			if err := c.ConfigureCheckpointing(o); err != nil {
 				return fmt.Errorf("sink %s: %w", id, err)
@@ -296,28 +294,9 @@ func To[T any](s Stream[T], id string, sink Sink[T], opts ...NodeOption) {
 		})
 	}
 	Connect(s, n, 0, opts...)
-}
-
-// capabilitiesOf returns a connector's declared capabilities, when it has a
-// Capabilities() method, and the guarantee they imply; else nil and g.
-func capabilitiesOf(c any, sink bool, g runtime.Guarantee) (*runtime.Capabilities, runtime.Guarantee) {
-	d, ok := c.(interface{ Capabilities() runtime.Capabilities })
-	if !ok {
-		return nil, g
+	if d.MaxParallelism > 0 && n.Parallelism > d.MaxParallelism {
+		s.p.Errorf("%s sink %s: parallelism %d, at most %d: %s", orUnknown(d.Type), id, n.Parallelism, d.MaxParallelism, d.MaxParallelismReason)
 	}
-	caps := d.Capabilities()
-	if sink {
-		return &caps, caps.SinkGuarantee()
-	}
-	return &caps, caps.SourceGuarantee()
-}
-
-// typeOf returns a connector's type name when it has a Type() string method.
-func typeOf(c any) string {
-	if t, ok := c.(interface{ Type() string }); ok {
-		return t.Type()
-	}
-	return ""
 }
 
 // Connect adds node n (an operator) with s feeding its logical input input,

@@ -38,7 +38,7 @@ func TestSourceTypeIsChecked(t *testing.T) {
 	if err == nil {
 		t.Fatal("stream.From[string] over a datagen.Event source compiled")
 	}
-	for _, want := range []string{"main.go:16", "does not implement stream.Source[string]", "SourceSubtask[datagen.Event]"} {
+	for _, want := range []string{"main.go:16", "does not implement connector.Source[string]", "SourceSubtask[datagen.Event]"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("compiler output does not name %q:\n%s", want, out)
 		}

@@ -32,6 +32,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ingest-engine/ingest/connector"
 	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/watermark"
 )
@@ -203,22 +204,6 @@ func Events(cfg Config) (*Source[Event], error) {
 
 // Config returns the effective configuration (defaults filled in).
 func (s *Source[T]) Config() Config { return s.cfg }
-
-// Guarantee: the generator replays exactly from any position.
-// Type is the connector type name.
-func (s *Source[T]) Type() string { return "datagen" }
-
-func (s *Source[T]) Guarantee() runtime.Guarantee { return runtime.ExactlyOnce }
-
-// Capabilities: replayable from the next record number.
-func (s *Source[T]) Capabilities() runtime.Capabilities {
-	return runtime.Capabilities{Replayable: true}
-}
-
-// RescalableInline reports that positions can be merged and split again:
-// restored at another parallelism, each subtask takes the lanes it owns now
-// (residue % parallelism == its index) from every old subtask's position.
-func (s *Source[T]) RescalableInline() bool { return true }
 
 // Describe summarises the configuration.
 func (s *Source[T]) Describe() string {
@@ -678,3 +663,11 @@ func (t *subtask[T]) Position() ([]byte, error) {
 }
 
 func (t *subtask[T]) Close() error { return nil }
+
+// Descriptor: the generator replays exactly from the next record number of
+// each lane, and positions can be merged and split again: restored at
+// another parallelism, each subtask takes the lanes it owns now (residue %
+// parallelism == its index) from every old subtask's position.
+func (s *Source[T]) Descriptor() connector.Descriptor {
+	return connector.Descriptor{Type: "datagen", Capabilities: runtime.Capabilities{Replayable: true}, RescalablePositions: true}
+}

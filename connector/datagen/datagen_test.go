@@ -138,11 +138,11 @@ func TestDefaults(t *testing.T) {
 	if got.Count != 0 || got.Rate != 0 {
 		t.Errorf("default count/rate = %d/%v, want 0/0 (unbounded, as fast as possible)", got.Count, got.Rate)
 	}
-	if src.Guarantee() != runtime.ExactlyOnce {
-		t.Errorf("Guarantee = %v, want exactly-once (replayable)", src.Guarantee())
+	if src.Descriptor().Capabilities.SourceGuarantee() != runtime.ExactlyOnce {
+		t.Errorf("Guarantee = %v, want exactly-once (replayable)", src.Descriptor().Capabilities.SourceGuarantee())
 	}
-	if src.Type() != "datagen" {
-		t.Errorf("Type = %q, want datagen", src.Type())
+	if src.Descriptor().Type != "datagen" {
+		t.Errorf("Type = %q, want datagen", src.Descriptor().Type)
 	}
 
 	// Record 1 of the defaults: key 1, value 1, one millisecond after 2026-01-01.

@@ -90,8 +90,8 @@ func TestParquetSinkStagesAndCommits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Guarantee() != runtime.ExactlyOnce || s.Committer() == nil || !strings.Contains(s.Describe(), "parquet") {
-		t.Fatalf("Guarantee %v, committer %v, Describe %q", s.Guarantee(), s.Committer(), s.Describe())
+	if s.Descriptor().Capabilities.SinkGuarantee() != runtime.ExactlyOnce || s.Committer() == nil || !strings.Contains(s.Describe(), "parquet") {
+		t.Fatalf("Guarantee %v, committer %v, Describe %q", s.Descriptor().Capabilities.SinkGuarantee(), s.Committer(), s.Describe())
 	}
 	w0, w1 := openWriter(t, s, 0), openWriter(t, s, 1)
 	note := "é \"quoted\"\n"

@@ -49,12 +49,6 @@ func JSONLines[T any](dir string) *Sink[T] {
 	})
 }
 
-// Type is the connector type name.
-func (s *Sink[T]) Type() string { return "file" }
-
-// Guarantee: output is published atomically per checkpoint.
-func (s *Sink[T]) Guarantee() runtime.Guarantee { return runtime.ExactlyOnce }
-
 // Describe names the directory and the format.
 func (s *Sink[T]) Describe() string {
 	return "file " + s.dir + " (" + s.format.describe() + ", committed per checkpoint)"

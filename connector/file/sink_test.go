@@ -166,14 +166,14 @@ func visibleTop(t *testing.T, dir string) []string {
 
 func TestSinkDeclaresExactlyOnceWithCommitter(t *testing.T) {
 	s := textSink(t.TempDir())
-	if s.Guarantee() != runtime.ExactlyOnce {
-		t.Errorf("Guarantee = %v, want exactly-once", s.Guarantee())
+	if s.Descriptor().Capabilities.SinkGuarantee() != runtime.ExactlyOnce {
+		t.Errorf("Guarantee = %v, want exactly-once", s.Descriptor().Capabilities.SinkGuarantee())
 	}
 	if s.Committer() == nil {
 		t.Error("Committer is nil; a two-phase-commit sink needs one")
 	}
-	if s.Type() != "file" {
-		t.Errorf("Type = %q, want file", s.Type())
+	if s.Descriptor().Type != "file" {
+		t.Errorf("Type = %q, want file", s.Descriptor().Type)
 	}
 }
 

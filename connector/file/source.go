@@ -180,19 +180,6 @@ func NewSource[T any](cfg SourceConfig, decode Decoder[T]) (*Source[T], error) {
 // Config returns the effective configuration (defaults filled in).
 func (s *Source[T]) Config() SourceConfig { return s.cfg }
 
-// Type is the connector type name.
-func (s *Source[T]) Type() string { return "file" }
-
-// Guarantee: the source replays from the byte offsets in a checkpoint, as
-// long as files are only appended to or rotated by renaming (see the package
-// documentation); a file replaced under its path stops it by default.
-func (s *Source[T]) Guarantee() runtime.Guarantee { return runtime.ExactlyOnce }
-
-// RescalableInline reports that positions can be merged and split again:
-// restored at another parallelism, each subtask takes the files it owns now
-// (by the hash of their inode number) from every old subtask's position.
-func (s *Source[T]) RescalableInline() bool { return true }
-
 // Describe names the glob, the format, when the source stops and, when it
 // is not the default, what it does with a replaced file.
 func (s *Source[T]) Describe() string {

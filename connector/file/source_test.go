@@ -23,8 +23,8 @@ func TestSourceConfigDefaultsAndValidation(t *testing.T) {
 		got.BatchSize != 1024 || got.MaxLineBytes != 1<<20 || got.MaxOpenFiles != 64 || got.Comma != ',' || got.Path != "in/*.jsonl" || got.OnReplace != file.ReplaceFail {
 		t.Errorf("defaults: %+v", got)
 	}
-	if s.Guarantee() != runtime.ExactlyOnce || s.Type() != "file" {
-		t.Errorf("Guarantee %v, Type %q; want exactly-once, file", s.Guarantee(), s.Type())
+	if s.Descriptor().Capabilities.SourceGuarantee() != runtime.ExactlyOnce || s.Descriptor().Type != "file" {
+		t.Errorf("Guarantee %v, Type %q; want exactly-once, file", s.Descriptor().Capabilities.SourceGuarantee(), s.Descriptor().Type)
 	}
 	if d := s.Describe(); !strings.Contains(d, "in/*.jsonl") || !strings.Contains(d, "following") {
 		t.Errorf("Describe = %q", d)

@@ -54,14 +54,6 @@ func NewSink[T any](cfg SinkConfig, encode func(T) (key, value []byte, err error
 // Config returns the effective configuration, defaults filled in.
 func (s *Sink[T]) Config() SinkConfig { return s.sh.cfg }
 
-// Type is the connector type name.
-func (s *Sink[T]) Type() string { return "kafka" }
-
-// Guarantee: each checkpoint's output is committed in Kafka transactions after
-// the checkpoint is complete, and a recovery resumes and commits prepared
-// transactions, so read-committed consumers see every record once.
-func (s *Sink[T]) Guarantee() runtime.Guarantee { return runtime.ExactlyOnce }
-
 // Describe names the topic and the commit scope.
 func (s *Sink[T]) Describe() string {
 	return fmt.Sprintf("kafka topic %s (transactions %s-<subtask>-<0..%d>, committed per checkpoint; each sink subtask's share of a checkpoint becomes visible atomically)",

@@ -29,8 +29,8 @@ func TestSinkConfigDefaultsAndErrors(t *testing.T) {
 		c.DeliveryTimeout != 2*time.Minute || c.CommitTimeout != time.Minute || c.RecoveryMargin != time.Minute || c.OwnerTopic != "ingest-txn-owners" {
 		t.Errorf("defaults: %+v", c)
 	}
-	if s.Guarantee() != runtime.ExactlyOnce || s.Committer() == nil || s.Type() != "kafka" {
-		t.Errorf("sink declares %v, committer %v, type %q; want exactly-once with a committer, type kafka", s.Guarantee(), s.Committer(), s.Type())
+	if s.Descriptor().Capabilities.SinkGuarantee() != runtime.ExactlyOnce || s.Committer() == nil || s.Descriptor().Type != "kafka" {
+		t.Errorf("sink declares %v, committer %v, type %q; want exactly-once with a committer, type kafka", s.Descriptor().Capabilities.SinkGuarantee(), s.Committer(), s.Descriptor().Type)
 	}
 	if d := s.Describe(); !strings.Contains(d, "t") || !strings.Contains(d, "p-<subtask>-<0..4>") {
 		t.Errorf("Describe = %q", d)

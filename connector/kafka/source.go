@@ -107,16 +107,6 @@ func NewSource[T any](cfg SourceConfig, decode Decoder[T]) (*Source[T], error) {
 // Config returns the effective configuration (defaults filled in).
 func (s *Source[T]) Config() SourceConfig { return s.cfg }
 
-// Type is the connector type name.
-func (s *Source[T]) Type() string { return "kafka" }
-
-// Guarantee: the source replays exactly from the offsets in a checkpoint.
-func (s *Source[T]) Guarantee() runtime.Guarantee { return runtime.ExactlyOnce }
-
-// RescalableInline reports that positions can be merged and split again by
-// another parallelism (see Rescaling in the package documentation).
-func (s *Source[T]) RescalableInline() bool { return true }
-
 // Describe summarises the configuration.
 func (s *Source[T]) Describe() string {
 	c := &s.cfg

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/connector"
 	"github.com/ingest-engine/ingest/connector/kafka"
 	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/state"
@@ -192,8 +193,10 @@ type srcTxSink[T any] struct{ store *srcTxStore[T] }
 
 func (s srcTxSink[T]) NewSubtask() runtime.SinkSubtask[T] { return &srcTxWriter[T]{store: s.store} }
 func (s srcTxSink[T]) Committer() runtime.Committer       { return srcTxCommitter[T](s) }
-func (srcTxSink[T]) Guarantee() runtime.Guarantee         { return runtime.ExactlyOnce }
-func (srcTxSink[T]) Describe() string                     { return "test transactional sink" }
+func (srcTxSink[T]) Descriptor() connector.Descriptor {
+	return connector.Descriptor{Capabilities: runtime.Capabilities{Transactional: true, CommitScope: runtime.ScopeDestination}}
+}
+func (srcTxSink[T]) Describe() string { return "test transactional sink" }
 
 type srcTxWriter[T any] struct {
 	store   *srcTxStore[T]

@@ -169,8 +169,8 @@ func TestSourceConfig(t *testing.T) {
 		c.PollInterval != kafka.DefaultPollInterval || c.RequestTimeout != kafka.DefaultRequestTimeout || c.MaxBatch != kafka.DefaultMaxBatch {
 		t.Errorf("defaults: %+v", c)
 	}
-	if src.Guarantee() != runtime.ExactlyOnce || src.Type() != "kafka" {
-		t.Errorf("Guarantee %v, Type %q", src.Guarantee(), src.Type())
+	if src.Descriptor().Capabilities.SourceGuarantee() != runtime.ExactlyOnce || src.Descriptor().Type != "kafka" {
+		t.Errorf("Guarantee %v, Type %q", src.Descriptor().Capabilities.SourceGuarantee(), src.Descriptor().Type)
 	}
 	if d := src.Describe(); !strings.Contains(d, "kafka topic t") || !strings.Contains(d, "read committed") {
 		t.Errorf("Describe = %q", d)

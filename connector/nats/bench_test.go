@@ -40,7 +40,7 @@ func BenchmarkSource(b *testing.B) {
 		start := time.Now()
 		for b.Loop() {
 			p := stream.New("nats-bench")
-			stream.To(nats.From(p, "events", src), "out", stream.Discard[[]byte]())
+			stream.To(stream.From(p, "events", src), "out", stream.Discard[[]byte]())
 			ck := checkpoint.DefaultOptions()
 			ck.Interval = 100 * time.Millisecond
 			if err := p.Run(context.Background(), stream.RunOptions{CheckpointDir: b.TempDir(), Checkpoint: ck}); err != nil {

@@ -22,8 +22,8 @@ func TestConfigDefaults(t *testing.T) {
 		c.MaxReconnects != 60 || c.ReconnectWait != time.Second || c.StopAt != nats.StopNever || c.Start.Policy != nats.StartFirst {
 		t.Errorf("defaults: %+v", c)
 	}
-	if src.Guarantee() != runtime.ExactlyOnce || src.Type() != "nats" {
-		t.Errorf("Guarantee %v, Type %q; want exactly-once, nats", src.Guarantee(), src.Type())
+	if src.Descriptor().Capabilities.SourceGuarantee() != runtime.ExactlyOnce || src.Descriptor().Type != "nats" {
+		t.Errorf("Guarantee %v, Type %q; want exactly-once, nats", src.Descriptor().Capabilities.SourceGuarantee(), src.Descriptor().Type)
 	}
 	if d := src.Describe(); !strings.Contains(d, "ORDERS") || !strings.Contains(d, "from first") {
 		t.Errorf("Describe = %q", d)
@@ -88,7 +88,7 @@ func TestFromParallelism(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := stream.New("p", stream.DefaultParallelism(4))
-	s := nats.From(p, "events", src)
+	s := stream.From(p, "events", src)
 	stream.To(s, "out", stream.Discard[event]())
 	if n := s.Node().Parallelism; n != 1 {
 		t.Errorf("source parallelism %d under default 4, want 1", n)
@@ -98,7 +98,7 @@ func TestFromParallelism(t *testing.T) {
 	}
 
 	p = stream.New("p")
-	stream.To(nats.From(p, "events", src, stream.Parallelism(3)), "out", stream.Discard[event]())
+	stream.To(stream.From(p, "events", src, stream.Parallelism(3)), "out", stream.Discard[event]())
 	if _, err := p.Plan(); err == nil || !strings.Contains(err.Error(), "parallelism 3") || !strings.Contains(err.Error(), "one ordered sequence") {
 		t.Errorf("Plan with parallelism 3: %v", err)
 	}

@@ -8,7 +8,7 @@
 //		Subject: "events.>",
 //		Watermark: watermark.Strategy{MaxDelay: time.Second, IdleTimeout: 5 * time.Second},
 //	}, nats.JSONWithTime[Event]("ts"))
-//	events := nats.From(p, "events", src)
+//	events := stream.From(p, "events", src)
 //
 // # Replay position
 //

@@ -30,6 +30,6 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	events := nats.From(p, "events", src)
+	events := stream.From(p, "events", src)
 	_ = events
 }

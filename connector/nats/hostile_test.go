@@ -434,7 +434,7 @@ func gapJob(t *testing.T, f *fixture, cfg nats.SourceConfig, del uint64, dir str
 	src := eventSource(t, cfg)
 	c := &chaos{pace: 200 * time.Microsecond, before: func() { f.deleteMsgs(del) }}
 	p := stream.New("nats-gap")
-	ev := stream.Add[event, event](nats.From(p, "events", src), c.node())
+	ev := stream.Add[event, event](stream.From(p, "events", src), c.node())
 	stream.To(ev, "out", file.JSONLines[event](filepath.Join(dir, "out")))
 	job, err := p.NewJob(jobOptions(dir))
 	if err != nil {

@@ -147,7 +147,7 @@ func jobOptions(dir string) stream.RunOptions {
 func windowJob(t *testing.T, src *nats.Source[event], c *chaos, dir string, opts stream.RunOptions) *runtime.Job {
 	t.Helper()
 	p := stream.New("nats-windows")
-	ev := stream.Add[event, event](nats.From(p, "events", src), c.node())
+	ev := stream.Add[event, event](stream.From(p, "events", src), c.node())
 	keyed := stream.KeyBy(ev, func(e event) int64 { return e.Key })
 	w := window.Tumbling(keyed, "per_key", time.Second, countSum, toLine, stream.Parallelism(2))
 	stream.To(w, "out", file.JSONLines[windowLine](filepath.Join(dir, "out")), stream.Parallelism(2))
@@ -250,7 +250,7 @@ func TestExactlyOnceLiveStream(t *testing.T) {
 	c := &chaos{pace: 200 * time.Microsecond, failIn: []int{0, 1}}
 	dir := t.TempDir()
 	p := stream.New("nats-live")
-	ev := stream.Add[event, event](nats.From(p, "events", src), c.node())
+	ev := stream.Add[event, event](stream.From(p, "events", src), c.node())
 	stream.To(ev, "out", file.JSONLines[event](filepath.Join(dir, "out")))
 	job, err := p.NewJob(jobOptions(dir))
 	if err != nil {

@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/ingest-engine/ingest/connector"
 	"github.com/ingest-engine/ingest/internal/redact"
 	"github.com/ingest-engine/ingest/runtime"
-	"github.com/ingest-engine/ingest/stream"
 )
 
 // ErrBadMessage marks a message the decode function rejected; the error
@@ -44,12 +44,13 @@ func NewSource[T any](cfg SourceConfig, decode func(Message) (T, int64, error)) 
 // Config returns the effective configuration (defaults filled in).
 func (s *Source[T]) Config() SourceConfig { return s.cfg }
 
-// Type is the connector type name.
-func (s *Source[T]) Type() string { return "nats" }
-
-// Guarantee: the source replays exactly from a checkpointed stream sequence
-// (as long as the stream still holds it, see ErrPositionLost).
-func (s *Source[T]) Guarantee() runtime.Guarantee { return runtime.ExactlyOnce }
+// Descriptor: the source replays exactly from a checkpointed stream
+// sequence (as long as the stream still holds it, see ErrPositionLost). A
+// stream is one ordered sequence, read by one subtask.
+func (s *Source[T]) Descriptor() connector.Descriptor {
+	return connector.Descriptor{Type: "nats", Capabilities: runtime.Capabilities{Replayable: true},
+		MaxParallelism: 1, MaxParallelismReason: parallelismReason}
+}
 
 // Describe summarises the configuration.
 func (s *Source[T]) Describe() string {
@@ -75,24 +76,8 @@ func (c *SourceConfig) shownURL() string { return redact.DSN(c.URL) }
 // message, wherever the client library or server put them.
 func (c *SourceConfig) scrub(err error) error { return redact.NewScrubber(c.URL).Error(err) }
 
-// NewSubtask creates the source subtask. There is one: see From.
+// NewSubtask creates the source subtask. There is one (Descriptor).
 func (s *Source[T]) NewSubtask() runtime.SourceSubtask[T] { return &reader[T]{src: s} }
-
-// From adds src to p as node id with parallelism 1, the only one a stream
-// supports (one ordered sequence), whatever p's default parallelism. opts
-// setting another parallelism are reported as a builder error.
-func From[T any](p *stream.Pipeline, id string, src *Source[T], opts ...stream.NodeOption) stream.Stream[T] {
-	s := stream.From(p, id, src, append([]stream.NodeOption{stream.Parallelism(1)}, opts...)...)
-	if n := s.Node().Parallelism; n != 1 {
-		p.Errorf("nats source %s: parallelism %d: %s", id, n, parallelismReason)
-	}
-	return s
-}
 
 // parallelismReason explains the parallelism limit in errors.
 const parallelismReason = "a JetStream stream is one ordered sequence, read by one subtask; set parallelism 1 (add one source per subject filter to read subjects in parallel)"
-
-// Capabilities: replayable from the stream sequence stored in checkpoints.
-func (s *Source[T]) Capabilities() runtime.Capabilities {
-	return runtime.Capabilities{Replayable: true}
-}

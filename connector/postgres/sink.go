@@ -73,12 +73,6 @@ func NewSink[T any](cfg SinkConfig, columns []Column, values Values[T]) (*Sink[T
 	return &Sink[T]{d: d, values: values}, nil
 }
 
-// Type is the connector type name.
-func (s *Sink[T]) Type() string { return "postgres" }
-
-// Guarantee: rows are published atomically per checkpoint, exactly once.
-func (s *Sink[T]) Guarantee() runtime.Guarantee { return runtime.ExactlyOnce }
-
 // Describe names the table, the mode and the server, without the password.
 func (s *Sink[T]) Describe() string {
 	d := s.d

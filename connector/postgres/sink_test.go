@@ -24,16 +24,16 @@ func TestSinkDeclaresExactlyOnceWithCommitter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Guarantee() != runtime.ExactlyOnce {
-		t.Errorf("Guarantee = %v, want exactly-once", s.Guarantee())
+	if s.Descriptor().Capabilities.SinkGuarantee() != runtime.ExactlyOnce {
+		t.Errorf("Guarantee = %v, want exactly-once", s.Descriptor().Capabilities.SinkGuarantee())
 	}
 	if s.Committer() == nil {
 		t.Error("Committer is nil; a two-phase-commit sink needs one")
 	}
-	if s.Type() != "postgres" {
-		t.Errorf("Type = %q, want postgres", s.Type())
+	if s.Descriptor().Type != "postgres" {
+		t.Errorf("Type = %q, want postgres", s.Descriptor().Type)
 	}
-	if c := s.Capabilities(); !c.Transactional || c.CommitScope != runtime.ScopeDestination || c.Idempotent {
+	if c := s.Descriptor().Capabilities; !c.Transactional || c.CommitScope != runtime.ScopeDestination || c.Idempotent {
 		t.Errorf("Capabilities = %+v, want transactional, destination-wide, not idempotent in append mode", c)
 	}
 	if got := s.StagingTable(); got != "t__ingest_staging" {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"sync"
 
+	"github.com/ingest-engine/ingest/connector"
 	"github.com/ingest-engine/ingest/runtime"
 )
 
@@ -30,15 +31,6 @@ func New[T any](encode Encoder[T]) *Sink[T] { return NewWriter(os.Stdout, encode
 func NewWriter[T any](w io.Writer, encode Encoder[T]) *Sink[T] {
 	return &Sink[T]{w: w, mu: &sync.Mutex{}, encode: encode}
 }
-
-// Guarantee: output is written at once and repeated after a recovery.
-// Type is the connector type name.
-func (s *Sink[T]) Type() string { return "stdout" }
-
-func (s *Sink[T]) Guarantee() runtime.Guarantee { return runtime.AtLeastOnce }
-
-// Capabilities: it prints at once.
-func (s *Sink[T]) Capabilities() runtime.Capabilities { return runtime.Capabilities{} }
 
 // Describe names the sink.
 func (s *Sink[T]) Describe() string { return "stdout (JSON lines, not transactional)" }
@@ -81,3 +73,9 @@ func (p *printer[T]) ProcessWatermark(int64) error             { return nil }
 func (p *printer[T]) Snapshot(int64) (runtime.Snapshot, error) { return runtime.Snapshot{}, nil }
 func (p *printer[T]) NotifyComplete(int64) error               { return nil }
 func (p *printer[T]) Close() error                             { return nil }
+
+// Descriptor: the sink prints at once, so a recovery repeats what it
+// printed since the restored checkpoint (at-least-once).
+func (s *Sink[T]) Descriptor() connector.Descriptor {
+	return connector.Descriptor{Type: "stdout"}
+}

@@ -87,16 +87,16 @@ func TestPrintsJSONLinesAtOnce(t *testing.T) {
 
 func TestDeclaresAtLeastOnceWithoutCommitter(t *testing.T) {
 	s := stdout.NewWriter(&bytes.Buffer{}, jsonEncoder)
-	if g := s.Guarantee(); g != runtime.AtLeastOnce {
+	if g := s.Descriptor().Capabilities.SinkGuarantee(); g != runtime.AtLeastOnce {
 		t.Errorf("Guarantee = %v, want at-least-once", g)
 	}
 	if c := s.Committer(); c != nil {
 		t.Errorf("Committer = %#v, want nil (nothing is staged)", c)
 	}
-	if s.Type() != "stdout" {
-		t.Errorf("Type = %q, want stdout", s.Type())
+	if s.Descriptor().Type != "stdout" {
+		t.Errorf("Type = %q, want stdout", s.Descriptor().Type)
 	}
-	if s2 := stdout.New(jsonEncoder); s2.Guarantee() != runtime.AtLeastOnce || s2.Committer() != nil {
+	if s2 := stdout.New(jsonEncoder); s2.Descriptor().Capabilities.SinkGuarantee() != runtime.AtLeastOnce || s2.Committer() != nil {
 		t.Error("New: want at-least-once and no committer")
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/connector"
 	"github.com/ingest-engine/ingest/internal/testkit"
 	"github.com/ingest-engine/ingest/nexmark"
 	"github.com/ingest-engine/ingest/runtime"
@@ -282,8 +283,10 @@ type sliceSource struct {
 func (s sliceSource) NewSubtask() runtime.SourceSubtask[nexmark.Event] {
 	return &sliceSubtask{evs: s.evs, batch: s.batch, fail: s.fail}
 }
-func (sliceSource) Guarantee() runtime.Guarantee { return runtime.ExactlyOnce }
-func (sliceSource) Describe() string             { return "test events" }
+func (sliceSource) Descriptor() connector.Descriptor {
+	return connector.Descriptor{Capabilities: runtime.Capabilities{Replayable: true}}
+}
+func (sliceSource) Describe() string { return "test events" }
 
 type sliceSubtask struct {
 	evs     []nexmark.Event

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/connector"
 	"github.com/ingest-engine/ingest/operator/join"
 	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/state"
@@ -129,8 +130,10 @@ type genSource[T any] struct {
 }
 
 func (g *genSource[T]) NewSubtask() runtime.SourceSubtask[T] { return &genSub[T]{g: g} }
-func (g *genSource[T]) Guarantee() runtime.Guarantee         { return runtime.ExactlyOnce }
-func (g *genSource[T]) Describe() string                     { return "bench generator" }
+func (g *genSource[T]) Descriptor() connector.Descriptor {
+	return connector.Descriptor{Capabilities: runtime.Capabilities{Replayable: true}}
+}
+func (g *genSource[T]) Describe() string { return "bench generator" }
 
 type genSub[T any] struct {
 	g    *genSource[T]

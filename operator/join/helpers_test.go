@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/connector"
 	"github.com/ingest-engine/ingest/operator/join"
 	"github.com/ingest-engine/ingest/operator/window"
 	"github.com/ingest-engine/ingest/runtime"
@@ -79,16 +80,20 @@ func (rrecCodec) Decode(src []byte) (rrec, int, error) {
 type nopSource[T any] struct{}
 
 func (nopSource[T]) NewSubtask() runtime.SourceSubtask[T] { return nil }
-func (nopSource[T]) Guarantee() runtime.Guarantee         { return runtime.ExactlyOnce }
-func (nopSource[T]) Describe() string                     { return "test" }
+func (nopSource[T]) Descriptor() connector.Descriptor {
+	return connector.Descriptor{Capabilities: runtime.Capabilities{Replayable: true}}
+}
+func (nopSource[T]) Describe() string { return "test" }
 
 // discardSink is a stream.Sink never run.
 type discardSink[T any] struct{}
 
 func (discardSink[T]) NewSubtask() runtime.SinkSubtask[T] { return nil }
 func (discardSink[T]) Committer() runtime.Committer       { return nil }
-func (discardSink[T]) Guarantee() runtime.Guarantee       { return runtime.ExactlyOnce }
-func (discardSink[T]) Describe() string                   { return "discard" }
+func (discardSink[T]) Descriptor() connector.Descriptor {
+	return connector.Descriptor{Capabilities: runtime.Capabilities{Transactional: true, CommitScope: runtime.ScopeDestination}}
+}
+func (discardSink[T]) Describe() string { return "discard" }
 
 // collector is a runtime.Output keeping every emitted record.
 type collector[O any] struct{ recs []runtime.Record[O] }

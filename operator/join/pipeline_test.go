@@ -12,6 +12,7 @@ import (
 
 	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/clock"
+	"github.com/ingest-engine/ingest/connector"
 	"github.com/ingest-engine/ingest/connector/file"
 	"github.com/ingest-engine/ingest/internal/testkit"
 	"github.com/ingest-engine/ingest/operator/join"
@@ -35,8 +36,10 @@ type replay[T any] struct {
 }
 
 func (s *replay[T]) NewSubtask() runtime.SourceSubtask[T] { return &replaySub[T]{src: s} }
-func (s *replay[T]) Guarantee() runtime.Guarantee         { return runtime.ExactlyOnce }
-func (s *replay[T]) Describe() string                     { return fmt.Sprintf("replay of %d records", len(s.recs)) }
+func (s *replay[T]) Descriptor() connector.Descriptor {
+	return connector.Descriptor{Capabilities: runtime.Capabilities{Replayable: true}}
+}
+func (s *replay[T]) Describe() string { return fmt.Sprintf("replay of %d records", len(s.recs)) }
 
 // replayPos is a subtask's position: the next index and the largest time
 // emitted, so the watermark continues where it was.

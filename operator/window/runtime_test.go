@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/connector"
 	"github.com/ingest-engine/ingest/operator/window"
 	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/storage"
@@ -40,8 +41,10 @@ type stepSource struct {
 }
 
 func (s stepSource) NewSubtask() runtime.SourceSubtask[ev] { return &stepReader{src: s} }
-func (stepSource) Guarantee() runtime.Guarantee            { return runtime.ExactlyOnce }
-func (stepSource) Describe() string                        { return "test steps" }
+func (stepSource) Descriptor() connector.Descriptor {
+	return connector.Descriptor{Capabilities: runtime.Capabilities{Replayable: true}}
+}
+func (stepSource) Describe() string { return "test steps" }
 
 type stepReader struct {
 	src  stepSource
@@ -115,8 +118,10 @@ type txSink[T any] struct{ store *txStore[T] }
 
 func (s txSink[T]) NewSubtask() runtime.SinkSubtask[T] { return &txWriter[T]{store: s.store} }
 func (s txSink[T]) Committer() runtime.Committer       { return txCommitter[T](s) }
-func (txSink[T]) Guarantee() runtime.Guarantee         { return runtime.ExactlyOnce }
-func (txSink[T]) Describe() string                     { return "test transactional sink" }
+func (txSink[T]) Descriptor() connector.Descriptor {
+	return connector.Descriptor{Capabilities: runtime.Capabilities{Transactional: true, CommitScope: runtime.ScopeDestination}}
+}
+func (txSink[T]) Describe() string { return "test transactional sink" }
 
 type txWriter[T any] struct {
 	stream.Stateless

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/connector"
 	"github.com/ingest-engine/ingest/operator/window"
 	"github.com/ingest-engine/ingest/row"
 	"github.com/ingest-engine/ingest/runtime"
@@ -23,9 +24,10 @@ import (
 type nopSource[T any] struct{}
 
 func (nopSource[T]) NewSubtask() runtime.SourceSubtask[T] { return nil }
-func (nopSource[T]) Guarantee() runtime.Guarantee         { return runtime.ExactlyOnce }
-func (nopSource[T]) Describe() string                     { return "test" }
-func (nopSource[T]) Type() string                         { return "test" }
+func (nopSource[T]) Descriptor() connector.Descriptor {
+	return connector.Descriptor{Type: "test", Capabilities: runtime.Capabilities{Replayable: true}}
+}
+func (nopSource[T]) Describe() string { return "test" }
 
 // collector is a runtime.Output keeping every emitted record.
 type collector[O any] struct{ recs []runtime.Record[O] }
@@ -103,8 +105,10 @@ type discardSink[T any] struct{}
 
 func (discardSink[T]) NewSubtask() runtime.SinkSubtask[T] { return nil }
 func (discardSink[T]) Committer() runtime.Committer       { return nil }
-func (discardSink[T]) Guarantee() runtime.Guarantee       { return runtime.ExactlyOnce }
-func (discardSink[T]) Describe() string                   { return "discard" }
+func (discardSink[T]) Descriptor() connector.Descriptor {
+	return connector.Descriptor{Capabilities: runtime.Capabilities{Transactional: true, CommitScope: runtime.ScopeDestination}}
+}
+func (discardSink[T]) Describe() string { return "discard" }
 
 // open opens a subtask of newOp on a fresh backend, or on one restored from
 // snapshots with the restored watermark wm.
