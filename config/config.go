@@ -307,7 +307,13 @@ func (b *builder) failed(name string) {
 	}
 }
 
+// parallelism is the node's `parallelism` option. Without the field the
+// node keeps the pipeline's default, which a connector's descriptor may cap
+// (a NATS source reads with one subtask).
 func (b *builder) parallelism(m *mapping) stream.NodeOption {
+	if m.get("parallelism") == nil {
+		return func(*runtime.Node) {}
+	}
 	p := m.int("parallelism", b.par)
 	m.positive("parallelism", p > 0)
 	if p > b.maxPar {

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -83,11 +82,6 @@ func (e *errs) all() []error {
 
 // failed says whether any error was found.
 func (e *errs) failed() bool { return len(e.list)+len(e.unknown) > 0 }
-
-func (e *errs) err() error {
-	e.runChecks()
-	return errors.Join(e.all()...)
-}
 
 // mapping is a YAML mapping being read field by field; fields not read are
 // reported as unknown by done.
@@ -237,19 +231,6 @@ func (m *mapping) duration(key string, def time.Duration) time.Duration {
 		return def
 	}
 	return d
-}
-
-func (m *mapping) time(key string, def time.Time) time.Time {
-	v, ok := m.scalar(key)
-	if !ok {
-		return def
-	}
-	t, err := time.Parse(time.RFC3339Nano, v.Value)
-	if err != nil {
-		m.fail(key, v, "%q is not an RFC 3339 time (2026-01-01T00:00:00Z)", v.Value)
-		return def
-	}
-	return t
 }
 
 // fail reports the value v of key.

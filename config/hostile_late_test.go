@@ -111,9 +111,9 @@ sinks:
 }
 
 // runWatched runs p to its end while sampling every subtask's watermark
-// and returns Run's error, the job's last observation and the highest
-// watermark seen below MaxWatermark (which the end of the input sends).
-func runWatched(t *testing.T, p *config.Pipeline, opts stream.RunOptions) (error, runtime.Observation, int64) {
+// and returns the job's last observation, the highest watermark seen below
+// MaxWatermark (which the end of the input sends) and Run's error.
+func runWatched(t *testing.T, p *config.Pipeline, opts stream.RunOptions) (runtime.Observation, int64, error) {
 	t.Helper()
 	job, err := p.Stream.NewJob(opts)
 	if err != nil {
@@ -146,7 +146,7 @@ func runWatched(t *testing.T, p *config.Pipeline, opts stream.RunOptions) (error
 	err = job.Run(ctx)
 	close(stop)
 	<-done
-	return err, job.Observe(), highest
+	return job.Observe(), highest, err
 }
 
 // checkWindows checks that the committed windows of dir are exactly want.
@@ -198,7 +198,7 @@ func TestHostileFarFutureEventTime(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Parse:\n%v", err)
 			}
-			runErr, _, highest := runWatched(t, p, p.RunOptions())
+			_, highest, runErr := runWatched(t, p, p.RunOptions())
 			if limit := time.Now().Add(time.Hour).UnixNano(); highest > limit {
 				t.Errorf("a watermark reached %v, past now + max_future", time.Unix(0, highest).UTC())
 			}

@@ -45,8 +45,8 @@ sinks:
 
 // runUTF8 runs the pipeline of source with policy and key kind in a new
 // directory holding the input file name with content; it returns the run's
-// error, the committed windows and the source's bad-record counts.
-func runUTF8(t *testing.T, source, policy, kind, name, content string) (error, []string, stream.BadRecordTally) {
+// committed windows, the source's bad-record counts and the run's error.
+func runUTF8(t *testing.T, source, policy, kind, name, content string) ([]string, stream.BadRecordTally, error) {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, "in"), 0o755); err != nil {
@@ -66,7 +66,7 @@ func runUTF8(t *testing.T, source, policy, kind, name, content string) (error, [
 	if err == nil {
 		lines = committedLines(t, dir, "out")
 	}
-	return err, lines, p.Stream.BadRecordCounts()["in"]
+	return lines, p.Stream.BadRecordCounts()["in"], err
 }
 
 // "A restart must not lose accepted data, repeat already-visible output, or
@@ -108,14 +108,14 @@ func TestHostileInvalidUTF8KeysDoNotMerge(t *testing.T) {
 			if strings.HasSuffix(tc.file, ".csv") {
 				line = 2
 			}
-			err, _, _ := runUTF8(t, tc.source, "fail", "string", tc.file, tc.content)
+			_, _, err := runUTF8(t, tc.source, "fail", "string", tc.file, tc.content)
 			if err == nil {
 				t.Error("on_error: fail: the run succeeded on invalid UTF-8")
 			} else if want := fmt.Sprintf("%s:%d ", tc.file, line); !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), tc.cause) {
 				t.Errorf("on_error: fail: %v\nwant the file and line %q and the cause %s", err, want, tc.cause)
 			}
 
-			err, lines, counts := runUTF8(t, tc.source, "skip", "string", tc.file, tc.content)
+			lines, counts, err := runUTF8(t, tc.source, "skip", "string", tc.file, tc.content)
 			if err != nil {
 				t.Fatalf("on_error: skip: %v", err)
 			}
@@ -124,7 +124,7 @@ func TestHostileInvalidUTF8KeysDoNotMerge(t *testing.T) {
 				t.Errorf("on_error: skip: %d records skipped, want 2", counts.Skipped)
 			}
 
-			err, lines, counts = runUTF8(t, tc.source, "fail", "bytes", tc.file, tc.content)
+			lines, counts, err = runUTF8(t, tc.source, "fail", "bytes", tc.file, tc.content)
 			if err != nil {
 				t.Fatalf("bytes: %v", err)
 			}

@@ -27,11 +27,13 @@ type Descriptor struct {
 	// runtime.Capabilities). The pipeline's guarantee is the weakest of its
 	// connectors'.
 	Capabilities runtime.Capabilities
-	// MaxParallelism caps the node's subtasks; 0 means no cap. A NATS
-	// JetStream stream is one ordered sequence, read by one subtask. The
-	// node defaults to the cap when the pipeline's default parallelism is
-	// larger; a larger explicit parallelism is a plan error that gives
-	// MaxParallelismReason.
+	// MaxParallelism caps the node's subtasks (not the number of key
+	// groups, runtime.Context.MaxParallelism); 0 means no cap. A NATS
+	// JetStream stream is one ordered sequence, read by one subtask. A node
+	// without a parallelism of its own (Go API: no stream.Parallelism
+	// option; YAML: no parallelism field) gets the cap when the pipeline's
+	// default is larger; a larger explicit parallelism is a plan error that
+	// gives MaxParallelismReason.
 	MaxParallelism int
 	// MaxParallelismReason says why MaxParallelism is what it is, and what
 	// to do instead.
@@ -107,10 +109,10 @@ type PositionedAt = runtime.PositionedAt
 // slot): NotifyComplete runs on the subtask's goroutine.
 type CompletionNotified = runtime.CompletionNotified
 
-// BatchBorrower is a sink subtask whose Write is done with its batch when
+// BorrowingSink is a sink subtask whose Write is done with its batch when
 // it returns (it keeps copies, never the batch), so that the emitter may
 // reuse one buffer.
-type BatchBorrower = runtime.BorrowingSink
+type BorrowingSink = runtime.BorrowingSink
 
 // BadRecordReader, a source subtask applying a bad-record policy, is
 // stream.BadRecordReader: the policy's types live with the Go API.

@@ -143,9 +143,8 @@ func goType(k row.Kind) types.Type {
 }
 
 var (
-	timeType     = reflect.TypeFor[time.Time]()
-	durationType = reflect.TypeFor[time.Duration]()
-	bytesType    = reflect.TypeFor[[]byte]()
+	timeType  = reflect.TypeFor[time.Time]()
+	bytesType = reflect.TypeFor[[]byte]()
 )
 
 // kindOf maps the static result type of an expression to a row kind; ok is

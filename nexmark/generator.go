@@ -174,9 +174,6 @@ var (
 	}()
 )
 
-// creditCardLen is the length of "dddd dddd dddd dddd".
-const creditCardLen = 19
-
 // person is PersonGenerator.nextPerson. Its generated strings share one
 // allocation.
 func (g *Generator) person(id, ts int64, r *Random) *Person {

@@ -447,8 +447,8 @@ var damages = []damage{
 
 // runCopy runs the corruption pipeline on a template copy (the full input,
 // unpaced after the restore is irrelevant: pacing holds only between
-// checkpoints) and returns Run's error, the job and its log.
-func runCopy(t *testing.T, c template, allowDuplicates bool) (error, *runtime.Job, string) {
+// checkpoints) and returns the job, its log and Run's error.
+func runCopy(t *testing.T, c template, allowDuplicates bool) (*runtime.Job, string, error) {
 	t.Helper()
 	st, err := storage.NewLocal(c.ck)
 	if err != nil {
@@ -463,7 +463,7 @@ func runCopy(t *testing.T, c template, allowDuplicates bool) (error, *runtime.Jo
 		t.Fatal(err)
 	}
 	err = runBounded(t, job)
-	return err, job, log.String()
+	return job, log.String(), err
 }
 
 // Every file of the newest checkpoint, damaged in every way, is detected by
@@ -486,7 +486,7 @@ func TestDamagedCheckpointRefusedWhenItsOutputIsPublished(t *testing.T) {
 					t.Fatal(err)
 				}
 				before := committedOutput(t, c.out)
-				err, job, _ := runCopy(t, c, false)
+				job, _, err := runCopy(t, c, false)
 				if err == nil {
 					t.Fatal("Run restored a damaged checkpoint whose output was published")
 				}
@@ -545,7 +545,7 @@ func TestDamagedCheckpointNamesTheFirstDamagedSubtask(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		err, _, _ := runCopy(t, c, false)
+		_, _, err := runCopy(t, c, false)
 		if err == nil {
 			t.Fatal("Run restored a checkpoint whose state files are damaged")
 		}
@@ -570,7 +570,7 @@ func TestDamagedCheckpointFallsBackWhenItsOutputIsUnpublished(t *testing.T) {
 			if err := flipAt(0)(path); err != nil {
 				t.Fatal(err)
 			}
-			err, job, log := runCopy(t, c, false)
+			job, log, err := runCopy(t, c, false)
 			if err != nil {
 				t.Fatalf("Run = %v, want a fallback to checkpoint %d", err, c.prev)
 			}
@@ -604,7 +604,7 @@ func TestAllowDuplicatesFallsBackAndRepublishes(t *testing.T) {
 	if len(again) == 0 {
 		t.Fatalf("checkpoint %d published nothing: the test would not see duplicates", c.final)
 	}
-	err, job, log := runCopy(t, c, true)
+	job, log, err := runCopy(t, c, true)
 	if err != nil {
 		t.Fatalf("Run with AllowDuplicates = %v, want a fallback", err)
 	}

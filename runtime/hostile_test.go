@@ -56,7 +56,7 @@ func TestHostileMissingNewestCheckpointIsRefused(t *testing.T) {
 			c := tm.copyOf(t)
 			k.damage(t, c)
 			before := committedOutput(t, c.out)
-			err, _, _ := runCopy(t, c, false)
+			_, _, err := runCopy(t, c, false)
 			var pe *runtime.PublishedPastError
 			if !errors.As(err, &pe) || !errors.Is(err, runtime.ErrIncompatible) {
 				t.Fatalf("Run = %v, want a *PublishedPastError (ErrIncompatible)", err)
@@ -90,7 +90,7 @@ func TestHostileDeletedCheckpointIDIsNeverReused(t *testing.T) {
 	if len(again) == 0 {
 		t.Fatalf("checkpoint %d published nothing: the test would see no loss", c.final)
 	}
-	err, job, _ := runCopy(t, c, true)
+	job, _, err := runCopy(t, c, true)
 	if err != nil {
 		t.Fatalf("Run with AllowDuplicates = %v", err)
 	}

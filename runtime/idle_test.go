@@ -35,7 +35,6 @@ type idleSubtask struct {
 	ctx  *runtime.Context
 	out  runtime.Emitter[int64]
 	next int64
-	done bool
 }
 
 func (s *idleSubtask) Open(ctx *runtime.Context, out runtime.Emitter[int64]) error {

@@ -49,8 +49,8 @@ type Node struct {
 	// Type is the connector or operator type ("datagen", "file", "window"),
 	// for messages.
 	Type string
-	// Capabilities are a connector's declared capabilities (nil for
-	// operators and connectors that declare none); plans print them.
+	// Capabilities are a connector's declared capabilities (its
+	// connector.Descriptor's); nil for operators. Plans print them.
 	Capabilities *Capabilities
 	// SideOutputs names the node's side outputs: further typed outputs
 	// besides the main one (late records of a window, for example), which the

@@ -33,12 +33,12 @@ func (s sevens) sideOutput() stream.NodeOption {
 }
 
 type sevensReader struct {
-	cfg        sevens
-	ctx        *runtime.Context
-	side       runtime.Output
-	out        runtime.Emitter[int64]
-	next, stop int64
-	step       int64
+	cfg  sevens
+	ctx  *runtime.Context
+	side runtime.Output
+	out  runtime.Emitter[int64]
+	next int64
+	step int64
 }
 
 func (r *sevensReader) Open(ctx *runtime.Context, out runtime.Emitter[int64]) error {

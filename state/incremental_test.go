@@ -302,7 +302,7 @@ func TestIncrementalFileWithoutItsChainIsAnError(t *testing.T) {
 // A state dropped and registered again under its name never brings back the
 // dropped entries from an earlier file of the chain.
 func TestDropStateResetsTheChain(t *testing.T) {
-	b, v := checkpointedValues(t, 200)
+	b, _ := checkpointedValues(t, 200)
 	// Dropped while checkpoint 1 is in flight: it must not become the base.
 	b.DropState("v")
 	b.Complete(1)

@@ -172,7 +172,7 @@ func (w *workload) contents() *model {
 	}
 	for _, t := range w.timers.tables {
 		for id := range t.m {
-			m.timers[timerKey{id.key, id.ns, id.ts}] = true
+			m.timers[timerKey(id)] = true
 		}
 	}
 	return m

@@ -327,8 +327,8 @@ func oneBigStates() []oneBigState {
 
 // registerCorrupt restores data into a full-range backend and registers the
 // state with loadParts using workers goroutines; it returns the
-// registration's error and the unclaimed states afterwards.
-func registerCorrupt(t *testing.T, st oneBigState, data []byte, workers int) (error, []string) {
+// unclaimed states afterwards and the registration's error.
+func registerCorrupt(t *testing.T, st oneBigState, data []byte, workers int) ([]string, error) {
 	t.Helper()
 	setRestoreWorkers(t, workers)
 	b := fullBackend("op")
@@ -336,7 +336,7 @@ func registerCorrupt(t *testing.T, st oneBigState, data []byte, workers int) (er
 		t.Fatalf("restore (checksums valid): %v", err)
 	}
 	err := st.register(b)
-	return err, b.Unclaimed()
+	return b.Unclaimed(), err
 }
 
 // With parts corrupt in several key groups, the parallel path reports
@@ -351,7 +351,7 @@ func TestParallelRestoreReportsLowestKeyGroupError(t *testing.T) {
 			data := encode(t, b.Snapshot())
 			corruptKeyGroups(t, data, 61, 60, 95, 127)
 
-			seq, unclaimed := registerCorrupt(t, st, data, 1)
+			unclaimed, seq := registerCorrupt(t, st, data, 1)
 			want := `state: corrupt snapshot: operator "op" state "s" key group 60: decode key with codec int64: state: int64 codec: varint overflows 64 bits`
 			if seq == nil || seq.Error() != want || !IsCorrupt(seq) {
 				t.Fatalf("sequential: %v\nwant %s", seq, want)
@@ -361,7 +361,7 @@ func TestParallelRestoreReportsLowestKeyGroupError(t *testing.T) {
 			}
 			// Repeat: the interleaving varies, the error must not.
 			for range 20 {
-				par, unclaimed := registerCorrupt(t, st, data, testRestoreWorkers)
+				unclaimed, par := registerCorrupt(t, st, data, testRestoreWorkers)
 				if par == nil || par.Error() != seq.Error() || !IsCorrupt(par) {
 					t.Fatalf("parallel: %v\nsequential: %v", par, seq)
 				}
@@ -376,7 +376,7 @@ func TestParallelRestoreReportsLowestKeyGroupError(t *testing.T) {
 			st.fill(b)
 			data = encode(t, b.Snapshot())
 			corruptKeyGroups(t, data, 127)
-			par, _ := registerCorrupt(t, st, data, testRestoreWorkers)
+			_, par := registerCorrupt(t, st, data, testRestoreWorkers)
 			if par == nil || !strings.Contains(par.Error(), "key group 127:") {
 				t.Fatalf("parallel, key group 127 corrupt: %v", par)
 			}

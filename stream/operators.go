@@ -108,15 +108,15 @@ func (discard[T]) NewSubtask() runtime.SinkSubtask[T] {
 func (discard[T]) Committer() runtime.Committer { return nil }
 func (discard[T]) Describe() string             { return "discard" }
 
-// Descriptor: nothing is ever visible, so every checkpoint's output (none)
-// is published atomically: trivially transactional.
+// Descriptor: nothing is ever visible, so no output is ever repeated:
+// trivially exactly-once (declared transactional, with nothing to commit).
 func (discard[T]) Descriptor() connector.Descriptor {
-	return connector.Descriptor{Type: "discard", Capabilities: runtime.Capabilities{Transactional: true, CommitScope: runtime.ScopeDestination}}
+	return connector.Descriptor{Type: "discard", Capabilities: runtime.Capabilities{Transactional: true}}
 }
 
 type discardOp[T any] struct{ Stateless }
 
-// BorrowsBatches implements runtime.BatchBorrower.
+// BorrowsBatches implements runtime.BorrowingSink.
 func (*discardOp[T]) BorrowsBatches() {}
 
 func (*discardOp[T]) Write(Batch[T]) error { return nil }

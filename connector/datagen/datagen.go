@@ -12,7 +12,7 @@
 // i % P == s), and the lanes never change afterwards. A subtask emits the ids of its lanes in
 // increasing order, merged across its lanes; its replay position is the next
 // id of each lane. Restored at another parallelism P', the source is
-// rescaled like Kafka partitions (RescalableInline): subtask s' takes the
+// rescaled like Kafka partitions (Descriptor.RescalablePositions): subtask s' takes the
 // lanes r with r % P' == s' from every old subtask's position, so each id is
 // still emitted exactly once. With P' > S some subtasks own no lane: bounded,
 // they are exhausted at once; unbounded, they stay idle and do not hold the

@@ -215,7 +215,6 @@ func TestSubtasksPartitionTheRecords(t *testing.T) {
 func TestWatermarkIsLastEmittedEventTimeMinus1ns(t *testing.T) {
 	cfg := datagen.Config{Count: 3000, EventInterval: 5 * time.Millisecond}
 	src := newEvents(t, cfg)
-	cfg = src.Config()
 	const p = 2
 	for s := range p {
 		st := open(t, src, s, p, nil)

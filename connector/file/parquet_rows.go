@@ -116,12 +116,12 @@ type parquetRows struct {
 func (parquetRows) ext() string      { return ".parquet" }
 func (parquetRows) describe() string { return "parquet rows" }
 func (f parquetRows) newEncoder(string) encoder[row.Row] {
-	return &parquetRowEncoder{fields: f.fields, w: parquet.NewWriter(io.Discard, f.opts...)}
+	return &parquetRowEncoder{fields: f.fields, w: parquet.NewGenericWriter[any](io.Discard, f.opts...)}
 }
 
 type parquetRowEncoder struct {
 	fields []row.Field
-	w      *parquet.Writer
+	w      *parquet.GenericWriter[any]
 	rows   []parquet.Row
 	values []parquet.Value
 }

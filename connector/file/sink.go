@@ -93,7 +93,7 @@ func (w *writer[T]) Open(ctx *runtime.Context) error {
 	return nil
 }
 
-// BorrowsBatches implements runtime.BatchBorrower: records are encoded
+// BorrowsBatches implements runtime.BorrowingSink: records are encoded
 // before Write returns.
 func (w *writer[T]) BorrowsBatches() {}
 

@@ -204,7 +204,7 @@ func TestStagedOutputInvisibleUntilCommit(t *testing.T) {
 
 	for _, f := range files(t, dir) {
 		if !strings.HasPrefix(f, "_staging/") {
-			t.Errorf("ProcessBatch wrote %s outside _staging", f)
+			t.Errorf("Write wrote %s outside _staging", f)
 		}
 	}
 	if got := committed(t, dir); len(got) != 0 {

@@ -89,7 +89,7 @@ func (w *sinkWriter[T]) Open(ctx *runtime.Context) error {
 	return nil
 }
 
-// BorrowsBatches implements runtime.BatchBorrower: records are encoded
+// BorrowsBatches implements runtime.BorrowingSink: records are encoded
 // before Write returns.
 func (w *sinkWriter[T]) BorrowsBatches() {}
 

@@ -236,6 +236,7 @@ func (t *srcSubtask[T]) Read() (runtime.ReadResult, error) {
 	}
 	var batch runtime.Batch[T]
 	if t.live > 0 {
+		//lint:ignore SA1012 franz-go's PollRecords with a nil context returns what is buffered without blocking, which Read needs
 		fetches := t.cl.PollRecords(nil, t.cfg.MaxBatch)
 		if err := t.fetchError(fetches); err != nil {
 			return runtime.ReadResult{}, err
@@ -353,17 +354,19 @@ func (t *srcSubtask[T]) addPartitions(found []srcFound) {
 // retries retriable errors itself; what reaches here is not retriable (an
 // offset no longer in the log, authorization, a deleted topic).
 func (t *srcSubtask[T]) fetchError(fetches kgo.Fetches) error {
-	for _, fe := range fetches.Errors() {
-		var next int64 = -1
-		if part := t.parts[fe.Partition]; part != nil {
-			next = part.next
-		}
-		if errors.Is(fe.Err, kerr.OffsetOutOfRange) {
-			return t.errorf("partition %d: offset %d is not in the log any more (deleted by retention, or the log was truncated), so the records from it cannot be replayed: %w", fe.Partition, next, fe.Err)
-		}
-		return t.errorf("fetching partition %d at offset %d: %w", fe.Partition, next, fe.Err)
+	errs := fetches.Errors()
+	if len(errs) == 0 {
+		return nil
 	}
-	return nil
+	fe := errs[0] // the first is enough: the subtask fails and restarts
+	var next int64 = -1
+	if part := t.parts[fe.Partition]; part != nil {
+		next = part.next
+	}
+	if errors.Is(fe.Err, kerr.OffsetOutOfRange) {
+		return t.errorf("partition %d: offset %d is not in the log any more (deleted by retention, or the log was truncated), so the records from it cannot be replayed: %w", fe.Partition, next, fe.Err)
+	}
+	return t.errorf("fetching partition %d at offset %d: %w", fe.Partition, next, fe.Err)
 }
 
 // Position returns the next offset of every partition the subtask reads

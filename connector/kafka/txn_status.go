@@ -29,17 +29,6 @@ const (
 	txnAborted
 )
 
-// String names the outcome.
-func (o txnOutcome) String() string {
-	switch o {
-	case txnCommitted:
-		return "committed"
-	case txnAborted:
-		return "aborted"
-	}
-	return "undecided"
-}
-
 const (
 	// txnFetchBytes is the most one status fetch asks for; the marker
 	// partition holds only markers and control records, so one fetch usually

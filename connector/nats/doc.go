@@ -56,7 +56,9 @@
 // # Parallelism
 //
 // A stream is one ordered sequence, so the source has exactly one subtask:
-// From adds it with parallelism 1 (whatever the pipeline's default), and a
+// its Descriptor caps it at one, so stream.From adds it with parallelism 1
+// whatever the pipeline's default (and a YAML source without its own
+// parallelism too); a larger explicit parallelism is a plan error, and a
 // subtask opened with a parallelism above 1 fails with an error that stops
 // the job. To read several subject partitions in parallel, add one source
 // per subject filter and union them downstream.

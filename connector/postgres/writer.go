@@ -122,7 +122,7 @@ func randomID() int64 {
 	return id
 }
 
-// BorrowsBatches implements runtime.BatchBorrower: the records' values
+// BorrowsBatches implements runtime.BorrowingSink: the records' values
 // are copied into the pending rows.
 func (w *writer[T]) BorrowsBatches() {}
 

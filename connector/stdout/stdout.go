@@ -48,7 +48,7 @@ type printer[T any] struct {
 
 func (p *printer[T]) Open(*runtime.Context) error { return nil }
 
-// BorrowsBatches implements runtime.BatchBorrower: records are encoded
+// BorrowsBatches implements runtime.BorrowingSink: records are encoded
 // before Write returns.
 func (p *printer[T]) BorrowsBatches() {}
 

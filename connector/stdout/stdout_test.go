@@ -169,6 +169,6 @@ func TestWriteErrorFailsBatch(t *testing.T) {
 	p := open(t, stdout.NewWriter(failing{}, jsonEncoder), 0)
 	err := p.Write(batch(event{1, "a"}))
 	if err == nil || !strings.Contains(err.Error(), "disk on fire") {
-		t.Fatalf("ProcessBatch to a failing writer: %v", err)
+		t.Fatalf("Write to a failing writer: %v", err)
 	}
 }

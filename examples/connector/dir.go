@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/connector"
@@ -31,9 +32,10 @@ func NewDir(dir string) (*Dir, error) {
 
 // Descriptor: output is staged per checkpoint and published after it
 // completes, so the sink is transactional. Each file appears at once (a
-// rename), but a checkpoint's files one after the other: a reader may see
-// one subtask's part of a checkpoint before another's, so the commit scope
-// is the subtask.
+// rename), but a checkpoint's files one after the other (and a subtask's
+// files of several checkpoints too, when it staged them while earlier
+// checkpoints failed): a reader may see part of a checkpoint's output
+// before the rest, so the commit scope is no wider than the subtask.
 func (d *Dir) Descriptor() connector.Descriptor {
 	return connector.Descriptor{Type: "dir", Capabilities: runtime.Capabilities{Transactional: true, CommitScope: runtime.ScopeSubtask}}
 }
@@ -161,19 +163,26 @@ func (c dirCommitter) Commit(_ context.Context, _ string, commit checkpoint.Comm
 	return syncDir(c.dir)
 }
 
-// Abandon deletes every staged file. It runs at the start of every attempt
-// (the job's and each restart's), after the restored checkpoint's files
-// were published, so what is still staged belongs to checkpoints that never
-// completed: their records are replayed.
-func (c dirCommitter) Abandon(context.Context, string) (int, error) {
+// Abandon deletes the job's staged files. It runs at the start of every
+// attempt (the job's and each restart's), after the restored checkpoint's
+// files were published, so what the job still has staged belongs to
+// checkpoints that never completed: their records are replayed. Files of
+// other jobs are left alone: a sink that must own its directory says so as
+// a connector.DestinationClaimer.
+func (c dirCommitter) Abandon(_ context.Context, jobID string) (int, error) {
 	entries, err := os.ReadDir(filepath.Join(c.dir, "_staging"))
 	if err != nil {
 		return 0, fmt.Errorf("dir sink: %w", err)
 	}
-	for i, e := range entries {
-		if err := os.Remove(filepath.Join(c.dir, "_staging", e.Name())); err != nil {
-			return i, fmt.Errorf("dir sink: abandoning %s: %w", e.Name(), err)
+	n := 0
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), jobID+"-") {
+			continue
 		}
+		if err := os.Remove(filepath.Join(c.dir, "_staging", e.Name())); err != nil {
+			return n, fmt.Errorf("dir sink: abandoning %s: %w", e.Name(), err)
+		}
+		n++
 	}
-	return len(entries), nil
+	return n, nil
 }

@@ -68,11 +68,13 @@ func (t *numbersSubtask) Read() (runtime.ReadResult, error) {
 	for ; t.next < t.count && len(batch) < cap(batch); t.next += t.step {
 		batch = append(batch, runtime.Record[int64]{Value: t.next, Time: t.next * 1e6})
 	}
-	if err := t.out.Emit(batch); err != nil {
-		return runtime.ReadResult{}, err
+	if len(batch) > 0 {
+		if err := t.out.Emit(batch); err != nil {
+			return runtime.ReadResult{}, err
+		}
 	}
-	// Every number this subtask emits from now on is later than next ms:
-	// the watermark is the time of the last one emitted.
+	// Every number this subtask emits from now on is next or more, so its
+	// time is later than the last one's: the watermark is that time.
 	wm := runtime.MinWatermark
 	if t.next >= t.step {
 		wm = (t.next - t.step) * 1e6

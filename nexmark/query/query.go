@@ -12,7 +12,6 @@ package query
 
 import (
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -150,11 +149,4 @@ func init() {
 		rows := stream.Map(sel, "q2", func(e nexmark.Event) Q2Row { return Q2Row{Auction: e.Bid.Auction, Price: e.Bid.Price} })
 		sinkTo(rows, out)
 	}})
-}
-
-// sortedCopy returns s sorted by less, for deterministic output order.
-func sortedCopy[T any](s []T, cmp func(a, b T) int) []T {
-	c := slices.Clone(s)
-	slices.SortStableFunc(c, cmp)
-	return c
 }

@@ -14,24 +14,6 @@ import (
 	"github.com/ingest-engine/ingest/state"
 )
 
-// failOn makes failpoint name fail on the calls whose numbers (from 1) are
-// in at, and counts the calls. Failpoints are process-wide: tests using them
-// do not run in parallel.
-func failOn(name string, at ...int64) (calls *atomic.Int64, disable func()) {
-	calls = &atomic.Int64{}
-	fail := map[int64]bool{}
-	for _, n := range at {
-		fail[n] = true
-	}
-	disable = failpoint.Enable(name, func() error {
-		if fail[calls.Add(1)] {
-			return fmt.Errorf("failpoint %s: %w", name, failpoint.ErrInjected)
-		}
-		return nil
-	})
-	return calls, disable
-}
-
 // failAfter makes failpoint name fail once at its first call after the
 // job completed each of the checkpoint counts in after (so every failure
 // restarts the job from a checkpoint holding join state), and returns how

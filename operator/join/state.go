@@ -146,6 +146,3 @@ func (l *lateCount) report() {
 			"dropped", l.n[0]+l.n[1], "left", l.n[0], "right", l.n[1])
 	}
 }
-
-// sideName names input 0 and 1.
-var sideName = [2]string{"left", "right"}

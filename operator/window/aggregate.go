@@ -64,15 +64,6 @@ func (a Aggregate[T, A]) Named(name string) Aggregate[T, A] {
 	return a
 }
 
-// clone returns a copy of acc that may be written: Clone's when A is mutable,
-// acc itself otherwise (an immutable value is never written).
-func (a *Aggregate[T, A]) clone(acc A) A {
-	if a.Clone != nil {
-		return a.Clone(acc)
-	}
-	return acc
-}
-
 // renamed is a codec under another name.
 type renamed[A any] struct {
 	state.Codec[A]

@@ -74,8 +74,15 @@ type paneSet[A any] struct {
 	// INVARIANT: the operator's due lists the key at timer, and
 	// timer <= due(set).
 	timer int64
-	// epoch: see slot.epoch; the same invariant covers panes, its backing
-	// array and the accumulators.
+	// epoch is the operator epoch (see epochs) the set was created or copied
+	// in; 0 when it was restored or an accumulator was handed to an output
+	// function. Writing in place saves the state update (a second map
+	// operation) per record, and lets mutable accumulators (Aggregate.Clone)
+	// be updated without a copy.
+	// INVARIANT: unless epoch == the operator's current epoch, a checkpoint
+	// being encoded or an emitted result may reference this set, its panes'
+	// backing array or their accumulators: none is written again; a write
+	// installs a copy.
 	epoch uint64
 }
 

@@ -231,7 +231,7 @@ func TestRowAccCodecRoundTrip(t *testing.T) {
 	acc := agg.Init()
 	for _, r := range []row.Row{
 		aggRow(math.MaxInt64, math.Inf(1), "", math.MinInt64),
-		aggRow(-7, -0.0, "ünïcödé \x00 bytes", 1),
+		aggRow(-7, math.Copysign(0, -1), "ünïcödé \x00 bytes", 1),
 		aggRow(300, 1e-300, strings.Repeat("long", 100), 1<<40),
 	} {
 		acc = agg.Add(acc, r)

@@ -75,8 +75,8 @@ type sessionSet[A any] struct {
 	// INVARIANT: sessions neither overlap nor touch: s[i].end < s[i+1].start
 	// (touching sessions are merged when they form).
 	s []session[A]
-	// epoch: see slot.epoch; the same invariant covers s, its backing array
-	// and the accumulators.
+	// epoch: see paneSet.epoch; the same invariant covers s, its backing
+	// array and the accumulators.
 	epoch uint64
 }
 

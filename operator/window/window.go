@@ -17,7 +17,7 @@
 // instead of continuing windows of another shape.
 //
 // Accumulators are updated in place when no checkpoint being written and no
-// emitted result can see them (see Aggregate.Clone and slot.epoch), so a
+// emitted result can see them (see Aggregate.Clone and paneSet.epoch), so a
 // record costs one state lookup, not a lookup and an update.
 //
 // # Firing and lateness (Flink's event-time semantics)
@@ -128,19 +128,10 @@ func (c windowKeyCodec[K]) Decode(src []byte) (windowKey[K], int, error) {
 	return windowKey[K]{key: k, start: start, hash: c.hash(k)}, n + m, nil
 }
 
-// slot holds one accumulator in keyed state together with the copy-on-write
-// epoch that says whether the operator may write it in place. Writing in
-// place saves the state update (a second map operation) per record, and lets
-// mutable accumulators (Aggregate.Clone) be updated without a copy.
+// slot is one accumulator as checkpoints of the former per-window state
+// (legacyStateName) hold it; a restore moves it into the per-key sets.
 type slot[A any] struct {
 	acc A
-	// epoch is the operator epoch (see epochs) the slot was created or copied
-	// in; 0 when it was restored or its accumulator was handed to an output
-	// function.
-	// INVARIANT: unless epoch == the operator's current epoch, a checkpoint
-	// being encoded or an emitted result may reference this slot or its
-	// accumulator: neither is written again; a write installs a copy.
-	epoch uint64
 }
 
 // slotCodec encodes a slot as its accumulator alone. Its name is the

@@ -54,10 +54,12 @@ func fillMaps(n int) []map[int64][2]int64 {
 	return ms
 }
 
-// acc is a heap-allocated aggregate, as today's window operators keep
-// (ValueState[windowKey[K], *slot[A]]): the "ptrmap" baseline.
+// acc is a heap-allocated aggregate, as the window operators kept before
+// kvtable (ValueState[windowKey[K], *slot[A]]): the "ptrmap" baseline. Its
+// epoch is never read: it gives acc the size of that slot.
 type acc struct {
-	v     [2]int64
+	v [2]int64
+	//lint:ignore U1000 it sizes the struct like the baseline it stands for
 	epoch uint64
 }
 
