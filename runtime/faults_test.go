@@ -13,6 +13,7 @@ import (
 	"github.com/ingest-engine/ingest/connector/datagen"
 	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/storage"
+	"github.com/ingest-engine/ingest/storage/storagetest"
 )
 
 var errDiskFull = errors.New("disk full")
@@ -26,9 +27,9 @@ type failingCalls struct {
 	passed []int64
 }
 
-func failCalls(f *storage.Faulty, op storage.Op, which ...int) *failingCalls {
+func failCalls(f *storagetest.Faulty, op storagetest.Op, which ...int) *failingCalls {
 	fc := &failingCalls{failed: map[int64]bool{}}
-	f.FailWhen(func(o storage.Op, id int64, _ string) error {
+	f.FailWhen(func(o storagetest.Op, id int64, _ string) error {
 		if o != op {
 			return nil
 		}
@@ -145,8 +146,8 @@ func TestMetadataWriteFailuresKeepPipelineRunning(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	const count, keys = 20_000, 10
 	local := newLocal(t)
-	f := storage.NewFaulty(local)
-	fc := failCalls(f, storage.OpWriteMetadata, 2, 3)
+	f := storagetest.NewFaulty(local)
+	fc := failCalls(f, storagetest.OpWriteMetadata, 2, 3)
 	store := newTxStore[keyCount]()
 	p := countPipeline(t, datagen.Config{Count: count, Keys: keys, Rate: 100_000}, 2, 2, store, nil)
 	job := newJob(t, p, f, fastCheckpoints(10*time.Millisecond), quickRestarts(0))
@@ -180,9 +181,9 @@ func TestStateWriteFailureFailsCheckpointOnly(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	const count, keys = 20_000, 10
 	local := newLocal(t)
-	f := storage.NewFaulty(local)
+	f := storagetest.NewFaulty(local)
 	// Call 1 is a state file of checkpoint 1; fail one of checkpoint 2 or later.
-	fc := failCalls(f, storage.OpWriteFile, 3)
+	fc := failCalls(f, storagetest.OpWriteFile, 3)
 	store := newTxStore[keyCount]()
 	p := countPipeline(t, datagen.Config{Count: count, Keys: keys, Rate: 100_000}, 2, 2, store, nil)
 	job := newJob(t, p, f, fastCheckpoints(10*time.Millisecond), quickRestarts(0))
@@ -216,8 +217,8 @@ func TestExceedingTolerableFailuresRestartsJob(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	const count, keys = 20_000, 10
 	local := newLocal(t)
-	f := storage.NewFaulty(local)
-	fc := failCalls(f, storage.OpWriteMetadata, 2, 3)
+	f := storagetest.NewFaulty(local)
+	fc := failCalls(f, storagetest.OpWriteMetadata, 2, 3)
 	store := newTxStore[keyCount]()
 	p := countPipeline(t, datagen.Config{Count: count, Keys: keys, Rate: 100_000}, 2, 2, store, nil)
 	ck := fastCheckpoints(10 * time.Millisecond)
@@ -257,25 +258,25 @@ func TestLatestNeverGoesBackWithConcurrentCheckpoints(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	const count, keys = 20_000, 10
 	local := newLocal(t)
-	f := storage.NewFaulty(local)
+	f := storagetest.NewFaulty(local)
 	var job *runtime.Job
 	release2 := make(chan struct{})
 	var once sync.Once
 	var mu sync.Mutex
 	var atDiscard2 []int64 // Stats().Latest values seen while Discard(2) is held
-	f.FailWhen(func(op storage.Op, id int64, _ string) error {
+	f.FailWhen(func(op storagetest.Op, id int64, _ string) error {
 		switch {
-		case op == storage.OpWriteFile && id == 2:
+		case op == storagetest.OpWriteFile && id == 2:
 			select { // checkpoint 2's state write waits for checkpoint 3's metadata
 			case <-release2:
 			case <-time.After(5 * time.Second):
 			}
-		case op == storage.OpWriteMetadata && id == 3:
+		case op == storagetest.OpWriteMetadata && id == 3:
 			once.Do(func() { close(release2) })
 			// Widen the window: let the driver take 2's last acknowledgement
 			// and queue 2's metadata write behind this one.
 			time.Sleep(100 * time.Millisecond)
-		case op == storage.OpDiscard && id == 2:
+		case op == storagetest.OpDiscard && id == 2:
 			deadline := time.Now().Add(time.Second)
 			for time.Now().Before(deadline) {
 				l := job.Stats().Latest
@@ -322,8 +323,8 @@ func TestFailedFinalCheckpointIsRetried(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	const count, keys = 5000, 10
 	local := newLocal(t)
-	f := storage.NewFaulty(local)
-	fc := failCalls(f, storage.OpWriteMetadata, 1)
+	f := storagetest.NewFaulty(local)
+	fc := failCalls(f, storagetest.OpWriteMetadata, 1)
 	store := newTxStore[keyCount]()
 	p := countPipeline(t, datagen.Config{Count: count, Keys: keys}, 2, 2, store, nil)
 	job := newJob(t, p, f, fastCheckpoints(0), quickRestarts(0))

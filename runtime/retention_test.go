@@ -18,6 +18,7 @@ import (
 	"github.com/ingest-engine/ingest/internal/testkit"
 	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/storage"
+	"github.com/ingest-engine/ingest/storage/storagetest"
 	"github.com/ingest-engine/ingest/stream"
 )
 
@@ -124,11 +125,11 @@ func TestFailedTrimsAreRedoneAtRecovery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := storage.NewFaulty(local)
+	f := storagetest.NewFaulty(local)
 	errTrim := errors.New("injected: trim refused")
 	var refused atomic.Int64
-	f.FailWhen(func(op storage.Op, _ int64, _ string) error {
-		if op == storage.OpTrim {
+	f.FailWhen(func(op storagetest.Op, _ int64, _ string) error {
+		if op == storagetest.OpTrim {
 			refused.Add(1)
 			return errTrim
 		}
@@ -168,9 +169,9 @@ func TestFailedTrimsAreRedoneAtRecovery(t *testing.T) {
 	var once sync.Once
 	var at retentionState
 	var readErr error
-	g := storage.NewFaulty(local)
-	g.FailWhen(func(op storage.Op, _ int64, _ string) error {
-		if op == storage.OpWriteFile {
+	g := storagetest.NewFaulty(local)
+	g.FailWhen(func(op storagetest.Op, _ int64, _ string) error {
+		if op == storagetest.OpWriteFile {
 			once.Do(func() { at, readErr = readRetention(ckDir, local) })
 		}
 		return nil
@@ -217,7 +218,7 @@ func TestFailedTrimsAreRedoneAtRecovery(t *testing.T) {
 func TestCrashMidTrim(t *testing.T) {
 	dir := t.TempDir()
 	ckDir, out := filepath.Join(dir, "ck"), filepath.Join(dir, "out")
-	f := storage.NewFaultFS(nil) // the operating system's: a crash is a process kill
+	f := storagetest.NewFaultFS(nil) // the operating system's: a crash is a process kill
 	local, err := f.NewLocal(ckDir)
 	if err != nil {
 		t.Fatal(err)
@@ -225,11 +226,11 @@ func TestCrashMidTrim(t *testing.T) {
 	// Trim removes files one by one inside the checkpoint's directory;
 	// Discard removes the whole directory.
 	var trimmed atomic.Int64
-	f.CrashWhen(func(op storage.FSOp, path string) bool {
-		if op != storage.FSRemoveAll {
+	f.CrashWhen(func(op storagetest.FSOp, path string) bool {
+		if op != storagetest.FSRemoveAll {
 			return false
 		}
-		id, ok := storage.PathCheckpoint(path)
+		id, ok := storagetest.PathCheckpoint(path)
 		if !ok || filepath.Base(path) == storage.CheckpointDirName(id) {
 			return false
 		}
@@ -393,10 +394,10 @@ func TestFailedDeletionKeepsReferencedFiles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			f := storage.NewFaulty(local)
+			f := storagetest.NewFaulty(local)
 			var calls, refused atomic.Int64
-			f.FailWhen(func(op storage.Op, id int64, _ string) error {
-				if (op == storage.OpTrim || op == storage.OpDiscard) && calls.Add(1)%every == 0 {
+			f.FailWhen(func(op storagetest.Op, id int64, _ string) error {
+				if (op == storagetest.OpTrim || op == storagetest.OpDiscard) && calls.Add(1)%every == 0 {
 					refused.Add(1)
 					return fmt.Errorf("injected: %v of checkpoint %d refused", op, id)
 				}

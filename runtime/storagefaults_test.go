@@ -17,12 +17,13 @@ import (
 	"github.com/ingest-engine/ingest/connector/datagen"
 	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/storage"
+	"github.com/ingest-engine/ingest/storage/storagetest"
 	"github.com/ingest-engine/ingest/stream"
 )
 
 // The storage fault matrix (issue #5, docs/reliability.md "Storage faults"). Each row runs the
 // count pipeline (datagen → key by → per-key count in keyed state → transactional sink) on a
-// Local over a storage.FaultFS over a storage.CrashFS, lets two checkpoints complete, then turns
+// Local over a storagetest.FaultFS over a storagetest.CrashFS, lets two checkpoints complete, then turns
 // one kind of filesystem fault on for every checkpoint after that, and checks DESIGN.md §3
 // invariant 1 and the restart rules:
 //
@@ -97,7 +98,7 @@ func (g *sfGate) hit(path string) bool {
 	if s.Restarts > 0 {
 		return false
 	}
-	id, ok := storage.PathCheckpoint(path)
+	id, ok := storagetest.PathCheckpoint(path)
 	if !ok {
 		return false
 	}
@@ -141,9 +142,9 @@ func (g *sfGate) snapshot() (ids []int64, first runtime.Stats, at []runtime.Stat
 }
 
 // failOn fails calls of op that the gate lets through with err.
-func failOn(op storage.FSOp, err error) func(*storage.FaultFS, *sfGate) {
-	return func(f *storage.FaultFS, g *sfGate) {
-		f.FailWhen(func(o storage.FSOp, path string) error {
+func failOn(op storagetest.FSOp, err error) func(*storagetest.FaultFS, *sfGate) {
+	return func(f *storagetest.FaultFS, g *sfGate) {
+		f.FailWhen(func(o storagetest.FSOp, path string) error {
 			if o == op && g.hit(path) {
 				return err
 			}
@@ -155,20 +156,20 @@ func failOn(op storage.FSOp, err error) func(*storage.FaultFS, *sfGate) {
 // failMetadataSyncDir fails the directory fsync of metadata writes (the one that follows the
 // rename of the metadata into a checkpoint's directory): Discard's fsyncs are not hit. The gate
 // sees the rename first, so it reads the recovery point before the metadata is visible.
-func failMetadataSyncDir(f *storage.FaultFS, g *sfGate) {
+func failMetadataSyncDir(f *storagetest.FaultFS, g *sfGate) {
 	var mu sync.Mutex
 	renamed := map[int64]bool{}
-	f.FailWhen(func(op storage.FSOp, path string) error {
-		id, ok := storage.PathCheckpoint(path)
+	f.FailWhen(func(op storagetest.FSOp, path string) error {
+		id, ok := storagetest.PathCheckpoint(path)
 		if !ok || !g.armed.Load() {
 			return nil
 		}
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
-		case op == storage.FSRename && g.hit(path):
+		case op == storagetest.FSRename && g.hit(path):
 			renamed[id] = true
-		case op == storage.FSSyncDir && renamed[id] && g.hit(path):
+		case op == storagetest.FSSyncDir && renamed[id] && g.hit(path):
 			return errSFSyncDir
 		}
 		return nil
@@ -177,11 +178,11 @@ func failMetadataSyncDir(f *storage.FaultFS, g *sfGate) {
 
 // failRecovery fails state writes like failOn(FSWrite) to force a restart, and op (a read) during
 // the recoveries that follow.
-func failRecovery(op storage.FSOp, err error) func(*storage.FaultFS, *sfGate) {
-	return func(f *storage.FaultFS, g *sfGate) {
-		f.FailWhen(func(o storage.FSOp, path string) error {
+func failRecovery(op storagetest.FSOp, err error) func(*storagetest.FaultFS, *sfGate) {
+	return func(f *storagetest.FaultFS, g *sfGate) {
+		f.FailWhen(func(o storagetest.FSOp, path string) error {
 			switch {
-			case o == storage.FSWrite && g.hit(path):
+			case o == storagetest.FSWrite && g.hit(path):
 				return errSFWrite
 			case o == op && g.recoveryFault():
 				return err
@@ -253,7 +254,7 @@ func (l *sfLog) snapshot() (map[int64]error, []error) {
 }
 
 // sfIDs records, per attempt, the checkpoint ids a job writes state or metadata for, by observing
-// its storage through a storage.Faulty that injects nothing.
+// its storage through a storagetest.Faulty that injects nothing.
 type sfIDs struct {
 	mu  sync.Mutex
 	job *runtime.Job // set before Run
@@ -265,9 +266,9 @@ type sfIDs struct {
 
 // observe returns st wrapped so that r records the job's checkpoint ids.
 func (r *sfIDs) observe(st storage.Storage) storage.Storage {
-	f := storage.NewFaulty(st)
-	f.FailWhen(func(op storage.Op, id int64, _ string) error {
-		if op != storage.OpWriteFile && op != storage.OpWriteMetadata {
+	f := storagetest.NewFaulty(st)
+	f.FailWhen(func(op storagetest.Op, id int64, _ string) error {
+		if op != storagetest.OpWriteFile && op != storagetest.OpWriteMetadata {
 			return nil
 		}
 		if r.stop != nil {
@@ -358,10 +359,10 @@ func sfWaitFor(t *testing.T, done <-chan error, what string, cond func() bool) {
 
 // sfNewFS returns a FaultFS over a new CrashFS, a Local on it at /ck, and a view of the same
 // directory that no fault reaches.
-func sfNewFS(t *testing.T) (*storage.FaultFS, *storage.CrashFS, *storage.Local, *storage.Local) {
+func sfNewFS(t *testing.T) (*storagetest.FaultFS, *storagetest.CrashFS, *storage.Local, *storage.Local) {
 	t.Helper()
-	base := storage.NewCrashFS()
-	f := storage.NewFaultFS(base)
+	base := storagetest.NewCrashFS()
+	f := storagetest.NewFaultFS(base)
 	local, err := f.NewLocal("/ck")
 	if err != nil {
 		t.Fatal(err)
@@ -377,7 +378,7 @@ func TestStorageFaultMatrix(t *testing.T) {
 	for _, row := range []struct {
 		name string
 		// arm injects the fault through the gate.
-		arm func(*storage.FaultFS, *sfGate)
+		arm func(*storagetest.FaultFS, *sfGate)
 		// reason matches the reason of a checkpoint the fault failed.
 		reason func(error) bool
 		// timeout is the checkpoint timeout; 0 keeps the default.
@@ -388,13 +389,13 @@ func TestStorageFaultMatrix(t *testing.T) {
 		// shutdown does not wait out writes that sleep on.
 		healAtFailure bool
 	}{
-		{name: "write error", arm: failOn(storage.FSWrite, errSFWrite), reason: isErr(errSFWrite)},
-		{name: "fsync error", arm: failOn(storage.FSSync, errSFSync), reason: isErr(errSFSync)},
-		{name: "metadata rename error", arm: failOn(storage.FSRename, errSFRename), reason: isErr(errSFRename)},
+		{name: "write error", arm: failOn(storagetest.FSWrite, errSFWrite), reason: isErr(errSFWrite)},
+		{name: "fsync error", arm: failOn(storagetest.FSSync, errSFSync), reason: isErr(errSFSync)},
+		{name: "metadata rename error", arm: failOn(storagetest.FSRename, errSFRename), reason: isErr(errSFRename)},
 		{name: "directory fsync error", arm: failMetadataSyncDir, reason: isErr(errSFSyncDir)},
 		{
 			name: "no space left on device",
-			arm: func(f *storage.FaultFS, g *sfGate) {
+			arm: func(f *storagetest.FaultFS, g *sfGate) {
 				// One byte fits: the first write the gate lets through is cut short, as on a full disk.
 				f.NoSpaceAfter(1, g.hit)
 			},
@@ -403,7 +404,7 @@ func TestStorageFaultMatrix(t *testing.T) {
 		{
 			name: "slow writes past the timeout",
 			// State files: the checkpoint times out waiting for acknowledgements.
-			arm: func(f *storage.FaultFS, g *sfGate) {
+			arm: func(f *storagetest.FaultFS, g *sfGate) {
 				f.SlowWrites(sfSlow, func(path string) bool { return isStateFile(path) && g.hit(path) })
 			},
 			reason:        func(err error) bool { return err != nil && strings.Contains(err.Error(), "timed out") },
@@ -419,11 +420,11 @@ func TestStorageFaultMatrix(t *testing.T) {
 			// would then restore it instead of the recovery point. The first attempt cannot delete
 			// the failed checkpoints' directories, so that a late rename would find its directory
 			// (Discard would otherwise hide a missing fence); the recovery after it can.
-			arm: func(f *storage.FaultFS, g *sfGate) {
+			arm: func(f *storagetest.FaultFS, g *sfGate) {
 				f.SlowWrites(sfTimeout*3/2, func(path string) bool { return isMetadataTmp(path) && g.hit(path) })
-				f.FailWhen(func(op storage.FSOp, path string) error {
-					id, ok := storage.PathCheckpoint(path)
-					if op != storage.FSRemoveAll || !ok || g.job.Stats().Restarts > 0 {
+				f.FailWhen(func(op storagetest.FSOp, path string) error {
+					id, ok := storagetest.PathCheckpoint(path)
+					if op != storagetest.FSRemoveAll || !ok || g.job.Stats().Restarts > 0 {
 						return nil
 					}
 					g.mu.Lock()
@@ -440,8 +441,8 @@ func TestStorageFaultMatrix(t *testing.T) {
 			timeout:       sfTimeout,
 			healAtFailure: true,
 		},
-		{name: "list error at recovery", arm: failRecovery(storage.FSReadDir, errSFList), reason: isErr(errSFWrite), recoveryFault: errSFList},
-		{name: "read error at recovery", arm: failRecovery(storage.FSReadFile, errSFRead), reason: isErr(errSFWrite), recoveryFault: errSFRead},
+		{name: "list error at recovery", arm: failRecovery(storagetest.FSReadDir, errSFList), reason: isErr(errSFWrite), recoveryFault: errSFList},
+		{name: "read error at recovery", arm: failRecovery(storagetest.FSReadFile, errSFRead), reason: isErr(errSFWrite), recoveryFault: errSFRead},
 	} {
 		t.Run(row.name, func(t *testing.T) {
 			t.Parallel()
@@ -559,39 +560,39 @@ func TestStorageFaultCrash(t *testing.T) {
 	for _, row := range []struct {
 		name string
 		// crashAt says whether to crash before the call (op, path), given the gate.
-		crashAt func(g *sfGate) func(storage.FSOp, string) bool
+		crashAt func(g *sfGate) func(storagetest.FSOp, string) bool
 		// durable: the checkpoint the crash hit was complete on disk before the crash.
 		durable bool
 	}{
 		{
 			name: "crash at a state file's fsync",
-			crashAt: func(g *sfGate) func(storage.FSOp, string) bool {
-				return func(op storage.FSOp, path string) bool {
-					return op == storage.FSSync && isStateFile(path) && g.hit(path)
+			crashAt: func(g *sfGate) func(storagetest.FSOp, string) bool {
+				return func(op storagetest.FSOp, path string) bool {
+					return op == storagetest.FSSync && isStateFile(path) && g.hit(path)
 				}
 			},
 		},
 		{
 			name: "crash before the metadata rename",
-			crashAt: func(g *sfGate) func(storage.FSOp, string) bool {
-				return func(op storage.FSOp, path string) bool { return op == storage.FSRename && g.hit(path) }
+			crashAt: func(g *sfGate) func(storagetest.FSOp, string) bool {
+				return func(op storagetest.FSOp, path string) bool { return op == storagetest.FSRename && g.hit(path) }
 			},
 		},
 		{
 			name: "crash right after the metadata is durable",
-			crashAt: func(g *sfGate) func(storage.FSOp, string) bool {
+			crashAt: func(g *sfGate) func(storagetest.FSOp, string) bool {
 				var renamed atomic.Int64
 				var synced atomic.Bool
-				return func(op storage.FSOp, path string) bool {
+				return func(op storagetest.FSOp, path string) bool {
 					if synced.Load() {
 						return true // the first call after the metadata's directory fsync returned
 					}
-					id, ok := storage.PathCheckpoint(path)
+					id, ok := storagetest.PathCheckpoint(path)
 					switch {
 					case !ok || !g.armed.Load():
-					case op == storage.FSRename:
+					case op == storagetest.FSRename:
 						renamed.Store(id)
-					case op == storage.FSSyncDir && id == renamed.Load() && g.hit(path):
+					case op == storagetest.FSSyncDir && id == renamed.Load() && g.hit(path):
 						synced.Store(true)
 					}
 					return false

@@ -31,7 +31,3 @@ func CheckID(id int64) error { return checkID(id) }
 // CheckpointDirName returns the name of checkpoint id's directory (or object-key prefix):
 // "chk-" and the id zero-padded to 10 digits, e.g. chk-0000000007.
 func CheckpointDirName(id int64) string { return fmt.Sprintf("%s%010d", dirPrefix, id) }
-
-// ParseCheckpointDirName returns the id a checkpoint directory name stands for. Only the exact name
-// CheckpointDirName produces is accepted.
-func ParseCheckpointDirName(name string) (int64, bool) { return parseDirName(name) }

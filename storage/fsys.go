@@ -6,12 +6,12 @@ import (
 	"os"
 )
 
-// fsys is every filesystem call Local makes. It exists so tests can record the order of writes,
-// fsyncs and renames, inject failures at any call, and simulate a power loss (see CrashFS); osFS is
-// the real one.
-type fsys interface {
+// FS is every filesystem call Local makes (NewLocalFS). It exists so tests can record the order of
+// writes, fsyncs and renames, inject failures at any call, and simulate a power loss
+// (storagetest.CrashFS, storagetest.FaultFS); osFS is the real one.
+type FS interface {
 	MkdirAll(path string, perm fs.FileMode) error
-	OpenFile(name string, flag int, perm fs.FileMode) (file, error)
+	OpenFile(name string, flag int, perm fs.FileMode) (File, error)
 	Rename(oldpath, newpath string) error
 	Remove(name string) error
 	RemoveAll(path string) error
@@ -23,23 +23,26 @@ type fsys interface {
 	SyncDir(name string) error
 }
 
-// file is an open file being written.
-type file interface {
+// File is an open file being written.
+type File interface {
 	io.Writer
 	// Sync makes the file's contents durable.
 	Sync() error
 	Close() error
 }
 
-// osFS is fsys on the operating system's filesystem.
+// osFS is FS on the operating system's filesystem.
 type osFS struct{}
+
+// OSFS returns the operating system's filesystem, the one NewLocal uses.
+func OSFS() FS { return osFS{} }
 
 func (osFS) MkdirAll(path string, perm fs.FileMode) error { return os.MkdirAll(path, perm) }
 
-func (osFS) OpenFile(name string, flag int, perm fs.FileMode) (file, error) {
+func (osFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
 	f, err := os.OpenFile(name, flag, perm)
 	if err != nil {
-		return nil, err // not f: a nil *os.File in a file interface would not be nil
+		return nil, err // not f: a nil *os.File in a File interface would not be nil
 	}
 	return f, nil
 }

@@ -38,7 +38,7 @@ const (
 // A checkpoint directory is fsynced into the parent directory when it is created.
 type Local struct {
 	dir string // immutable
-	fs  fsys   // immutable
+	fs  FS     // immutable
 
 	// slow reports calls that hang (ReportSlowCalls).
 	slow SlowCalls
@@ -63,10 +63,11 @@ func (l *Local) ReportSlowCalls(log *slog.Logger, after time.Duration) {
 
 // NewLocal returns storage in directory dir, creating it (and fsyncing it into its parent) if it
 // does not exist.
-func NewLocal(dir string) (*Local, error) { return newLocal(dir, osFS{}) }
+func NewLocal(dir string) (*Local, error) { return NewLocalFS(dir, osFS{}) }
 
-// newLocal is NewLocal on the filesystem fsy.
-func newLocal(dir string, fsy fsys) (*Local, error) {
+// NewLocalFS is NewLocal on the filesystem fsy: tests give an in-memory one that simulates power
+// losses, or one that injects failures (storagetest.CrashFS, storagetest.FaultFS).
+func NewLocalFS(dir string, fsy FS) (*Local, error) {
 	if dir == "" {
 		return nil, errors.New("storage: checkpoint directory is empty")
 	}
@@ -96,10 +97,10 @@ func (l *Local) chkDir(id int64) string {
 	return filepath.Join(l.dir, CheckpointDirName(id))
 }
 
-// parseDirName returns the id a checkpoint directory name stands for. Only the exact name chkDir
-// produces is accepted: a hand-made "chk-7" would otherwise be listed as checkpoint 7 while every
-// other method looks in chk-0000000007.
-func parseDirName(name string) (int64, bool) {
+// ParseCheckpointDirName returns the id a checkpoint directory name stands for. Only the exact name
+// CheckpointDirName produces is accepted: a hand-made "chk-7" would otherwise be listed as
+// checkpoint 7 while every other method looks in chk-0000000007.
+func ParseCheckpointDirName(name string) (int64, bool) {
 	digits, ok := strings.CutPrefix(name, dirPrefix)
 	if !ok || digits == "" || strings.TrimLeft(digits, "0123456789") != "" {
 		return 0, false
@@ -427,7 +428,7 @@ func (l *Local) List(ctx context.Context) ([]Entry, error) {
 	}
 	var entries []Entry
 	for _, de := range des {
-		id, ok := parseDirName(de.Name())
+		id, ok := ParseCheckpointDirName(de.Name())
 		if !ok || !de.IsDir() {
 			continue
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/ingest-engine/ingest/internal/failpoint"
 	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/storage"
+	"github.com/ingest-engine/ingest/storage/storagetest"
 	"github.com/ingest-engine/ingest/stream"
 )
 
@@ -110,7 +111,7 @@ func failOn(t *testing.T, name string, at ...int64) *atomic.Int64 {
 // they come as often as the interval says.
 func memStorage(t *testing.T) storage.Storage {
 	t.Helper()
-	st, err := storage.NewCrashFS().NewLocal("/checkpoints")
+	st, err := storagetest.NewCrashFS().NewLocal("/checkpoints")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/ingest-engine/ingest/internal/testkit"
 	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/storage"
+	"github.com/ingest-engine/ingest/storage/storagetest"
 	"github.com/ingest-engine/ingest/stream"
 )
 
@@ -173,9 +174,9 @@ func TestInjectedFailures(t *testing.T) {
 		var mu = make(chan struct{}, 1)
 		dir := t.TempDir()
 		st := runInjected(t, dir, func(s storage.Storage) storage.Storage {
-			f := storage.NewFaulty(s)
-			f.FailWhen(func(op storage.Op, id int64, name string) error {
-				if op != storage.OpWriteFile && op != storage.OpWriteMetadata {
+			f := storagetest.NewFaulty(s)
+			f.FailWhen(func(op storagetest.Op, id int64, name string) error {
+				if op != storagetest.OpWriteFile && op != storagetest.OpWriteMetadata {
 					return nil
 				}
 				mu <- struct{}{}

@@ -23,6 +23,7 @@ import (
 	"github.com/ingest-engine/ingest/internal/failpoint"
 	"github.com/ingest-engine/ingest/internal/testkit"
 	"github.com/ingest-engine/ingest/storage"
+	"github.com/ingest-engine/ingest/storage/storagetest"
 	"github.com/ingest-engine/ingest/stream"
 )
 
@@ -96,17 +97,17 @@ var lrFaults = []struct {
 	{"task/process-batch", 1.0 / 400},               // restart while processing records
 }
 
-// lrStorageFaults are the storage faults (storage.Faulty, which fails the
+// lrStorageFaults are the storage faults (storagetest.Faulty, which fails the
 // call before it reaches the directory): per operation, the probability that
 // one call fails. A failed state write declines its checkpoint, a failed
 // metadata write fails it, a failed trim or discard leaves its checkpoint
 // whole (metadata and all) until the job retries it or the next recovery's
 // retention pass redoes it.
-var lrStorageFaults = map[storage.Op]float64{
-	storage.OpWriteFile:     1.0 / 100,
-	storage.OpWriteMetadata: 1.0 / 50,
-	storage.OpTrim:          1.0 / 25,
-	storage.OpDiscard:       1.0 / 25,
+var lrStorageFaults = map[storagetest.Op]float64{
+	storagetest.OpWriteFile:     1.0 / 100,
+	storagetest.OpWriteMetadata: 1.0 / 50,
+	storagetest.OpTrim:          1.0 / 25,
+	storagetest.OpDiscard:       1.0 / 25,
 }
 
 // lockedRand is a seeded source shared by the injection callbacks.
@@ -159,7 +160,7 @@ func runLongRetention(t *testing.T, backend string, seed uint64) {
 	}
 
 	var aud *retentionAuditor
-	storageFired, storageCalls := map[storage.Op]*atomic.Int64{}, map[storage.Op]*atomic.Int64{}
+	storageFired, storageCalls := map[storagetest.Op]*atomic.Int64{}, map[storagetest.Op]*atomic.Int64{}
 	for op := range lrStorageFaults {
 		storageFired[op], storageCalls[op] = &atomic.Int64{}, &atomic.Int64{}
 	}
@@ -170,8 +171,8 @@ func runLongRetention(t *testing.T, backend string, seed uint64) {
 			t.Fatal(err)
 		}
 		aud = newRetentionAuditor(local, o.CheckpointDir)
-		faulty := storage.NewFaulty(local)
-		faulty.FailWhen(func(op storage.Op, id int64, name string) error {
+		faulty := storagetest.NewFaulty(local)
+		faulty.FailWhen(func(op storagetest.Op, id int64, name string) error {
 			p, ok := lrStorageFaults[op]
 			if !ok {
 				return nil
@@ -220,7 +221,7 @@ func runLongRetention(t *testing.T, backend string, seed uint64) {
 	for _, f := range lrFaults {
 		fmt.Fprintf(&b, " %s=%d/%d", f.point, fired[f.point].Load(), calls[f.point].Load())
 	}
-	for _, op := range []storage.Op{storage.OpWriteFile, storage.OpWriteMetadata, storage.OpTrim, storage.OpDiscard} {
+	for _, op := range []storagetest.Op{storagetest.OpWriteFile, storagetest.OpWriteMetadata, storagetest.OpTrim, storagetest.OpDiscard} {
 		fmt.Fprintf(&b, " %v=%d/%d", op, storageFired[op].Load(), storageCalls[op].Load())
 	}
 	a := aud.report()

@@ -15,7 +15,7 @@ import (
 	"github.com/ingest-engine/ingest/internal/testkit"
 	"github.com/ingest-engine/ingest/nexmark"
 	"github.com/ingest-engine/ingest/runtime"
-	"github.com/ingest-engine/ingest/storage"
+	"github.com/ingest-engine/ingest/storage/storagetest"
 	"github.com/ingest-engine/ingest/stream"
 )
 
@@ -386,7 +386,7 @@ func runEventsWith(t *testing.T, name string, evs []nexmark.Event, p, batch int,
 	q.Build(pl, stream.From[nexmark.Event](pl, "events", sliceSource{evs: evs, batch: batch, fail: fail}), dir+"/out")
 	// In-memory checkpoint storage: checkpoints cost no fsync, so they come
 	// as often as the interval says.
-	st, err := storage.NewCrashFS().NewLocal("/checkpoints")
+	st, err := storagetest.NewCrashFS().NewLocal("/checkpoints")
 	if err != nil {
 		t.Fatal(err)
 	}

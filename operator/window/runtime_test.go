@@ -17,7 +17,7 @@ import (
 	"github.com/ingest-engine/ingest/connector"
 	"github.com/ingest-engine/ingest/operator/window"
 	"github.com/ingest-engine/ingest/runtime"
-	"github.com/ingest-engine/ingest/storage"
+	"github.com/ingest-engine/ingest/storage/storagetest"
 	"github.com/ingest-engine/ingest/stream"
 )
 
@@ -292,7 +292,7 @@ func (j job) run(t *testing.T) ([]out, runtime.Stats) {
 	}
 	// In-memory storage: checkpoints cost no fsync, so they come as often
 	// as the interval says.
-	st, err := storage.NewCrashFS().NewLocal("/checkpoints")
+	st, err := storagetest.NewCrashFS().NewLocal("/checkpoints")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 // each case of a table) a parallel subtest of t: which checkpoints Retain keeps and discards,
 // that Latest picks the newest complete checkpoint whose metadata verifies and reports the corrupt
 // ones it skips, and that neither falls back or goes on past an I/O error (injected by wrapping
-// the Instance in a storage.Faulty).
+// the Instance in a Faulty).
 func TestRetention(t *testing.T, open Opener) {
 	t.Run("Retain", func(t *testing.T) {
 		t.Parallel()
@@ -38,8 +38,8 @@ func TestRetention(t *testing.T, open Opener) {
 		{"RetainSkipsReferencedMetadata", testRetainSkipsReferencedMetadata},
 		{"RetainTrimmedCheckpoint", testRetainTrimmedCheckpoint},
 		{"RetainTrimFailure", testRetainTrimFailure},
-		{"RetainFailedDiscardKeepsItsReferences", retainFailedDeletionKeepsItsReferences(storage.OpDiscard)},
-		{"RetainFailedTrimKeepsItsReferences", retainFailedDeletionKeepsItsReferences(storage.OpTrim)},
+		{"RetainFailedDiscardKeepsItsReferences", retainFailedDeletionKeepsItsReferences(OpDiscard)},
+		{"RetainFailedTrimKeepsItsReferences", retainFailedDeletionKeepsItsReferences(OpTrim)},
 		{"Latest", testLatest},
 		{"LatestSkipsCorrupt", testLatestSkipsCorrupt},
 		{"LatestDoesNotFallBackOnIOError", testLatestDoesNotFallBackOnIOError},
@@ -275,7 +275,7 @@ func testRetainTrimmedCheckpoint(t *testing.T, in Instance) {
 func testRetainTrimFailure(t *testing.T, in Instance) {
 	setup(t, in, "1c 2c 3c>1+2")
 	boom := errors.New("disk on fire")
-	got, err := storage.Retain(context.Background(), failOn(in, storage.OpTrim, 2, boom), 1, -1, specRefs)
+	got, err := storage.Retain(context.Background(), failOn(in, OpTrim, 2, boom), 1, -1, specRefs)
 	if !errors.Is(err, boom) {
 		t.Fatalf("err = %v, want the Trim failure", err)
 	}
@@ -290,9 +290,9 @@ func testRetainTrimFailure(t *testing.T, in Instance) {
 // A checkpoint whose Discard or Trim failed keeps its metadata: it is still complete, so the older
 // checkpoints deleted after it keep the files it references (a trim instead of a discard), and no
 // complete checkpoint is left with a referenced file missing.
-func retainFailedDeletionKeepsItsReferences(op storage.Op) func(t *testing.T, in Instance) {
+func retainFailedDeletionKeepsItsReferences(op Op) func(t *testing.T, in Instance) {
 	return func(t *testing.T, in Instance) {
-		if op == storage.OpDiscard {
+		if op == OpDiscard {
 			setup(t, in, "1c 2c>1 3c 4c")
 		} else {
 			// 4 references 2's extra file: 2 is trimmed to it, and that fails.
@@ -334,7 +334,7 @@ func testRetainStopsOnReferenceError(t *testing.T, in Instance) {
 func testRetainReferencesReadError(t *testing.T, in Instance) {
 	setup(t, in, "1c 2c>1 3c 4c>3")
 	boom := errors.New("i/o timeout")
-	got, err := storage.Retain(context.Background(), failOn(in, storage.OpReadMetadata, 2, boom), 1, 2, specRefs)
+	got, err := storage.Retain(context.Background(), failOn(in, OpReadMetadata, 2, boom), 1, 2, specRefs)
 	if !errors.Is(err, boom) || got != nil {
 		t.Fatalf("Retain = %v, %v; want the read error and nothing discarded", got, err)
 	}
@@ -347,7 +347,7 @@ func testRetainReferencesReadError(t *testing.T, in Instance) {
 // Retain does not read its metadata: a read error there changes nothing.
 func testRetainSkipsReferencedMetadata(t *testing.T, in Instance) {
 	setup(t, in, "1c 2c 3c>2 4c>3")
-	got, err := storage.Retain(context.Background(), failOn(in, storage.OpReadMetadata, 3, errors.New("i/o timeout")), 1, -1, specRefs)
+	got, err := storage.Retain(context.Background(), failOn(in, OpReadMetadata, 3, errors.New("i/o timeout")), 1, -1, specRefs)
 	if err != nil || !slices.Equal(got, []int64{1, 2}) {
 		t.Fatalf("Retain = %v, %v; want [1 2] discarded", got, err)
 	}
@@ -369,7 +369,7 @@ func testRetainRejectsKeepZero(t *testing.T, in Instance) {
 func testRetainDiscardFailure(t *testing.T, in Instance) {
 	setup(t, in, "1c 2c 3c 4c")
 	boom := errors.New("disk on fire")
-	got, err := storage.Retain(context.Background(), failOn(in, storage.OpDiscard, 2, boom), 1, -1, nil)
+	got, err := storage.Retain(context.Background(), failOn(in, OpDiscard, 2, boom), 1, -1, nil)
 	if !errors.Is(err, boom) {
 		t.Fatalf("err = %v, want the Discard failure", err)
 	}
@@ -380,9 +380,9 @@ func testRetainDiscardFailure(t *testing.T, in Instance) {
 
 func testRetainStopsOnReadError(t *testing.T, in Instance) {
 	setup(t, in, "1c 2c 3c")
-	f := storage.NewFaulty(in)
+	f := NewFaulty(in)
 	boom := errors.New("i/o timeout")
-	f.FailNext(storage.OpReadMetadata, boom)
+	f.FailNext(OpReadMetadata, boom)
 	got, err := storage.Retain(context.Background(), f, 1, -1, nil)
 	if !errors.Is(err, boom) || got != nil {
 		t.Fatalf("Retain = %v, %v; want the read error and nothing discarded", got, err)
@@ -441,19 +441,19 @@ func testLatestNone(t *testing.T, open Opener) {
 // A transient read failure must not make recovery fall back to an older checkpoint.
 func testLatestDoesNotFallBackOnIOError(t *testing.T, in Instance) {
 	setup(t, in, "1c 2c")
-	f := storage.NewFaulty(in)
+	f := NewFaulty(in)
 	boom := errors.New("connection reset")
-	f.FailNext(storage.OpReadMetadata, boom)
+	f.FailNext(OpReadMetadata, boom)
 	id, _, _, err := storage.Latest(context.Background(), f)
 	if !errors.Is(err, boom) {
 		t.Fatalf("Latest = %d, %v; want the read error", id, err)
 	}
 }
 
-// failOn returns in behind a storage.Faulty whose operation op on checkpoint id fails with err.
-func failOn(in Instance, op storage.Op, id int64, err error) *storage.Faulty {
-	f := storage.NewFaulty(in)
-	f.FailWhen(func(o storage.Op, i int64, _ string) error {
+// failOn returns in behind a Faulty whose operation op on checkpoint id fails with err.
+func failOn(in Instance, op Op, id int64, err error) *Faulty {
+	f := NewFaulty(in)
+	f.FailWhen(func(o Op, i int64, _ string) error {
 		if o == op && i == id {
 			return err
 		}

@@ -6,6 +6,11 @@
 // The checks need raw access to what a backend stores, to corrupt it and to check its layout, so a
 // backend is handed to them as an [Instance]: the Storage plus functions that read and write its
 // stored bytes by key.
+//
+// It also holds the test doubles of checkpoint storage, kept out of the production package as
+// Pebble keeps vfs/errorfs apart: [CrashFS], an in-memory filesystem that simulates power losses
+// under a [storage.Local] ([storage.NewLocalFS]); [FaultFS], which fails, slows down or crashes
+// chosen filesystem calls; and [Faulty], which fails whole [storage.Storage] methods.
 package storagetest
 
 import (

@@ -1,4 +1,4 @@
-package storage
+package storagetest
 
 import (
 	"errors"
@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ingest-engine/ingest/storage"
 )
 
 // CrashFS is an in-memory filesystem that models what survives a power loss, for durability tests
@@ -17,7 +19,7 @@ import (
 // as of its last fsync, and a directory's entries (creations, removals, renames) as of that
 // directory's last fsync; nothing else is guaranteed, and Crash assumes nothing else survives.
 //
-// Use NewLocal to put a Local on it and Crash to get the filesystem a restarted process would find.
+// Use NewLocal to put a storage.Local on it and Crash to get the filesystem a restarted process would find.
 // It is safe for concurrent use.
 type CrashFS struct {
 	m *memFS // immutable
@@ -26,8 +28,8 @@ type CrashFS struct {
 // NewCrashFS returns an empty filesystem: only the root directory "/" exists.
 func NewCrashFS() *CrashFS { return &CrashFS{m: newMemFS()} }
 
-// NewLocal returns a Local storing checkpoints in directory dir of c.
-func (c *CrashFS) NewLocal(dir string) (*Local, error) { return newLocal(dir, c.m) }
+// NewLocal returns a storage.Local storing checkpoints in directory dir of c.
+func (c *CrashFS) NewLocal(dir string) (*storage.Local, error) { return storage.NewLocalFS(dir, c.m) }
 
 // Crash returns a new filesystem holding only what is guaranteed to survive a power loss now: file
 // contents as of their last fsync and directory entries as of their directory's last fsync. c itself
@@ -38,7 +40,7 @@ func (c *CrashFS) Crash() *CrashFS {
 	return &CrashFS{m: &memFS{root: durable(c.m.root, false)}}
 }
 
-// memFS is the fsys behind CrashFS: a tree of memNodes that remembers, besides the current state,
+// memFS is the storage.FS behind CrashFS: a tree of memNodes that remembers, besides the current state,
 // the state as of the last fsync of each file and directory.
 type memFS struct {
 	mu   sync.Mutex
@@ -160,7 +162,7 @@ func (c *memFS) parentLocked(op, path string) (*memNode, string, error) {
 	return dir, parts[len(parts)-1], nil
 }
 
-// The methods below implement fsys; each consults fail before acting and logs what it changed.
+// The methods below implement storage.FS; each consults fail before acting and logs what it changed.
 
 func (c *memFS) MkdirAll(path string, _ fs.FileMode) error {
 	c.mu.Lock()
@@ -183,7 +185,7 @@ func (c *memFS) MkdirAll(path string, _ fs.FileMode) error {
 	return nil
 }
 
-func (c *memFS) OpenFile(name string, flag int, _ fs.FileMode) (file, error) {
+func (c *memFS) OpenFile(name string, flag int, _ fs.FileMode) (storage.File, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.callLocked("open", name); err != nil {

@@ -1,4 +1,4 @@
-package storage
+package storagetest
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/ingest-engine/ingest/storage"
 )
 
 func TestFaultyFailNext(t *testing.T) {
@@ -34,7 +36,7 @@ func TestFaultyFailNext(t *testing.T) {
 		t.Fatalf("Discard = %v", err)
 	}
 	// The failed Discard did not reach the storage.
-	if got := ids(t, f); len(got) != 1 {
+	if got := IDs(t, f); len(got) != 1 {
 		t.Fatalf("List = %v", got)
 	}
 }
@@ -42,7 +44,7 @@ func TestFaultyFailNext(t *testing.T) {
 func TestFaultyEveryOp(t *testing.T) {
 	ctx := context.Background()
 	f := NewFaulty(newTestLocal(t))
-	h := Handle{Name: "a", Checkpoint: 4}
+	h := storage.Handle{Name: "a", Checkpoint: 4}
 	calls := map[Op]func() error{
 		OpWriteFile:     func() error { _, err := f.WriteFile(ctx, 4, "a", nil); return err },
 		OpReadFile:      func() error { _, err := f.ReadFile(ctx, h); return err },
@@ -55,8 +57,8 @@ func TestFaultyEveryOp(t *testing.T) {
 		OpReadLedger:    func() error { _, err := f.ReadLedger(ctx); return err },
 	}
 	wantID := map[Op]int64{OpList: -1, OpWriteLedger: -1, OpReadLedger: -1}
-	wantName := map[Op]string{OpWriteFile: "a", OpReadFile: "a", OpWriteMetadata: MetadataName, OpReadMetadata: MetadataName,
-		OpWriteLedger: LedgerName, OpReadLedger: LedgerName}
+	wantName := map[Op]string{OpWriteFile: "a", OpReadFile: "a", OpWriteMetadata: storage.MetadataName, OpReadMetadata: storage.MetadataName,
+		OpWriteLedger: storage.LedgerName, OpReadLedger: storage.LedgerName}
 	for op, call := range calls {
 		var seen []string
 		f.FailWhen(func(o Op, id int64, name string) error {

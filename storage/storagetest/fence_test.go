@@ -1,4 +1,4 @@
-package storage
+package storagetest
 
 import (
 	"context"
@@ -9,13 +9,15 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ingest-engine/ingest/storage"
 )
 
 // errWriteDeadline is the cause the fence tests give their contexts.
 var errWriteDeadline = errors.New("checkpoint deadline")
 
 // isMetadataTmp reports whether path is a temporary metadata file.
-func isMetadataTmp(path string) bool { return strings.Contains(path, tmpPrefix+MetadataName) }
+func isMetadataTmp(path string) bool { return strings.Contains(path, tmpPrefix+storage.MetadataName) }
 
 // A metadata write whose context ends while its temporary file is still being written (a stuck
 // disk) returns at once with the context's cause, and the write, once the disk comes back, removes
@@ -45,14 +47,14 @@ func TestMetadataWriteAbandonedBeforeRename(t *testing.T) {
 
 	f.Heal() // the disk comes back: the abandoned write finishes its temporary file
 	deadline := time.Now().Add(10 * time.Second)
-	for tmpFiles(t, l, 1) > 0 {
+	for tmpFiles(t, f.inner, 1) > 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the abandoned write did not remove its temporary file")
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if _, err := l.ReadMetadata(context.Background(), 1); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("ReadMetadata after the abandoned write finished = %v, want ErrNotFound: the write landed", err)
+	if _, err := l.ReadMetadata(context.Background(), 1); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("ReadMetadata after the abandoned write finished = %v, want storage.ErrNotFound: the write landed", err)
 	}
 	entries, err := l.List(context.Background())
 	if err != nil {
@@ -80,7 +82,7 @@ func TestAbandonedMetadataWriteCreatesNothing(t *testing.T) {
 		if _, ok := PathCheckpoint(path); !ok {
 			return nil
 		}
-		if op == FSStat && strings.HasSuffix(path, MetadataName) && calls.Add(1) == 1 {
+		if op == FSStat && strings.HasSuffix(path, storage.MetadataName) && calls.Add(1) == 1 {
 			close(stating)
 			<-release // a stuck disk
 			return nil
@@ -143,7 +145,7 @@ func TestMetadataWriteNotAbandonedDuringRename(t *testing.T) {
 // writeUntil starts writing the metadata of checkpoint 1 of l, and ends the
 // write's context with errWriteDeadline once stuck is closed (the write is
 // stuck where the test wants it). The write's result arrives on done.
-func writeUntil(l *Local, stuck <-chan struct{}) (done <-chan error) {
+func writeUntil(l *storage.Local, stuck <-chan struct{}) (done <-chan error) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	result := make(chan error, 1)
 	go func() { result <- l.WriteMetadata(ctx, 1, []byte("meta")) }()
@@ -152,10 +154,10 @@ func writeUntil(l *Local, stuck <-chan struct{}) (done <-chan error) {
 	return result
 }
 
-// tmpFiles counts the temporary files in checkpoint id's directory.
-func tmpFiles(t *testing.T, l *Local, id int64) int {
+// tmpFiles counts the temporary files in checkpoint id's directory of the Local at /ck on fsys.
+func tmpFiles(t *testing.T, fsys storage.FS, id int64) int {
 	t.Helper()
-	des, err := l.fs.ReadDir(l.chkDir(id))
+	des, err := fsys.ReadDir(chkDir(id))
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0
 	}

@@ -1,4 +1,4 @@
-package storage
+package storagetest
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/ingest-engine/ingest/storage"
 )
 
 // trimCrashImages writes checkpoint 1 (state files kg-0..kg-3 and metadata listing them) on a
@@ -16,13 +18,13 @@ import (
 // file missing (a restart would take it for a recovery point and fail to restore it, or restore
 // it without its state), or a kept file that is missing or damaged. At the end, without a crash,
 // only the kept files may be left.
-func trimCrashImages(t *testing.T, trim func(l *Local, id int64, keep []string) error) (problems []string, images int) {
+func trimCrashImages(t *testing.T, trim func(l *storage.Local, fsys storage.FS, id int64, keep []string) error) (problems []string, images int) {
 	t.Helper()
 	ctx := context.Background()
 	m := newMemFS()
 	l := newMemLocal(t, m)
-	handles := map[string]Handle{}
-	var all []Handle
+	handles := map[string]storage.Handle{}
+	var all []storage.Handle
 	for i := range 4 {
 		name := fmt.Sprintf("kg-%d", i)
 		h, err := l.WriteFile(ctx, 1, name, []byte("state of "+name))
@@ -43,7 +45,7 @@ func trimCrashImages(t *testing.T, trim func(l *Local, id int64, keep []string) 
 	m.mu.Lock()
 	m.record = true
 	m.mu.Unlock()
-	if err := trim(l, 1, keep); err != nil {
+	if err := trim(l, m, 1, keep); err != nil {
 		t.Fatal(err)
 	}
 	m.mu.Lock()
@@ -52,7 +54,7 @@ func trimCrashImages(t *testing.T, trim func(l *Local, id int64, keep []string) 
 	for i, img := range imgs {
 		for model, fsys := range map[string]*memFS{"lose unsynced": img.lose, "keep names": img.keep} {
 			where := fmt.Sprintf("crash after call %d (%s), %s", i, img.op, model)
-			after, err := newLocal("/ck", fsys)
+			after, err := storage.NewLocalFS("/ck", fsys)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -79,11 +81,7 @@ func trimCrashImages(t *testing.T, trim func(l *Local, id int64, keep []string) 
 		}
 	}
 	if len(imgs) > 0 {
-		last, err := newLocal("/ck", imgs[len(imgs)-1].lose)
-		if err != nil {
-			t.Fatal(err)
-		}
-		des, err := last.fs.ReadDir(last.chkDir(1))
+		des, err := imgs[len(imgs)-1].lose.ReadDir(chkDir(1))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,7 +102,7 @@ func trimCrashImages(t *testing.T, trim func(l *Local, id int64, keep []string) 
 // "never deletes a file that a retained checkpoint still references"). Once Trim returned, only
 // the kept files survive a crash.
 func TestTrimCrashAtEveryCall(t *testing.T) {
-	problems, n := trimCrashImages(t, func(l *Local, id int64, keep []string) error {
+	problems, n := trimCrashImages(t, func(l *storage.Local, _ storage.FS, id int64, keep []string) error {
 		return l.Trim(context.Background(), id, keep)
 	})
 	for _, p := range problems {
@@ -117,17 +115,17 @@ func TestTrimCrashAtEveryCall(t *testing.T) {
 
 	// The check has teeth: a trim that deletes state files before the metadata leaves a complete
 	// checkpoint without them, which the check catches.
-	problems, _ = trimCrashImages(t, func(l *Local, id int64, keep []string) error {
-		dir := l.chkDir(id)
+	problems, _ = trimCrashImages(t, func(_ *storage.Local, fsys storage.FS, id int64, keep []string) error {
+		dir := chkDir(id)
 		for _, n := range []string{"kg-0", "kg-2"} {
-			if err := l.fs.Remove(filepath.Join(dir, n)); err != nil {
+			if err := fsys.Remove(filepath.Join(dir, n)); err != nil {
 				return err
 			}
 		}
-		if err := l.fs.Remove(filepath.Join(dir, MetadataName)); err != nil {
+		if err := fsys.Remove(filepath.Join(dir, storage.MetadataName)); err != nil {
 			return err
 		}
-		return l.fs.SyncDir(dir)
+		return fsys.SyncDir(dir)
 	})
 	if len(problems) == 0 {
 		t.Fatal("a trim that deletes files before the metadata passed: the check cannot fail")
@@ -194,7 +192,7 @@ func TestTrimRetriesAfterFailure(t *testing.T) {
 			if err := l.Trim(ctx, 1, []string{"b"}); err != nil {
 				t.Fatalf("retried Trim: %v", err)
 			}
-			des, err := l.fs.ReadDir(l.chkDir(1))
+			des, err := f.inner.ReadDir(chkDir(1))
 			if err != nil {
 				t.Fatal(err)
 			}

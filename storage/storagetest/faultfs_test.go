@@ -1,4 +1,4 @@
-package storage
+package storagetest
 
 import (
 	"context"
@@ -10,12 +10,14 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ingest-engine/ingest/storage"
 )
 
 var errInjected = errors.New("injected")
 
 // newFaultLocal returns a Local at /ck on a FaultFS over a fresh CrashFS.
-func newFaultLocal(t *testing.T) (*FaultFS, *Local) {
+func newFaultLocal(t *testing.T) (*FaultFS, *storage.Local) {
 	t.Helper()
 	f := NewFaultFS(NewCrashFS())
 	l, err := f.NewLocal("/ck")
@@ -26,10 +28,10 @@ func newFaultLocal(t *testing.T) (*FaultFS, *Local) {
 }
 
 // complete reports whether checkpoint id of s is a recovery point: its metadata reads and verifies.
-func complete(t *testing.T, s Storage, id int64) bool {
+func complete(t *testing.T, s storage.Storage, id int64) bool {
 	t.Helper()
 	_, err := s.ReadMetadata(context.Background(), id)
-	if err != nil && !errors.Is(err, ErrNotFound) {
+	if err != nil && !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("ReadMetadata(%d) = %v", id, err)
 	}
 	return err == nil
@@ -44,19 +46,19 @@ func TestFaultFSFailsChosenCall(t *testing.T) {
 		op FSOp
 		// call is the Storage method that makes op; it runs on a Local holding checkpoint 1
 		// (complete, with state file "a") and checkpoint 2's state file "b".
-		call func(l *Local) error
+		call func(l *storage.Local) error
 		// incomplete: call was a metadata write of checkpoint 2, which must not be complete.
 		incomplete bool
 	}{
-		{FSWrite, func(l *Local) error { _, err := l.WriteFile(ctx, 2, "c", []byte("x")); return err }, false},
-		{FSSync, func(l *Local) error { _, err := l.WriteFile(ctx, 2, "c", []byte("x")); return err }, false},
-		{FSOpen, func(l *Local) error { _, err := l.WriteFile(ctx, 2, "c", []byte("x")); return err }, false},
-		{FSRename, func(l *Local) error { return l.WriteMetadata(ctx, 2, []byte("m")) }, true},
-		{FSSyncDir, func(l *Local) error { return l.WriteMetadata(ctx, 2, []byte("m")) }, true},
-		{FSReadDir, func(l *Local) error { _, err := l.List(ctx); return err }, false},
-		{FSReadFile, func(l *Local) error { _, err := l.ReadMetadata(ctx, 1); return err }, false},
-		{FSStat, func(l *Local) error { _, err := l.List(ctx); return err }, false},
-		{FSRemoveAll, func(l *Local) error { return l.Discard(ctx, 2) }, false},
+		{FSWrite, func(l *storage.Local) error { _, err := l.WriteFile(ctx, 2, "c", []byte("x")); return err }, false},
+		{FSSync, func(l *storage.Local) error { _, err := l.WriteFile(ctx, 2, "c", []byte("x")); return err }, false},
+		{FSOpen, func(l *storage.Local) error { _, err := l.WriteFile(ctx, 2, "c", []byte("x")); return err }, false},
+		{FSRename, func(l *storage.Local) error { return l.WriteMetadata(ctx, 2, []byte("m")) }, true},
+		{FSSyncDir, func(l *storage.Local) error { return l.WriteMetadata(ctx, 2, []byte("m")) }, true},
+		{FSReadDir, func(l *storage.Local) error { _, err := l.List(ctx); return err }, false},
+		{FSReadFile, func(l *storage.Local) error { _, err := l.ReadMetadata(ctx, 1); return err }, false},
+		{FSStat, func(l *storage.Local) error { _, err := l.List(ctx); return err }, false},
+		{FSRemoveAll, func(l *storage.Local) error { return l.Discard(ctx, 2) }, false},
 	} {
 		t.Run(tc.op.String(), func(t *testing.T) {
 			f, l := newFaultLocal(t)
@@ -124,7 +126,7 @@ func TestFaultFSNoSpace(t *testing.T) {
 	ctx := context.Background()
 	f, l := newFaultLocal(t)
 	small := []byte("0123456789")
-	f.NoSpaceAfter(3*int64(len(small)+TrailerSize), func(path string) bool { return !strings.HasSuffix(path, "/other") })
+	f.NoSpaceAfter(3*int64(len(small)+storage.TrailerSize), func(path string) bool { return !strings.HasSuffix(path, "/other") })
 	for _, name := range []string{"a", "b", "c"} {
 		mustWrite(t, l, 1, name, small)
 	}
@@ -132,7 +134,7 @@ func TestFaultFSNoSpace(t *testing.T) {
 	if !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("WriteFile past the limit = %v, want ENOSPC", err)
 	}
-	if _, err := l.fs.Stat("/ck/chk-0000000001/d"); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := f.inner.Stat("/ck/chk-0000000001/d"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("partial file left behind: %v", err)
 	}
 	if err := l.WriteMetadata(ctx, 1, []byte("m")); !errors.Is(err, syscall.ENOSPC) {
@@ -235,7 +237,7 @@ func TestFaultFSCrashWhen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, meta, _, err := Latest(ctx, after)
+	id, meta, _, err := storage.Latest(ctx, after)
 	if err != nil || id != 1 || string(meta) != "meta-1" {
 		t.Fatalf("Latest after the crash = %d, %q, %v; want checkpoint 1", id, meta, err)
 	}
@@ -264,8 +266,8 @@ func TestFaultFSCrashStopsCallsInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := after.ReadFile(context.Background(), Handle{Name: "a", Checkpoint: 1, Size: 1, CRC: checksum([]byte("x"))}); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("ReadFile in the survivor = %v, want ErrNotFound", err)
+	if _, err := after.ReadFile(context.Background(), storage.Handle{Name: "a", Checkpoint: 1, Size: 1, CRC: checksum([]byte("x"))}); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("ReadFile in the survivor = %v, want storage.ErrNotFound", err)
 	}
 }
 
@@ -291,11 +293,11 @@ func TestFaultFSOnDisk(t *testing.T) {
 	if _, err := l.List(ctx); !errors.Is(err, ErrCrashed) {
 		t.Fatalf("List after the crash = %v, want ErrCrashed", err)
 	}
-	after, err := NewLocal(dir)
+	after, err := storage.NewLocal(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if id, _, _, err := Latest(ctx, after); err != nil || id != 1 {
+	if id, _, _, err := storage.Latest(ctx, after); err != nil || id != 1 {
 		t.Fatalf("Latest after the crash = %d, %v; want 1", id, err)
 	}
 }

@@ -1,4 +1,4 @@
-package storage
+package storagetest
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ingest-engine/ingest/storage"
 )
 
 var tmpName = regexp.MustCompile(`\.tmp-_metadata-[A-Z2-7]+`)
@@ -25,9 +27,9 @@ func (c *memFS) opLog() []string {
 	return out
 }
 
-func newMemLocal(t *testing.T, m *memFS) *Local {
+func newMemLocal(t *testing.T, m *memFS) *storage.Local {
 	t.Helper()
-	l, err := newLocal("/ck", m)
+	l, err := storage.NewLocalFS("/ck", m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,8 +130,8 @@ func TestWriteMetadataFailureLeavesNoMetadata(t *testing.T) {
 				t.Fatalf("WriteMetadata = %v, want the injected error", err)
 			}
 			m.fail = nil
-			if _, err := l.ReadMetadata(ctx, 1); !errors.Is(err, ErrNotFound) {
-				t.Fatalf("ReadMetadata after failure = %v, want ErrNotFound", err)
+			if _, err := l.ReadMetadata(ctx, 1); !errors.Is(err, storage.ErrNotFound) {
+				t.Fatalf("ReadMetadata after failure = %v, want storage.ErrNotFound", err)
 			}
 			entries, err := l.List(ctx)
 			if err != nil || len(entries) != 1 || entries[0].Complete {
@@ -189,7 +191,7 @@ func crashRun(t *testing.T, drop func(op, path string) bool) (images []crashImag
 	metas = map[int64][]byte{}
 	completedAt = map[int64]int{}
 	for id := int64(1); id <= 2; id++ {
-		var handles []Handle
+		var handles []storage.Handle
 		for i := range 3 {
 			h, err := l.WriteFile(ctx, id, fmt.Sprintf("kg-%d", i), []byte(fmt.Sprintf("state %d of checkpoint %d", i, id)))
 			if err != nil {
@@ -209,7 +211,7 @@ func crashRun(t *testing.T, drop func(op, path string) bool) (images []crashImag
 		completedAt[id] = len(m.images)
 		m.mu.Unlock()
 	}
-	if _, err := Retain(ctx, l, 1, -1, nil); err != nil {
+	if _, err := storage.Retain(ctx, l, 1, -1, nil); err != nil {
 		t.Fatal(err)
 	}
 	return m.images, metas, completedAt
@@ -224,12 +226,12 @@ func checkImages(t *testing.T, images []crashImage, metas map[int64][]byte, comp
 	for i, img := range images {
 		for model, m := range map[string]*memFS{"lose unsynced": img.lose, "keep names": img.keep} {
 			where := fmt.Sprintf("crash after call %d (%s), %s", i, img.op, model)
-			l, err := newLocal("/ck", m)
+			l, err := storage.NewLocalFS("/ck", m)
 			if err != nil {
 				problems = append(problems, fmt.Sprintf("%s: reopen: %v", where, err))
 				continue
 			}
-			id, meta, skipped, err := Latest(ctx, l)
+			id, meta, skipped, err := storage.Latest(ctx, l)
 			for _, s := range skipped {
 				problems = append(problems, fmt.Sprintf("%s: corrupt metadata visible: %v", where, s))
 			}
@@ -239,7 +241,7 @@ func checkImages(t *testing.T, images []crashImage, metas map[int64][]byte, comp
 					atLeast = cid // WriteMetadata of cid had returned when this image was taken
 				}
 			}
-			if errors.Is(err, ErrNotFound) {
+			if errors.Is(err, storage.ErrNotFound) {
 				if atLeast > 0 {
 					problems = append(problems, fmt.Sprintf("%s: checkpoint %d lost after it completed", where, atLeast))
 				}
@@ -256,7 +258,7 @@ func checkImages(t *testing.T, images []crashImage, metas map[int64][]byte, comp
 				problems = append(problems, fmt.Sprintf("%s: metadata of %d is %q", where, id, meta))
 				continue
 			}
-			var handles []Handle
+			var handles []storage.Handle
 			if err := json.Unmarshal(meta, &handles); err != nil {
 				problems = append(problems, fmt.Sprintf("%s: %v", where, err))
 				continue
@@ -339,11 +341,11 @@ func TestCrashFSCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, meta, _, err := Latest(ctx, after)
+	id, meta, _, err := storage.Latest(ctx, after)
 	if err != nil || id != 1 || string(meta) != "m1" {
 		t.Fatalf("Latest after crash = %d, %q, %v", id, meta, err)
 	}
-	if _, err := after.ReadFile(ctx, h2); !errors.Is(err, ErrNotFound) {
+	if _, err := after.ReadFile(ctx, h2); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("unsynced name survived the crash: %v", err)
 	}
 	// The original is unchanged.

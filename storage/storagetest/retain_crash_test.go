@@ -1,4 +1,4 @@
-package storage
+package storagetest
 
 import (
 	"context"
@@ -7,23 +7,25 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+
+	"github.com/ingest-engine/ingest/storage"
 )
 
 // refMeta is the metadata of the checkpoints of TestRetainCrashKeepsReferencedFiles: the files the
 // checkpoint's state is made of (its own and those of earlier checkpoints it builds on, as an
 // incremental snapshot's).
 type refMeta struct {
-	ID    int64    `json:"id"`
-	Files []Handle `json:"files"`
+	ID    int64            `json:"id"`
+	Files []storage.Handle `json:"files"`
 }
 
 // refMetaRefs is Retain's refs for refMeta: the files of earlier checkpoints.
-func refMetaRefs(b []byte) ([]FileRef, error) {
+func refMetaRefs(b []byte) ([]storage.FileRef, error) {
 	var m refMeta
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, err
 	}
-	var refs []FileRef
+	var refs []storage.FileRef
 	for _, h := range m.Files {
 		if h.Checkpoint != m.ID {
 			refs = append(refs, h.Ref())
@@ -54,7 +56,7 @@ func TestRetainCrashKeepsReferencedFiles(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		own := map[int64]Handle{}
+		own := map[int64]storage.Handle{}
 		for id := int64(1); id <= 6; id++ {
 			h, err := l.WriteFile(ctx, id, "state", []byte(fmt.Sprintf("state of checkpoint %d", id)))
 			if err != nil {
@@ -65,7 +67,7 @@ func TestRetainCrashKeepsReferencedFiles(t *testing.T) {
 				t.Fatal(err)
 			}
 			own[id] = h
-			m := refMeta{ID: id, Files: []Handle{h, x}}
+			m := refMeta{ID: id, Files: []storage.Handle{h, x}}
 			for _, r := range builds[id] {
 				m.Files = append(m.Files, own[r])
 			}
@@ -82,7 +84,7 @@ func TestRetainCrashKeepsReferencedFiles(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		protect int64
-		gone    []int64 // what Retain discards without a crash
+		gone    []int64 // what storage.Retain discards without a crash
 		trimmed []int64 // what it trims to their state file
 	}{
 		{"keep 2", -1, []int64{1, 2, 3}, []int64{4}},
@@ -100,18 +102,18 @@ func TestRetainCrashKeepsReferencedFiles(t *testing.T) {
 			}
 			// run crashes Retain at its n-th filesystem call (n 0: never) and returns the problems
 			// the survivor shows, and whether the crash happened.
-			run := func(t *testing.T, n int, refs func([]byte) ([]FileRef, error)) (problems []string, crashed bool) {
+			run := func(t *testing.T, n int, refs func([]byte) ([]storage.FileRef, error)) (problems []string, crashed bool) {
 				f := NewFaultFS(setup(t))
 				l, err := f.NewLocal("/ck")
 				if err != nil {
 					t.Fatal(err)
 				}
-				calls := 0 // Retain's calls only
+				calls := 0 // storage.Retain's calls only
 				f.CrashWhen(func(op FSOp, path string) bool {
 					calls++
 					return n > 0 && calls == n
 				})
-				gone, err := Retain(ctx, l, 2, tc.protect, refs)
+				gone, err := storage.Retain(ctx, l, 2, tc.protect, refs)
 				survivor := f.Survivor()
 				if survivor == nil {
 					if err != nil {
@@ -122,12 +124,9 @@ func TestRetainCrashKeepsReferencedFiles(t *testing.T) {
 					}
 					if refs != nil {
 						// The trimmed ones keep exactly their referenced file, durably.
-						after, err := f.Crash().NewLocal("/ck")
-						if err != nil {
-							t.Fatal(err)
-						}
+						image := f.Crash()
 						for _, id := range tc.trimmed {
-							des, err := after.fs.ReadDir(after.chkDir(id))
+							des, err := image.m.ReadDir(chkDir(id))
 							if err != nil {
 								t.Fatal(err)
 							}
@@ -136,11 +135,11 @@ func TestRetainCrashKeepsReferencedFiles(t *testing.T) {
 							}
 						}
 					}
-					survivor = f.Crash() // what a crash right after Retain leaves
+					survivor = f.Crash() // what a crash right after storage.Retain leaves
 				} else {
 					crashed = true
 					if !errors.Is(err, ErrCrashed) {
-						t.Fatalf("crash at call %d: Retain = %v, want ErrCrashed", n, err)
+						t.Fatalf("crash at call %d: storage.Retain = %v, want ErrCrashed", n, err)
 					}
 				}
 				after, err := survivor.NewLocal("/ck")
@@ -183,7 +182,7 @@ func TestRetainCrashKeepsReferencedFiles(t *testing.T) {
 			for ; ; n++ {
 				problems, crashed := run(t, n, refMetaRefs)
 				for _, p := range problems {
-					t.Errorf("crash at call %d of Retain: %s", n, p)
+					t.Errorf("crash at call %d of storage.Retain: %s", n, p)
 				}
 				if !crashed {
 					break
@@ -192,7 +191,7 @@ func TestRetainCrashKeepsReferencedFiles(t *testing.T) {
 			if n < 10 {
 				t.Fatalf("Retain made only %d filesystem calls: the crash points cover nothing", n-1)
 			}
-			t.Logf("crashed Retain at each of its %d filesystem calls", n-1)
+			t.Logf("crashed storage.Retain at each of its %d filesystem calls", n-1)
 
 			// The control: ignoring references deletes 4, which 5 and 6 build on.
 			if problems, _ := run(t, 0, nil); len(problems) == 0 {

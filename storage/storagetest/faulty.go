@@ -1,15 +1,17 @@
-package storage
+package storagetest
 
 import (
 	"context"
 	"fmt"
 	"sync"
+
+	"github.com/ingest-engine/ingest/storage"
 )
 
-// Op names a Storage method, for fault injection.
+// Op names a storage.Storage method, for fault injection.
 type Op int
 
-// The operations of Storage.
+// The operations of storage.Storage.
 const (
 	OpWriteFile Op = iota + 1
 	OpReadFile
@@ -50,22 +52,22 @@ func (o Op) String() string {
 	return fmt.Sprintf("Op(%d)", int(o))
 }
 
-// Faulty wraps a Storage and fails chosen calls, for tests of the code that uses storage. A failed
-// call returns the injected error unchanged and does not reach the wrapped Storage. It is safe for
-// concurrent use. To fail the filesystem calls inside a Local's methods instead (a write, an fsync,
-// the metadata's rename, running out of space, slow writes, a crash), put the Local on a FaultFS.
+// Faulty wraps a storage.Storage and fails chosen calls, for tests of the code that uses storage. A failed
+// call returns the injected error unchanged and does not reach the wrapped storage.Storage. It is safe for
+// concurrent use. To fail the filesystem calls inside a storage.Local's methods instead (a write, an fsync,
+// the metadata's rename, running out of space, slow writes, a crash), put the storage.Local on a FaultFS.
 type Faulty struct {
-	inner Storage // immutable
+	inner storage.Storage // immutable
 
 	mu   sync.Mutex
 	next map[Op][]error                           // guarded by mu; armed by FailNext, oldest first
 	when func(op Op, id int64, name string) error // guarded by mu; set by FailWhen
 }
 
-var _ Storage = (*Faulty)(nil)
+var _ storage.Storage = (*Faulty)(nil)
 
 // NewFaulty returns inner wrapped for fault injection. It injects nothing until told to.
-func NewFaulty(inner Storage) *Faulty {
+func NewFaulty(inner storage.Storage) *Faulty {
 	return &Faulty{inner: inner, next: make(map[Op][]error)}
 }
 
@@ -79,8 +81,8 @@ func (f *Faulty) FailNext(op Op, err error) {
 
 // FailWhen makes every call consult fn, replacing any earlier fn; nil removes it. fn gets the
 // operation, the checkpoint id and the file name: for WriteFile and ReadFile the state file's, for
-// WriteMetadata and ReadMetadata MetadataName, for WriteLedger and ReadLedger id -1 and
-// LedgerName, for Discard and Trim "", and for List id -1 and "". A non-nil
+// WriteMetadata and ReadMetadata storage.MetadataName, for WriteLedger and ReadLedger id -1 and
+// storage.LedgerName, for Discard and Trim "", and for List id -1 and "". A non-nil
 // result fails the call with it; nil passes the call through. fn may be called concurrently and may
 // call FailNext or FailWhen.
 func (f *Faulty) FailWhen(fn func(op Op, id int64, name string) error) {
@@ -106,47 +108,47 @@ func (f *Faulty) fault(op Op, id int64, name string) error {
 	return fn(op, id, name)
 }
 
-// WriteFile implements Storage.
-func (f *Faulty) WriteFile(ctx context.Context, id int64, name string, data []byte) (Handle, error) {
+// WriteFile implements storage.Storage.
+func (f *Faulty) WriteFile(ctx context.Context, id int64, name string, data []byte) (storage.Handle, error) {
 	if err := f.fault(OpWriteFile, id, name); err != nil {
-		return Handle{}, err
+		return storage.Handle{}, err
 	}
 	return f.inner.WriteFile(ctx, id, name, data)
 }
 
-// ReadFile implements Storage.
-func (f *Faulty) ReadFile(ctx context.Context, h Handle) ([]byte, error) {
+// ReadFile implements storage.Storage.
+func (f *Faulty) ReadFile(ctx context.Context, h storage.Handle) ([]byte, error) {
 	if err := f.fault(OpReadFile, h.Checkpoint, h.Name); err != nil {
 		return nil, err
 	}
 	return f.inner.ReadFile(ctx, h)
 }
 
-// WriteMetadata implements Storage.
+// WriteMetadata implements storage.Storage.
 func (f *Faulty) WriteMetadata(ctx context.Context, id int64, data []byte) error {
-	if err := f.fault(OpWriteMetadata, id, MetadataName); err != nil {
+	if err := f.fault(OpWriteMetadata, id, storage.MetadataName); err != nil {
 		return err
 	}
 	return f.inner.WriteMetadata(ctx, id, data)
 }
 
-// ReadMetadata implements Storage.
+// ReadMetadata implements storage.Storage.
 func (f *Faulty) ReadMetadata(ctx context.Context, id int64) ([]byte, error) {
-	if err := f.fault(OpReadMetadata, id, MetadataName); err != nil {
+	if err := f.fault(OpReadMetadata, id, storage.MetadataName); err != nil {
 		return nil, err
 	}
 	return f.inner.ReadMetadata(ctx, id)
 }
 
-// List implements Storage.
-func (f *Faulty) List(ctx context.Context) ([]Entry, error) {
+// List implements storage.Storage.
+func (f *Faulty) List(ctx context.Context) ([]storage.Entry, error) {
 	if err := f.fault(OpList, -1, ""); err != nil {
 		return nil, err
 	}
 	return f.inner.List(ctx)
 }
 
-// Discard implements Storage.
+// Discard implements storage.Storage.
 func (f *Faulty) Discard(ctx context.Context, id int64) error {
 	if err := f.fault(OpDiscard, id, ""); err != nil {
 		return err
@@ -154,15 +156,15 @@ func (f *Faulty) Discard(ctx context.Context, id int64) error {
 	return f.inner.Discard(ctx, id)
 }
 
-// StatFile implements Storage.
-func (f *Faulty) StatFile(ctx context.Context, h Handle) error {
+// StatFile implements storage.Storage.
+func (f *Faulty) StatFile(ctx context.Context, h storage.Handle) error {
 	if err := f.fault(OpStatFile, h.Checkpoint, h.Name); err != nil {
 		return err
 	}
 	return f.inner.StatFile(ctx, h)
 }
 
-// Trim implements Storage.
+// Trim implements storage.Storage.
 func (f *Faulty) Trim(ctx context.Context, id int64, keep []string) error {
 	if err := f.fault(OpTrim, id, ""); err != nil {
 		return err
@@ -170,20 +172,20 @@ func (f *Faulty) Trim(ctx context.Context, id int64, keep []string) error {
 	return f.inner.Trim(ctx, id, keep)
 }
 
-// Location returns the wrapped Storage's location.
+// Location returns the wrapped storage.Storage's location.
 func (f *Faulty) Location() string { return f.inner.Location() }
 
-// WriteLedger implements Storage.
+// WriteLedger implements storage.Storage.
 func (f *Faulty) WriteLedger(ctx context.Context, data []byte) error {
-	if err := f.fault(OpWriteLedger, -1, LedgerName); err != nil {
+	if err := f.fault(OpWriteLedger, -1, storage.LedgerName); err != nil {
 		return err
 	}
 	return f.inner.WriteLedger(ctx, data)
 }
 
-// ReadLedger implements Storage.
+// ReadLedger implements storage.Storage.
 func (f *Faulty) ReadLedger(ctx context.Context) ([]byte, error) {
-	if err := f.fault(OpReadLedger, -1, LedgerName); err != nil {
+	if err := f.fault(OpReadLedger, -1, storage.LedgerName); err != nil {
 		return nil, err
 	}
 	return f.inner.ReadLedger(ctx)

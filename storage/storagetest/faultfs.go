@@ -1,4 +1,4 @@
-package storage
+package storagetest
 
 import (
 	"errors"
@@ -8,12 +8,14 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/ingest-engine/ingest/storage"
 )
 
-// FSOp names a filesystem call a Local makes, for fault injection with FaultFS.
+// FSOp names a filesystem call a storage.Local makes, for fault injection with FaultFS.
 type FSOp int
 
-// The filesystem calls of a Local. FSWrite, FSSync and FSClose act on an open file.
+// The filesystem calls of a storage.Local. FSWrite, FSSync and FSClose act on an open file.
 const (
 	FSMkdir FSOp = iota + 1
 	FSOpen
@@ -64,8 +66,8 @@ func (o FSOp) String() string {
 // call is dead, so no call of it may act or succeed any more.
 var ErrCrashed = errors.New("storage: simulated crash: the process using this filesystem is dead")
 
-// FaultFS is a filesystem for a Local that fails, slows down or crashes chosen calls, for tests of
-// the code that uses storage (after Pebble's vfs/errorfs). Unlike Faulty, which fails whole Storage
+// FaultFS is a filesystem for a storage.Local that fails, slows down or crashes chosen calls, for tests of
+// the code that uses storage (after Pebble's vfs/errorfs). Unlike Faulty, which fails whole storage.Storage
 // methods, it acts on the calls inside them: a state file's write or fsync, the metadata's rename,
 // the directory fsync that makes it durable, the directory listing of a recovery.
 //
@@ -76,7 +78,7 @@ var ErrCrashed = errors.New("storage: simulated crash: the process using this fi
 // A failed call returns a *fs.PathError wrapping the injected error, as the operating system does,
 // and does not reach the wrapped filesystem (except a write that runs out of space part-way).
 type FaultFS struct {
-	inner fsys         // immutable
+	inner storage.FS   // immutable
 	base  *CrashFS     // immutable; nil on the operating system's filesystem
 	world sync.RWMutex // read-held by every call while it acts, write-held by a crash
 
@@ -100,7 +102,7 @@ type FaultFS struct {
 // NewFaultFS returns a filesystem that injects nothing until told to, over base, or over the
 // operating system's filesystem when base is nil.
 func NewFaultFS(base *CrashFS) *FaultFS {
-	f := &FaultFS{base: base, inner: osFS{}, next: make(map[FSOp][]error), space: -1,
+	f := &FaultFS{base: base, inner: storage.OSFS(), next: make(map[FSOp][]error), space: -1,
 		heal: make(chan struct{}), crashed: make(chan struct{})}
 	if base != nil {
 		f.inner = base.m
@@ -108,8 +110,10 @@ func NewFaultFS(base *CrashFS) *FaultFS {
 	return f
 }
 
-// NewLocal returns a Local storing checkpoints in directory dir of f.
-func (f *FaultFS) NewLocal(dir string) (*Local, error) { return newLocal(dir, faultFS{f}) }
+// NewLocal returns a storage.Local storing checkpoints in directory dir of f.
+func (f *FaultFS) NewLocal(dir string) (*storage.Local, error) {
+	return storage.NewLocalFS(dir, faultFS{f})
+}
 
 // FailNext makes the next call of op fail with err. Calls queue: FailNext twice fails the next two
 // calls. They take precedence over FailWhen.
@@ -129,7 +133,7 @@ func (f *FaultFS) FailWhen(fn func(op FSOp, path string) error) {
 }
 
 // NoSpaceAfter makes the device full once n more bytes have been written to the files match
-// accepts (nil: every file): the write that crosses the limit stores what fits and fails, and every
+// accepts (nil: every storage.File): the write that crosses the limit stores what fits and fails, and every
 // later one fails, with an error wrapping syscall.ENOSPC, as a full disk does. A negative n frees
 // the device. match may be called concurrently and may call any method of f.
 func (f *FaultFS) NoSpaceAfter(n int64, match func(path string) bool) {
@@ -138,7 +142,7 @@ func (f *FaultFS) NoSpaceAfter(n int64, match func(path string) bool) {
 	f.space, f.spaceMatch = max(n, -1), match
 }
 
-// SlowWrites makes every write to a file match accepts (nil: every file) sleep d before it acts;
+// SlowWrites makes every write to a storage.File match accepts (nil: every storage.File) sleep d before it acts;
 // zero turns it off. Heal wakes writes that are sleeping. match may be called concurrently and may
 // call any method of f.
 func (f *FaultFS) SlowWrites(d time.Duration, match func(path string) bool) {
@@ -203,10 +207,10 @@ func (f *FaultFS) Heal() {
 }
 
 // PathCheckpoint returns the id of the checkpoint whose directory holds path (or is path), as
-// Local lays checkpoints out, for the matching functions of FaultFS and Faulty's users.
+// storage.Local lays checkpoints out, for the matching functions of FaultFS and Faulty's users.
 func PathCheckpoint(path string) (int64, bool) {
 	for p := filepath.Clean(path); ; {
-		if id, ok := parseDirName(filepath.Base(p)); ok {
+		if id, ok := storage.ParseCheckpointDirName(filepath.Base(p)); ok {
 			return id, true
 		}
 		parent := filepath.Dir(p)
@@ -267,20 +271,20 @@ func (f *FaultFS) isDead() bool {
 	return f.dead
 }
 
-// faultFS is the fsys of a Local on a FaultFS. It is a separate type so that FaultFS exports only
+// faultFS is the storage.FS of a storage.Local on a FaultFS. It is a separate type so that FaultFS exports only
 // its controls.
 type faultFS struct{ f *FaultFS }
 
-// The methods below implement fsys through do.
+// The methods below implement storage.FS through do.
 
 func (a faultFS) MkdirAll(path string, perm fs.FileMode) error {
 	f := a.f
 	return f.do(FSMkdir, path, func() error { return f.inner.MkdirAll(path, perm) })
 }
 
-func (a faultFS) OpenFile(name string, flag int, perm fs.FileMode) (file, error) {
+func (a faultFS) OpenFile(name string, flag int, perm fs.FileMode) (storage.File, error) {
 	f := a.f
-	var in file
+	var in storage.File
 	err := f.do(FSOpen, name, func() (err error) {
 		in, err = f.inner.OpenFile(name, flag, perm)
 		return err
@@ -375,10 +379,10 @@ func (f *FaultFS) take(n int) int {
 	return k
 }
 
-// faultFile is a file of a FaultFS open for writing.
+// faultFile is a storage.File of a FaultFS open for writing.
 type faultFile struct {
 	f    *FaultFS
-	in   file
+	in   storage.File
 	name string
 }
 
@@ -409,7 +413,7 @@ func (w *faultFile) Close() error {
 	closed := false
 	err := w.f.do(FSClose, w.name, func() error { closed = true; return w.in.Close() })
 	if !closed {
-		// The kernel releases a file whose close failed, and the files of a dead process.
+		// The kernel releases a storage.File whose close failed, and the files of a dead process.
 		_ = w.in.Close()
 	}
 	return err
