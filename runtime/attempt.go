@@ -98,45 +98,38 @@ func (j *Job) build(ctx context.Context, n int, rec *recovery) (_ *attempt, err 
 	p := j.plan
 	maxP := p.MaxParallelism
 
+	// The physical plan says what to wire; this function only wires it.
+	ph := p.Physical()
 	// chans[node][input edge][producer subtask][consumer subtask]
 	chans := map[*Node][][][]chan *message{}
-	chains := p.chains()
-	heads := map[*Node]bool{}
-	for _, c := range chains {
-		heads[c[0]] = true
-	}
-	for _, node := range p.Nodes {
-		if !heads[node] || node.NewSource != nil {
-			continue
-		}
-		for _, e := range node.Inputs {
-			prod := make([][]chan *message, e.From.Parallelism)
-			for i := range prod {
-				prod[i] = make([]chan *message, node.Parallelism)
-				for k := range prod[i] {
-					if e.Partitioner.kind() == partitionForward && i != k {
-						continue
-					}
+	for _, x := range ph.Exchanges {
+		prod := make([][]chan *message, x.From.Parallelism)
+		for i := range prod {
+			prod[i] = make([]chan *message, x.To.Parallelism)
+			for k := range prod[i] {
+				if x.Connects(i, k) {
 					prod[i][k] = make(chan *message, channelCapacity)
 				}
 			}
-			chans[node] = append(chans[node], prod)
 		}
+		if chans[x.To] == nil {
+			chans[x.To] = make([][][]chan *message, len(x.To.Inputs))
+		}
+		chans[x.To][x.Index] = prod
 	}
 
-	restores, err := a.restoreAll(ctx, chains)
+	restores, err := a.restoreAll(ctx, ph.Chains)
 	if err != nil {
 		cancel(err)
 		return nil, err
 	}
 	var taskIDs []checkpoint.TaskID
-	for _, chain := range chains {
-		head := chain[0]
-		last := chain[len(chain)-1]
-		for sub := 0; sub < head.Parallelism; sub++ {
+	for _, chain := range ph.Chains {
+		head, last := chain.Head(), chain.Last()
+		for sub := 0; sub < chain.Parallelism(); sub++ {
 			t := &task{att: a, mb: newMailbox()}
 			var prev *link
-			for _, node := range chain {
+			for _, node := range chain.Nodes {
 				id := checkpoint.TaskID{Operator: node.ID, Subtask: sub}
 				kgs := state.KeyGroupRangeFor(maxP, node.Parallelism, sub)
 				r := restores[id]

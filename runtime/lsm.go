@@ -103,7 +103,7 @@ func restoreWorkers() int { return min(max(goruntime.GOMAXPROCS(0), 2), 8) }
 // recovery point, on up to restoreWorkers goroutines. The backends are the
 // attempt's (closed by shutdown, or by build when it fails). It returns the
 // error of the first subtask, in plan order, that failed.
-func (a *attempt) restoreAll(ctx context.Context, chains [][]*Node) (map[checkpoint.TaskID]*subtaskRestore, error) {
+func (a *attempt) restoreAll(ctx context.Context, chains []Chain) (map[checkpoint.TaskID]*subtaskRestore, error) {
 	j := a.job
 	maxP := j.plan.MaxParallelism
 	type item struct {
@@ -113,8 +113,8 @@ func (a *attempt) restoreAll(ctx context.Context, chains [][]*Node) (map[checkpo
 	}
 	var items []item
 	for _, chain := range chains {
-		for sub := 0; sub < chain[0].Parallelism; sub++ {
-			for _, node := range chain {
+		for sub := 0; sub < chain.Parallelism(); sub++ {
+			for _, node := range chain.Nodes {
 				items = append(items, item{node, checkpoint.TaskID{Operator: node.ID, Subtask: sub}, state.KeyGroupRangeFor(maxP, node.Parallelism, sub)})
 			}
 		}

@@ -344,8 +344,8 @@ func nodeKinds(p *Plan) map[string]NodeKind {
 func (ob *observer) nodes(p *Plan) []NodeObservation {
 	kinds := nodeKinds(p)
 	chained := map[*Node]bool{}
-	for _, c := range p.chains() {
-		for _, n := range c[1:] {
+	for _, c := range p.Physical().Chains {
+		for _, n := range c.Nodes[1:] {
 			chained[n] = true
 		}
 	}

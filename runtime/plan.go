@@ -199,37 +199,11 @@ type outEdge struct {
 	edge  Edge
 }
 
-// chains groups the nodes into tasks: a node is chained into its producer's
-// task (called in the same goroutine, no channel between them) when it has a
-// single forward input, from the main output of a node with a single out edge
-// and equal parallelism. Each chain starts with a source or a node that reads
-// channels.
-// INVARIANT: a node with a consumer on a side output is the last of its
-// chain, so only the last link of a task has side outputs.
-func (p *Plan) chains() [][]*Node {
-	var chains [][]*Node
-	chainOf := map[*Node]int{}
-	for _, n := range p.Nodes {
-		if len(n.Inputs) == 1 {
-			e := n.Inputs[0]
-			if e.Partitioner.kind() == partitionForward && e.Output == "" && len(p.outputs(e.From)) == 1 && e.From.Parallelism == n.Parallelism {
-				c := chainOf[e.From]
-				chains[c] = append(chains[c], n)
-				chainOf[n] = c
-				continue
-			}
-		}
-		chainOf[n] = len(chains)
-		chains = append(chains, []*Node{n})
-	}
-	return chains
-}
-
 // Describe renders the plan, one line a node, with its chaining.
 func (p *Plan) Describe() string {
 	var b strings.Builder
-	for _, chain := range p.chains() {
-		for i, n := range chain {
+	for _, chain := range p.Physical().Chains {
+		for i, n := range chain.Nodes {
 			prefix := "  "
 			if i > 0 {
 				prefix = "  ↳ chained "

@@ -111,10 +111,10 @@ func describe(p *config.Pipeline) string {
 	if o.Interval == 0 {
 		interval = "off (final checkpoint only)"
 	}
-	s := fmt.Sprintf("pipeline %s\n%s"+
+	s := fmt.Sprintf("pipeline %s\n%sphysical plan: %s"+
 		"checkpoints: every %s, mode %s, timeout %s, min pause %s, max concurrent %d, tolerable failures %d, retain %d, in %s\n"+
 		"restarts: %s\n",
-		p.Name, plan.Describe(), interval, o.Mode, o.Timeout, o.MinPause, o.MaxConcurrent, o.TolerableFailures, o.Retain,
+		p.Name, plan.Describe(), plan.Physical(), interval, o.Mode, o.Timeout, o.MinPause, o.MaxConcurrent, o.TolerableFailures, o.Retain,
 		p.CheckpointDir, p.Restart)
 	lines := p.Delivery().Lines()
 	s += "delivery guarantee: " + lines[0]

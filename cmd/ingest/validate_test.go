@@ -48,4 +48,9 @@ sinks:
 	if !strings.Contains(out.String(), guarantee) || !strings.HasSuffix(out.String(), want) {
 		t.Errorf("validate printed:\n%s\nwant it to end with\n%s", out.String(), want)
 	}
+	// The physical plan: source, map and sink chain into one task.
+	physical := "physical plan: 1 task, 0 channels\n  task events → stamped → out ×1\ncheckpoints: "
+	if !strings.Contains(out.String(), physical) {
+		t.Errorf("validate printed:\n%s\nwant the physical plan\n%s", out.String(), physical)
+	}
 }
