@@ -12,28 +12,6 @@ import (
 // Hostile cases of checkpoint storage: each test names the sentence of
 // checkpointing.txt it defends and the issue item.
 
-// waitLog waits (60 s at most) until the log holds a line containing every
-// part, and returns that line.
-func waitLog(t *testing.T, log *testkit.SyncBuffer, parts ...string) string {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		for _, line := range strings.Split(log.String(), "\n") {
-			ok := true
-			for _, p := range parts {
-				ok = ok && strings.Contains(line, p)
-			}
-			if ok {
-				return line
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no log line with %q within 60 s; log:\n%s", parts, log.String())
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // A call that keeps hanging is reported again, at most once per repeat
 // period: the log is not flooded.
 func TestSlowCallReportsAreRateBounded(t *testing.T) {
@@ -45,7 +23,7 @@ func TestSlowCallReportsAreRateBounded(t *testing.T) {
 	s.cfg.Store(&cfg)
 	start := time.Now()
 	end := s.Begin("list checkpoints")
-	waitLog(t, &log, "level=WARN", "list checkpoints")
+	log.WaitLine(t, "level=WARN", "list checkpoints")
 	time.Sleep(300 * time.Millisecond) // any duration: the bound is relative to it
 	end()
 	end() // a second call is harmless

@@ -2,7 +2,10 @@ package testkit
 
 import (
 	"bytes"
+	"strings"
 	"sync"
+	"testing"
+	"time"
 )
 
 // SyncBuffer is a bytes.Buffer safe for concurrent writers (a logger, a
@@ -25,4 +28,27 @@ func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// WaitLine waits, 60 s at most, until the buffer holds a line containing
+// every part, and returns that line; it fails t after the deadline, with
+// the buffer's content.
+func (s *SyncBuffer) WaitLine(t testing.TB, parts ...string) string {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		for _, line := range strings.Split(s.String(), "\n") {
+			ok := true
+			for _, p := range parts {
+				ok = ok && strings.Contains(line, p)
+			}
+			if ok {
+				return line
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no line with %q within 60 s; the buffer holds:\n%s", parts, s.String())
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

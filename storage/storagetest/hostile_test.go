@@ -11,28 +11,6 @@ import (
 	"github.com/ingest-engine/ingest/internal/testkit"
 )
 
-// waitLog waits (60 s at most) until the log holds a line containing every
-// part, and returns that line.
-func waitLog(t *testing.T, log *testkit.SyncBuffer, parts ...string) string {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		for _, line := range strings.Split(log.String(), "\n") {
-			ok := true
-			for _, p := range parts {
-				ok = ok && strings.Contains(line, p)
-			}
-			if ok {
-				return line
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no log line with %q within 60 s; log:\n%s", parts, log.String())
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // checkpointing.txt: "Monitor at least: … State size and checkpoint-storage
 // latency" — a storage call that hangs is reported while it hangs: a WARN
 // naming the call and the directory once it is outstanding longer than the
@@ -60,7 +38,7 @@ func TestLocalReportsAHangingCall(t *testing.T) {
 	})
 	done := make(chan error, 1)
 	go func() { done <- l.WriteMetadata(context.Background(), 1, []byte("m")) }()
-	warn := waitLog(t, &log, "level=WARN", "storage call has not returned", `call="write metadata of checkpoint 1"`, "storage="+dir)
+	warn := log.WaitLine(t, "level=WARN", "storage call has not returned", `call="write metadata of checkpoint 1"`, "storage="+dir)
 	t.Log(warn)
 	if strings.Contains(log.String(), "list checkpoints") {
 		t.Errorf("a call that returned at once was reported:\n%s", log.String())
@@ -69,5 +47,5 @@ func TestLocalReportsAHangingCall(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	waitLog(t, &log, "level=INFO", "storage call returned", `call="write metadata of checkpoint 1"`, "storage="+dir, "elapsed=")
+	log.WaitLine(t, "level=INFO", "storage call returned", `call="write metadata of checkpoint 1"`, "storage="+dir, "elapsed=")
 }
