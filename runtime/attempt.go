@@ -155,7 +155,7 @@ func (j *Job) build(ctx context.Context, n int, rec *recovery) (_ *attempt, err 
 					return nil, err
 				}
 				if node.NewSource != nil {
-					t.src = node.NewSource()
+					t.source = &sourceHead{src: node.NewSource()}
 				} else {
 					l.op = node.NewOperator()
 				}
@@ -201,6 +201,7 @@ func (j *Job) build(ctx context.Context, n int, rec *recovery) (_ *attempt, err 
 			}
 			// Input gate for a chain that starts with an operator.
 			if head.NewSource == nil {
+				h := &channelHead{}
 				var in []<-chan *message
 				for ei, e := range head.Inputs {
 					for _, prod := range chans[head][ei] {
@@ -208,16 +209,17 @@ func (j *Job) build(ctx context.Context, n int, rec *recovery) (_ *attempt, err 
 							continue // forward edge: only producer sub feeds consumer sub
 						}
 						in = append(in, prod[sub])
-						t.chanInput = append(t.chanInput, e.Input)
+						h.chanInput = append(h.chanInput, e.Input)
 					}
 				}
-				t.gate = newGate(in)
-				t.chanIdle = make([]bool, len(in))
-				t.chanWM = make([]int64, len(in))
-				for i := range t.chanWM {
-					t.chanWM[i] = MinWatermark
+				h.gate = newGate(in)
+				h.chanIdle = make([]bool, len(in))
+				h.chanWM = make([]int64, len(in))
+				for i := range h.chanWM {
+					h.chanWM[i] = MinWatermark
 				}
-				t.aligner = checkpoint.NewAligner(j.opts.Checkpoint.Mode, len(in))
+				h.aligner = checkpoint.NewAligner(j.opts.Checkpoint.Mode, len(in))
+				t.in = h
 			} else {
 				a.sources = append(a.sources, t)
 			}

@@ -308,7 +308,7 @@ func (ob *observer) prunePositions() {
 // barrier: source task t records its position for checkpoint id
 // (task.checkpoint).
 func (ob *observer) barrier(t *task, id int64) {
-	if t.src == nil {
+	if t.source == nil {
 		return
 	}
 	head := t.links[0]

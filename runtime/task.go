@@ -28,7 +28,42 @@ type task struct {
 	fan fanout
 	mb  *mailbox
 
-	// Operator tasks only.
+	// timed are the links whose operator has processing-time timers.
+	timed []*link
+	// wake fires at the earliest processing-time timer of the chain, wakeAt.
+	wake   clock.Timer
+	wakeAt int64
+
+	// final is set once the task took the final checkpoint: nothing may
+	// arrive after it but end-of-input, and no processing-time timer fires.
+	final bool
+
+	// What the chain's head reads. INVARIANT: exactly one is set: source
+	// for a task headed by a source, in for one headed by an operator that
+	// reads channels.
+	source *sourceHead
+	in     *channelHead
+}
+
+// sourceAs returns the task's source, nil for a task headed by an operator:
+// for type assertions to the optional source interfaces.
+func (t *task) sourceAs() Source {
+	if t.source == nil {
+		return nil
+	}
+	return t.source.src
+}
+
+// sourceHead is what a task headed by a source keeps.
+type sourceHead struct {
+	src       Source
+	stopped   bool // no more reads: exhausted or asked to stop
+	exhausted bool // the input ended (MaxWatermark was emitted)
+}
+
+// channelHead is what a task headed by an operator keeps: its input
+// channels and their alignment.
+type channelHead struct {
 	gate      *gate
 	chanInput []int   // logical input of the head operator per channel
 	chanWM    []int64 // watermark per channel
@@ -36,20 +71,6 @@ type task struct {
 	ended     int     // channels that delivered end-of-input
 	aligner   *checkpoint.Aligner
 	aligning  Barrier // the barrier being aligned
-	// final is set once the task took the final checkpoint: nothing may
-	// arrive after it but end-of-input.
-	final bool
-
-	// timed are the links whose operator has processing-time timers.
-	timed []*link
-	// wake fires at the earliest processing-time timer of the chain, wakeAt.
-	wake   clock.Timer
-	wakeAt int64
-
-	// Source tasks only.
-	src       Source
-	stopped   bool // no more reads: exhausted or asked to stop
-	exhausted bool // the input ended (MaxWatermark was emitted)
 }
 
 // link is one node subtask within a task's chain.
@@ -261,8 +282,8 @@ func (t *task) run(ctx context.Context) (err error) {
 			var cerr error
 			if l.op != nil {
 				cerr = l.op.Close()
-			} else if t.src != nil {
-				cerr = t.src.Close()
+			} else if t.source != nil {
+				cerr = t.source.src.Close()
 			}
 			if cerr != nil && err == nil {
 				err = fmt.Errorf("%v: close: %w", l.id, cerr)
@@ -287,7 +308,7 @@ func (t *task) run(ctx context.Context) (err error) {
 			t.wake.Stop()
 		}
 	}()
-	if t.src != nil {
+	if t.source != nil {
 		return t.runSource(ctx)
 	}
 	return t.runOperator(ctx)
@@ -298,7 +319,7 @@ func (t *task) open(l *link) error {
 	if l.op != nil {
 		err = l.op.Open(l.ctx)
 	} else {
-		err = t.src.Open(l.ctx)
+		err = t.source.src.Open(l.ctx)
 	}
 	if err != nil {
 		err = fmt.Errorf("%v: open: %w", l.id, err)
@@ -322,7 +343,7 @@ func (t *task) handleControl(ctx context.Context) (end bool, err error) {
 				return false, err
 			}
 		case ctlComplete:
-			if n, ok := t.src.(CompletionNotified); ok {
+			if n, ok := t.sourceAs().(CompletionNotified); ok {
 				if err := n.NotifyComplete(c.id); err != nil {
 					return false, fmt.Errorf("%v: checkpoint %d complete: %w", t.links[0].id, c.id, err)
 				}
@@ -341,12 +362,12 @@ func (t *task) handleControl(ctx context.Context) (end bool, err error) {
 				l.ctx.State.Abort(c.id)
 				l.files.drop(c.id)
 			}
-			if t.aligner != nil {
-				t.aligner.Abort(c.id)
+			if t.in != nil {
+				t.in.aligner.Abort(c.id)
 			}
 		case ctlStop:
-			if t.src != nil && !t.stopped {
-				t.stopped = true
+			if t.source != nil && !t.source.stopped {
+				t.source.stopped = true
 				t.att.event(ctx, taskEvent{kind: evSourceFinished, task: t.links[0].id})
 			}
 		case ctlEnd:
@@ -372,8 +393,8 @@ func (t *task) runSource(ctx context.Context) error {
 		if end {
 			return t.fan.control(&message{kind: kindEnd})
 		}
-		if !t.stopped && !clk.Now().Before(readyAt) {
-			res, err := t.src.Read()
+		if !t.source.stopped && !clk.Now().Before(readyAt) {
+			res, err := t.source.src.Read()
 			if err != nil {
 				return fmt.Errorf("%v: read: %w", head.id, err)
 			}
@@ -386,7 +407,7 @@ func (t *task) runSource(ctx context.Context) error {
 				return err
 			}
 			if res.Exhausted {
-				t.stopped, t.exhausted = true, true
+				t.source.stopped, t.source.exhausted = true, true
 				if err := head.advance(MaxWatermark); err != nil {
 					return err
 				}
@@ -422,9 +443,9 @@ func (t *task) runSource(ctx context.Context) error {
 			return err
 		}
 		var tick <-chan time.Time
-		if !t.stopped || next != 0 {
+		if !t.source.stopped || next != 0 {
 			wait := time.Duration(math.MaxInt64)
-			if !t.stopped {
+			if !t.source.stopped {
 				wait = readyAt.Sub(clk.Now())
 			}
 			if next != 0 {
@@ -456,7 +477,7 @@ func (t *task) forwardWatermark() error {
 // runOperator reads the input gate until every channel ended.
 func (t *task) runOperator(ctx context.Context) error {
 	head := t.links[0]
-	blocked := t.aligner.Blocked
+	blocked := t.in.aligner.Blocked
 	// headBorrows: the head is done with a batch when ProcessBatch returns,
 	// so the writer that sent it may fill it again.
 	_, headBorrows := head.op.(BatchBorrower)
@@ -485,7 +506,7 @@ func (t *task) runOperator(ctx context.Context) error {
 			t.wakeAt = next
 			wake = t.wake.C()
 		}
-		m, ch, err := t.gate.read(ctx, blocked, t.mb, wake)
+		m, ch, err := t.in.gate.read(ctx, blocked, t.mb, wake)
 		if err != nil {
 			return err
 		}
@@ -494,10 +515,10 @@ func (t *task) runOperator(ctx context.Context) error {
 		}
 		switch m.kind {
 		case kindRecords:
-			if t.chanIdle[ch] {
+			if t.in.chanIdle[ch] {
 				// Records end the producer's idleness: its watermark holds
 				// the minimum back again.
-				t.chanIdle[ch] = false
+				t.in.chanIdle[ch] = false
 				if err := t.advanceInputWatermark(); err != nil {
 					return err
 				}
@@ -509,7 +530,7 @@ func (t *task) runOperator(ctx context.Context) error {
 				return fmt.Errorf("%v: %w", head.id, err)
 			}
 			head.obs.in.Add(int64(m.records.Len()))
-			if err := head.op.ProcessBatch(t.chanInput[ch], m.records); err != nil {
+			if err := head.op.ProcessBatch(t.in.chanInput[ch], m.records); err != nil {
 				return fmt.Errorf("%v: %w", head.id, err)
 			}
 			if m.from != nil && headBorrows {
@@ -521,12 +542,12 @@ func (t *task) runOperator(ctx context.Context) error {
 				}
 			}
 		case kindWatermark:
-			t.chanWM[ch] = m.watermark
+			t.in.chanWM[ch] = m.watermark
 			if err := t.advanceInputWatermark(); err != nil {
 				return err
 			}
 		case kindStatus:
-			t.chanIdle[ch] = m.idle
+			t.in.chanIdle[ch] = m.idle
 			if err := t.advanceInputWatermark(); err != nil {
 				return err
 			}
@@ -537,21 +558,21 @@ func (t *task) runOperator(ctx context.Context) error {
 			if _, err := t.handleControl(ctx); err != nil {
 				return err
 			}
-			if t.aligner.Aligning() == 0 {
-				t.aligning = m.barrier
+			if t.in.aligner.Aligning() == 0 {
+				t.in.aligning = m.barrier
 			}
-			res := t.aligner.Barrier(t.att.job.clock.Now(), ch, m.barrier.ID)
+			res := t.in.aligner.Barrier(t.att.job.clock.Now(), ch, m.barrier.ID)
 			if err := t.afterAlignment(ctx, res, m.barrier); err != nil {
 				return err
 			}
 		case kindEnd:
-			t.gate.ended[ch] = true
-			t.ended++
-			res := t.aligner.EndOfInput(t.att.job.clock.Now(), ch)
-			if err := t.afterAlignment(ctx, res, t.aligning); err != nil {
+			t.in.gate.ended[ch] = true
+			t.in.ended++
+			res := t.in.aligner.EndOfInput(t.att.job.clock.Now(), ch)
+			if err := t.afterAlignment(ctx, res, t.in.aligning); err != nil {
 				return err
 			}
-			if t.ended == len(t.gate.in) {
+			if t.in.ended == len(t.in.gate.in) {
 				return t.fan.control(&message{kind: kindEnd})
 			}
 			// End-of-input only follows the final checkpoint, so it does not
@@ -570,13 +591,13 @@ func (t *task) afterAlignment(ctx context.Context, res checkpoint.Alignment, b B
 			t.att.event(ctx, taskEvent{kind: evDecline, task: l.id, id: res.Abandoned,
 				err: fmt.Errorf("barrier %d arrived before barrier %d completed alignment", b.ID, res.Abandoned)})
 		}
-		t.aligning = b
+		t.in.aligning = b
 	}
 	if !res.Complete {
 		return nil
 	}
 	if b.ID != res.ID {
-		b = t.aligning
+		b = t.in.aligning
 	}
 	return t.checkpoint(ctx, b, res.Duration)
 }
@@ -587,12 +608,12 @@ func (t *task) afterAlignment(ctx context.Context, res checkpoint.Alignment, b B
 func (t *task) advanceInputWatermark() error {
 	wm := MaxWatermark
 	open, active := false, false
-	for i, w := range t.chanWM {
-		if t.gate.ended[i] {
+	for i, w := range t.in.chanWM {
+		if t.in.gate.ended[i] {
 			continue
 		}
 		open = true
-		if t.chanIdle[i] {
+		if t.in.chanIdle[i] {
 			continue
 		}
 		active = true
@@ -686,10 +707,10 @@ func (t *task) checkpoint(ctx context.Context, b Barrier, alignment time.Duratio
 		var err error
 		if l.op != nil {
 			s, err = l.op.Snapshot(b.ID)
-		} else if pa, ok := t.src.(PositionedAt); ok {
+		} else if pa, ok := t.source.src.(PositionedAt); ok {
 			s.Inline, err = pa.PositionAt(b.ID)
 		} else {
-			s.Inline, err = t.src.Position()
+			s.Inline, err = t.source.src.Position()
 		}
 		if err != nil {
 			// The task fails and the job restarts from the last complete
