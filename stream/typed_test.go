@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ingest-engine/ingest/connector"
 	"github.com/ingest-engine/ingest/connector/datagen"
 	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/stream"
@@ -89,5 +90,58 @@ func TestTypeMismatchStopsTheJob(t *testing.T) {
 	}
 	if f := job.Observe().Recoveries; len(f) != 0 {
 		t.Errorf("recoveries %+v, want none", f)
+	}
+}
+
+// oneLane is a source that declares a maximum parallelism of 1 (or a bad
+// descriptor); it is planned, never run.
+type oneLane struct{ d connector.Descriptor }
+
+func (s oneLane) Descriptor() connector.Descriptor       { return s.d }
+func (oneLane) Describe() string                         { return "one lane" }
+func (oneLane) NewSubtask() runtime.SourceSubtask[int64] { return nil }
+func laneDescriptor() connector.Descriptor {
+	return connector.Descriptor{Type: "lane", Capabilities: runtime.Capabilities{Replayable: true},
+		MaxParallelism: 1, MaxParallelismReason: "one ordered sequence"}
+}
+
+// A source's maximum parallelism caps the pipeline's default and refuses a
+// larger explicit parallelism, naming the reason; the sink after it keeps
+// the pipeline's default.
+func TestMaxParallelismOfASource(t *testing.T) {
+	p := stream.New("capped", stream.DefaultParallelism(4))
+	s := stream.From(p, "in", oneLane{laneDescriptor()})
+	stream.To(s, "out", stream.Discard[int64]())
+	plan, err := p.Plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := plan.Describe(); !strings.Contains(d, "in (parallelism 1)") || !strings.Contains(d, "out (parallelism 4)") {
+		t.Errorf("plan:\n%s\nwant in at 1, out at 4", d)
+	}
+
+	p = stream.New("too-wide")
+	stream.To(stream.From(p, "in", oneLane{laneDescriptor()}, stream.Parallelism(2)), "out", stream.Discard[int64]())
+	if _, err := p.Plan(); err == nil || !strings.Contains(err.Error(), "lane source in: parallelism 2, at most 1: one ordered sequence") {
+		t.Errorf("Plan with parallelism 2: %v", err)
+	}
+}
+
+// A descriptor that contradicts itself is a plan error, not a guarantee
+// silently derived from half of it.
+func TestContradictoryDescriptorIsRefused(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		d    connector.Descriptor
+		want string
+	}{
+		{"transactional source", connector.Descriptor{Type: "x", Capabilities: runtime.Capabilities{Replayable: true, Transactional: true}}, "a source is neither transactional nor idempotent"},
+		{"negative cap", connector.Descriptor{Type: "x", MaxParallelism: -1}, "max parallelism -1 is negative"},
+	} {
+		p := stream.New("bad")
+		stream.To(stream.From(p, "in", oneLane{c.d}), "out", stream.Discard[int64]())
+		if _, err := p.Plan(); err == nil || !strings.Contains(err.Error(), "source in: the x connector's descriptor: "+c.want) {
+			t.Errorf("%s: Plan: %v, want %q", c.name, err, c.want)
+		}
 	}
 }
