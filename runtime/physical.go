@@ -96,17 +96,6 @@ func (p *Plan) Physical() Physical {
 	return ph
 }
 
-// inputs returns the exchanges feeding head, in the order of head.Inputs.
-func (ph Physical) inputs(head *Node) []Exchange {
-	var in []Exchange
-	for _, x := range ph.Exchanges {
-		if x.To == head {
-			in = append(in, x)
-		}
-	}
-	return in
-}
-
 // Tasks counts the goroutines the plan runs (one per chain and subtask).
 func (ph Physical) Tasks() int {
 	n := 0
