@@ -250,22 +250,14 @@ type Sink[T any] = connector.Sink[T]
 // MaxParallelism, and an option setting more is a plan error.
 func From[T any](p *Pipeline, id string, src Source[T], opts ...NodeOption) Stream[T] {
 	d := src.Descriptor()
-	if err := d.Validate(false); err != nil {
-		p.Errorf("source %s: the %s connector's descriptor: %w", id, orUnknown(d.Type), err)
-	}
 	newSubtask := func() runtime.Source { return runtime.EraseSource(src.NewSubtask()) }
-	caps := d.Capabilities
-	n := &runtime.Node{ID: id, Parallelism: p.parallelism, NewSource: newSubtask, Capabilities: &caps, Guarantee: caps.SourceGuarantee(),
-		Describe: src.Describe(), Type: d.Type, RescalableInline: d.RescalablePositions}
-	if d.MaxParallelism > 0 {
-		n.Parallelism = min(n.Parallelism, d.MaxParallelism)
-	}
-	for _, o := range opts {
-		o(n)
-	}
-	if d.MaxParallelism > 0 && n.Parallelism > d.MaxParallelism {
-		p.Errorf("%s source %s: parallelism %d, at most %d: %s", orUnknown(d.Type), id, n.Parallelism, d.MaxParallelism, d.MaxParallelismReason)
-	}
+	n := &runtime.Node{ID: id, Parallelism: p.parallelism, NewSource: newSubtask, Guarantee: d.Capabilities.SourceGuarantee(),
+		Describe: src.Describe(), RescalableInline: d.RescalablePositions}
+	p.declare("source", d, n, func() {
+		for _, o := range opts {
+			o(n)
+		}
+	})
 	p.plan.Nodes = append(p.plan.Nodes, n)
 	return Stream[T]{p: p, node: n}
 }
@@ -275,16 +267,9 @@ func From[T any](p *Pipeline, id string, src Source[T], opts ...NodeOption) Stre
 // options when the job is made.
 func To[T any](s Stream[T], id string, sink Sink[T], opts ...NodeOption) {
 	d := sink.Descriptor()
-	if err := d.Validate(true); err != nil {
-		s.p.Errorf("sink %s: the %s connector's descriptor: %w", id, orUnknown(d.Type), err)
-	}
 	newSubtask := func() runtime.Operator { return runtime.EraseSink(sink.NewSubtask()) }
-	caps := d.Capabilities
 	n := &runtime.Node{ID: id, Parallelism: s.p.parallelism, NewOperator: newSubtask, Committer: sink.Committer(),
-		Capabilities: &caps, Guarantee: caps.SinkGuarantee(), Describe: sink.Describe(), Type: d.Type}
-	if d.MaxParallelism > 0 {
-		n.Parallelism = min(n.Parallelism, d.MaxParallelism)
-	}
+		Guarantee: d.Capabilities.SinkGuarantee(), Describe: sink.Describe()}
 	if c, ok := sink.(connector.CheckpointConfigured); ok {
 		s.p.checks = append(s.p.checks, func(o checkpoint.Options) error {
 			if err := c.ConfigureCheckpointing(o); err != nil {
@@ -293,9 +278,25 @@ func To[T any](s Stream[T], id string, sink Sink[T], opts ...NodeOption) {
 			return nil
 		})
 	}
-	Connect(s, n, 0, opts...)
+	s.p.declare("sink", d, n, func() { Connect(s, n, 0, opts...) })
+}
+
+// declare gives connector node n (kind "source" or "sink") what its
+// descriptor d says: it validates d, sets the node's capabilities and type,
+// caps its default parallelism at d's maximum, lets add apply the node's
+// options, and refuses a larger explicit parallelism.
+func (p *Pipeline) declare(kind string, d connector.Descriptor, n *runtime.Node, add func()) {
+	if err := d.Validate(kind == "sink"); err != nil {
+		p.Errorf("%s %s: the %s connector's descriptor: %w", kind, n.ID, orUnknown(d.Type), err)
+	}
+	caps := d.Capabilities
+	n.Capabilities, n.Type = &caps, d.Type
+	if d.MaxParallelism > 0 {
+		n.Parallelism = min(n.Parallelism, d.MaxParallelism)
+	}
+	add()
 	if d.MaxParallelism > 0 && n.Parallelism > d.MaxParallelism {
-		s.p.Errorf("%s sink %s: parallelism %d, at most %d: %s", orUnknown(d.Type), id, n.Parallelism, d.MaxParallelism, d.MaxParallelismReason)
+		p.Errorf("%s %s %s: parallelism %d, at most %d: %s", orUnknown(d.Type), kind, n.ID, n.Parallelism, d.MaxParallelism, d.MaxParallelismReason)
 	}
 }
 
