@@ -83,7 +83,7 @@ type FaultFS struct {
 	world sync.RWMutex // read-held by every call while it acts, write-held by a crash
 
 	mu   sync.Mutex
-	next map[FSOp][]error                 // guarded by mu; armed by FailNext, oldest first
+	next errQueue[FSOp]                   // guarded by mu; armed by FailNext, oldest first
 	when func(op FSOp, path string) error // guarded by mu; set by FailWhen
 	// space is how many more bytes writes that spaceMatch accepts may store; negative: unlimited.
 	space      int64                  // guarded by mu
@@ -102,7 +102,7 @@ type FaultFS struct {
 // NewFaultFS returns a filesystem that injects nothing until told to, over base, or over the
 // operating system's filesystem when base is nil.
 func NewFaultFS(base *CrashFS) *FaultFS {
-	f := &FaultFS{base: base, inner: storage.OSFS(), next: make(map[FSOp][]error), space: -1,
+	f := &FaultFS{base: base, inner: storage.OSFS(), next: errQueue[FSOp]{}, space: -1,
 		heal: make(chan struct{}), crashed: make(chan struct{})}
 	if base != nil {
 		f.inner = base.m
@@ -120,7 +120,7 @@ func (f *FaultFS) NewLocal(dir string) (*storage.Local, error) {
 func (f *FaultFS) FailNext(op FSOp, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.next[op] = append(f.next[op], err)
+	f.next.push(op, err)
 }
 
 // FailWhen makes every call consult fn, replacing any earlier fn; nil removes it. fn gets the call
@@ -237,9 +237,7 @@ func (f *FaultFS) fault(op FSOp, path string) error {
 		return ErrCrashed
 	}
 	f.mu.Lock()
-	if q := f.next[op]; len(q) > 0 {
-		err := q[0]
-		f.next[op] = q[1:]
+	if err, ok := f.next.pop(op); ok {
 		f.mu.Unlock()
 		return err
 	}

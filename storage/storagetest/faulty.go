@@ -60,7 +60,7 @@ type Faulty struct {
 	inner storage.Storage // immutable
 
 	mu   sync.Mutex
-	next map[Op][]error                           // guarded by mu; armed by FailNext, oldest first
+	next errQueue[Op]                             // guarded by mu; armed by FailNext, oldest first
 	when func(op Op, id int64, name string) error // guarded by mu; set by FailWhen
 }
 
@@ -68,7 +68,7 @@ var _ storage.Storage = (*Faulty)(nil)
 
 // NewFaulty returns inner wrapped for fault injection. It injects nothing until told to.
 func NewFaulty(inner storage.Storage) *Faulty {
-	return &Faulty{inner: inner, next: make(map[Op][]error)}
+	return &Faulty{inner: inner, next: errQueue[Op]{}}
 }
 
 // FailNext makes the next call of op return err. Calls queue: FailNext twice fails the next two
@@ -76,7 +76,7 @@ func NewFaulty(inner storage.Storage) *Faulty {
 func (f *Faulty) FailNext(op Op, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.next[op] = append(f.next[op], err)
+	f.next.push(op, err)
 }
 
 // FailWhen makes every call consult fn, replacing any earlier fn; nil removes it. fn gets the
@@ -94,9 +94,7 @@ func (f *Faulty) FailWhen(fn func(op Op, id int64, name string) error) {
 // fault returns the error to inject into this call, or nil.
 func (f *Faulty) fault(op Op, id int64, name string) error {
 	f.mu.Lock()
-	if q := f.next[op]; len(q) > 0 {
-		err := q[0]
-		f.next[op] = q[1:]
+	if err, ok := f.next.pop(op); ok {
 		f.mu.Unlock()
 		return err
 	}
