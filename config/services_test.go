@@ -12,7 +12,6 @@ import (
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/ingest-engine/ingest/config"
 	"github.com/ingest-engine/ingest/internal/natstest"
 )
 
@@ -173,23 +172,11 @@ sources:
 	if plan := mustPlan(t, p); !strings.Contains(plan, "events (parallelism 1): nats stream s") || !strings.Contains(plan, "out (parallelism 3)") {
 		t.Errorf("pipeline parallelism 3: plan %q, want the source at 1 and the sink at 3", plan)
 	}
-	err := planError(t, src("    parallelism: 2\n"))
-	if err == nil || !strings.Contains(err.Error(), "nats source events: parallelism 2, at most 1: a JetStream stream is one ordered sequence") {
-		t.Errorf("parallelism 2 on the source: %v", err)
+	if lines := parseErrs(t, src("    parallelism: 2\n")); !strings.Contains(strings.Join(lines, "\n"), "nats source events: parallelism 2, at most 1: a JetStream stream is one ordered sequence") {
+		t.Errorf("parallelism 2 on the source: errors\n  %s", strings.Join(lines, "\n  "))
 	}
 	lines := parseErrs(t, src("    on_gap: sometimes\n"))
 	if want := `p.yaml:8: sources.events.on_gap: unknown value "sometimes" (known: fail, skip)`; !hasLine(lines, want) {
 		t.Errorf("errors:\n  %s\nwant a line starting %q", strings.Join(lines, "\n  "), want)
 	}
-}
-
-// planError loads content and plans it: the first error on the way.
-func planError(t *testing.T, content string) error {
-	t.Helper()
-	p, err := config.Load(writeFile(t, "p.yaml", content))
-	if err != nil {
-		return err
-	}
-	_, err = p.Stream.Plan()
-	return err
 }
