@@ -94,6 +94,12 @@ func TestExactlyOnceAcrossAFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Another job's staged file in the same directory: this job's recovery
+	// must neither delete nor publish it.
+	foreign := filepath.Join(out, "_staging", "otherjob-0-3.txt")
+	if err := os.WriteFile(foreign, []byte("-1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	p := stream.New("numbers", stream.DefaultParallelism(2))
 	nums := stream.From(p, "numbers", src)
 	passed := stream.Add[int64, int64](nums, &runtime.Node{ID: "fail", Describe: "fails once",
@@ -123,8 +129,8 @@ func TestExactlyOnceAcrossAFailure(t *testing.T) {
 			t.Fatalf("published numbers differ from 0…%d first at index %d: %d", count-1, i, n)
 		}
 	}
-	if staged, _ := os.ReadDir(filepath.Join(out, "_staging")); len(staged) != 0 {
-		t.Errorf("%d files left staged after the final checkpoint", len(staged))
+	if staged, _ := os.ReadDir(filepath.Join(out, "_staging")); len(staged) != 1 || staged[0].Name() != "otherjob-0-3.txt" {
+		t.Errorf("staged after the final checkpoint: %v, want only the other job's file", staged)
 	}
 }
 
