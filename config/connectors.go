@@ -2,13 +2,12 @@ package config
 
 import (
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/ingest-engine/ingest/connector"
 	"github.com/ingest-engine/ingest/connector/datagen"
 	"github.com/ingest-engine/ingest/connector/file"
 	"github.com/ingest-engine/ingest/connector/stdout"
@@ -27,24 +26,51 @@ var datagenSchema = &row.Schema{Fields: []row.Field{{Name: "id", Kind: row.Int},
 // b and returns the source's stream, or ok false.
 type sourceType func(b *builder, name string, m *mapping, par stream.NodeOption) (s named, ok bool)
 
-// sourceTypes are the source types by their YAML name. A source whose
-// records carry event times reads its watermark options with
+// sinkType builds one type of sink from its fields in m over its input in
+// (ok false when the input could not be built), reporting every problem on b.
+type sinkType func(b *builder, name string, m *mapping, in named, ok bool, par stream.NodeOption)
+
+// sourceTypes and sinkTypes build the connector types by their YAML name:
+// one per spec registered in package connector (TestEveryConnectorHasABuilder).
+// A source whose records carry event times reads its watermark options with
 // builder.watermarkStrategy.
-var sourceTypes = map[string]sourceType{
-	"datagen": (*builder).datagen,
+var (
+	sourceTypes = map[string]sourceType{
+		"datagen": (*builder).datagen,
+	}
+	sinkTypes = map[string]sinkType{
+		"file":   (*builder).fileSink,
+		"stdout": (*builder).stdoutSink,
+	}
+)
+
+// connectorSpec returns the registered spec of the node's type, or reports
+// an unknown type (ok false).
+func (b *builder) connectorSpec(role connector.Role, m *mapping, typ string, hasBuilder bool) (connector.Spec, bool) {
+	spec, known := connector.Lookup(role, typ)
+	switch {
+	case known && hasBuilder:
+		return spec, true
+	case known:
+		b.e.add(m.get("type"), m.field("type"), "internal error, please report it: the %s type %q has a spec but no builder", role, typ)
+	default:
+		m.unknownType(string(role), typ, strings.Join(connector.Types(role), ", "))
+	}
+	for _, k := range m.keys {
+		m.read[k] = true
+	}
+	return connector.Spec{}, false
 }
 
 func (b *builder) source(name string, k *yaml.Node, m *mapping) {
 	b.id(name, k, m)
 	typ := m.required("type")
-	build, known := sourceTypes[typ]
-	switch {
-	case known:
+	build := sourceTypes[typ]
+	if spec, ok := b.connectorSpec(connector.RoleSource, m, typ, build != nil); ok {
+		m.decl = declare(spec, "type", "parallelism")
 		if s, ok := build(b, name, m, b.parallelism(m)); ok {
 			b.streams[name] = s
 		}
-	default:
-		m.unknownType("source", typ, strings.Join(slices.Sorted(maps.Keys(sourceTypes)), ", "))
 	}
 	b.failed(name)
 	m.done()
@@ -92,6 +118,7 @@ func (b *builder) datagen(name string, m *mapping, par stream.NodeOption) (named
 		EventInterval: m.duration("event_interval", time.Millisecond),
 		Watermark:     b.watermarkStrategy(m),
 	}
+	m.checkDefault("start_time", datagen.DefaultStartTime.Format(time.RFC3339Nano))
 	if v, ok := m.scalar("start_time"); ok {
 		t, err := time.Parse(time.RFC3339Nano, v.Value)
 		switch {
@@ -127,40 +154,44 @@ func (b *builder) datagen(name string, m *mapping, par stream.NodeOption) (named
 func (b *builder) sink(name string, k *yaml.Node, m *mapping) {
 	b.id(name, k, m)
 	typ := m.required("type")
-	in, ok := b.input(m)
-	par := b.parallelism(m)
-	switch typ {
-	case "file":
-		path := b.path(m.required("path"))
-		b.claimPath(path, m)
-		if path != "" {
-			b.fileSinks = append(b.fileSinks, fileSinkDir{sink: name, dir: path, at: m.get("path"), field: m.field("path")})
-		}
-		switch format := m.str("format", "jsonl"); format {
-		case "jsonl":
-			b.onlyParquet(m)
-			if ok && path != "" {
-				schema := in.schema
-				stream.To(in.s, name, file.New(path, func(dst []byte, r row.Row) ([]byte, error) { return schema.AppendJSON(dst, r), nil }), par)
-			}
-		case "parquet":
-			b.parquetSink(name, m, path, in, ok, par)
-		default:
-			b.e.add(m.get("format"), m.field("format"), "unknown format %q (known: jsonl, parquet)", format)
-			m.has("compression")
-			m.has("row_group_rows")
-		}
-	case "stdout":
-		if ok {
-			stream.To(in.s, name, stdout.New(in.schema.AppendJSON), par)
-		}
-		b.writesStdout = true
-	case "postgres":
-		b.postgresSink(name, m, in, ok, par)
-	case "kafka":
-		b.kafkaSink(name, m, in, ok, par)
-	default:
-		m.unknownType("sink", typ, "file, kafka, postgres, stdout")
+	build := sinkTypes[typ]
+	if spec, ok := b.connectorSpec(connector.RoleSink, m, typ, build != nil); ok {
+		m.decl = declare(spec, "type", "parallelism", "input")
+		in, ok := b.input(m)
+		build(b, name, m, in, ok, b.parallelism(m))
+	} else {
+		b.input(m) // resolve the reference, so its node does not read as unused
 	}
 	m.done()
+}
+
+// fileSink builds `type: file`: JSON Lines, or Parquet (parquetSink).
+func (b *builder) fileSink(name string, m *mapping, in named, ok bool, par stream.NodeOption) {
+	path := b.path(m.required("path"))
+	b.claimPath(path, m)
+	if path != "" {
+		b.fileSinks = append(b.fileSinks, fileSinkDir{sink: name, dir: path, at: m.get("path"), field: m.field("path")})
+	}
+	switch format := m.str("format", "jsonl"); format {
+	case "jsonl":
+		b.onlyParquet(m)
+		if ok && path != "" {
+			schema := in.schema
+			stream.To(in.s, name, file.New(path, func(dst []byte, r row.Row) ([]byte, error) { return schema.AppendJSON(dst, r), nil }), par)
+		}
+	case "parquet":
+		b.parquetSink(name, m, path, in, ok, par)
+	default:
+		b.e.add(m.get("format"), m.field("format"), "unknown format %q (known: jsonl, parquet)", format)
+		m.has("compression")
+		m.has("row_group_rows")
+	}
+}
+
+// stdoutSink builds `type: stdout`.
+func (b *builder) stdoutSink(name string, m *mapping, in named, ok bool, par stream.NodeOption) {
+	if ok {
+		stream.To(in.s, name, stdout.New(in.schema.AppendJSON), par)
+	}
+	b.writesStdout = true
 }

@@ -96,6 +96,9 @@ type mapping struct {
 	// bad marks keys whose value was already reported, so one mistake gives
 	// one error.
 	bad map[string]bool
+	// decl, when set, are the only fields the mapping may read: it is a
+	// connector's, read against its registered spec (see declared).
+	decl *declared
 }
 
 func newMapping(e *errs, path string, n *yaml.Node) *mapping {
@@ -129,6 +132,7 @@ func (m *mapping) field(key string) string {
 
 // get returns the value node of key, nil when absent.
 func (m *mapping) get(key string) *yaml.Node {
+	m.checkDeclared(key)
 	m.read[key] = true
 	return m.vals[key]
 }
@@ -154,6 +158,7 @@ func (m *mapping) scalar(key string) (*yaml.Node, bool) {
 }
 
 func (m *mapping) str(key, def string) string {
+	m.checkDefault(key, def)
 	v, ok := m.scalar(key)
 	if !ok {
 		return def
@@ -162,6 +167,7 @@ func (m *mapping) str(key, def string) string {
 }
 
 func (m *mapping) required(key string) string {
+	m.checkRequired(key)
 	if m.vals[key] == nil {
 		m.e.add(m.node, m.field(key), "is required")
 	}
@@ -169,6 +175,7 @@ func (m *mapping) required(key string) string {
 }
 
 func (m *mapping) int(key string, def int64) int64 {
+	m.checkDefault(key, def)
 	v, ok := m.scalar(key)
 	if !ok {
 		return def
@@ -184,6 +191,7 @@ func (m *mapping) int(key string, def int64) int64 {
 // size reads a byte size: a whole number of bytes, or one with a unit of
 // KiB, MiB, GiB or TiB (powers of 1024) or kB, MB, GB, TB (powers of 1000).
 func (m *mapping) size(key string, def int64) int64 {
+	m.checkDefault(key, def)
 	v, ok := m.scalar(key)
 	if !ok {
 		return def
@@ -208,6 +216,7 @@ func (m *mapping) size(key string, def int64) int64 {
 }
 
 func (m *mapping) float(key string, def float64) float64 {
+	m.checkDefault(key, def)
 	v, ok := m.scalar(key)
 	if !ok {
 		return def
@@ -221,6 +230,7 @@ func (m *mapping) float(key string, def float64) float64 {
 }
 
 func (m *mapping) duration(key string, def time.Duration) time.Duration {
+	m.checkDefault(key, def)
 	v, ok := m.scalar(key)
 	if !ok {
 		return def
@@ -269,13 +279,16 @@ func (m *mapping) requiredDuration(key string) time.Duration {
 // has says whether key is given, and marks it read: a caller that rejects a
 // field for another reason than its name reports it itself.
 func (m *mapping) has(key string) bool {
+	m.checkDeclared(key)
 	m.read[key] = true
 	return m.vals[key] != nil
 }
 
 // sub returns the mapping under key (empty when absent).
 func (m *mapping) sub(key string) *mapping {
-	return newMapping(m.e, m.field(key), m.get(key))
+	sub := newMapping(m.e, m.field(key), m.get(key))
+	sub.decl = m.decl.sub(key)
+	return sub
 }
 
 // unknownType reports an unknown (non-empty) type and marks the node's other

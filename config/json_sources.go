@@ -240,6 +240,7 @@ func (f *firstRecord[T]) Emit(r runtime.Records) error {
 
 // boolean reads a true/false field.
 func (m *mapping) boolean(key string, def bool) bool {
+	m.checkDefault(key, def)
 	v, ok := m.scalar(key)
 	if !ok {
 		return def

@@ -83,14 +83,18 @@ func (t *scriptSubtask) Read() (runtime.ReadResult, error) {
 	return runtime.ReadResult{Watermark: s.wm, Exhausted: t.next == len(t.steps)}, nil
 }
 
-// withScriptSource registers source type "script" replaying steps for the
-// duration of the test.
+// withScriptSource registers source type "script", spec and builder,
+// replaying steps for the duration of the test.
 func withScriptSource(t *testing.T, steps []scriptStep) {
 	t.Helper()
+	connector.Register(connector.Spec{Role: connector.RoleSource, Type: "script", Summary: "Replays steps (tests only)."})
 	sourceTypes["script"] = func(b *builder, name string, m *mapping, par stream.NodeOption) (named, bool) {
 		return named{s: stream.From[row.Row](b.p, name, &scriptSource{steps: steps}, par), schema: scriptSchema}, true
 	}
-	t.Cleanup(func() { delete(sourceTypes, "script") })
+	t.Cleanup(func() {
+		delete(sourceTypes, "script")
+		connector.Unregister(connector.RoleSource, "script")
+	})
 }
 
 // base is the event time the script's offsets count from.

@@ -52,7 +52,7 @@ func (b *builder) badRecords(name string, m *mapping) (policy stream.BadRecordPo
 	policy = stream.BadRecordPolicy{DeadLetterBatch: deadLetterRows}
 	ok = true
 	at, field := m.get("on_error"), m.field("on_error")
-	if v := m.str("on_error", ""); v != "" {
+	if v := m.str("on_error", string(stream.OnErrorFail)); v != "" {
 		o, err := stream.ParseOnError(v)
 		if err != nil {
 			m.fail("on_error", at, "unknown value %q (known: dead_letter, fail, skip)", v)

@@ -16,7 +16,7 @@ var parquetOnly = []string{"compression", "row_group_rows"}
 // order, in files staged and committed as the JSON Lines sink's are.
 func (b *builder) parquetSink(name string, m *mapping, path string, in named, ok bool, par stream.NodeOption) {
 	var opts []file.ParquetOption
-	if v := m.str("compression", ""); v != "" {
+	if v := m.str("compression", file.Snappy.String()); v != "" {
 		c, err := file.ParseCompression(v)
 		if err != nil {
 			m.fail("compression", m.get("compression"), "%v", err)

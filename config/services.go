@@ -12,6 +12,7 @@ import (
 
 func init() {
 	sourceTypes["nats"] = (*builder).natsSource
+	sinkTypes["postgres"] = (*builder).postgresSink
 }
 
 // natsSource builds `type: nats` (url, stream, subject, start, stop_at,
@@ -24,7 +25,7 @@ func (b *builder) natsSource(name string, m *mapping, par stream.NodeOption) (na
 		Subject:   m.str("subject", ""),
 		Watermark: b.watermarkStrategy(m),
 	}
-	if s := m.str("start", ""); s != "" {
+	if s := m.str("start", "first"); s != "" {
 		start, err := nats.ParseStart(s)
 		if err != nil {
 			b.e.add(m.get("start"), m.field("start"), "%v", err)
@@ -32,7 +33,7 @@ func (b *builder) natsSource(name string, m *mapping, par stream.NodeOption) (na
 		}
 		cfg.Start = start
 	}
-	if v := m.str("on_gap", ""); v != "" {
+	if v := m.str("on_gap", string(nats.OnGapFail)); v != "" {
 		g, err := nats.ParseOnGap(v)
 		if err != nil {
 			m.fail("on_gap", m.get("on_gap"), "unknown value %q (known: fail, skip)", v)

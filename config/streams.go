@@ -14,6 +14,7 @@ import (
 func init() {
 	sourceTypes["kafka"] = (*builder).kafkaSource
 	sourceTypes["file"] = (*builder).fileSource
+	sinkTypes["kafka"] = (*builder).kafkaSink
 }
 
 // kafkaSource builds `type: kafka` (brokers, topic, group, start, stop_at,
@@ -119,7 +120,7 @@ func (b *builder) kafkaSink(name string, m *mapping, in named, ok bool, par stre
 		Brokers:               m.strList("brokers"),
 		Topic:                 m.required("topic"),
 		TransactionalIDPrefix: m.required("transactional_id_prefix"),
-		TransactionTimeout:    m.duration("transaction_timeout", 0),
+		TransactionTimeout:    m.duration("transaction_timeout", kafka.DefaultTransactionTimeout),
 	}
 	keys := m.strList("key")
 	if len(cfg.Brokers) == 0 {

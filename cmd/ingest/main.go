@@ -73,7 +73,7 @@ func rootCmd() *cobra.Command {
 		Version:       buildVersion(), // --version
 	}
 	root.SetVersionTemplate("{{.Version}}")
-	root.AddCommand(runCmd(), validateCmd(), checkpointsCmd(), nexmarkCmd(), benchCmd(), devCmd(), versionCmd())
+	root.AddCommand(runCmd(), validateCmd(), checkpointsCmd(), nexmarkCmd(), benchCmd(), devCmd(), connectorsCmd(), versionCmd())
 	return root
 }
 
