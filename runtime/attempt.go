@@ -272,10 +272,11 @@ func (a *attempt) drive() error {
 	// job's clock later, which a fake clock may never reach by itself), and
 	// before the attempt is observed as started, so that whoever drives the
 	// clock from what it observes finds the interval and the tick running.
-	initial := a.coord.Step(a.job.clock.Now(), checkpoint.Tick{})
+	initial := a.coord.Step(a.job.clock.Now(), checkpoint.Tick{}) // observed once the attempt is (below)
 	ticker := a.job.clock.NewTicker(tickInterval)
 	defer ticker.Stop()
 	a.job.obs.started(a) // before any task runs (observe_hooks.go)
+	a.job.obs.stepped(checkpoint.Tick{}, initial, a.coord.Status())
 	a.job.attempts.Add(1)
 	var wg sync.WaitGroup
 	for _, t := range a.tasks {
@@ -302,7 +303,7 @@ func (a *attempt) drive() error {
 		select {
 		case <-ticker.C():
 			a.warnStalledWrites(a.job.clock.Now())
-			acts = a.coord.Step(a.job.clock.Now(), checkpoint.Tick{})
+			acts = a.step(checkpoint.Tick{})
 		case <-stop:
 			stop = nil
 			if !stopSent {
@@ -318,21 +319,20 @@ func (a *attempt) drive() error {
 		case ev := <-a.events:
 			switch ev.kind {
 			case evAck:
-				a.job.obs.acked(ev.id, ev.state)
-				acts = a.coord.Step(a.job.clock.Now(), checkpoint.Acked{ID: ev.id, State: ev.state})
+				acts = a.step(checkpoint.Acked{ID: ev.id, State: ev.state})
 			case evDecline:
 				if lockLost(ev.err) {
 					failure = fmt.Errorf("%v: checkpoint %d: %w", ev.task, ev.id, ev.err)
 					break
 				}
 				a.job.log.Warn("checkpoint declined", "checkpoint", ev.id, "task", ev.task.String(), "err", ev.err)
-				acts = a.coord.Step(a.job.clock.Now(), checkpoint.Declined{ID: ev.id, Task: ev.task, Reason: ev.err})
+				acts = a.step(checkpoint.Declined{ID: ev.id, Task: ev.task, Reason: ev.err})
 			case evFailed:
 				failure = fmt.Errorf("%v: %w", ev.task, ev.err)
 			case evSourceFinished:
 				sourcesDone[ev.task] = true
 				if len(sourcesDone) == len(a.sources) {
-					acts = a.coord.Step(a.job.clock.Now(), checkpoint.RequestFinal{})
+					acts = a.step(checkpoint.RequestFinal{})
 				}
 			case evExited:
 				running--
@@ -351,7 +351,7 @@ func (a *attempt) drive() error {
 					failure = fmt.Errorf("checkpoint %d: writing metadata: %w", ev.id, ev.err)
 					break
 				}
-				acts = a.coord.Step(a.job.clock.Now(), checkpoint.MetadataWritten{ID: ev.id, Err: ev.err})
+				acts = a.step(checkpoint.MetadataWritten{ID: ev.id, Err: ev.err})
 				if ev.err == nil && a.coord.LatestComplete() == ev.id {
 					// Only the coordinator decides completion: a write that
 					// finished after a newer checkpoint subsumed it is not one.
@@ -370,10 +370,9 @@ func (a *attempt) drive() error {
 				if ev.err != nil {
 					a.job.log.Warn("writing the checkpoint ledger failed; checkpoints wait for it and it is retried", "err", ev.err)
 				}
-				acts = a.coord.Step(a.job.clock.Now(), checkpoint.LedgerWritten{Reserved: ev.ledger.Reserved, Failed: ev.ledger.Failed, Err: ev.err})
+				acts = a.step(checkpoint.LedgerWritten{Reserved: ev.ledger.Reserved, Failed: ev.ledger.Failed, Err: ev.err})
 			case evCommitted:
-				a.job.obs.committed(ev.id, ev.err)
-				acts = a.coord.Step(a.job.clock.Now(), checkpoint.Committed{ID: ev.id, Err: ev.err})
+				acts = a.step(checkpoint.Committed{ID: ev.id, Err: ev.err})
 			}
 		}
 		for _, act := range acts {
@@ -383,10 +382,21 @@ func (a *attempt) drive() error {
 			}
 		}
 	}
+	// Not observed: the observer ends the attempt's checkpoints itself
+	// (endAttempt), with the attempt's failure as their reason.
 	a.coord.Step(a.job.clock.Now(), checkpoint.TaskFailed{Err: failure})
 	a.cancel(failure)
 	a.shutdown(&wg)
 	return failure
+}
+
+// step hands ev to the coordinator, and the event, the actions it emitted
+// and its status to the observer, before the caller carries the actions out.
+// Every step of a running attempt goes through here.
+func (a *attempt) step(ev checkpoint.Event) []checkpoint.Action {
+	acts := a.coord.Step(a.job.clock.Now(), ev)
+	a.job.obs.stepped(ev, acts, a.coord.Status())
+	return acts
 }
 
 // metadataWrite is a metadata write in flight.
@@ -448,14 +458,12 @@ func (a *attempt) act(act checkpoint.Action, finished *bool) error {
 	case checkpoint.Trigger:
 		j.triggered.Store(max(j.triggered.Load(), x.ID))
 		b := Barrier{ID: x.ID, Timestamp: x.Timestamp.UnixNano(), Final: x.Final}
-		j.obs.triggered(x)
 		for _, t := range a.sources {
 			t.mb.put(control{kind: ctlTrigger, barrier: b})
 		}
 	case checkpoint.WriteMetadata:
 		m := x.Metadata
 		m.Topology = a.rec.topology // what the next restore checks the pipeline against (topology.go)
-		j.obs.writing(m)
 		if a.writing == nil {
 			a.writing = map[int64]*metadataWrite{}
 		}
@@ -516,7 +524,6 @@ func (a *attempt) act(act checkpoint.Action, finished *bool) error {
 			}
 		})
 	case checkpoint.Abort:
-		j.obs.aborted(x.ID, x.Reason)
 		j.failed.Add(1)
 		j.log.Warn("checkpoint failed", "checkpoint", x.ID, "err", x.Reason)
 		for _, t := range a.tasks {
@@ -527,7 +534,6 @@ func (a *attempt) act(act checkpoint.Action, finished *bool) error {
 	case checkpoint.Trim:
 		a.store.do(func() { a.cleanup(x.ID, x) })
 	case checkpoint.FailJob:
-		j.obs.failing()
 		return x.Err
 	case checkpoint.Finished:
 		*finished = true

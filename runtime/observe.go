@@ -393,7 +393,7 @@ func (ob *observer) snapshot(j *Job) Observation {
 	c := &o.Checkpoints
 	c.Triggered, c.Completed, c.Failed, c.Committed = ob.triggeredN, ob.completedN, ob.failedN, ob.committedN
 	c.InProgress = int64(len(ob.history.inProgress()))
-	for _, id := range ob.uncommitted {
+	for _, id := range ob.committing {
 		c.PendingCommit++
 		if r := ob.history.get(id); r != nil {
 			for sink, n := range r.Committables {

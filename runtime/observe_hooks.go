@@ -17,10 +17,14 @@ import (
 	"github.com/ingest-engine/ingest/storage"
 )
 
-// This file holds the observer behind Job.Observe and the hooks the job,
-// its attempts and its tasks call into it. Every hook is a one-line call at
-// the place the event happens; all but the per-batch counters run once per
-// checkpoint, subtask or attempt and take the observer's mutex.
+// This file holds the observer behind Job.Observe. It learns the checkpoint
+// protocol from the driver loop alone: each coordinator step's event, actions
+// and status (stepped), so it keeps no copy of what the coordinator decides.
+// The other hooks are measurements the coordinator does not see — attempt
+// boundaries, subtask counters, barrier positions, storage and commit times,
+// deletions done — each a one-line call where it happens; all but the
+// per-batch counters run once per checkpoint, subtask or attempt and take the
+// observer's mutex.
 
 // subtaskObs are the live counters of one node subtask. They are created at
 // the job's first attempt and kept across restarts, so the totals only grow.
@@ -87,8 +91,6 @@ type observer struct {
 	phase     Phase
 	startedAt time.Time
 	attempt   int
-	// tasks is the number of subtasks that acknowledge a checkpoint.
-	tasks int
 	// failClass is the origin of the current attempt's failure when the
 	// driver saw it ("commit", "checkpoint"); "" otherwise.
 	failClass   string
@@ -96,9 +98,10 @@ type observer struct {
 
 	history                                     history
 	triggeredN, completedN, failedN, committedN int64
-	// uncommitted are the complete checkpoints whose commit is not yet
-	// confirmed, increasing.
-	uncommitted                       []int64
+	// committing are the complete checkpoints whose commit is not yet
+	// confirmed, increasing: the coordinator's (checkpoint.Status), as of
+	// the attempt's last step; none once a recovery published them.
+	committing                        []int64
 	last                              *CompletedCheckpoint
 	lastSizeFull, lastSizeIncremental int64
 	// stateWrites[id][task] is the state file write time of a subtask whose
@@ -226,10 +229,7 @@ func (ob *observer) started(a *attempt) {
 	ob.mu.Lock()
 	defer ob.mu.Unlock()
 	ob.init()
-	ob.phase, ob.jobID, ob.tasks = PhaseRunning, a.rec.jobID, 0
-	for _, t := range a.tasks {
-		ob.tasks += len(t.links)
-	}
+	ob.phase, ob.jobID = PhaseRunning, a.rec.jobID
 	var restored int64
 	if m := a.rec.meta; m != nil {
 		restored = m.ID
@@ -266,7 +266,7 @@ func (ob *observer) started(a *attempt) {
 	ob.prunePositions()
 	// The recovery published the recovery point's output and abandoned
 	// everything staged after it: no commit is pending.
-	ob.uncommitted = nil
+	ob.committing = nil
 }
 
 // restoredCheckpoint notes the checkpoint an attempt restored: the recovery
@@ -324,44 +324,69 @@ func (ob *observer) barrier(t *task, id int64) {
 	ob.prunePositions()
 }
 
-// triggered: the coordinator triggered checkpoint x (attempt.act). Waiting
-// TriggerCheckpoint calls get its id.
-func (ob *observer) triggered(x checkpoint.Trigger) {
+// stepped: the coordinator stepped ev, emitted acts and is now at st
+// (attempt.step, before the actions are carried out). What the observer
+// reports of the checkpoint protocol — triggers, acknowledgements,
+// committables, failures, commits — it learns here, from the coordinator's
+// own events, actions and status, and keeps no protocol state of its own.
+func (ob *observer) stepped(ev checkpoint.Event, acts []checkpoint.Action, st checkpoint.Status) {
 	ob.mu.Lock()
 	defer ob.mu.Unlock()
 	ob.init()
-	ob.triggeredN++
-	ob.history.add(&CheckpointRecord{ID: x.ID, Final: x.Final, Attempt: ob.attempt, Status: CheckpointInProgress,
-		TriggeredAt: x.Timestamp, Tasks: ob.tasks})
-	for _, w := range ob.waiters {
-		w <- triggerResult{id: x.ID}
+	now := ob.clock.Now()
+	switch e := ev.(type) {
+	case checkpoint.Acked:
+		ob.acked(e.ID, e.State)
+	case checkpoint.Committed:
+		if e.Err != nil {
+			ob.failClass = "commit"
+		} else {
+			ob.markCommitted(e.ID, now)
+		}
 	}
-	ob.waiters = nil
+	for _, act := range acts {
+		switch x := act.(type) {
+		case checkpoint.Trigger:
+			ob.triggeredN++
+			ob.history.add(&CheckpointRecord{ID: x.ID, Final: x.Final, Attempt: ob.attempt, Status: CheckpointInProgress,
+				TriggeredAt: x.Timestamp, Tasks: st.Tasks})
+			for _, w := range ob.waiters {
+				w <- triggerResult{id: x.ID}
+			}
+			ob.waiters = nil
+		case checkpoint.WriteMetadata:
+			if r := ob.history.get(x.Metadata.ID); r != nil {
+				r.Committables = map[string]int{}
+				for _, c := range x.Metadata.Commits {
+					if c.Checkpoint == x.Metadata.ID {
+						r.Committables[c.Sink] += len(c.Committables)
+					}
+				}
+			}
+		case checkpoint.Abort:
+			delete(ob.positions, x.ID)
+			delete(ob.stateWrites, x.ID)
+			if r := ob.history.get(x.ID); r != nil && r.Status == CheckpointInProgress {
+				msg := "unknown"
+				if x.Reason != nil {
+					msg = x.Reason.Error()
+				}
+				r.end(CheckpointFailed, msg, now)
+				ob.failedN++
+			}
+		case checkpoint.FailJob:
+			// Too many consecutive checkpoint failures, unless a commit
+			// failure came first.
+			if ob.failClass == "" {
+				ob.failClass = "checkpoint"
+			}
+		}
+	}
+	ob.committing = st.Committing
 }
 
-// stateWritten: a subtask's state file for checkpoint id was written in d
-// (task.write).
-func (ob *observer) stateWritten(id int64, task checkpoint.TaskID, d time.Duration) {
-	ob.mu.Lock()
-	defer ob.mu.Unlock()
-	ob.init()
-	ob.storageWrite.observe("state", d)
-	if r := ob.history.get(id); r == nil || r.Status != CheckpointInProgress {
-		return
-	}
-	w := ob.stateWrites[id]
-	if w == nil {
-		w = map[checkpoint.TaskID]time.Duration{}
-		ob.stateWrites[id] = w
-	}
-	w[task] = d
-}
-
-// acked: a subtask acknowledged checkpoint id with st (attempt.drive).
+// acked: a subtask acknowledged checkpoint id with st. The caller holds mu.
 func (ob *observer) acked(id int64, st checkpoint.SubtaskState) {
-	ob.mu.Lock()
-	defer ob.mu.Unlock()
-	ob.init()
 	r := ob.history.get(id)
 	if r == nil || r.Status != CheckpointInProgress || slices.ContainsFunc(r.Subtasks, func(s SubtaskCheckpoint) bool { return s.Task == st.Task }) {
 		return // a late or duplicate acknowledgement: the coordinator ignores it too
@@ -388,20 +413,22 @@ func (ob *observer) acked(id int64, st checkpoint.SubtaskState) {
 	}
 }
 
-// writing: the metadata of checkpoint m.ID goes to storage (attempt.act).
-func (ob *observer) writing(m *checkpoint.Metadata) {
+// stateWritten: a subtask's state file for checkpoint id was written in d
+// (task.write).
+func (ob *observer) stateWritten(id int64, task checkpoint.TaskID, d time.Duration) {
 	ob.mu.Lock()
 	defer ob.mu.Unlock()
-	r := ob.history.get(m.ID)
-	if r == nil {
+	ob.init()
+	ob.storageWrite.observe("state", d)
+	if r := ob.history.get(id); r == nil || r.Status != CheckpointInProgress {
 		return
 	}
-	r.Committables = map[string]int{}
-	for _, c := range m.Commits {
-		if c.Checkpoint == m.ID {
-			r.Committables[c.Sink] += len(c.Committables)
-		}
+	w := ob.stateWrites[id]
+	if w == nil {
+		w = map[checkpoint.TaskID]time.Duration{}
+		ob.stateWrites[id] = w
 	}
+	w[task] = d
 }
 
 // metadataWritten: the metadata write of checkpoint id took d (attempt.act,
@@ -425,7 +452,6 @@ func (ob *observer) completed(id int64, took, interval time.Duration) (warn *Slo
 	ob.init()
 	ob.completedN++
 	ob.duration.observe(took)
-	ob.uncommitted = append(ob.uncommitted, id)
 	delete(ob.stateWrites, id)
 	r := ob.history.get(id)
 	if r == nil {
@@ -435,23 +461,6 @@ func (ob *observer) completed(id int64, took, interval time.Duration) (warn *Slo
 	ob.last = &CompletedCheckpoint{ID: id, TriggeredAt: r.TriggeredAt, CompletedAt: r.EndedAt, Duration: took}
 	ob.lastSizeFull, ob.lastSizeIncremental = r.StateSizeFull, r.StateSizeIncremental
 	return ob.slowCheckpoint(r, took, interval)
-}
-
-// aborted: checkpoint id failed for reason (attempt.act).
-func (ob *observer) aborted(id int64, reason error) {
-	ob.mu.Lock()
-	defer ob.mu.Unlock()
-	ob.init()
-	delete(ob.positions, id)
-	delete(ob.stateWrites, id)
-	if r := ob.history.get(id); r != nil && r.Status == CheckpointInProgress {
-		msg := "unknown"
-		if reason != nil {
-			msg = reason.Error()
-		}
-		r.end(CheckpointFailed, msg, ob.clock.Now())
-		ob.failedN++
-	}
 }
 
 // discarded: the data of checkpoint id was deleted (attempt.act, Discard).
@@ -501,43 +510,15 @@ func (ob *observer) sinkCommitted(sink string, d time.Duration) {
 	ob.sinkCommit.observe(sink, d)
 }
 
-// committed: the commit of checkpoint id (and every complete one before it)
-// ended with err (attempt.drive).
-func (ob *observer) committed(id int64, err error) {
-	ob.mu.Lock()
-	defer ob.mu.Unlock()
-	if err != nil {
-		ob.failClass = "commit"
-		return
-	}
-	ob.markCommitted(id, ob.clock.Now())
-}
-
-// markCommitted marks every complete checkpoint up to id committed. The
+// markCommitted marks every complete checkpoint up to id committed: a
+// commit publishes the output of every complete checkpoint up to its own. The
 // caller holds mu.
 func (ob *observer) markCommitted(id int64, now time.Time) {
-	k := 0
-	for _, u := range ob.uncommitted {
-		if u > id {
-			ob.uncommitted[k] = u
-			k++
-			continue
-		}
-		ob.committedN++
-		if r := ob.history.get(u); r != nil {
+	for _, r := range ob.history.byID {
+		if r.ID <= id && r.Status == CheckpointCompleted && !r.Committed {
 			r.Committed, r.CommittedAt = true, now
+			ob.committedN++
 		}
-	}
-	ob.uncommitted = ob.uncommitted[:k]
-}
-
-// failing: the coordinator fails the job (attempt.act, FailJob): too many
-// consecutive checkpoint failures, unless a commit failure came first.
-func (ob *observer) failing() {
-	ob.mu.Lock()
-	defer ob.mu.Unlock()
-	if ob.failClass == "" {
-		ob.failClass = "checkpoint"
 	}
 }
 
@@ -580,7 +561,7 @@ func (a *attempt) requestCheckpoint() []checkpoint.Action {
 	if !waiting {
 		return nil
 	}
-	return a.coord.Step(a.job.clock.Now(), checkpoint.TriggerNow{})
+	return a.step(checkpoint.TriggerNow{})
 }
 
 // blockedSince adds the time since start to the backpressure counter

@@ -9,6 +9,7 @@ import (
 	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/connector"
 	"github.com/ingest-engine/ingest/connector/datagen"
+	"github.com/ingest-engine/ingest/internal/failpoint"
 	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/storage"
 	"github.com/ingest-engine/ingest/stream"
@@ -399,5 +400,52 @@ func TestErrorClass(t *testing.T) {
 		if got := runtime.ErrorClass(c.err); got != c.want {
 			t.Errorf("ErrorClass(%v) = %q, want %q", c.err, got, c.want)
 		}
+	}
+}
+
+// While a complete checkpoint's commit has not returned, the observation
+// shows it pending, with its committables: the coordinator's status says so
+// (checkpoint.Status.Committing). Once the commit returns nothing is
+// pending, and the checkpoint counts as committed.
+func TestObservePendingCommitFollowsTheCoordinator(t *testing.T) {
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	defer failpoint.Enable("job/after-metadata-before-commit", func() error {
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
+		<-release
+		return nil
+	})()
+	store := newTxStore[keyCount]()
+	p := countPipeline(t, datagen.Config{Count: 1000, Keys: 10}, 1, 1, store, nil)
+	st, err := storage.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := newJob(t, p, st, fastCheckpoints(0), quickRestarts(0)) // the final checkpoint only
+	done := make(chan error, 1)
+	go func() { done <- runWithin(job, runTimeout) }()
+	select {
+	case <-entered:
+	case err := <-done:
+		t.Fatalf("the job ended (%v) before committing", err)
+	}
+	o := job.Observe()
+	if c := o.Checkpoints; c.Completed != 1 || c.PendingCommit != 1 || c.Committed != 0 || o.PendingCommittables["sink"] != 1 {
+		t.Errorf("during the commit: completed %d, pending commit %d, committed %d, pending committables %v; want 1, 1, 0, sink:1",
+			c.Completed, c.PendingCommit, c.Committed, o.PendingCommittables)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	o = job.Observe()
+	if c := o.Checkpoints; c.Completed != 1 || c.PendingCommit != 0 || c.Committed != 1 || o.PendingCommittables["sink"] != 0 {
+		t.Errorf("after the commit: completed %d, pending commit %d, committed %d, pending committables %v; want 1, 0, 1, none",
+			c.Completed, c.PendingCommit, c.Committed, o.PendingCommittables)
+	}
+	if h := job.Checkpoints(); len(h) != 1 || !h[0].Committed {
+		t.Errorf("history %+v, want the final checkpoint committed", h)
 	}
 }
