@@ -138,11 +138,15 @@ func (b *builder) declareSide(node, name string, at *yaml.Node, field string) {
 	b.failed(node + "." + name)
 }
 
-// Load reads, validates and builds a pipeline file.
+// Load reads, validates and builds a pipeline file: YAML, or SQL when its
+// name ends in .sql (ParseSQL).
 func Load(path string) (*Pipeline, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading pipeline: %w", err)
+	}
+	if strings.EqualFold(filepath.Ext(path), ".sql") {
+		return ParseSQL(path, data)
 	}
 	return Parse(path, data)
 }
@@ -182,8 +186,15 @@ func Parse(path string, data []byte) (*Pipeline, error) {
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
 		return nil, &Error{File: path, Msg: "the file is empty"}
 	}
-	substitute(e, &doc, "", os.LookupEnv) // env.go
-	secrets := fileSecrets(&doc)
+	return build(e, path, abs, &doc)
+}
+
+// build builds the pipeline of a YAML document, parsed from a YAML file or
+// made from a SQL script (sql.go); path names the file, abs is its absolute
+// path.
+func build(e *errs, path, abs string, doc *yaml.Node) (*Pipeline, error) {
+	substitute(e, doc, "", os.LookupEnv) // env.go
+	secrets := fileSecrets(doc)
 	if e.failed() {
 		// A missing variable would only cause other errors further on.
 		return nil, errors.Join(scrubErrors(secrets, e.all())...)

@@ -10,13 +10,18 @@ import (
 	"github.com/ingest-engine/ingest/config"
 )
 
-// Every pipeline file in examples/ is valid, as `ingest validate` checks it,
+// Every pipeline file in examples/ (YAML or SQL) is valid, as `ingest validate` checks it,
 // and draws no warning: examples show what to write.
 func TestConfigExamplesValidate(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("..", "examples", "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	sqlFiles, err := filepath.Glob(filepath.Join("..", "examples", "*.sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, sqlFiles...)
 	if len(files) < 3 {
 		t.Fatalf("examples: %v; want quickstart.yaml, sessions.yaml and joins.yaml at least", files)
 	}

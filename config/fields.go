@@ -13,10 +13,13 @@ import (
 
 // Error is a configuration error: the file, line and field it concerns.
 type Error struct {
-	File  string
-	Line  int
-	Field string
-	Msg   string
+	File string
+	Line int
+	// Column is the column in the line, from 1; 0 when not given (YAML
+	// errors name the line only, SQL ones also the column).
+	Column int
+	Field  string
+	Msg    string
 }
 
 // Error formats the error as file:line: field: message.
@@ -25,6 +28,9 @@ func (e *Error) Error() string {
 	b.WriteString(e.File)
 	if e.Line > 0 {
 		fmt.Fprintf(&b, ":%d", e.Line)
+		if e.Column > 0 {
+			fmt.Fprintf(&b, ":%d", e.Column)
+		}
 	}
 	b.WriteString(": ")
 	if e.Field != "" {
@@ -38,7 +44,9 @@ func (e *Error) Error() string {
 // errs collects the errors of one file, so a user sees them all at once.
 type errs struct {
 	file string
-	list []error
+	// columns says errors give the column too (a SQL script's).
+	columns bool
+	list    []error
 	// unknown are the unknown-field errors: a misspelt field is often the
 	// cause of other errors (a required field missing, a node that could not
 	// be built), so all lists them first.
@@ -62,11 +70,14 @@ func (e *errs) runChecks() {
 }
 
 func (e *errs) add(n *yaml.Node, field, format string, args ...any) {
-	line := 0
+	line, col := 0, 0
 	if n != nil {
 		line = n.Line
+		if e.columns {
+			col = n.Column
+		}
 	}
-	e.list = append(e.list, &Error{File: e.file, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)})
+	e.list = append(e.list, &Error{File: e.file, Line: line, Column: col, Field: field, Msg: fmt.Sprintf(format, args...)})
 }
 
 // all returns the errors: the unknown fields in file order, then the
@@ -325,7 +336,11 @@ func (m *mapping) done() {
 			if s := m.suggest(k, known); s != "" {
 				msg += ", did you mean " + s + "?"
 			}
-			m.e.unknown = append(m.e.unknown, &Error{File: m.e.file, Line: m.knode[k].Line, Field: m.field(k),
+			col := 0
+			if m.e.columns {
+				col = m.knode[k].Column
+			}
+			m.e.unknown = append(m.e.unknown, &Error{File: m.e.file, Line: m.knode[k].Line, Column: col, Field: m.field(k),
 				Msg: fmt.Sprintf("%s (known here: %s)", msg, strings.Join(known, ", "))})
 		}
 	}

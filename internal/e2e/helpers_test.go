@@ -19,8 +19,14 @@ import (
 // not nil, may change the run options first.
 func yamlJob(t *testing.T, dir, yaml string, edit func(*stream.RunOptions)) *runtime.Job {
 	t.Helper()
-	path := filepath.Join(dir, "p.yaml")
-	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+	return fileJob(t, filepath.Join(dir, "p.yaml"), yaml, edit)
+}
+
+// fileJob writes text to the pipeline file path (YAML, or SQL for a .sql
+// name) and plans it as yamlJob does.
+func fileJob(t *testing.T, path, text string, edit func(*stream.RunOptions)) *runtime.Job {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	p, err := config.Load(path)

@@ -96,3 +96,66 @@ func (p WindowPipeline) YAML() string {
 	}
 	return b.String()
 }
+
+// SQL renders the same pipeline as a SQL script (see docs/sql.md): the
+// window's output has the fields, names and order of the YAML one. StateDir
+// and Sink "stdout" are rendered too; the checkpoint directory is
+// data/checkpoints and the file sink's data/out, as in YAML.
+func (p WindowPipeline) SQL() string {
+	var b strings.Builder
+	line := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	line("SET pipeline = '%s';", p.Name)
+	if p.Interval != 0 {
+		line("SET checkpoint.interval = '%v';", p.Interval)
+	}
+	line("SET checkpoint.dir = 'data/checkpoints';")
+	if p.Retain != 0 {
+		line("SET checkpoint.retain = %d;", p.Retain)
+	}
+	if p.TolerableFailures != 0 {
+		line("SET checkpoint.tolerable_failures = %d;", p.TolerableFailures)
+	}
+	if p.RestartDelay != 0 {
+		line("SET restart.delay = '%v';", p.RestartDelay)
+		line("SET restart.multiplier = 1;")
+	}
+	if p.MaxAttempts != 0 {
+		line("SET restart.max_attempts = %d;", p.MaxAttempts)
+	}
+	if p.StateDir != "" {
+		line("SET state.backend = 'pebble';")
+		line("SET state.dir = '%s';", p.StateDir)
+	}
+	src := []string{"connector = 'datagen'"}
+	for _, o := range []struct {
+		k string
+		v int64
+	}{{"parallelism", int64(p.Parallelism)}, {"count", p.Count}, {"rate", p.Rate}, {"keys", p.Keys}} {
+		if o.v != 0 {
+			src = append(src, fmt.Sprintf("%s = %d", o.k, o.v))
+		}
+	}
+	line("CREATE SOURCE events WITH (%s);", strings.Join(src, ", "))
+	sink := p.Sink
+	if sink == "" {
+		sink = "file"
+	}
+	opts := []string{fmt.Sprintf("connector = '%s'", sink)}
+	if sink == "file" {
+		opts = append(opts, "path = 'data/out'")
+	}
+	if p.Parallelism != 0 {
+		opts = append(opts, fmt.Sprintf("parallelism = %d", p.Parallelism))
+	}
+	// The window's parallelism is the pipeline's default here: SQL sets no
+	// per-query parallelism yet.
+	if p.WindowParallelism != 0 {
+		line("SET parallelism = %d;", p.WindowParallelism)
+	}
+	line("CREATE SINK out AS")
+	line("  SELECT key, window_start, window_end, count(*) AS count, sum(value) AS sum")
+	line("  FROM TUMBLE(events, event_time, INTERVAL '1' SECOND)")
+	line("  GROUP BY key, window_start")
+	line("  WITH (%s);", strings.Join(opts, ", "))
+	return b.String()
+}

@@ -1,0 +1,893 @@
+package config
+
+import (
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/ingest-engine/ingest/connector"
+	"github.com/ingest-engine/ingest/sql"
+)
+
+// This file plans a SQL script (package sql) into the YAML document the
+// builder builds: a CREATE SOURCE becomes a source whose fields are the WITH
+// options, each query becomes filter, map and window transforms, and a
+// CREATE SINK a sink. So a SQL pipeline is the same graph as the YAML one
+// written by hand, with the same checks, guarantee and plan. Every node made
+// carries the SQL construct's line and column, so the builder's errors point
+// into the script.
+
+// ParseSQL builds a pipeline from the SQL script in text; path names it in
+// errors and anchors relative paths.
+func ParseSQL(path string, text []byte) (*Pipeline, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline path %s: %w", path, err)
+	}
+	script, err := sql.Parse(path, string(text))
+	if err != nil {
+		return nil, err
+	}
+	p := &planner{file: path, top: mappingNode(sql.Pos{Line: 1, Column: 1}), rels: map[string]*relation{}}
+	p.set("pipeline", pipelineName(path), sql.Pos{Line: 1, Column: 1})
+	for _, st := range script.Statements {
+		if err := p.statement(st); err != nil {
+			return nil, err
+		}
+	}
+	for _, k := range []string{"sources", "transforms", "sinks"} {
+		if n := p.sections[k]; n != nil {
+			p.top.Content = append(p.top.Content, scalarNode(k, n.Line, n.Column), n)
+		}
+	}
+	e := &errs{file: path, columns: true}
+	return build(e, path, abs, &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{p.top}})
+}
+
+// pipelineName is the default pipeline name: the file's base name without
+// its extension, with characters a name may not hold replaced by '_'.
+func pipelineName(path string) string {
+	base := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	return regexp.MustCompile(`[^A-Za-z0-9_-]`).ReplaceAllString(base, "_")
+}
+
+// relation is a source or view the script declared: its columns, in order,
+// and its event-time column ("" when it has none a window can use).
+type relation struct {
+	node     string // the graph node that produces it
+	columns  []string
+	timeCol  string
+	isSource bool
+}
+
+// planner turns statements into the YAML document.
+type planner struct {
+	file     string
+	top      *yaml.Node
+	sections map[string]*yaml.Node
+	rels     map[string]*relation
+}
+
+func (p *planner) errorf(at sql.Pos, format string, args ...any) error {
+	return &sql.Error{File: p.file, Pos: at, Msg: fmt.Sprintf(format, args...)}
+}
+
+// section returns the mapping of sources, transforms or sinks.
+func (p *planner) section(name string, at sql.Pos) *yaml.Node {
+	if p.sections == nil {
+		p.sections = map[string]*yaml.Node{}
+	}
+	if p.sections[name] == nil {
+		p.sections[name] = mappingNode(at)
+	}
+	return p.sections[name]
+}
+
+// set sets a dotted top-level field (SET checkpoint.interval = '1s').
+func (p *planner) set(name, value string, at sql.Pos) {
+	setPath(p.top, strings.Split(name, "."), scalarNode(value, at.Line, at.Column), at)
+}
+
+// setPath sets path under mapping m to v, making the mappings on the way
+// and replacing an earlier value.
+func setPath(m *yaml.Node, path []string, v *yaml.Node, at sql.Pos) {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == path[0] {
+			if len(path) == 1 {
+				m.Content[i+1] = v
+				return
+			}
+			if m.Content[i+1].Kind != yaml.MappingNode {
+				m.Content[i+1] = mappingNode(at)
+			}
+			setPath(m.Content[i+1], path[1:], v, at)
+			return
+		}
+	}
+	k := scalarNode(path[0], at.Line, at.Column)
+	if len(path) == 1 {
+		m.Content = append(m.Content, k, v)
+		return
+	}
+	sub := mappingNode(at)
+	m.Content = append(m.Content, k, sub)
+	setPath(sub, path[1:], v, at)
+}
+
+func mappingNode(at sql.Pos) *yaml.Node {
+	return &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: at.Line, Column: at.Column}
+}
+
+func scalarNode(v string, line, col int) *yaml.Node {
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v, Line: line, Column: col}
+}
+
+// add adds node name with fields to section, refusing a second use of a name.
+func (p *planner) add(section, name string, at sql.Pos, fields *yaml.Node) error {
+	s := p.section(section, at)
+	for _, sec := range p.sections {
+		for i := 0; i < len(sec.Content); i += 2 {
+			if sec.Content[i].Value == name {
+				return p.errorf(at, "the name %s is already used at line %d", name, sec.Content[i].Line)
+			}
+		}
+	}
+	s.Content = append(s.Content, scalarNode(name, at.Line, at.Column), fields)
+	return nil
+}
+
+func (p *planner) statement(st sql.Statement) error {
+	switch s := st.(type) {
+	case *sql.Set:
+		p.set(s.Name, s.Value, s.Pos)
+		return nil
+	case *sql.CreateSource:
+		return p.source(s)
+	case *sql.CreateView:
+		_, err := p.query(s.Name, s.Query)
+		return err
+	case *sql.CreateSink:
+		return p.sink(s)
+	}
+	return p.errorf(st.At(), "unsupported statement")
+}
+
+// columnKinds are the SQL column types and the field types they declare.
+var columnKinds = map[string]string{
+	"bigint": "int", "int": "int", "integer": "int", "smallint": "int", "int8": "int", "int4": "int", "int2": "int",
+	"double precision": "float", "double": "float", "float": "float", "float8": "float", "real": "float", "float4": "float",
+	"numeric": "float", "decimal": "float",
+	"varchar": "string", "text": "string", "string": "string", "char": "string", "character varying": "string", "character": "string",
+	"boolean": "bool", "bool": "bool",
+	"timestamp": "time", "timestamptz": "time", "timestamp with time zone": "time", "timestamp without time zone": "time",
+	"bytea": "bytes",
+}
+
+func (p *planner) source(s *sql.CreateSource) error {
+	m := mappingNode(s.Pos)
+	var typ string
+	for _, o := range s.Options {
+		if o.Key == "connector" {
+			typ = o.Value
+		}
+	}
+	if typ == "" {
+		return p.errorf(s.Pos, "source %s: WITH needs connector = '…' (known: %s)", s.Name, strings.Join(connector.Types(connector.RoleSource), ", "))
+	}
+	spec, _ := connector.Lookup(connector.RoleSource, typ)
+	for _, o := range s.Options {
+		key := o.Key
+		if key == "connector" {
+			key = "type"
+		}
+		setPath(m, strings.Split(key, "."), p.optionValue(spec, key, o), o.Pos)
+	}
+	rel := &relation{node: s.Name, isSource: true}
+	if len(s.Columns) > 0 {
+		if typ == "datagen" {
+			for _, c := range s.Columns {
+				if !slices.Contains([]string{"id", "key", "value"}, c.Name) || columnKinds[c.Type] != "int" {
+					return p.errorf(c.Pos, "source %s: a datagen record is id, key and value, all BIGINT; column %s %s is not one of them", s.Name, c.Name, strings.ToUpper(c.Type))
+				}
+			}
+		} else {
+			fields := mappingNode(s.Pos)
+			for _, c := range s.Columns {
+				kind, ok := columnKinds[c.Type]
+				if !ok {
+					return p.errorf(c.Pos, "column %s: type %s is not supported (known: BIGINT, DOUBLE PRECISION, VARCHAR, BOOLEAN, TIMESTAMP, BYTEA and their synonyms)", c.Name, strings.ToUpper(c.Type))
+				}
+				fields.Content = append(fields.Content, scalarNode(c.Name, c.Pos.Line, c.Pos.Column), scalarNode(kind, c.Pos.Line, c.Pos.Column))
+			}
+			setPath(m, []string{"fields"}, fields, s.Pos)
+		}
+		for _, c := range s.Columns {
+			rel.columns = append(rel.columns, c.Name)
+		}
+	} else if typ == "datagen" {
+		rel.columns = []string{"id", "key", "value"}
+	}
+	if typ == "datagen" {
+		// A datagen record's event time is its own, not a column: queries
+		// read it as event_time.
+		rel.timeCol = "event_time"
+	}
+	if w := s.Watermark; w != nil {
+		if typ == "datagen" && w.Column != "event_time" {
+			return p.errorf(w.Pos, "WATERMARK FOR %s: a datagen record's event time is event_time", w.Column)
+		}
+		if typ != "datagen" {
+			if !slices.Contains(rel.columns, w.Column) {
+				return p.errorf(w.Pos, "WATERMARK FOR %s: source %s has no column %s", w.Column, s.Name, w.Column)
+			}
+			setPath(m, []string{"event_time", "field"}, scalarNode(w.Column, w.Pos.Line, w.Pos.Column), w.Pos)
+			rel.timeCol = w.Column
+		}
+		setPath(m, []string{"watermark", "max_delay"}, scalarNode(w.Delay.String(), w.Pos.Line, w.Pos.Column), w.Pos)
+	}
+	if s.Encode != "" {
+		switch {
+		case s.Encode == "json":
+		case s.Encode == "csv" && typ == "file":
+			setPath(m, []string{"format"}, scalarNode("csv", s.EncodePos.Line, s.EncodePos.Column), s.EncodePos)
+		default:
+			return p.errorf(s.EncodePos, "source %s: ENCODE %s is not supported for connector %s (known: JSON; CSV for file)", s.Name, strings.ToUpper(s.Encode), typ)
+		}
+	}
+	p.rels[s.Name] = rel
+	return p.add("sources", s.Name, s.Pos, m)
+}
+
+// optionValue is a WITH option's value as a YAML node: a list for a field
+// the connector declares a list (comma-separated), else the text.
+func (p *planner) optionValue(spec connector.Spec, key string, o sql.Option) *yaml.Node {
+	for _, f := range spec.Fields {
+		if f.Name == key && f.Kind == connector.List {
+			seq := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Line: o.Pos.Line, Column: o.Pos.Column}
+			for _, v := range strings.Split(o.Value, ",") {
+				seq.Content = append(seq.Content, scalarNode(strings.TrimSpace(v), o.Pos.Line, o.Pos.Column))
+			}
+			return seq
+		}
+	}
+	return scalarNode(o.Value, o.Pos.Line, o.Pos.Column)
+}
+
+func (p *planner) sink(s *sql.CreateSink) error {
+	in := s.From
+	if s.Query != nil {
+		node, err := p.query(s.Name+"-query", s.Query)
+		if err != nil {
+			return err
+		}
+		in = node
+	} else if r := p.rels[in]; r == nil {
+		return p.errorf(s.FromPos, "sink %s: no source or view %s", s.Name, in)
+	} else {
+		in = r.node
+	}
+	m := mappingNode(s.Pos)
+	var typ string
+	for _, o := range s.Options {
+		if o.Key == "connector" {
+			typ = o.Value
+		}
+	}
+	if typ == "" {
+		return p.errorf(s.Pos, "sink %s: WITH needs connector = '…' (known: %s)", s.Name, strings.Join(connector.Types(connector.RoleSink), ", "))
+	}
+	spec, _ := connector.Lookup(connector.RoleSink, typ)
+	for _, o := range s.Options {
+		key := o.Key
+		if key == "connector" {
+			key = "type"
+		}
+		setPath(m, strings.Split(key, "."), p.optionValue(spec, key, o), o.Pos)
+	}
+	setPath(m, []string{"input"}, scalarNode(in, s.Pos.Line, s.Pos.Column), s.Pos)
+	return p.add("sinks", s.Name, s.Pos, m)
+}
+
+// transform adds transform name of type typ reading input, with fields
+// (key, value node pairs).
+func (p *planner) transform(name, typ, input string, at sql.Pos, fields ...*yaml.Node) error {
+	m := mappingNode(at)
+	m.Content = append(m.Content, scalarNode("type", at.Line, at.Column), scalarNode(typ, at.Line, at.Column),
+		scalarNode("input", at.Line, at.Column), scalarNode(input, at.Line, at.Column))
+	m.Content = append(m.Content, fields...)
+	return p.add("transforms", name, at, m)
+}
+
+// query plans q as node name (or nodes name-where, name-window, … ending in
+// the returned node) and declares relation name.
+func (p *planner) query(name string, q *sql.Select) (string, error) {
+	in := p.rels[q.From.Relation]
+	if in == nil {
+		return "", p.errorf(q.From.RelationPos, "no source or view %s", q.From.Relation)
+	}
+	tr := &translator{p: p, rel: in, relName: q.From.Relation}
+	if q.From.Window != "" {
+		return p.windowQuery(name, q, in, tr)
+	}
+	for _, it := range q.Items {
+		if it.Expr != nil && tr.hasAggregate(it.Expr) {
+			return "", p.errorf(it.Pos, "an aggregate without a window in FROM (TUMBLE, HOP, SESSION) is an updating result, which is not supported yet")
+		}
+	}
+	if len(q.GroupBy) > 0 {
+		return "", p.errorf(q.GroupBy[0].At(), "GROUP BY without a window in FROM (TUMBLE, HOP, SESSION) is an updating result, which is not supported yet")
+	}
+	node := in.node
+	star := len(q.Items) == 1 && q.Items[0].Star
+	if q.Where != nil {
+		where, err := tr.expr(q.Where)
+		if err != nil {
+			return "", err
+		}
+		whereName := name + "-where"
+		if star {
+			whereName = name
+		}
+		at := q.Where.At()
+		if err := p.transform(whereName, "filter", node, at, scalarNode("where", at.Line, at.Column), scalarNode(where, at.Line, at.Column)); err != nil {
+			return "", err
+		}
+		node = whereName
+	}
+	out := &relation{node: node, timeCol: in.timeCol}
+	if star {
+		out.columns = in.columns
+		p.rels[name] = out
+		return node, nil
+	}
+	sel := mappingNode(q.Pos)
+	timeKept := false
+	for _, it := range q.Items {
+		if it.Star {
+			return "", p.errorf(it.Pos, "* with other columns is not supported yet: list the columns")
+		}
+		e, err := tr.expr(it.Expr)
+		if err != nil {
+			return "", err
+		}
+		if slices.Contains(out.columns, it.Alias) {
+			return "", p.errorf(it.Pos, "column %s is selected twice: name one otherwise with AS", it.Alias)
+		}
+		out.columns = append(out.columns, it.Alias)
+		if c, ok := it.Expr.(*sql.Column); ok && c.Name == in.timeCol && it.Alias == in.timeCol {
+			timeKept = true
+		}
+		sel.Content = append(sel.Content, scalarNode(it.Alias, it.Pos.Line, it.Pos.Column), scalarNode(e, it.Pos.Line, it.Pos.Column))
+	}
+	if !timeKept {
+		out.timeCol = ""
+	}
+	if err := p.transform(name, "map", node, q.Pos, scalarNode("select", q.Pos.Line, q.Pos.Column), sel); err != nil {
+		return "", err
+	}
+	out.node = name
+	p.rels[name] = out
+	return name, nil
+}
+
+// windowQuery plans SELECT … FROM TUMBLE/HOP/SESSION(…) GROUP BY key,
+// window_start: a filter for WHERE, a map when the key or an aggregate's
+// argument is an expression, the window, a filter for HAVING and a map
+// giving the selected columns their names.
+func (p *planner) windowQuery(name string, q *sql.Select, in *relation, tr *translator) (string, error) {
+	f := q.From
+	if in.timeCol == "" || f.TimeColumn != in.timeCol {
+		return "", p.errorf(f.Pos, "%s over %s: windows are over the event time, which is the column of the source's WATERMARK FOR (%s)",
+			strings.ToUpper(f.Window), f.TimeColumn, orNone(in.timeCol))
+	}
+	node := in.node
+	if q.Where != nil {
+		where, err := tr.expr(q.Where)
+		if err != nil {
+			return "", err
+		}
+		at := q.Where.At()
+		if err := p.transform(name+"-where", "filter", node, at, scalarNode("where", at.Line, at.Column), scalarNode(where, at.Line, at.Column)); err != nil {
+			return "", err
+		}
+		node = name + "-where"
+	}
+	// GROUP BY: window_start or window_end, and at most one key column.
+	var key *sql.Column
+	windowed := false
+	for _, g := range q.GroupBy {
+		c, ok := g.(*sql.Column)
+		switch {
+		case ok && (c.Name == "window_start" || c.Name == "window_end"):
+			windowed = true
+		case ok && key == nil && slices.Contains(in.columns, c.Name):
+			key = c
+		case ok && key == nil:
+			return "", p.errorf(c.Pos, "GROUP BY %s: %s has no column %s (columns: %s)", c.Name, f.Relation, c.Name, strings.Join(in.columns, ", "))
+		case ok:
+			return "", p.errorf(c.Pos, "GROUP BY %s: grouping by more than one column besides the window is not supported yet", c.Name)
+		default:
+			return "", p.errorf(g.At(), "GROUP BY an expression is not supported yet: compute it in a view first")
+		}
+	}
+	if !windowed {
+		return "", p.errorf(f.Pos, "a query over %s must GROUP BY window_start (or window_end)", strings.ToUpper(f.Window))
+	}
+	// The window's aggregates: every aggregate call in SELECT and HAVING.
+	w := &windowPlan{key: key}
+	keyField := "key"
+	if key == nil {
+		// One group per window: a constant key.
+		keyField = "_all"
+		sel := mappingNode(f.Pos)
+		for _, c := range in.columns {
+			sel.Content = append(sel.Content, scalarNode(c, f.Pos.Line, f.Pos.Column), scalarNode(exprName(c), f.Pos.Line, f.Pos.Column))
+		}
+		sel.Content = append(sel.Content, scalarNode("_all", f.Pos.Line, f.Pos.Column), scalarNode("0", f.Pos.Line, f.Pos.Column))
+		if err := p.transform(name+"-all", "map", node, f.Pos, scalarNode("select", f.Pos.Line, f.Pos.Column), sel); err != nil {
+			return "", err
+		}
+		node = name + "-all"
+	} else {
+		keyField = key.Name
+	}
+	for _, it := range q.Items {
+		if it.Star {
+			return "", p.errorf(it.Pos, "SELECT * over a window is not supported: list the key, window_start and the aggregates")
+		}
+		if err := w.collect(p, tr, it.Expr); err != nil {
+			return "", err
+		}
+	}
+	if q.Having != nil {
+		if err := w.collect(p, tr, q.Having); err != nil {
+			return "", err
+		}
+	}
+	if len(w.aggs) == 0 {
+		return "", p.errorf(q.Pos, "a windowed query needs at least one aggregate, e.g. count(*)")
+	}
+	wm := mappingNode(f.Pos)
+	at := func(k, v string) {
+		wm.Content = append(wm.Content, scalarNode(k, f.Pos.Line, f.Pos.Column), scalarNode(v, f.Pos.Line, f.Pos.Column))
+	}
+	at("type", "window")
+	at("input", node)
+	at("key", keyField)
+	switch f.Window {
+	case "tumble":
+		at("kind", "tumbling")
+		at("size", f.Size.String())
+	case "hop":
+		at("kind", "sliding")
+		at("size", f.Size.String())
+		at("slide", f.Slide.String())
+	case "session":
+		at("kind", "session")
+		at("gap", f.Gap.String())
+	}
+	aggs := mappingNode(f.Pos)
+	for _, a := range w.aggs {
+		aggs.Content = append(aggs.Content, scalarNode(a.field, a.pos.Line, a.pos.Column), scalarNode(a.spec, a.pos.Line, a.pos.Column))
+	}
+	wm.Content = append(wm.Content, scalarNode("aggregates", f.Pos.Line, f.Pos.Column), aggs)
+	if err := p.add("transforms", name+"-window", f.Pos, wm); err != nil {
+		return "", err
+	}
+	node = name + "-window"
+	// Past the window, columns are the key, window_start, window_end and
+	// the aggregates' fields.
+	post := &translator{p: p, relName: f.Relation, window: w}
+	if q.Having != nil {
+		h, err := post.expr(q.Having)
+		if err != nil {
+			return "", err
+		}
+		hp := q.Having.At()
+		if err := p.transform(name+"-having", "filter", node, hp, scalarNode("where", hp.Line, hp.Column), scalarNode(h, hp.Line, hp.Column)); err != nil {
+			return "", err
+		}
+		node = name + "-having"
+	}
+	sel := mappingNode(q.Pos)
+	out := &relation{node: name}
+	for _, it := range q.Items {
+		e, err := post.expr(it.Expr)
+		if err != nil {
+			return "", err
+		}
+		if slices.Contains(out.columns, it.Alias) {
+			return "", p.errorf(it.Pos, "column %s is selected twice: name one otherwise with AS", it.Alias)
+		}
+		out.columns = append(out.columns, it.Alias)
+		sel.Content = append(sel.Content, scalarNode(it.Alias, it.Pos.Line, it.Pos.Column), scalarNode(e, it.Pos.Line, it.Pos.Column))
+	}
+	if err := p.transform(name, "map", node, q.Pos, scalarNode("select", q.Pos.Line, q.Pos.Column), sel); err != nil {
+		return "", err
+	}
+	p.rels[name] = out
+	return name, nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none declared"
+	}
+	return s
+}
+
+// windowPlan is the window of a query: its key column and aggregates.
+type windowPlan struct {
+	key  *sql.Column
+	aggs []windowAgg
+}
+
+// windowAgg is one aggregate of the window: its output field, its YAML
+// spec (count(), sum(price)) and the call it computes.
+type windowAgg struct {
+	field, spec string
+	call        *sql.Call
+	pos         sql.Pos
+}
+
+// aggregateFuncs are the aggregates a window computes.
+var aggregateFuncs = []string{"count", "sum", "min", "max", "avg"}
+
+// collect adds the aggregate calls in e to the window.
+func (w *windowPlan) collect(p *planner, tr *translator, e sql.Expr) error {
+	var err error
+	walk(e, func(x sql.Expr) bool {
+		c, ok := x.(*sql.Call)
+		if !ok || err != nil || !slices.Contains(aggregateFuncs, c.Name) {
+			return err == nil
+		}
+		var spec string
+		switch {
+		case c.Filter != nil:
+			err = p.errorf(c.Pos, "%s(…) FILTER (WHERE …) is not supported yet", c.Name)
+		case c.Over:
+			err = p.errorf(c.Pos, "%s(…) OVER (…) is not supported yet", c.Name)
+		case c.Name == "count" && c.Star:
+			spec = "count()"
+		case len(c.Args) != 1:
+			err = p.errorf(c.Pos, "%s takes one column", c.Name)
+		default:
+			col, isCol := c.Args[0].(*sql.Column)
+			switch {
+			case !isCol:
+				err = p.errorf(c.Args[0].At(), "%s of an expression is not supported yet: compute it in a view first", c.Name)
+			case !slices.Contains(tr.rel.columns, col.Name):
+				err = p.errorf(col.Pos, "%s has no column %s (columns: %s)", tr.relName, col.Name, strings.Join(tr.rel.columns, ", "))
+			case c.Name == "count" && c.Distinct:
+				spec = "count_distinct(" + col.Name + ")"
+			case c.Name == "count":
+				err = p.errorf(c.Pos, "count(%s) is not supported yet: use count(*), which counts every record", col.Name)
+			case c.Distinct:
+				err = p.errorf(c.Pos, "%s(DISTINCT …) is not supported", c.Name)
+			default:
+				spec = c.Name + "(" + col.Name + ")"
+			}
+		}
+		if err != nil {
+			return false
+		}
+		for _, a := range w.aggs {
+			if a.spec == spec {
+				return false // computed once
+			}
+		}
+		w.aggs = append(w.aggs, windowAgg{field: fmt.Sprintf("_agg%d", len(w.aggs)), spec: spec, call: c, pos: c.Pos})
+		return false
+	})
+	return err
+}
+
+// lookup returns the window field computing call c.
+func (w *windowPlan) lookup(c *sql.Call) (string, bool) {
+	for _, a := range w.aggs {
+		if a.call == c || sameCall(a.call, c) {
+			return a.field, true
+		}
+	}
+	return "", false
+}
+
+// sameCall says whether two aggregate calls compute the same value.
+func sameCall(a, b *sql.Call) bool {
+	if a.Name != b.Name || a.Star != b.Star || a.Distinct != b.Distinct || len(a.Args) != len(b.Args) {
+		return false
+	}
+	for i := range a.Args {
+		x, ok1 := a.Args[i].(*sql.Column)
+		y, ok2 := b.Args[i].(*sql.Column)
+		if !ok1 || !ok2 || x.Name != y.Name {
+			return false
+		}
+	}
+	return true
+}
+
+// walk calls f on e and, while f returns true, on its children.
+func walk(e sql.Expr, f func(sql.Expr) bool) {
+	if e == nil || !f(e) {
+		return
+	}
+	switch x := e.(type) {
+	case *sql.Binary:
+		walk(x.L, f)
+		walk(x.R, f)
+	case *sql.Unary:
+		walk(x.X, f)
+	case *sql.IsNull:
+		walk(x.X, f)
+	case *sql.Cast:
+		walk(x.X, f)
+	case *sql.Case:
+		for _, w := range x.Whens {
+			walk(w.Cond, f)
+			walk(w.Result, f)
+		}
+		walk(x.Else, f)
+	case *sql.Call:
+		for _, a := range x.Args {
+			walk(a, f)
+		}
+		walk(x.Filter, f)
+	}
+}
+
+// translator writes SQL expressions in the expression language of filter
+// and map (package expression), over a relation's columns, or past a
+// window over its key, window bounds and aggregates.
+type translator struct {
+	p       *planner
+	rel     *relation
+	relName string
+	window  *windowPlan
+}
+
+// hasAggregate says whether e calls an aggregate.
+func (t *translator) hasAggregate(e sql.Expr) bool {
+	found := false
+	walk(e, func(x sql.Expr) bool {
+		if c, ok := x.(*sql.Call); ok && slices.Contains(aggregateFuncs, c.Name) {
+			found = true
+		}
+		return !found
+	})
+	return found
+}
+
+// identifier matches the names the expression language reads directly.
+var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// exprName is a field reference in the expression language.
+func exprName(n string) string {
+	if identifier.MatchString(n) && !slices.Contains([]string{"and", "or", "not", "in", "nil", "true", "false", "matches", "contains", "let"}, n) {
+		return n
+	}
+	return "$env[" + strconv.Quote(n) + "]"
+}
+
+// scalarFuncs are the SQL functions translated, with their name in the
+// expression language.
+var scalarFuncs = map[string]string{"lower": "lower", "upper": "upper", "trim": "trim", "abs": "abs", "length": "len", "char_length": "len", "now": "now"}
+
+// castFuncs are the casts translated: the conversion function by SQL type.
+var castFuncs = map[string]string{"bigint": "int", "int": "int", "integer": "int", "int8": "int", "int4": "int",
+	"double precision": "float", "float8": "float", "float": "float", "real": "float", "numeric": "float",
+	"varchar": "string", "text": "string", "string": "string"}
+
+func (t *translator) expr(e sql.Expr) (string, error) {
+	switch x := e.(type) {
+	case *sql.Column:
+		if x.Table != "" && x.Table != t.relName {
+			return "", t.p.errorf(x.Pos, "%s.%s: the query reads %s, not %s", x.Table, x.Name, t.relName, x.Table)
+		}
+		if t.window != nil {
+			switch {
+			case x.Name == "window_start" || x.Name == "window_end":
+				return x.Name, nil
+			case t.window.key != nil && x.Name == t.window.key.Name:
+				return "key", nil
+			}
+			return "", t.p.errorf(x.Pos, "column %s must be in GROUP BY or inside an aggregate", x.Name)
+		}
+		if x.Name == "event_time" && !slices.Contains(t.rel.columns, x.Name) {
+			return "event_time", nil // the record's event time
+		}
+		if !slices.Contains(t.rel.columns, x.Name) {
+			return "", t.p.errorf(x.Pos, "%s has no column %s (columns: %s)", t.relName, x.Name, strings.Join(t.rel.columns, ", "))
+		}
+		return exprName(x.Name), nil
+	case *sql.Literal:
+		switch v := x.Value.(type) {
+		case nil:
+			return "nil", nil
+		case int64:
+			return strconv.FormatInt(v, 10), nil
+		case float64:
+			s := strconv.FormatFloat(v, 'g', -1, 64)
+			if !strings.ContainsAny(s, ".eE") {
+				s += ".0"
+			}
+			return s, nil
+		case string:
+			return strconv.Quote(v), nil
+		case bool:
+			return strconv.FormatBool(v), nil
+		}
+	case *sql.Interval:
+		return "duration(" + strconv.Quote(x.D.String()) + ")", nil
+	case *sql.Unary:
+		s, err := t.expr(x.X)
+		if err != nil {
+			return "", err
+		}
+		if x.Op == "NOT" {
+			return "not (" + s + ")", nil
+		}
+		return "-(" + s + ")", nil
+	case *sql.IsNull:
+		s, err := t.expr(x.X)
+		if err != nil {
+			return "", err
+		}
+		if x.Not {
+			return "(" + s + " != nil)", nil
+		}
+		return "(" + s + " == nil)", nil
+	case *sql.Binary:
+		return t.binary(x)
+	case *sql.Case:
+		out := "nil"
+		if x.Else != nil {
+			s, err := t.expr(x.Else)
+			if err != nil {
+				return "", err
+			}
+			out = s
+		}
+		for i := len(x.Whens) - 1; i >= 0; i-- {
+			c, err := t.expr(x.Whens[i].Cond)
+			if err != nil {
+				return "", err
+			}
+			r, err := t.expr(x.Whens[i].Result)
+			if err != nil {
+				return "", err
+			}
+			out = "((" + c + ") ? (" + r + ") : (" + out + "))"
+		}
+		return out, nil
+	case *sql.Cast:
+		s, err := t.expr(x.X)
+		if err != nil {
+			return "", err
+		}
+		f, ok := castFuncs[x.Type]
+		if !ok {
+			return "", t.p.errorf(x.Pos, "CAST to %s is not supported (known: BIGINT, DOUBLE PRECISION, VARCHAR)", strings.ToUpper(x.Type))
+		}
+		return f + "(" + s + ")", nil
+	case *sql.Call:
+		return t.call(x)
+	}
+	return "", t.p.errorf(e.At(), "unsupported expression")
+}
+
+// sqlOps are the binary operators with the same meaning in the expression
+// language, by their SQL spelling.
+var sqlOps = map[string]string{"+": "+", "-": "-", "*": "*", "%": "%", "=": "==", "<>": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">=", "AND": "and", "OR": "or", "||": "+"}
+
+func (t *translator) binary(x *sql.Binary) (string, error) {
+	l, err := t.expr(x.L)
+	if err != nil {
+		return "", err
+	}
+	if x.Op == "LIKE" {
+		lit, ok := x.R.(*sql.Literal)
+		pat, isStr := lit.Value.(string)
+		if !ok || !isStr {
+			return "", t.p.errorf(x.Pos, "LIKE takes a constant pattern")
+		}
+		return "(" + l + " matches " + strconv.Quote(likeRegexp(pat)) + ")", nil
+	}
+	r, err := t.expr(x.R)
+	if err != nil {
+		return "", err
+	}
+	if x.Op == "/" {
+		// The expression language's / always divides as floats; SQL's
+		// divides integers with a truncated result. Only a division the
+		// query makes explicitly real is translated.
+		if !isReal(x.L) && !isReal(x.R) {
+			return "", t.p.errorf(x.Pos, "division: write one side as a real number (CAST(x AS DOUBLE PRECISION), or a constant such as 2.0); integer division is not supported yet")
+		}
+		return "(" + l + " / " + r + ")", nil
+	}
+	op, ok := sqlOps[x.Op]
+	if !ok {
+		return "", t.p.errorf(x.Pos, "operator %s is not supported", x.Op)
+	}
+	return "(" + l + " " + op + " " + r + ")", nil
+}
+
+// isReal says whether e is certainly a real number: a float constant or a
+// cast to one.
+func isReal(e sql.Expr) bool {
+	switch x := e.(type) {
+	case *sql.Literal:
+		_, ok := x.Value.(float64)
+		return ok
+	case *sql.Cast:
+		return castFuncs[x.Type] == "float"
+	}
+	return false
+}
+
+// likeRegexp turns a LIKE pattern into an anchored regular expression.
+func likeRegexp(pat string) string {
+	var b strings.Builder
+	b.WriteString("^")
+	for _, r := range pat {
+		switch r {
+		case '%':
+			b.WriteString(".*")
+		case '_':
+			b.WriteString(".")
+		default:
+			b.WriteString(regexp.QuoteMeta(string(r)))
+		}
+	}
+	b.WriteString("$")
+	return b.String()
+}
+
+func (t *translator) call(c *sql.Call) (string, error) {
+	if slices.Contains(aggregateFuncs, c.Name) {
+		if t.window == nil {
+			return "", t.p.errorf(c.Pos, "aggregate %s outside a windowed query", c.Name)
+		}
+		f, ok := t.window.lookup(c)
+		if !ok {
+			return "", t.p.errorf(c.Pos, "aggregate %s is not computed by the window", c.Name)
+		}
+		return f, nil
+	}
+	if c.Over || c.Filter != nil || c.Star || c.Distinct {
+		return "", t.p.errorf(c.Pos, "%s: OVER, FILTER, * and DISTINCT apply to aggregates", c.Name)
+	}
+	var args []string
+	for _, a := range c.Args {
+		s, err := t.expr(a)
+		if err != nil {
+			return "", err
+		}
+		args = append(args, s)
+	}
+	if c.Name == "coalesce" && len(args) >= 1 {
+		out := args[len(args)-1]
+		for i := len(args) - 2; i >= 0; i-- {
+			out = "(" + args[i] + " ?? " + out + ")"
+		}
+		return out, nil
+	}
+	f, ok := scalarFuncs[c.Name]
+	if !ok {
+		known := slices.Sorted(func(yield func(string) bool) {
+			for k := range scalarFuncs {
+				if !yield(k) {
+					return
+				}
+			}
+		})
+		return "", t.p.errorf(c.Pos, "function %s is not supported (known: %s, coalesce; aggregates: %s)", c.Name, strings.Join(known, ", "), strings.Join(aggregateFuncs, ", "))
+	}
+	return f + "(" + strings.Join(args, ", ") + ")", nil
+}

@@ -1,0 +1,198 @@
+package sql
+
+import "time"
+
+// Script is a parsed SQL file: its statements in order.
+type Script struct {
+	File       string
+	Statements []Statement
+}
+
+// Statement is one of Set, CreateSource, CreateView, CreateSink.
+type Statement interface{ At() Pos }
+
+// Set is `SET name = value`: a pipeline setting, named as in YAML
+// (`pipeline`, `parallelism`, `checkpoint.interval`, …).
+type Set struct {
+	Name  string
+	Value string
+	Pos   Pos
+}
+
+// CreateSource is `CREATE SOURCE name (columns…) WITH (options…) [FORMAT f
+// ENCODE e]`.
+type CreateSource struct {
+	Name    string
+	Columns []ColumnDef
+	// Watermark is `WATERMARK FOR col AS col - INTERVAL …`, nil without one.
+	Watermark *WatermarkDef
+	Options   []Option
+	// Format and Encode are lower case ("plain", "json"), "" when absent.
+	Format, Encode string
+	EncodePos      Pos
+	Pos            Pos
+}
+
+// ColumnDef is a declared column: its name and SQL type, lower case
+// ("bigint", "double precision", "varchar").
+type ColumnDef struct {
+	Name, Type string
+	Pos        Pos
+}
+
+// WatermarkDef is `WATERMARK FOR column AS column - INTERVAL 'n' unit`: the
+// column is the event time, and records up to Delay behind the newest are on
+// time.
+type WatermarkDef struct {
+	Column string
+	Delay  time.Duration
+	Pos    Pos
+}
+
+// Option is `key = value` in WITH (…); Value is the text of a string, number
+// or name.
+type Option struct {
+	Key, Value string
+	Pos        Pos
+}
+
+// CreateView is `CREATE VIEW name AS query`: a named intermediate.
+type CreateView struct {
+	Name  string
+	Query *Select
+	Pos   Pos
+}
+
+// CreateSink is `CREATE SINK name (FROM relation | AS query) WITH (options…)`.
+type CreateSink struct {
+	Name string
+	// From is the relation written (a source or view), "" with Query.
+	From    string
+	FromPos Pos
+	Query   *Select
+	Options []Option
+	Pos     Pos
+}
+
+// At returns where the statement starts.
+func (s *Set) At() Pos          { return s.Pos }
+func (s *CreateSource) At() Pos { return s.Pos }
+func (s *CreateView) At() Pos   { return s.Pos }
+func (s *CreateSink) At() Pos   { return s.Pos }
+
+// Select is a SELECT query.
+type Select struct {
+	Items   []SelectItem
+	From    From
+	Where   Expr
+	GroupBy []Expr
+	Having  Expr
+	Pos     Pos
+}
+
+// SelectItem is one output column: an expression and its name (the alias,
+// or the column's own name), or `*` (Star).
+type SelectItem struct {
+	Expr  Expr
+	Alias string
+	Star  bool
+	Pos   Pos
+}
+
+// From is what a query reads: a relation, or a window function over one.
+type From struct {
+	// Relation is the source or view read.
+	Relation    string
+	RelationPos Pos
+	// Window is "" (the relation itself), "tumble", "hop" or "session".
+	Window string
+	// TimeColumn is the window's time column; Size, Slide and Gap its
+	// durations (hop: slide then size, as RisingWave's HOP takes them).
+	TimeColumn       string
+	Size, Slide, Gap time.Duration
+	Pos              Pos
+}
+
+// Expr is an expression node.
+type Expr interface{ At() Pos }
+
+// Column is a column reference, with its qualifier when given (t.c).
+type Column struct {
+	Table, Name string
+	Pos         Pos
+}
+
+// Literal is a constant: int64, float64, string, bool, or nil for NULL.
+type Literal struct {
+	Value any
+	Pos   Pos
+}
+
+// Interval is an INTERVAL constant.
+type Interval struct {
+	D   time.Duration
+	Pos Pos
+}
+
+// Binary is `L op R`; Op is upper case for words: + - * / % = <> < <= > >=
+// AND OR || LIKE.
+type Binary struct {
+	Op   string
+	L, R Expr
+	Pos  Pos
+}
+
+// Unary is `op X`: NOT or -.
+type Unary struct {
+	Op  string
+	X   Expr
+	Pos Pos
+}
+
+// IsNull is `X IS [NOT] NULL`.
+type IsNull struct {
+	X   Expr
+	Not bool
+	Pos Pos
+}
+
+// Case is a searched CASE (a simple CASE x WHEN v … is turned into one).
+type Case struct {
+	Whens []When
+	Else  Expr // nil: NULL
+	Pos   Pos
+}
+
+// When is one WHEN cond THEN result.
+type When struct{ Cond, Result Expr }
+
+// Cast is `CAST(X AS type)` or `X::type`; Type is lower case.
+type Cast struct {
+	X    Expr
+	Type string
+	Pos  Pos
+}
+
+// Call is a function call: a scalar function, or an aggregate with its
+// options (count(*), count(DISTINCT x), sum(x) FILTER (WHERE …)).
+type Call struct {
+	Name     string
+	Args     []Expr
+	Star     bool
+	Distinct bool
+	Filter   Expr
+	// Over is set for a window function call (… OVER (…)); not planned yet.
+	Over bool
+	Pos  Pos
+}
+
+// At returns the node's position.
+func (e *Column) At() Pos   { return e.Pos }
+func (e *Literal) At() Pos  { return e.Pos }
+func (e *Interval) At() Pos { return e.Pos }
+func (e *Binary) At() Pos   { return e.Pos }
+func (e *Unary) At() Pos    { return e.Pos }
+func (e *IsNull) At() Pos   { return e.Pos }
+func (e *Case) At() Pos     { return e.Pos }
+func (e *Cast) At() Pos     { return e.Pos }
+func (e *Call) At() Pos     { return e.Pos }
