@@ -39,8 +39,9 @@ var (
 		"datagen": (*builder).datagen,
 	}
 	sinkTypes = map[string]sinkType{
-		"file":   (*builder).fileSink,
-		"stdout": (*builder).stdoutSink,
+		"file":      (*builder).fileSink,
+		"stdout":    (*builder).stdoutSink,
+		"blackhole": (*builder).blackholeSink,
 	}
 )
 
@@ -185,6 +186,13 @@ func (b *builder) fileSink(name string, m *mapping, in named, ok bool, par strea
 		b.e.add(m.get("format"), m.field("format"), "unknown format %q (known: jsonl, parquet)", format)
 		m.has("compression")
 		m.has("row_group_rows")
+	}
+}
+
+// blackholeSink builds `type: blackhole`.
+func (b *builder) blackholeSink(name string, m *mapping, in named, ok bool, par stream.NodeOption) {
+	if ok {
+		stream.To(in.s, name, stream.Discard[row.Row](), par)
 	}
 }
 

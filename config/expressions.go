@@ -3,8 +3,11 @@ package config
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
@@ -228,11 +231,43 @@ func (b *builder) mapTransform(name string, m *mapping) {
 		describe = "map input fields, " + strings.Join(names, ", ")
 	}
 	out := &schema
+	// A field that only names an input field is copied, not evaluated.
+	copyFrom := make([]int, len(progs))
+	for i, c := range progs {
+		copyFrom[i] = fieldReference(c.node.Value, in.schema)
+		if f := copyFrom[i]; f >= 0 && in.schema.Fields[f].Kind != c.prog.Kind() {
+			copyFrom[i] = -1 // a declared type converts it
+		}
+	}
 	n := &runtime.Node{ID: name, Type: "map", Describe: describe,
 		NewOperator: func() runtime.Operator {
-			return &mapOp{fields: progs, pos: pos, keep: keep, in: in.schema, width: len(out.Fields)}
+			return &mapOp{fields: progs, pos: pos, copyFrom: copyFrom, keep: keep, in: in.schema, width: len(out.Fields)}
 		}}
 	b.streams[name] = named{s: stream.Add[row.Row, row.Row](in.s, n, par), schema: out}
+}
+
+// fieldReference returns the index in schema of the field expression src
+// only names (`price`, `$env["unit price"]`), -1 when it computes anything.
+// Its value is then the field's value as it is, which is what evaluating it
+// gives.
+func fieldReference(src string, schema *row.Schema) int {
+	src = strings.TrimSpace(src)
+	if rest, ok := strings.CutPrefix(src, "$env["); ok && strings.HasSuffix(rest, "]") {
+		name, err := strconv.Unquote(strings.TrimSuffix(rest, "]"))
+		if err != nil {
+			return -1
+		}
+		return schema.Index(name)
+	}
+	for i, r := range src {
+		if !(r == '_' || unicode.IsLetter(r) || i > 0 && unicode.IsDigit(r)) {
+			return -1
+		}
+	}
+	if src == "event_time" || src == "nil" || src == "true" || src == "false" {
+		return -1 // the event time, or a constant, unless a field hides them (below)
+	}
+	return schema.Index(src)
 }
 
 // oneLine shortens an expression for the plan.
@@ -292,6 +327,11 @@ type mapOp struct {
 	fields []*compiled
 	// pos[i] is the output position of fields[i].
 	pos []int
+	// copyFrom[i] is the input field fields[i] only names, copied as it
+	// is; -1 for an expression evaluated.
+	copyFrom []int
+	// computed says whether any field is evaluated (else nothing is bound).
+	computed bool
 	// keep copies the input row into the first positions of the output.
 	keep  bool
 	in    *row.Schema
@@ -305,13 +345,21 @@ type mapOp struct {
 func (o *mapOp) BorrowsBatches() {}
 
 func (o *mapOp) Open(ctx *runtime.Context) error {
-	progs := make([]*expression.Program, len(o.fields))
-	for i, c := range o.fields {
-		progs[i] = c.prog
+	if len(o.copyFrom) != len(o.fields) {
+		o.copyFrom = slices.Repeat([]int{-1}, len(o.fields)) // every field evaluated
 	}
-	var err error
-	if o.ev, err = expression.NewEvaluator(progs...); err != nil {
-		return fmt.Errorf("transform %s: %w", ctx.Task.Operator, err)
+	var progs []*expression.Program
+	for i, c := range o.fields {
+		if o.copyFrom[i] < 0 {
+			progs = append(progs, c.prog)
+		}
+	}
+	o.computed = len(progs) > 0
+	if o.computed {
+		var err error
+		if o.ev, err = expression.NewEvaluator(progs...); err != nil {
+			return fmt.Errorf("transform %s: %w", ctx.Task.Operator, err)
+		}
 	}
 	o.buf.Open(ctx.Output)
 	return o.Stateless.Open(ctx)
@@ -329,8 +377,14 @@ func (o *mapOp) ProcessBatch(_ int, r runtime.Records) error {
 		if o.keep {
 			copy(dst, rec.Value)
 		}
-		o.ev.Bind(rec.Value, rec.Time)
+		if o.computed {
+			o.ev.Bind(rec.Value, rec.Time)
+		}
 		for j, c := range o.fields {
+			if f := o.copyFrom[j]; f >= 0 {
+				dst[o.pos[j]] = rec.Value[f]
+				continue
+			}
 			v, err := o.ev.Value(c.prog)
 			if err != nil {
 				return c.runError(err, o.in, rec.Value, rec.Time)

@@ -278,7 +278,7 @@ func (b *builder) joinKey(join, side string, v *yaml.Node, field string, in name
 		k.codec = newRowCodec(append(slices.Clone(in.schema.Fields), row.Field{Name: "key", Kind: k.kind}), k.what)
 		n := &runtime.Node{ID: id, Type: "map", Describe: fmt.Sprintf("%s key of join %s: %s", side, join, k.what),
 			NewOperator: func() runtime.Operator {
-				return &mapOp{fields: []*compiled{c}, pos: []int{index}, keep: true, in: in.schema, width: width}
+				return &mapOp{fields: []*compiled{c}, pos: []int{index}, copyFrom: []int{-1}, keep: true, in: in.schema, width: width}
 			}}
 		// The key node runs beside its input (chained to it when it can be).
 		s = stream.Add[row.Row, row.Row](in.s, n, stream.Parallelism(in.s.Node().Parallelism))

@@ -7,10 +7,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/ingest-engine/ingest/connector"
+	"github.com/ingest-engine/ingest/nexmark"
+	"github.com/ingest-engine/ingest/row"
 	"github.com/ingest-engine/ingest/sql"
 )
 
@@ -25,13 +28,20 @@ import (
 // ParseSQL builds a pipeline from the SQL script in text; path names it in
 // errors and anchors relative paths.
 func ParseSQL(path string, text []byte) (*Pipeline, error) {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return nil, fmt.Errorf("pipeline path %s: %w", path, err)
-	}
 	script, err := sql.Parse(path, string(text))
 	if err != nil {
 		return nil, err
+	}
+	return PlanSQL(path, script)
+}
+
+// PlanSQL builds a pipeline from a parsed SQL script, which a caller may
+// have changed (the bench sets a Nexmark source's options and makes the
+// sinks blackholes); path anchors relative paths.
+func PlanSQL(path string, script *sql.Script) (*Pipeline, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline path %s: %w", path, err)
 	}
 	p := &planner{file: path, top: mappingNode(sql.Pos{Line: 1, Column: 1}), rels: map[string]*relation{}}
 	p.set("pipeline", pipelineName(path), sql.Pos{Line: 1, Column: 1})
@@ -181,13 +191,17 @@ func (p *planner) source(s *sql.CreateSource) error {
 	}
 	spec, _ := connector.Lookup(connector.RoleSource, typ)
 	for _, o := range s.Options {
-		key := o.Key
-		if key == "connector" {
-			key = "type"
+		key, value, err := p.sourceOption(typ, o)
+		if err != nil {
+			return err
 		}
+		o.Value = value
 		setPath(m, strings.Split(key, "."), p.optionValue(spec, key, o), o.Pos)
 	}
 	rel := &relation{node: s.Name, isSource: true}
+	if typ == "nexmark" {
+		return p.nexmarkSource(s, m, rel)
+	}
 	if len(s.Columns) > 0 {
 		if typ == "datagen" {
 			for _, c := range s.Columns {
@@ -238,6 +252,89 @@ func (p *planner) source(s *sql.CreateSource) error {
 		default:
 			return p.errorf(s.EncodePos, "source %s: ENCODE %s is not supported for connector %s (known: JSON; CSV for file)", s.Name, strings.ToUpper(s.Encode), typ)
 		}
+	}
+	p.rels[s.Name] = rel
+	return p.add("sources", s.Name, s.Pos, m)
+}
+
+// nexmarkOptions are RisingWave's nexmark options and the fields they set.
+var nexmarkOptions = map[string]string{
+	"nexmark.table.type":          "table",
+	"nexmark.event.num":           "events",
+	"nexmark.min.event.gap.in.ns": "events_per_second",
+	"nexmark.split.num":           "parallelism",
+}
+
+// sourceOption returns the field and value a source's WITH option sets:
+// connector is the type, and a nexmark source takes RisingWave's names.
+func (p *planner) sourceOption(typ string, o sql.Option) (key, value string, err error) {
+	if o.Key == "connector" {
+		return "type", o.Value, nil
+	}
+	f, ok := nexmarkOptions[o.Key]
+	if typ != "nexmark" || !ok {
+		return o.Key, o.Value, nil
+	}
+	switch f {
+	case "table":
+		return f, strings.ToLower(o.Value), nil
+	case "events_per_second":
+		gap, err := strconv.ParseInt(o.Value, 10, 64)
+		if err != nil || gap <= 0 || int64(time.Second)%gap != 0 {
+			return "", "", p.errorf(o.Pos, "%s = %s: the gap must be a whole number of nanoseconds that divides a second (100: 10,000,000 events per second)", o.Key, o.Value)
+		}
+		return f, strconv.FormatInt(int64(time.Second)/gap, 10), nil
+	}
+	return f, o.Value, nil
+}
+
+// nexmarkSource finishes a nexmark source: its columns are a subset of the
+// table's, of the table's types; its event time is date_time.
+func (p *planner) nexmarkSource(s *sql.CreateSource, m *yaml.Node, rel *relation) error {
+	var table string
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == "table" {
+			table = m.Content[i+1].Value
+		}
+	}
+	all := nexmark.TableColumns(nexmark.Table(table))
+	if all == nil {
+		return p.errorf(s.Pos, "source %s: nexmark.table.type must be Person, Auction or Bid", s.Name)
+	}
+	if len(s.Columns) > 0 {
+		cols := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Line: s.Pos.Line, Column: s.Pos.Column}
+		for _, c := range s.Columns {
+			i := slices.IndexFunc(all, func(f row.Field) bool { return f.Name == c.Name })
+			if i < 0 {
+				var names []string
+				for _, f := range all {
+					names = append(names, f.Name)
+				}
+				return p.errorf(c.Pos, "column %s: the nexmark %s table has no such column (columns: %s)", c.Name, table, strings.Join(names, ", "))
+			}
+			if want := all[i].Kind.String(); columnKinds[c.Type] != want {
+				return p.errorf(c.Pos, "column %s %s: it is a %s column of the nexmark %s table", c.Name, strings.ToUpper(c.Type), want, table)
+			}
+			cols.Content = append(cols.Content, scalarNode(c.Name, c.Pos.Line, c.Pos.Column))
+			rel.columns = append(rel.columns, c.Name)
+		}
+		setPath(m, []string{"columns"}, cols, s.Pos)
+	} else {
+		for _, f := range all {
+			rel.columns = append(rel.columns, f.Name)
+		}
+	}
+	if slices.Contains(rel.columns, "date_time") {
+		rel.timeCol = "date_time"
+	}
+	if w := s.Watermark; w != nil {
+		if w.Column != "date_time" {
+			return p.errorf(w.Pos, "WATERMARK FOR %s: a nexmark table's event time is date_time", w.Column)
+		}
+		setPath(m, []string{"max_delay"}, scalarNode(w.Delay.String(), w.Pos.Line, w.Pos.Column), w.Pos)
+	}
+	if s.Encode != "" && s.Encode != "json" {
+		return p.errorf(s.EncodePos, "source %s: a nexmark source has no encoding", s.Name)
 	}
 	p.rels[s.Name] = rel
 	return p.add("sources", s.Name, s.Pos, m)

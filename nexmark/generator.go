@@ -89,6 +89,32 @@ func (g *Generator) Watermark(n int64) int64 {
 	return g.tl.at((number / g.cfg.OutOfOrderGroupSize) * g.cfg.OutOfOrderGroupSize)
 }
 
+// Type returns the type of event n without generating it (NoEvent outside
+// [0, Limit())).
+func (g *Generator) Type(n int64) EventType {
+	if n < 0 || n >= g.limit {
+		return NoEvent
+	}
+	switch rem := (g.cfg.FirstEventID + g.adjusted(n)) % ProportionDenominator; {
+	case rem < PersonProportion:
+		return PersonEvent
+	case rem < PersonProportion+AuctionProportion:
+		return AuctionEvent
+	}
+	return BidEvent
+}
+
+// Count returns how many of events 0..n-1 are of type typ.
+func (g *Generator) Count(typ EventType, n int64) int64 {
+	var c int64
+	for i := range min(n, g.limit) {
+		if g.Type(i) == typ {
+			c++
+		}
+	}
+	return c
+}
+
 // Event returns event n (Beam's Generator.nextEvent after n events), or the
 // zero Event (Type NoEvent) when n is outside [0, Limit()).
 func (g *Generator) Event(n int64) Event {

@@ -104,25 +104,35 @@ func (s *Source) Describe() string {
 }
 
 // NewSubtask creates one source subtask.
-func (s *Source) NewSubtask() runtime.SourceSubtask[Event] { return &subtask{src: s} }
+func (s *Source) NewSubtask() runtime.SourceSubtask[Event] {
+	return &subtask[Event]{src: s, conv: func(e *Event) Event { return *e }}
+}
 
 // position is a subtask's replay position as stored in checkpoints.
 type position struct {
 	Next int64 `json:"next"`
 }
 
-type subtask struct {
+// subtask emits the events of its lane as T records: every event (Event
+// records), or those of one type as rows (TableSource).
+type subtask[T any] struct {
 	src *Source
 	gen *Generator
+	// only, when set, is the one event type emitted: the others are
+	// skipped without being generated, their times still advancing the
+	// watermark (they are part of the same event sequence).
+	only EventType
+	// conv makes a record's value of an event (of type only, when set).
+	conv func(*Event) T
 	// batches hands out the batches Read emits (runtime.BatchBuffer).
-	batches runtime.BatchBuffer[Event]
+	batches runtime.BatchBuffer[T]
 	// next is the event number this subtask emits next.
 	// INVARIANT: next % p == index.
 	next, p, index int64
-	// maxTime is the largest record time emitted, in Unix ns; valid when
-	// next > index (something was emitted).
+	// maxTime is the largest event time passed (emitted or skipped), in
+	// Unix ns; valid when next > index.
 	maxTime int64
-	// emitted counts records since Open, for the rate limit.
+	// emitted counts the events passed since Open, for the rate limit.
 	emitted int64
 	opened  time.Time
 	// rt is the subtask's runtime context: its clock paces the rate.
@@ -130,7 +140,7 @@ type subtask struct {
 }
 
 // Open starts at the subtask's first event number, or at the restored one.
-func (t *subtask) Open(ctx *runtime.Context, out runtime.Emitter[Event]) error {
+func (t *subtask[T]) Open(ctx *runtime.Context, out runtime.Emitter[T]) error {
 	t.gen = t.src.gen
 	t.batches.OpenOn(out)
 	t.p = int64(ctx.Parallelism)
@@ -166,7 +176,7 @@ func (t *subtask) Open(ctx *runtime.Context, out runtime.Emitter[Event]) error {
 // adjusted event number, and an event's adjusted number lies within its
 // out-of-order group, so the maximum is among the subtask's events in the
 // last event's group (at most OutOfOrderGroupSize/P of them).
-func (t *subtask) maxTimeBefore(next int64) int64 {
+func (t *subtask[T]) maxTimeBefore(next int64) int64 {
 	last := next - t.p
 	size := t.gen.cfg.OutOfOrderGroupSize
 	groupStart := ((t.gen.cfg.FirstEventNumber+last)/size)*size - t.gen.cfg.FirstEventNumber
@@ -177,8 +187,9 @@ func (t *subtask) maxTimeBefore(next int64) int64 {
 	return maxMs * 1_000_000
 }
 
-// Read emits the next batch of at most batchSize events.
-func (t *subtask) Read() (runtime.ReadResult, error) {
+// Read passes the next at most batchSize events of the lane, emitting
+// those of type only (all when only is NoEvent).
+func (t *subtask[T]) Read() (runtime.ReadResult, error) {
 	cfg := &t.src.cfg
 	end := cfg.Events
 	if end == 0 {
@@ -198,24 +209,31 @@ func (t *subtask) Read() (runtime.ReadResult, error) {
 		n = min(n, max(due, 0))
 	}
 	if n > 0 {
-		batch := t.batches.Get(int(n))[:n]
+		batch := t.batches.Get(int(n))
 		id := t.next
 		maxTime := t.maxTime
 		if t.next == t.index {
 			maxTime = math.MinInt64
 		}
-		for i := range batch {
-			rec := &batch[i]
-			rec.Value = t.gen.Event(id)
-			rec.Time = rec.Value.EventTimeNanos()
+		for range n {
+			if t.only != NoEvent && t.gen.Type(id) != t.only {
+				maxTime = max(maxTime, t.gen.EventTime(id)*1_000_000)
+				id += t.p
+				continue
+			}
+			e := t.gen.Event(id)
+			rec := runtime.Record[T]{Value: t.conv(&e), Time: e.EventTimeNanos()}
 			maxTime = max(maxTime, rec.Time)
+			batch = append(batch, rec)
 			id += t.p
 		}
 		t.next = id
 		t.maxTime = maxTime
 		t.emitted += n
-		if err := t.batches.Emit(batch); err != nil {
-			return runtime.ReadResult{}, err
+		if len(batch) > 0 {
+			if err := t.batches.Emit(batch); err != nil {
+				return runtime.ReadResult{}, err
+			}
 		}
 	}
 	res := runtime.ReadResult{Watermark: t.watermark(), Wait: wait}
@@ -229,7 +247,7 @@ func (t *subtask) Read() (runtime.ReadResult, error) {
 // the engine's watermark W promises that no record with Time <= W follows,
 // and the next event may share the last one's millisecond. It is
 // MinWatermark before the first record and never decreases.
-func (t *subtask) watermark() int64 {
+func (t *subtask[T]) watermark() int64 {
 	if t.next == t.index {
 		return runtime.MinWatermark
 	}
@@ -243,10 +261,10 @@ func (t *subtask) watermark() int64 {
 }
 
 // Position returns the next event number as JSON, {"next":N}.
-func (t *subtask) Position() ([]byte, error) { return json.Marshal(position{Next: t.next}) }
+func (t *subtask[T]) Position() ([]byte, error) { return json.Marshal(position{Next: t.next}) }
 
 // Close releases nothing: the generator holds no resources.
-func (t *subtask) Close() error { return nil }
+func (t *subtask[T]) Close() error { return nil }
 
 // Descriptor: the generator replays exactly from one event counter per
 // split.

@@ -124,3 +124,14 @@ func (*discardOp[T]) Write(Batch[T]) error { return nil }
 // Discard is a sink that drops every record (benchmarks, tests). It is
 // trivially exactly-once: nothing is visible.
 func Discard[T any]() Sink[T] { return discard[T]{} }
+
+// BlackholeSpec is the YAML specification of `type: blackhole`: a Discard
+// sink (RisingWave's and Flink's blackhole connector), for benchmarks.
+var BlackholeSpec = connector.Spec{
+	Role:    connector.RoleSink,
+	Type:    "blackhole",
+	Summary: "Drops every record (benchmarks: what the pipeline costs without writing anything). Nothing is visible, so it is trivially exactly-once.",
+	Example: "type: blackhole\ninput: events\n",
+}
+
+func init() { connector.Register(BlackholeSpec) }

@@ -30,6 +30,7 @@ func benchNexmarkCmd() *cobra.Command {
 	var eventsPerSecond int64
 	var cpuProfile, memProfile, stateBackend string
 	var stateCacheMiB int64
+	var useSQL bool
 	cmd := &cobra.Command{
 		Use:   "nexmark --query qN --events N",
 		Short: "Run a Nexmark query exactly-once with checkpoints and measure it",
@@ -88,6 +89,12 @@ checkpoint when started again with the same flags.`,
 			}
 			if o.CheckpointInterval == 0 {
 				o.FinalCheckpointOnly = true
+			}
+			if useSQL {
+				if o.Output != "" {
+					return &exitError{code: exitConfig, err: fmt.Errorf("--output and --sql: the SQL version writes to a blackhole sink")}
+				}
+				o.Build = sqlBench(o.Query)
 			}
 			if cpuProfile != "" {
 				f, err := os.Create(cpuProfile)
@@ -148,6 +155,7 @@ checkpoint when started again with the same flags.`,
 	f.Int64Var(&stateCacheMiB, "state-cache-mib", state.DefaultLSMCacheBytes>>20, "the pebble backend's block cache, MiB")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) to this file")
 	f.StringVar(&memProfile, "memprofile", "", "write an allocation profile (go tool pprof -sample_index=alloc_space) to this file; every allocation is sampled, which slows the run")
+	f.BoolVar(&useSQL, "sql", false, "run the query's SQL version (examples/nexmark/qN.sql) instead of its Go API version")
 	_ = cmd.MarkFlagRequired("query")
 	return cmd
 }

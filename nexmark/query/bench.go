@@ -70,6 +70,12 @@ type BenchOptions struct {
 	// LSM keeps the queries' keyed state in Pebble stores (the pebble
 	// backend) when set; nil keeps it in memory.
 	LSM *state.LSMOptions
+	// Build, when set, builds the pipeline instead of the Go API query
+	// (the SQL version of the query): over src's events, with parallelism
+	// p. records is how many records its sources emit over the whole run
+	// (a table source emits only its type's events), which the bench
+	// scales the sources' progress by to count events.
+	Build func(src nexmark.SourceConfig, p int) (pipeline *stream.Pipeline, records int64, err error)
 }
 
 // Progress is a benchmark's state while it runs.
@@ -232,9 +238,19 @@ func Bench(ctx context.Context, o BenchOptions) (Result, error) {
 			"is half of the %d events or more, which leaves no steady part to measure: give at least %d events or a lower --events-per-second",
 			q.Name, q.Window, WatermarkDelay, warmup, gen.EventsPerSecond, o.Events, 2*warmup)
 	}
-	p, err := Pipeline(q, nexmark.SourceConfig{Generator: gen, Events: o.Events, Rate: o.Rate, MaxDelay: WatermarkDelay}, o.Parallelism, o.Output)
+	srcCfg := nexmark.SourceConfig{Generator: gen, Events: o.Events, Rate: o.Rate, MaxDelay: WatermarkDelay}
+	var p *stream.Pipeline
+	records := o.Events
+	if o.Build != nil {
+		p, records, err = o.Build(srcCfg, o.Parallelism)
+	} else {
+		p, err = Pipeline(q, srcCfg, o.Parallelism, o.Output)
+	}
 	if err != nil {
 		return Result{}, err
+	}
+	if records <= 0 {
+		return Result{}, fmt.Errorf("nexmark %s: the sources emit no record over %d events", q.Name, o.Events)
 	}
 	ck := checkpoint.DefaultOptions()
 	ck.Interval = o.CheckpointInterval
@@ -246,7 +262,15 @@ func Bench(ctx context.Context, o BenchOptions) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	now := func() mark { return mark{at: time.Now(), cpu: cpuTime(), events: sourceEvents(job)} }
+	// The sources' records so far, as events of the sequence.
+	progress := func() int64 {
+		n := sourceEvents(job)
+		if records == o.Events {
+			return n
+		}
+		return int64(float64(n) / float64(records) * float64(o.Events))
+	}
+	now := func() mark { return mark{at: time.Now(), cpu: cpuTime(), events: progress()} }
 	start := mark{at: time.Now(), cpu: cpuTime()}
 	var warm, input *mark
 	done := make(chan error, 1)
