@@ -81,6 +81,9 @@ type planner struct {
 	top      *yaml.Node
 	sections map[string]*yaml.Node
 	rels     map[string]*relation
+	// joinTTL is SET join.ttl: how long an inner join keeps each side's
+	// records, in event time ("" for the default, forever).
+	joinTTL string
 }
 
 func (p *planner) errorf(at sql.Pos, format string, args ...any) error {
@@ -154,6 +157,10 @@ func (p *planner) add(section, name string, at sql.Pos, fields *yaml.Node) error
 func (p *planner) statement(st sql.Statement) error {
 	switch s := st.(type) {
 	case *sql.Set:
+		if s.Name == "join.ttl" {
+			p.joinTTL = s.Value
+			return nil
+		}
 		p.set(s.Name, s.Value, s.Pos)
 		return nil
 	case *sql.CreateSource:
@@ -403,11 +410,18 @@ func (p *planner) transform(name, typ, input string, at sql.Pos, fields ...*yaml
 // query plans q as node name (or nodes name-where, name-window, … ending in
 // the returned node) and declares relation name.
 func (p *planner) query(name string, q *sql.Select) (string, error) {
+	if q.From.Join != nil {
+		return p.joinQuery(name, q)
+	}
 	in := p.rels[q.From.Relation]
 	if in == nil {
 		return "", p.errorf(q.From.RelationPos, "no source or view %s", q.From.Relation)
 	}
-	tr := &translator{p: p, rel: in, relName: q.From.Relation}
+	relName := q.From.Relation
+	if q.From.Alias != "" {
+		relName = q.From.Alias
+	}
+	tr := &translator{p: p, rel: in, relName: relName}
 	if q.From.Window != "" {
 		return p.windowQuery(name, q, in, tr)
 	}
@@ -746,6 +760,8 @@ type translator struct {
 	rel     *relation
 	relName string
 	window  *windowPlan
+	// resolve, when set, names a column's field (past a join).
+	resolve func(*sql.Column) (string, error)
 }
 
 // hasAggregate says whether e calls an aggregate.
@@ -783,6 +799,10 @@ var castFuncs = map[string]string{"bigint": "int", "int": "int", "integer": "int
 func (t *translator) expr(e sql.Expr) (string, error) {
 	switch x := e.(type) {
 	case *sql.Column:
+		if t.resolve != nil {
+			n, err := t.resolve(x)
+			return exprName(n), err
+		}
 		if x.Table != "" && x.Table != t.relName {
 			return "", t.p.errorf(x.Pos, "%s.%s: the query reads %s, not %s", x.Table, x.Name, t.relName, x.Table)
 		}

@@ -164,3 +164,49 @@ func TestSQLErrorsNameLineAndColumn(t *testing.T) {
 }
 
 func ftoa(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+// An interval join written in SQL commits what the YAML interval join
+// commits: BETWEEN on the two sides' event times gives the bounds.
+func TestSQLIntervalJoinEqualsYAML(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two pipelines")
+	}
+	yamlPath := writeFile(t, "p.yaml", `pipeline: j
+checkpoint: {interval: 50ms, dir: ckpts}
+sources:
+  a: {type: datagen, count: 2000, keys: 10}
+  b: {type: datagen, count: 1500, keys: 10, event_interval: 3ms}
+transforms:
+  big: {type: filter, input: b, where: value > 10}
+  j:
+    type: join
+    kind: interval
+    left: a
+    right: big
+    on: key
+    lower: -5ms
+    upper: 2ms
+    select: {k: left.key, ai: left.id, bi: right.id}
+sinks:
+  out: {type: file, input: j, path: out}
+`)
+	sqlPath := writeFile(t, "q.sql", `SET checkpoint.interval = '50ms';
+SET checkpoint.dir = 'ckpts';
+CREATE SOURCE a WITH (connector = 'datagen', count = 2000, keys = 10);
+CREATE SOURCE b WITH (connector = 'datagen', count = 1500, keys = 10, event_interval = '3ms');
+CREATE SINK out AS
+  SELECT a.key AS k, a.id AS ai, b.id AS bi
+  FROM a JOIN b ON a.key = b.key
+    AND b.event_time BETWEEN a.event_time - INTERVAL '5 milliseconds' AND a.event_time + INTERVAL '2 milliseconds'
+  WHERE b.value > 10
+  WITH (connector = 'file', path = 'out');
+`)
+	want := runAndRead(t, yamlPath)
+	if len(want) < 100 {
+		t.Fatalf("the YAML join committed %d lines", len(want))
+	}
+	got := runAndRead(t, sqlPath)
+	if !slices.Equal(got, want) {
+		t.Fatalf("SQL committed %d lines, YAML %d; first SQL %q, first YAML %q", len(got), len(want), first(got), first(want))
+	}
+}

@@ -105,7 +105,22 @@ func (s *Source) Describe() string {
 
 // NewSubtask creates one source subtask.
 func (s *Source) NewSubtask() runtime.SourceSubtask[Event] {
-	return &subtask[Event]{src: s, conv: func(e *Event) Event { return *e }}
+	return &subtask[Event]{src: s, fill: fillEvents}
+}
+
+// fillEvents fills batch with the n events of the lane from t.next, each as
+// it is, and returns it with the largest event time, at least maxTime.
+func fillEvents(t *subtask[Event], batch runtime.Batch[Event], n, maxTime int64) (runtime.Batch[Event], int64) {
+	batch = batch[:n]
+	id := t.next
+	for i := range batch {
+		rec := &batch[i]
+		rec.Value = t.gen.Event(id)
+		rec.Time = rec.Value.EventTimeNanos()
+		maxTime = max(maxTime, rec.Time)
+		id += t.p
+	}
+	return batch, maxTime
 }
 
 // position is a subtask's replay position as stored in checkpoints.
@@ -118,12 +133,12 @@ type position struct {
 type subtask[T any] struct {
 	src *Source
 	gen *Generator
-	// only, when set, is the one event type emitted: the others are
-	// skipped without being generated, their times still advancing the
-	// watermark (they are part of the same event sequence).
-	only EventType
-	// conv makes a record's value of an event (of type only, when set).
-	conv func(*Event) T
+	// fill appends the records of the lane's next n events (from next) to
+	// a batch and returns it with the largest event time passed, at least
+	// maxTime; skipped events count too (they are part of the sequence).
+	// One call per batch: the loop inside is specialised (fillEvents,
+	// TableSource's).
+	fill func(t *subtask[T], batch runtime.Batch[T], n, maxTime int64) (runtime.Batch[T], int64)
 	// batches hands out the batches Read emits (runtime.BatchBuffer).
 	batches runtime.BatchBuffer[T]
 	// next is the event number this subtask emits next.
@@ -209,25 +224,12 @@ func (t *subtask[T]) Read() (runtime.ReadResult, error) {
 		n = min(n, max(due, 0))
 	}
 	if n > 0 {
-		batch := t.batches.Get(int(n))
-		id := t.next
 		maxTime := t.maxTime
 		if t.next == t.index {
 			maxTime = math.MinInt64
 		}
-		for range n {
-			if t.only != NoEvent && t.gen.Type(id) != t.only {
-				maxTime = max(maxTime, t.gen.EventTime(id)*1_000_000)
-				id += t.p
-				continue
-			}
-			e := t.gen.Event(id)
-			rec := runtime.Record[T]{Value: t.conv(&e), Time: e.EventTimeNanos()}
-			maxTime = max(maxTime, rec.Time)
-			batch = append(batch, rec)
-			id += t.p
-		}
-		t.next = id
+		batch, maxTime := t.fill(t, t.batches.Get(int(n)), n, maxTime)
+		t.next += n * t.p
 		t.maxTime = maxTime
 		t.emitted += n
 		if len(batch) > 0 {

@@ -103,23 +103,38 @@ func (t *TableSource) Descriptor() connector.Descriptor { return t.src.Descripto
 // NewSubtask creates one source subtask.
 func (t *TableSource) NewSubtask() runtime.SourceSubtask[row.Row] {
 	only := map[Table]EventType{PersonTable: PersonEvent, AuctionTable: AuctionEvent, BidTable: BidEvent}[t.table]
-	// Rows are cut from slabs of a batch's worth of values: one allocation
-	// per batch instead of one per row. A slab is never reused, since
-	// receivers may keep the rows.
 	width := len(t.cols)
-	var slab []row.Value
-	conv := func(e *Event) row.Row {
-		if len(slab) < width {
-			slab = make([]row.Value, width*batchSize)
+	// fill emits the lane's events of the table's type as rows and skips the
+	// others without generating them. Rows are cut from slabs of up to 256;
+	// a slab is never reused, since receivers may keep the rows.
+	fill := func(st *subtask[row.Row], batch runtime.Batch[row.Row], n, maxTime int64) (runtime.Batch[row.Row], int64) {
+		var slab []row.Value
+		id := st.next
+		for k := range n {
+			if st.gen.Type(id) != only {
+				maxTime = max(maxTime, st.gen.EventTime(id)*1_000_000)
+				id += st.p
+				continue
+			}
+			e := st.gen.Event(id)
+			if len(slab) < width {
+				// Room for the rest of the batch, at most 256 rows: a sparse
+				// table (people are 2% of events) allocates little.
+				slab = make([]row.Value, int(min(n-k, 256))*width)
+			}
+			r := row.Row(slab[:width:width])
+			slab = slab[width:]
+			for j, i := range t.cols {
+				r[j] = t.value(&e, i)
+			}
+			rec := runtime.Record[row.Row]{Value: r, Time: e.EventTimeNanos()}
+			maxTime = max(maxTime, rec.Time)
+			batch = append(batch, rec)
+			id += st.p
 		}
-		r := row.Row(slab[:width:width])
-		slab = slab[width:]
-		for j, i := range t.cols {
-			r[j] = t.value(e, i)
-		}
-		return r
+		return batch, maxTime
 	}
-	return &subtask[row.Row]{src: t.src, only: only, conv: conv}
+	return &subtask[row.Row]{src: t.src, fill: fill}
 }
 
 // value is column i of the table for event e.

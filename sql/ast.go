@@ -99,11 +99,16 @@ type SelectItem struct {
 	Pos   Pos
 }
 
-// From is what a query reads: a relation, or a window function over one.
+// From is what a query reads: a relation, a window function over one, or
+// a join of two relations.
 type From struct {
-	// Relation is the source or view read.
+	// Relation is the source or view read ("" for a join); Alias its name
+	// in the query, when given (FROM bid AS b).
 	Relation    string
+	Alias       string
 	RelationPos Pos
+	// Join, when set, is the join read instead of Relation.
+	Join *Join
 	// Window is "" (the relation itself), "tumble", "hop" or "session".
 	Window string
 	// TimeColumn is the window's time column; Size, Slide and Gap its
@@ -111,6 +116,27 @@ type From struct {
 	TimeColumn       string
 	Size, Slide, Gap time.Duration
 	Pos              Pos
+}
+
+// Join is `left [INNER] JOIN right ON condition`.
+type Join struct {
+	Left, Right JoinInput
+	On          Expr
+	Pos         Pos
+}
+
+// JoinInput is one side of a join: a relation and its alias in the query.
+type JoinInput struct {
+	Relation, Alias string
+	Pos             Pos
+}
+
+// Name is how the query refers to the side: its alias, else its relation.
+func (j JoinInput) Name() string {
+	if j.Alias != "" {
+		return j.Alias
+	}
+	return j.Relation
 }
 
 // Expr is an expression node.

@@ -133,7 +133,11 @@ func (q *query) from(n *pg.Node) (From, error) {
 	switch {
 	case n.GetRangeVar() != nil:
 		rv := n.GetRangeVar()
-		return From{Relation: rv.Relname, RelationPos: q.pos(rv.Location), Pos: q.pos(rv.Location)}, nil
+		f := From{Relation: rv.Relname, RelationPos: q.pos(rv.Location), Pos: q.pos(rv.Location)}
+		if rv.Alias != nil {
+			f.Alias = rv.Alias.Aliasname
+		}
+		return f, nil
 	case n.GetRangeFunction() != nil:
 		rf := n.GetRangeFunction()
 		if len(rf.Functions) != 1 {
@@ -145,11 +149,41 @@ func (q *query) from(n *pg.Node) (From, error) {
 		}
 		return q.windowFunction(items[0].GetFuncCall())
 	case n.GetJoinExpr() != nil:
-		return From{}, q.errorf(q.location(n), "joins are not supported yet")
+		return q.join(n.GetJoinExpr())
 	case n.GetRangeSubselect() != nil:
 		return From{}, q.errorf(q.location(n), "a subquery in FROM is not supported yet: use CREATE VIEW")
 	}
 	return From{}, q.errorf(q.location(n), "unsupported FROM item")
+}
+
+// join reads `a [INNER] JOIN b ON cond` of two relations.
+func (q *query) join(je *pg.JoinExpr) (From, error) {
+	at := q.location(je.Larg)
+	if je.Jointype != pg.JoinType_JOIN_INNER {
+		return From{}, q.errorf(at, "only INNER JOIN is supported yet (LEFT, RIGHT and FULL joins give updating results)")
+	}
+	if je.IsNatural || len(je.UsingClause) > 0 || je.Quals == nil {
+		return From{}, q.errorf(at, "a join needs ON with the join condition (not NATURAL or USING)")
+	}
+	var sides [2]JoinInput
+	for i, n := range []*pg.Node{je.Larg, je.Rarg} {
+		rv := n.GetRangeVar()
+		if rv == nil {
+			return From{}, q.errorf(q.location(n), "each side of a join is a source or view (a subquery or window function in a join is not supported yet)")
+		}
+		sides[i] = JoinInput{Relation: rv.Relname, Pos: q.pos(rv.Location)}
+		if rv.Alias != nil {
+			sides[i].Alias = rv.Alias.Aliasname
+		}
+	}
+	if sides[0].Name() == sides[1].Name() {
+		return From{}, q.errorf(at, "both sides of the join are called %s: give one an alias", sides[0].Name())
+	}
+	on, err := q.expr(je.Quals)
+	if err != nil {
+		return From{}, err
+	}
+	return From{Join: &Join{Left: sides[0], Right: sides[1], On: on, Pos: q.pos(at)}, Pos: q.pos(at)}, nil
 }
 
 // location returns a node's location where it has one, else 0.

@@ -133,12 +133,12 @@ func canonical(t *testing.T, m map[string]any) string {
 	return string(b)
 }
 
-// The SQL versions of q0, q1, q2 and q11 give the Go API versions' rows.
+// The SQL versions of q0, q1, q2, q3 and q11 give the Go API versions' rows.
 func TestSQLQueriesMatchTheGoAPI(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs pipelines")
 	}
-	for _, name := range []string{"q0", "q1", "q2", "q11"} {
+	for _, name := range []string{"q0", "q1", "q2", "q3", "q11"} {
 		t.Run(name, func(t *testing.T) {
 			var want, got []string
 			for _, r := range goRows(t, name) {

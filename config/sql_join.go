@@ -1,0 +1,326 @@
+package config
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/ingest-engine/ingest/sql"
+)
+
+// This file plans a query over `a JOIN b ON …` into a join transform: the
+// conditions on one side become filters before the join, an equality of a
+// column of each side is the key, and comparisons of the two sides' event
+// times bound an interval join; without them the join is an inner join
+// whose state lives for SET join.ttl of event time (default: forever).
+
+// joinQuery plans q, whose FROM is a join, as node name.
+func (p *planner) joinQuery(name string, q *sql.Select) (string, error) {
+	j := q.From.Join
+	inputs := [2]sql.JoinInput{j.Left, j.Right}
+	var rels [2]*relation
+	for i, in := range inputs {
+		if rels[i] = p.rels[in.Relation]; rels[i] == nil {
+			return "", p.errorf(in.Pos, "no source or view %s", in.Relation)
+		}
+	}
+	js := &joinScope{p: p, inputs: inputs, rels: rels}
+	for _, it := range q.Items {
+		if it.Star {
+			return "", p.errorf(it.Pos, "SELECT * over a join is not supported: list the columns")
+		}
+		if (&translator{}).hasAggregate(it.Expr) {
+			return "", p.errorf(it.Pos, "aggregates over a join are not supported yet")
+		}
+	}
+	if len(q.GroupBy) > 0 || q.Having != nil {
+		return "", p.errorf(q.Pos, "GROUP BY over a join is not supported yet")
+	}
+	var pre [2][]sql.Expr
+	var key [2]*sql.Column
+	var bounds [2]*time.Duration // lower, upper of right time - left time
+	for _, part := range []struct {
+		e    sql.Expr
+		isOn bool
+	}{{j.On, true}, {q.Where, false}} {
+		for _, c := range conjuncts(part.e) {
+			sides, err := js.sidesOf(c)
+			if err != nil {
+				return "", err
+			}
+			switch {
+			case len(sides) == 1:
+				pre[sides[0]] = append(pre[sides[0]], c)
+			case len(sides) == 0:
+				return "", p.errorf(c.At(), "a join condition that reads neither side is not supported")
+			case !part.isOn:
+				return "", p.errorf(c.At(), "a WHERE condition on both sides of a join is not supported yet: write it in ON when it is the key or the time bound")
+			default:
+				if l, r, ok := js.keyPair(c); ok {
+					if key[0] != nil {
+						return "", p.errorf(c.At(), "a join on more than one key column pair is not supported yet")
+					}
+					key = [2]*sql.Column{l, r}
+					continue
+				}
+				if err := js.timeBound(c, &bounds); err != nil {
+					return "", err
+				}
+			}
+		}
+	}
+	if key[0] == nil {
+		return "", p.errorf(j.Pos, "a join needs an equality of a column of each side in ON (the key), e.g. a.seller = p.id")
+	}
+	// Filters before the join.
+	var nodes [2]string
+	for i := range inputs {
+		nodes[i] = rels[i].node
+		if len(pre[i]) == 0 {
+			continue
+		}
+		tr := &translator{p: p, rel: rels[i], relName: inputs[i].Name()}
+		var parts []string
+		for _, c := range pre[i] {
+			s, err := tr.expr(c)
+			if err != nil {
+				return "", err
+			}
+			parts = append(parts, s)
+		}
+		at := pre[i][0].At()
+		filter := name + "-" + []string{"left", "right"}[i]
+		if err := p.transform(filter, "filter", nodes[i], at, scalarNode("where", at.Line, at.Column), scalarNode(strings.Join(parts, " and "), at.Line, at.Column)); err != nil {
+			return "", err
+		}
+		nodes[i] = filter
+	}
+	// The join, selecting every column the query reads.
+	at := j.Pos
+	m := mappingNode(at)
+	kv := func(m *yaml.Node, k string, v *yaml.Node) {
+		m.Content = append(m.Content, scalarNode(k, at.Line, at.Column), v)
+	}
+	str := func(v string) *yaml.Node { return scalarNode(v, at.Line, at.Column) }
+	kv(m, "type", str("join"))
+	kv(m, "left", str(nodes[0]))
+	kv(m, "right", str(nodes[1]))
+	on := mappingNode(at)
+	kv(on, "left", str(key[0].Name))
+	kv(on, "right", str(key[1].Name))
+	kv(m, "on", on)
+	switch {
+	case bounds[0] != nil && bounds[1] != nil:
+		kv(m, "kind", str("interval"))
+		kv(m, "lower", str(bounds[0].String()))
+		kv(m, "upper", str(bounds[1].String()))
+	case bounds[0] != nil || bounds[1] != nil:
+		return "", p.errorf(j.Pos, "an interval join bounds the two sides' event times both ways, e.g. a.t BETWEEN b.t - INTERVAL '5' SECOND AND b.t")
+	default:
+		kv(m, "kind", str("inner"))
+		kv(m, "ttl", str(orDefault(p.joinTTL, "0s")))
+	}
+	// Output: the columns read, named side_column, then a map naming the
+	// query's columns (the join's select takes columns only).
+	sel := mappingNode(at)
+	var inner []string
+	for _, it := range q.Items {
+		var err error
+		walk(it.Expr, func(x sql.Expr) bool {
+			c, ok := x.(*sql.Column)
+			if !ok || err != nil {
+				return err == nil
+			}
+			var n string
+			if n, err = js.columnName(c); err == nil && !slices.Contains(inner, n) {
+				inner = append(inner, n)
+				side, col, _ := strings.Cut(n, "__")
+				kv(sel, n, str(side+"."+col))
+			}
+			return false
+		})
+		if err != nil {
+			return "", err
+		}
+	}
+	kv(m, "select", sel)
+	if err := p.add("transforms", name+"-join", at, m); err != nil {
+		return "", err
+	}
+	tr := &translator{p: p, rel: &relation{columns: inner}, relName: "the join", resolve: js.columnName}
+	out := &relation{node: name}
+	ms := mappingNode(q.Pos)
+	for _, it := range q.Items {
+		e, err := tr.expr(it.Expr)
+		if err != nil {
+			return "", err
+		}
+		if slices.Contains(out.columns, it.Alias) {
+			return "", p.errorf(it.Pos, "column %s is selected twice: name one otherwise with AS", it.Alias)
+		}
+		out.columns = append(out.columns, it.Alias)
+		ms.Content = append(ms.Content, scalarNode(it.Alias, it.Pos.Line, it.Pos.Column), scalarNode(e, it.Pos.Line, it.Pos.Column))
+	}
+	if err := p.transform(name, "map", name+"-join", q.Pos, scalarNode("select", q.Pos.Line, q.Pos.Column), ms); err != nil {
+		return "", err
+	}
+	p.rels[name] = out
+	return name, nil
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// conjuncts splits e at its top-level ANDs.
+func conjuncts(e sql.Expr) []sql.Expr {
+	if e == nil {
+		return nil
+	}
+	if b, ok := e.(*sql.Binary); ok && b.Op == "AND" {
+		return append(conjuncts(b.L), conjuncts(b.R)...)
+	}
+	return []sql.Expr{e}
+}
+
+// joinScope resolves the columns of a join's two sides.
+type joinScope struct {
+	p      *planner
+	inputs [2]sql.JoinInput
+	rels   [2]*relation
+}
+
+// side returns which side (0 left, 1 right) column c belongs to: its
+// qualifier's, or the one side that has a column of its name.
+func (js *joinScope) side(c *sql.Column) (int, error) {
+	if c.Table != "" {
+		for i, in := range js.inputs {
+			if c.Table == in.Name() {
+				if !slices.Contains(js.rels[i].columns, c.Name) && c.Name != js.rels[i].timeCol {
+					return 0, js.p.errorf(c.Pos, "%s has no column %s (columns: %s)", in.Name(), c.Name, strings.Join(js.rels[i].columns, ", "))
+				}
+				return i, nil
+			}
+		}
+		return 0, js.p.errorf(c.Pos, "%s.%s: the join reads %s and %s", c.Table, c.Name, js.inputs[0].Name(), js.inputs[1].Name())
+	}
+	in0, in1 := slices.Contains(js.rels[0].columns, c.Name), slices.Contains(js.rels[1].columns, c.Name)
+	switch {
+	case in0 && in1:
+		return 0, js.p.errorf(c.Pos, "column %s is on both sides of the join: qualify it (%s.%s or %s.%s)", c.Name, js.inputs[0].Name(), c.Name, js.inputs[1].Name(), c.Name)
+	case in0:
+		return 0, nil
+	case in1:
+		return 1, nil
+	}
+	return 0, js.p.errorf(c.Pos, "neither side of the join has a column %s", c.Name)
+}
+
+// columnName is the join output's name of column c: left__name or
+// right__name.
+func (js *joinScope) columnName(c *sql.Column) (string, error) {
+	s, err := js.side(c)
+	if err != nil {
+		return "", err
+	}
+	return []string{"left", "right"}[s] + "__" + c.Name, nil
+}
+
+// sidesOf returns the sides e reads, increasing.
+func (js *joinScope) sidesOf(e sql.Expr) ([]int, error) {
+	var out []int
+	var err error
+	walk(e, func(x sql.Expr) bool {
+		c, ok := x.(*sql.Column)
+		if !ok || err != nil {
+			return err == nil
+		}
+		var s int
+		if s, err = js.side(c); err == nil && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+		return false
+	})
+	slices.Sort(out)
+	return out, err
+}
+
+// keyPair recognises `l = r` of a column of each side.
+func (js *joinScope) keyPair(e sql.Expr) (l, r *sql.Column, ok bool) {
+	b, isBin := e.(*sql.Binary)
+	if !isBin || b.Op != "=" {
+		return nil, nil, false
+	}
+	x, ok1 := b.L.(*sql.Column)
+	y, ok2 := b.R.(*sql.Column)
+	if !ok1 || !ok2 {
+		return nil, nil, false
+	}
+	sx, _ := js.side(x)
+	if sx == 1 {
+		x, y = y, x
+	}
+	return x, y, true
+}
+
+// timeBound reads `x op y` where x and y are each a side's event-time column
+// plus or minus an interval, as a bound of right time - left time.
+func (js *joinScope) timeBound(e sql.Expr, bounds *[2]*time.Duration) error {
+	bad := func() error {
+		return js.p.errorf(e.At(), "a condition on both sides of a join is the key (a.k = b.k) or a bound of their event times (a.t >= b.t - INTERVAL '5' SECOND, a.t <= b.t, or BETWEEN); this one is neither")
+	}
+	b, ok := e.(*sql.Binary)
+	if !ok || (b.Op != ">=" && b.Op != "<=") {
+		return bad()
+	}
+	term := func(x sql.Expr) (side int, off time.Duration, ok bool) {
+		if bin, isBin := x.(*sql.Binary); isBin && (bin.Op == "+" || bin.Op == "-") {
+			iv, isIv := bin.R.(*sql.Interval)
+			if !isIv {
+				return 0, 0, false
+			}
+			off = iv.D
+			if bin.Op == "-" {
+				off = -off
+			}
+			x = bin.L
+		}
+		c, isCol := x.(*sql.Column)
+		if !isCol {
+			return 0, 0, false
+		}
+		s, err := js.side(c)
+		if err != nil || js.rels[s].timeCol == "" || c.Name != js.rels[s].timeCol {
+			return 0, 0, false
+		}
+		return s, off, true
+	}
+	sx, ox, ok1 := term(b.L)
+	sy, oy, ok2 := term(b.R)
+	if !ok1 || !ok2 || sx == sy {
+		return bad()
+	}
+	// x + ox op y + oy, as right - left op' d.
+	op := b.Op
+	var d time.Duration
+	if sx == 0 { // left + ox op right + oy  ⟺  right - left op⁻¹ ox - oy
+		d = ox - oy
+		op = map[string]string{">=": "<=", "<=": ">="}[op]
+	} else { // right + ox op left + oy  ⟺  right - left op oy - ox
+		d = oy - ox
+	}
+	i := 0 // lower
+	if op == "<=" {
+		i = 1 // upper
+	}
+	if bounds[i] != nil {
+		return js.p.errorf(e.At(), "the join's event times are bounded twice on this side")
+	}
+	bounds[i] = &d
+	return nil
+}
