@@ -14,7 +14,8 @@ import (
 // conditions on one side become filters before the join, an equality of a
 // column of each side is the key, and comparisons of the two sides' event
 // times bound an interval join; without them the join is an inner join
-// whose state lives for SET join.ttl of event time (default: forever).
+// whose state lives for SET join.ttl of event time (default: forever). The
+// other conditions on both sides filter the join's output.
 
 // joinQuery plans q, whose FROM is a join, as node name.
 func (p *planner) joinQuery(name string, q *sql.Select) (string, error) {
@@ -39,6 +40,9 @@ func (p *planner) joinQuery(name string, q *sql.Select) (string, error) {
 		return "", p.errorf(q.Pos, "GROUP BY over a join is not supported yet")
 	}
 	var pre [2][]sql.Expr
+	// post are the conditions on both sides that are neither the key nor a
+	// time bound: a filter after the join.
+	var post []sql.Expr
 	var key [2]*sql.Column
 	var bounds [2]*time.Duration // lower, upper of right time - left time
 	for _, part := range []struct {
@@ -56,17 +60,16 @@ func (p *planner) joinQuery(name string, q *sql.Select) (string, error) {
 			case len(sides) == 0:
 				return "", p.errorf(c.At(), "a join condition that reads neither side is not supported")
 			case !part.isOn:
-				return "", p.errorf(c.At(), "a WHERE condition on both sides of a join is not supported yet: write it in ON when it is the key or the time bound")
+				post = append(post, c)
 			default:
-				if l, r, ok := js.keyPair(c); ok {
-					if key[0] != nil {
-						return "", p.errorf(c.At(), "a join on more than one key column pair is not supported yet")
-					}
+				if l, r, ok := js.keyPair(c); ok && key[0] == nil {
 					key = [2]*sql.Column{l, r}
 					continue
 				}
-				if err := js.timeBound(c, &bounds); err != nil {
+				if isBound, err := js.timeBound(c, &bounds); err != nil {
 					return "", err
+				} else if !isBound {
+					post = append(post, c)
 				}
 			}
 		}
@@ -126,9 +129,13 @@ func (p *planner) joinQuery(name string, q *sql.Select) (string, error) {
 	// query's columns (the join's select takes columns only).
 	sel := mappingNode(at)
 	var inner []string
+	read := slices.Clone(post)
 	for _, it := range q.Items {
+		read = append(read, it.Expr)
+	}
+	for _, e := range read {
 		var err error
-		walk(it.Expr, func(x sql.Expr) bool {
+		walk(e, func(x sql.Expr) bool {
 			c, ok := x.(*sql.Column)
 			if !ok || err != nil {
 				return err == nil
@@ -150,6 +157,22 @@ func (p *planner) joinQuery(name string, q *sql.Select) (string, error) {
 		return "", err
 	}
 	tr := &translator{p: p, rel: &relation{columns: inner}, relName: "the join", resolve: js.columnName}
+	node := name + "-join"
+	if len(post) > 0 {
+		var parts []string
+		for _, c := range post {
+			s, err := tr.expr(c)
+			if err != nil {
+				return "", err
+			}
+			parts = append(parts, s)
+		}
+		at := post[0].At()
+		if err := p.transform(name+"-where", "filter", node, at, scalarNode("where", at.Line, at.Column), scalarNode(strings.Join(parts, " and "), at.Line, at.Column)); err != nil {
+			return "", err
+		}
+		node = name + "-where"
+	}
 	out := &relation{node: name}
 	ms := mappingNode(q.Pos)
 	for _, it := range q.Items {
@@ -163,7 +186,7 @@ func (p *planner) joinQuery(name string, q *sql.Select) (string, error) {
 		out.columns = append(out.columns, it.Alias)
 		ms.Content = append(ms.Content, scalarNode(it.Alias, it.Pos.Line, it.Pos.Column), scalarNode(e, it.Pos.Line, it.Pos.Column))
 	}
-	if err := p.transform(name, "map", name+"-join", q.Pos, scalarNode("select", q.Pos.Line, q.Pos.Column), ms); err != nil {
+	if err := p.transform(name, "map", node, q.Pos, scalarNode("select", q.Pos.Line, q.Pos.Column), ms); err != nil {
 		return "", err
 	}
 	p.rels[name] = out
@@ -270,13 +293,12 @@ func (js *joinScope) keyPair(e sql.Expr) (l, r *sql.Column, ok bool) {
 
 // timeBound reads `x op y` where x and y are each a side's event-time column
 // plus or minus an interval, as a bound of right time - left time.
-func (js *joinScope) timeBound(e sql.Expr, bounds *[2]*time.Duration) error {
-	bad := func() error {
-		return js.p.errorf(e.At(), "a condition on both sides of a join is the key (a.k = b.k) or a bound of their event times (a.t >= b.t - INTERVAL '5' SECOND, a.t <= b.t, or BETWEEN); this one is neither")
-	}
+// It returns false, and no error, for a condition of another form, which
+// the caller applies after the join.
+func (js *joinScope) timeBound(e sql.Expr, bounds *[2]*time.Duration) (bool, error) {
 	b, ok := e.(*sql.Binary)
 	if !ok || (b.Op != ">=" && b.Op != "<=") {
-		return bad()
+		return false, nil
 	}
 	term := func(x sql.Expr) (side int, off time.Duration, ok bool) {
 		if bin, isBin := x.(*sql.Binary); isBin && (bin.Op == "+" || bin.Op == "-") {
@@ -303,7 +325,7 @@ func (js *joinScope) timeBound(e sql.Expr, bounds *[2]*time.Duration) error {
 	sx, ox, ok1 := term(b.L)
 	sy, oy, ok2 := term(b.R)
 	if !ok1 || !ok2 || sx == sy {
-		return bad()
+		return false, nil
 	}
 	// x + ox op y + oy, as right - left op' d.
 	op := b.Op
@@ -319,8 +341,8 @@ func (js *joinScope) timeBound(e sql.Expr, bounds *[2]*time.Duration) error {
 		i = 1 // upper
 	}
 	if bounds[i] != nil {
-		return js.p.errorf(e.At(), "the join's event times are bounded twice on this side")
+		return false, js.p.errorf(e.At(), "the join's event times are bounded twice on this side")
 	}
 	bounds[i] = &d
-	return nil
+	return true, nil
 }
