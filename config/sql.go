@@ -475,6 +475,9 @@ func (p *planner) query(name string, q *sql.Select) (string, error) {
 		}
 		sel.Content = append(sel.Content, scalarNode(it.Alias, it.Pos.Line, it.Pos.Column), scalarNode(e, it.Pos.Line, it.Pos.Column))
 	}
+	if in.timeCol == "event_time" && !slices.Contains(in.columns, "event_time") {
+		timeKept = true // the record's own event time, which a map keeps
+	}
 	if !timeKept {
 		out.timeCol = ""
 	}
@@ -948,19 +951,30 @@ func isReal(e sql.Expr) bool {
 	return false
 }
 
-// likeRegexp turns a LIKE pattern into an anchored regular expression.
+// likeRegexp turns a LIKE pattern into an anchored regular expression: %
+// is any text, _ any one character, and a backslash makes the character
+// after it literal (PostgreSQL's default escape).
 func likeRegexp(pat string) string {
 	var b strings.Builder
-	b.WriteString("^")
+	b.WriteString("(?s)^")
+	escaped := false
 	for _, r := range pat {
-		switch r {
-		case '%':
+		switch {
+		case escaped:
+			b.WriteString(regexp.QuoteMeta(string(r)))
+			escaped = false
+		case r == '\\':
+			escaped = true
+		case r == '%':
 			b.WriteString(".*")
-		case '_':
+		case r == '_':
 			b.WriteString(".")
 		default:
 			b.WriteString(regexp.QuoteMeta(string(r)))
 		}
+	}
+	if escaped { // a trailing backslash stands for itself
+		b.WriteString(regexp.QuoteMeta("\\"))
 	}
 	b.WriteString("$")
 	return b.String()

@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -208,5 +209,33 @@ CREATE SINK out AS
 	got := runAndRead(t, sqlPath)
 	if !slices.Equal(got, want) {
 		t.Fatalf("SQL committed %d lines, YAML %d; first SQL %q, first YAML %q", len(got), len(want), first(got), first(want))
+	}
+}
+
+// A string constant reaches the expression exactly: quotes, a doubled
+// single quote, a tab, non-ASCII letters.
+func TestSQLStringConstants(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a pipeline")
+	}
+	dir := t.TempDir()
+	names := []string{"it's \"q\"\tü", "it's \"q\" ü", "plain"}
+	var in strings.Builder
+	for i, n := range names {
+		b, _ := json.Marshal(n)
+		in.WriteString(`{"id":` + strconv.Itoa(i) + `,"name":` + string(b) + `,"ts":"2026-01-01T00:00:00Z"}` + "\n")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "in.jsonl"), []byte(in.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "q.sql")
+	script := "SET checkpoint.dir = 'ckpts';\n" +
+		"CREATE SOURCE s (id BIGINT, name VARCHAR, ts TIMESTAMP, WATERMARK FOR ts AS ts) WITH (connector = 'file', path = 'in.jsonl', stop_at = 'latest');\n" +
+		"CREATE SINK out AS SELECT id FROM s WHERE name = 'it''s \"q\"\tü' WITH (connector = 'file', path = 'out');\n"
+	if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := runAndRead(t, path); !slices.Equal(got, []string{`{"id":0}`}) {
+		t.Fatalf("committed %q, want only id 0", got)
 	}
 }
