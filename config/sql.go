@@ -56,7 +56,12 @@ func PlanSQL(path string, script *sql.Script) (*Pipeline, error) {
 		}
 	}
 	e := &errs{file: path, columns: true}
-	return build(e, path, abs, &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{p.top}})
+	out, err := build(e, path, abs, &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{p.top}})
+	if err != nil {
+		return nil, err
+	}
+	out.Warnings = append(p.warnings, out.Warnings...)
+	return out, nil
 }
 
 // pipelineName is the default pipeline name: the file's base name without
@@ -69,10 +74,21 @@ func pipelineName(path string) string {
 // relation is a source or view the script declared: its columns, in order,
 // and its event-time column ("" when it has none a window can use).
 type relation struct {
-	node     string // the graph node that produces it
-	columns  []string
+	node    string // the graph node that produces it
+	columns []string
+	// types are what is known of each column (translator).
+	types    map[string]colType
 	timeCol  string
 	isSource bool
+}
+
+// add appends column name of type ct.
+func (r *relation) add(name string, ct colType) {
+	r.columns = append(r.columns, name)
+	if r.types == nil {
+		r.types = map[string]colType{}
+	}
+	r.types[name] = ct
 }
 
 // planner turns statements into the YAML document.
@@ -84,6 +100,8 @@ type planner struct {
 	// joinTTL is SET join.ttl: how long an inner join keeps each side's
 	// records, in event time ("" for the default, forever).
 	joinTTL string
+	// warnings are the planner's findings, added to the pipeline's.
+	warnings []Warning
 }
 
 func (p *planner) errorf(at sql.Pos, format string, args ...any) error {
@@ -187,16 +205,10 @@ var columnKinds = map[string]string{
 
 func (p *planner) source(s *sql.CreateSource) error {
 	m := mappingNode(s.Pos)
-	var typ string
-	for _, o := range s.Options {
-		if o.Key == "connector" {
-			typ = o.Value
-		}
+	typ, spec, err := p.connectorOf(connector.RoleSource, s.Name, s.Pos, s.Options)
+	if err != nil {
+		return err
 	}
-	if typ == "" {
-		return p.errorf(s.Pos, "source %s: WITH needs connector = '…' (known: %s)", s.Name, strings.Join(connector.Types(connector.RoleSource), ", "))
-	}
-	spec, _ := connector.Lookup(connector.RoleSource, typ)
 	for _, o := range s.Options {
 		key, value, err := p.sourceOption(typ, o)
 		if err != nil {
@@ -219,6 +231,10 @@ func (p *planner) source(s *sql.CreateSource) error {
 		} else {
 			fields := mappingNode(s.Pos)
 			for _, c := range s.Columns {
+				if c.Written != "" {
+					p.warnings = append(p.warnings, Warning{File: p.file, Line: c.Pos.Line, Field: "source " + s.Name,
+						Msg: fmt.Sprintf("column %s is read as %s (an unquoted name is lower-cased): a record member named %q is not found and reads as NULL; write %q in double quotes to read it", c.Written, c.Name, c.Written, c.Written)})
+				}
 				kind, ok := columnKinds[c.Type]
 				if !ok {
 					return p.errorf(c.Pos, "column %s: type %s is not supported (known: BIGINT, DOUBLE PRECISION, VARCHAR, BOOLEAN, TIMESTAMP, BYTEA and their synonyms)", c.Name, strings.ToUpper(c.Type))
@@ -228,10 +244,14 @@ func (p *planner) source(s *sql.CreateSource) error {
 			setPath(m, []string{"fields"}, fields, s.Pos)
 		}
 		for _, c := range s.Columns {
-			rel.columns = append(rel.columns, c.Name)
+			// A datagen record is never NULL; the other sources' values
+			// may be.
+			rel.add(c.Name, colType{kind: kindNames[columnKinds[c.Type]], notNull: typ == "datagen"})
 		}
 	} else if typ == "datagen" {
-		rel.columns = []string{"id", "key", "value"}
+		for _, c := range []string{"id", "key", "value"} {
+			rel.add(c, colType{kind: row.Int, notNull: true})
+		}
 	}
 	if typ == "datagen" {
 		// A datagen record's event time is its own, not a column: queries
@@ -262,6 +282,19 @@ func (p *planner) source(s *sql.CreateSource) error {
 	}
 	p.rels[s.Name] = rel
 	return p.add("sources", s.Name, s.Pos, m)
+}
+
+// connectorOf returns the type a source's or sink's WITH options name
+// (connector = '…') and its registered spec (the zero Spec for a type not
+// registered, which the builder reports).
+func (p *planner) connectorOf(role connector.Role, name string, at sql.Pos, opts []sql.Option) (string, connector.Spec, error) {
+	for _, o := range opts {
+		if o.Key == "connector" {
+			spec, _ := connector.Lookup(role, o.Value)
+			return o.Value, spec, nil
+		}
+	}
+	return "", connector.Spec{}, p.errorf(at, "%s %s: WITH needs connector = '…' (known: %s)", role, name, strings.Join(connector.Types(role), ", "))
 }
 
 // nexmarkOptions are RisingWave's nexmark options and the fields they set.
@@ -323,12 +356,12 @@ func (p *planner) nexmarkSource(s *sql.CreateSource, m *yaml.Node, rel *relation
 				return p.errorf(c.Pos, "column %s %s: it is a %s column of the nexmark %s table", c.Name, strings.ToUpper(c.Type), want, table)
 			}
 			cols.Content = append(cols.Content, scalarNode(c.Name, c.Pos.Line, c.Pos.Column))
-			rel.columns = append(rel.columns, c.Name)
+			rel.add(c.Name, nexmarkType(all[i]))
 		}
 		setPath(m, []string{"columns"}, cols, s.Pos)
 	} else {
 		for _, f := range all {
-			rel.columns = append(rel.columns, f.Name)
+			rel.add(f.Name, nexmarkType(f))
 		}
 	}
 	if slices.Contains(rel.columns, "date_time") {
@@ -345,6 +378,12 @@ func (p *planner) nexmarkSource(s *sql.CreateSource, m *yaml.Node, rel *relation
 	}
 	p.rels[s.Name] = rel
 	return p.add("sources", s.Name, s.Pos, m)
+}
+
+// nexmarkType is the type of a nexmark table's column: never NULL, but a
+// bid's channel and url, which always are.
+func nexmarkType(f row.Field) colType {
+	return colType{kind: f.Kind, notNull: f.Name != "channel" && f.Name != "url"}
 }
 
 // optionValue is a WITH option's value as a YAML node: a list for a field
@@ -376,16 +415,10 @@ func (p *planner) sink(s *sql.CreateSink) error {
 		in = r.node
 	}
 	m := mappingNode(s.Pos)
-	var typ string
-	for _, o := range s.Options {
-		if o.Key == "connector" {
-			typ = o.Value
-		}
+	_, spec, err := p.connectorOf(connector.RoleSink, s.Name, s.Pos, s.Options)
+	if err != nil {
+		return err
 	}
-	if typ == "" {
-		return p.errorf(s.Pos, "sink %s: WITH needs connector = '…' (known: %s)", s.Name, strings.Join(connector.Types(connector.RoleSink), ", "))
-	}
-	spec, _ := connector.Lookup(connector.RoleSink, typ)
 	for _, o := range s.Options {
 		key := o.Key
 		if key == "connector" {
@@ -435,8 +468,11 @@ func (p *planner) query(name string, q *sql.Select) (string, error) {
 	}
 	node := in.node
 	star := len(q.Items) == 1 && q.Items[0].Star
+	if q.Having != nil {
+		return "", p.errorf(q.Having.At(), "HAVING without GROUP BY and a window in FROM is not supported")
+	}
 	if q.Where != nil {
-		where, err := tr.expr(q.Where)
+		where, err := tr.cond(q.Where)
 		if err != nil {
 			return "", err
 		}
@@ -452,41 +488,51 @@ func (p *planner) query(name string, q *sql.Select) (string, error) {
 	}
 	out := &relation{node: node, timeCol: in.timeCol}
 	if star {
-		out.columns = in.columns
+		out.columns, out.types = in.columns, in.types
 		p.rels[name] = out
 		return node, nil
 	}
-	sel := mappingNode(q.Pos)
 	timeKept := false
 	for _, it := range q.Items {
 		if it.Star {
 			return "", p.errorf(it.Pos, "* with other columns is not supported yet: list the columns")
 		}
-		e, err := tr.expr(it.Expr)
-		if err != nil {
-			return "", err
-		}
-		if slices.Contains(out.columns, it.Alias) {
-			return "", p.errorf(it.Pos, "column %s is selected twice: name one otherwise with AS", it.Alias)
-		}
-		out.columns = append(out.columns, it.Alias)
 		if c, ok := it.Expr.(*sql.Column); ok && c.Name == in.timeCol && it.Alias == in.timeCol {
 			timeKept = true
 		}
-		sel.Content = append(sel.Content, scalarNode(it.Alias, it.Pos.Line, it.Pos.Column), scalarNode(e, it.Pos.Line, it.Pos.Column))
 	}
-	if in.timeCol == "event_time" && !slices.Contains(in.columns, "event_time") {
-		timeKept = true // the record's own event time, which a map keeps
+	if err := p.project(name, node, q, tr, out); err != nil {
+		return "", err
+	}
+	if in.timeCol == "event_time" && !slices.Contains(in.columns, "event_time") && !slices.Contains(out.columns, "event_time") {
+		// The record's own event time, which a map keeps, and which no
+		// selected column named event_time hides.
+		timeKept = true
 	}
 	if !timeKept {
 		out.timeCol = ""
 	}
-	if err := p.transform(name, "map", node, q.Pos, scalarNode("select", q.Pos.Line, q.Pos.Column), sel); err != nil {
-		return "", err
-	}
 	out.node = name
 	p.rels[name] = out
 	return name, nil
+}
+
+// project adds map transform name over input, making the selected columns
+// of q with tr, and declares them in out.
+func (p *planner) project(name, input string, q *sql.Select, tr *translator, out *relation) error {
+	sel := mappingNode(q.Pos)
+	for _, it := range q.Items {
+		e, err := tr.tx(it.Expr)
+		if err != nil {
+			return err
+		}
+		if slices.Contains(out.columns, it.Alias) {
+			return p.errorf(it.Pos, "column %s is selected twice: name one otherwise with AS", it.Alias)
+		}
+		out.add(it.Alias, colType{kind: e.kind, notNull: !e.null})
+		sel.Content = append(sel.Content, scalarNode(it.Alias, it.Pos.Line, it.Pos.Column), scalarNode(e.code, it.Pos.Line, it.Pos.Column))
+	}
+	return p.transform(name, "map", input, q.Pos, scalarNode("select", q.Pos.Line, q.Pos.Column), sel)
 }
 
 // windowQuery plans SELECT … FROM TUMBLE/HOP/SESSION(…) GROUP BY key,
@@ -501,7 +547,7 @@ func (p *planner) windowQuery(name string, q *sql.Select, in *relation, tr *tran
 	}
 	node := in.node
 	if q.Where != nil {
-		where, err := tr.expr(q.Where)
+		where, err := tr.cond(q.Where)
 		if err != nil {
 			return "", err
 		}
@@ -534,6 +580,9 @@ func (p *planner) windowQuery(name string, q *sql.Select, in *relation, tr *tran
 	}
 	// The window's aggregates: every aggregate call in SELECT and HAVING.
 	w := &windowPlan{key: key}
+	if key != nil {
+		w.keyType = in.types[key.Name]
+	}
 	keyField := "key"
 	if key == nil {
 		// One group per window: a constant key.
@@ -598,7 +647,7 @@ func (p *planner) windowQuery(name string, q *sql.Select, in *relation, tr *tran
 	// the aggregates' fields.
 	post := &translator{p: p, relName: f.Relation, window: w}
 	if q.Having != nil {
-		h, err := post.expr(q.Having)
+		h, err := post.cond(q.Having)
 		if err != nil {
 			return "", err
 		}
@@ -608,20 +657,8 @@ func (p *planner) windowQuery(name string, q *sql.Select, in *relation, tr *tran
 		}
 		node = name + "-having"
 	}
-	sel := mappingNode(q.Pos)
 	out := &relation{node: name}
-	for _, it := range q.Items {
-		e, err := post.expr(it.Expr)
-		if err != nil {
-			return "", err
-		}
-		if slices.Contains(out.columns, it.Alias) {
-			return "", p.errorf(it.Pos, "column %s is selected twice: name one otherwise with AS", it.Alias)
-		}
-		out.columns = append(out.columns, it.Alias)
-		sel.Content = append(sel.Content, scalarNode(it.Alias, it.Pos.Line, it.Pos.Column), scalarNode(e, it.Pos.Line, it.Pos.Column))
-	}
-	if err := p.transform(name, "map", node, q.Pos, scalarNode("select", q.Pos.Line, q.Pos.Column), sel); err != nil {
+	if err := p.project(name, node, q, post, out); err != nil {
 		return "", err
 	}
 	p.rels[name] = out
@@ -637,8 +674,9 @@ func orNone(s string) string {
 
 // windowPlan is the window of a query: its key column and aggregates.
 type windowPlan struct {
-	key  *sql.Column
-	aggs []windowAgg
+	key     *sql.Column
+	keyType colType
+	aggs    []windowAgg
 }
 
 // windowAgg is one aggregate of the window: its output field, its YAML
@@ -647,6 +685,9 @@ type windowAgg struct {
 	field, spec string
 	call        *sql.Call
 	pos         sql.Pos
+	// kind is the result's kind: count's int, avg's float, the column's
+	// for sum, min and max.
+	kind row.Kind
 }
 
 // aggregateFuncs are the aggregates a window computes.
@@ -695,20 +736,27 @@ func (w *windowPlan) collect(p *planner, tr *translator, e sql.Expr) error {
 				return false // computed once
 			}
 		}
-		w.aggs = append(w.aggs, windowAgg{field: fmt.Sprintf("_agg%d", len(w.aggs)), spec: spec, call: c, pos: c.Pos})
+		kind := row.Int
+		switch {
+		case c.Name == "avg":
+			kind = row.Float
+		case c.Name != "count":
+			kind = tr.rel.types[c.Args[0].(*sql.Column).Name].kind
+		}
+		w.aggs = append(w.aggs, windowAgg{field: fmt.Sprintf("_agg%d", len(w.aggs)), spec: spec, call: c, pos: c.Pos, kind: kind})
 		return false
 	})
 	return err
 }
 
-// lookup returns the window field computing call c.
-func (w *windowPlan) lookup(c *sql.Call) (string, bool) {
+// lookup returns the window aggregate computing call c.
+func (w *windowPlan) lookup(c *sql.Call) (windowAgg, bool) {
 	for _, a := range w.aggs {
 		if a.call == c || sameCall(a.call, c) {
-			return a.field, true
+			return a, true
 		}
 	}
-	return "", false
+	return windowAgg{}, false
 }
 
 // sameCall says whether two aggregate calls compute the same value.
@@ -753,272 +801,4 @@ func walk(e sql.Expr, f func(sql.Expr) bool) {
 		}
 		walk(x.Filter, f)
 	}
-}
-
-// translator writes SQL expressions in the expression language of filter
-// and map (package expression), over a relation's columns, or past a
-// window over its key, window bounds and aggregates.
-type translator struct {
-	p       *planner
-	rel     *relation
-	relName string
-	window  *windowPlan
-	// resolve, when set, names a column's field (past a join).
-	resolve func(*sql.Column) (string, error)
-}
-
-// hasAggregate says whether e calls an aggregate.
-func (t *translator) hasAggregate(e sql.Expr) bool {
-	found := false
-	walk(e, func(x sql.Expr) bool {
-		if c, ok := x.(*sql.Call); ok && slices.Contains(aggregateFuncs, c.Name) {
-			found = true
-		}
-		return !found
-	})
-	return found
-}
-
-// identifier matches the names the expression language reads directly.
-var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
-// exprName is a field reference in the expression language.
-func exprName(n string) string {
-	if identifier.MatchString(n) && !slices.Contains([]string{"and", "or", "not", "in", "nil", "true", "false", "matches", "contains", "let"}, n) {
-		return n
-	}
-	return "$env[" + strconv.Quote(n) + "]"
-}
-
-// scalarFuncs are the SQL functions translated, with their name in the
-// expression language.
-var scalarFuncs = map[string]string{"lower": "lower", "upper": "upper", "trim": "trim", "abs": "abs", "length": "len", "char_length": "len", "now": "now"}
-
-// castFuncs are the casts translated: the conversion function by SQL type.
-var castFuncs = map[string]string{"bigint": "int", "int": "int", "integer": "int", "int8": "int", "int4": "int",
-	"double precision": "float", "float8": "float", "float": "float", "real": "float", "numeric": "float",
-	"varchar": "string", "text": "string", "string": "string"}
-
-func (t *translator) expr(e sql.Expr) (string, error) {
-	switch x := e.(type) {
-	case *sql.Column:
-		if t.resolve != nil {
-			n, err := t.resolve(x)
-			return exprName(n), err
-		}
-		if x.Table != "" && x.Table != t.relName {
-			return "", t.p.errorf(x.Pos, "%s.%s: the query reads %s, not %s", x.Table, x.Name, t.relName, x.Table)
-		}
-		if t.window != nil {
-			switch {
-			case x.Name == "window_start" || x.Name == "window_end":
-				return x.Name, nil
-			case t.window.key != nil && x.Name == t.window.key.Name:
-				return "key", nil
-			}
-			return "", t.p.errorf(x.Pos, "column %s must be in GROUP BY or inside an aggregate", x.Name)
-		}
-		if x.Name == "event_time" && !slices.Contains(t.rel.columns, x.Name) {
-			return "event_time", nil // the record's event time
-		}
-		if !slices.Contains(t.rel.columns, x.Name) {
-			return "", t.p.errorf(x.Pos, "%s has no column %s (columns: %s)", t.relName, x.Name, strings.Join(t.rel.columns, ", "))
-		}
-		return exprName(x.Name), nil
-	case *sql.Literal:
-		switch v := x.Value.(type) {
-		case nil:
-			return "nil", nil
-		case int64:
-			return strconv.FormatInt(v, 10), nil
-		case float64:
-			s := strconv.FormatFloat(v, 'g', -1, 64)
-			if !strings.ContainsAny(s, ".eE") {
-				s += ".0"
-			}
-			return s, nil
-		case string:
-			return strconv.Quote(v), nil
-		case bool:
-			return strconv.FormatBool(v), nil
-		}
-	case *sql.Interval:
-		return "duration(" + strconv.Quote(x.D.String()) + ")", nil
-	case *sql.Unary:
-		s, err := t.expr(x.X)
-		if err != nil {
-			return "", err
-		}
-		if x.Op == "NOT" {
-			return "not (" + s + ")", nil
-		}
-		return "-(" + s + ")", nil
-	case *sql.IsNull:
-		s, err := t.expr(x.X)
-		if err != nil {
-			return "", err
-		}
-		if x.Not {
-			return "(" + s + " != nil)", nil
-		}
-		return "(" + s + " == nil)", nil
-	case *sql.Binary:
-		return t.binary(x)
-	case *sql.Case:
-		out := "nil"
-		if x.Else != nil {
-			s, err := t.expr(x.Else)
-			if err != nil {
-				return "", err
-			}
-			out = s
-		}
-		for i := len(x.Whens) - 1; i >= 0; i-- {
-			c, err := t.expr(x.Whens[i].Cond)
-			if err != nil {
-				return "", err
-			}
-			r, err := t.expr(x.Whens[i].Result)
-			if err != nil {
-				return "", err
-			}
-			out = "((" + c + ") ? (" + r + ") : (" + out + "))"
-		}
-		return out, nil
-	case *sql.Cast:
-		s, err := t.expr(x.X)
-		if err != nil {
-			return "", err
-		}
-		f, ok := castFuncs[x.Type]
-		if !ok {
-			return "", t.p.errorf(x.Pos, "CAST to %s is not supported (known: BIGINT, DOUBLE PRECISION, VARCHAR)", strings.ToUpper(x.Type))
-		}
-		return f + "(" + s + ")", nil
-	case *sql.Call:
-		return t.call(x)
-	}
-	return "", t.p.errorf(e.At(), "unsupported expression")
-}
-
-// sqlOps are the binary operators with the same meaning in the expression
-// language, by their SQL spelling.
-var sqlOps = map[string]string{"+": "+", "-": "-", "*": "*", "%": "%", "=": "==", "<>": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">=", "AND": "and", "OR": "or", "||": "+"}
-
-func (t *translator) binary(x *sql.Binary) (string, error) {
-	l, err := t.expr(x.L)
-	if err != nil {
-		return "", err
-	}
-	if x.Op == "LIKE" {
-		lit, ok := x.R.(*sql.Literal)
-		pat, isStr := lit.Value.(string)
-		if !ok || !isStr {
-			return "", t.p.errorf(x.Pos, "LIKE takes a constant pattern")
-		}
-		return "(" + l + " matches " + strconv.Quote(likeRegexp(pat)) + ")", nil
-	}
-	r, err := t.expr(x.R)
-	if err != nil {
-		return "", err
-	}
-	if x.Op == "/" {
-		// The expression language's / always divides as floats; SQL's
-		// divides integers with a truncated result. Only a division the
-		// query makes explicitly real is translated.
-		if !isReal(x.L) && !isReal(x.R) {
-			return "", t.p.errorf(x.Pos, "division: write one side as a real number (CAST(x AS DOUBLE PRECISION), or a constant such as 2.0); integer division is not supported yet")
-		}
-		return "(" + l + " / " + r + ")", nil
-	}
-	op, ok := sqlOps[x.Op]
-	if !ok {
-		return "", t.p.errorf(x.Pos, "operator %s is not supported", x.Op)
-	}
-	return "(" + l + " " + op + " " + r + ")", nil
-}
-
-// isReal says whether e is certainly a real number: a float constant or a
-// cast to one.
-func isReal(e sql.Expr) bool {
-	switch x := e.(type) {
-	case *sql.Literal:
-		_, ok := x.Value.(float64)
-		return ok
-	case *sql.Cast:
-		return castFuncs[x.Type] == "float"
-	}
-	return false
-}
-
-// likeRegexp turns a LIKE pattern into an anchored regular expression: %
-// is any text, _ any one character, and a backslash makes the character
-// after it literal (PostgreSQL's default escape).
-func likeRegexp(pat string) string {
-	var b strings.Builder
-	b.WriteString("(?s)^")
-	escaped := false
-	for _, r := range pat {
-		switch {
-		case escaped:
-			b.WriteString(regexp.QuoteMeta(string(r)))
-			escaped = false
-		case r == '\\':
-			escaped = true
-		case r == '%':
-			b.WriteString(".*")
-		case r == '_':
-			b.WriteString(".")
-		default:
-			b.WriteString(regexp.QuoteMeta(string(r)))
-		}
-	}
-	if escaped { // a trailing backslash stands for itself
-		b.WriteString(regexp.QuoteMeta("\\"))
-	}
-	b.WriteString("$")
-	return b.String()
-}
-
-func (t *translator) call(c *sql.Call) (string, error) {
-	if slices.Contains(aggregateFuncs, c.Name) {
-		if t.window == nil {
-			return "", t.p.errorf(c.Pos, "aggregate %s outside a windowed query", c.Name)
-		}
-		f, ok := t.window.lookup(c)
-		if !ok {
-			return "", t.p.errorf(c.Pos, "aggregate %s is not computed by the window", c.Name)
-		}
-		return f, nil
-	}
-	if c.Over || c.Filter != nil || c.Star || c.Distinct {
-		return "", t.p.errorf(c.Pos, "%s: OVER, FILTER, * and DISTINCT apply to aggregates", c.Name)
-	}
-	var args []string
-	for _, a := range c.Args {
-		s, err := t.expr(a)
-		if err != nil {
-			return "", err
-		}
-		args = append(args, s)
-	}
-	if c.Name == "coalesce" && len(args) >= 1 {
-		out := args[len(args)-1]
-		for i := len(args) - 2; i >= 0; i-- {
-			out = "(" + args[i] + " ?? " + out + ")"
-		}
-		return out, nil
-	}
-	f, ok := scalarFuncs[c.Name]
-	if !ok {
-		known := slices.Sorted(func(yield func(string) bool) {
-			for k := range scalarFuncs {
-				if !yield(k) {
-					return
-				}
-			}
-		})
-		return "", t.p.errorf(c.Pos, "function %s is not supported (known: %s, coalesce; aggregates: %s)", c.Name, strings.Join(known, ", "), strings.Join(aggregateFuncs, ", "))
-	}
-	return f + "(" + strings.Join(args, ", ") + ")", nil
 }

@@ -77,6 +77,12 @@ func (p *planner) joinQuery(name string, q *sql.Select) (string, error) {
 	if key[0] == nil {
 		return "", p.errorf(j.Pos, "a join needs an equality of a column of each side in ON (the key), e.g. a.seller = p.id")
 	}
+	// A NULL key matches nothing, not even another NULL.
+	for i, k := range key {
+		if !rels[i].types[k.Name].notNull {
+			pre[i] = append(pre[i], &sql.IsNull{X: k, Not: true, Pos: k.Pos})
+		}
+	}
 	// Filters before the join.
 	var nodes [2]string
 	for i := range inputs {
@@ -87,7 +93,7 @@ func (p *planner) joinQuery(name string, q *sql.Select) (string, error) {
 		tr := &translator{p: p, rel: rels[i], relName: inputs[i].Name()}
 		var parts []string
 		for _, c := range pre[i] {
-			s, err := tr.expr(c)
+			s, err := tr.cond(c)
 			if err != nil {
 				return "", err
 			}
@@ -129,6 +135,7 @@ func (p *planner) joinQuery(name string, q *sql.Select) (string, error) {
 	// query's columns (the join's select takes columns only).
 	sel := mappingNode(at)
 	var inner []string
+	types := map[string]colType{}
 	read := slices.Clone(post)
 	for _, it := range q.Items {
 		read = append(read, it.Expr)
@@ -145,6 +152,7 @@ func (p *planner) joinQuery(name string, q *sql.Select) (string, error) {
 				inner = append(inner, n)
 				side, col, _ := strings.Cut(n, "__")
 				kv(sel, n, str(side+"."+col))
+				types[n] = js.rels[map[string]int{"left": 0, "right": 1}[side]].types[col]
 			}
 			return false
 		})
@@ -156,12 +164,12 @@ func (p *planner) joinQuery(name string, q *sql.Select) (string, error) {
 	if err := p.add("transforms", name+"-join", at, m); err != nil {
 		return "", err
 	}
-	tr := &translator{p: p, rel: &relation{columns: inner}, relName: "the join", resolve: js.columnName}
+	tr := &translator{p: p, rel: &relation{columns: inner, types: types}, relName: "the join", resolve: js.columnName}
 	node := name + "-join"
 	if len(post) > 0 {
 		var parts []string
 		for _, c := range post {
-			s, err := tr.expr(c)
+			s, err := tr.cond(c)
 			if err != nil {
 				return "", err
 			}
@@ -174,19 +182,7 @@ func (p *planner) joinQuery(name string, q *sql.Select) (string, error) {
 		node = name + "-where"
 	}
 	out := &relation{node: name}
-	ms := mappingNode(q.Pos)
-	for _, it := range q.Items {
-		e, err := tr.expr(it.Expr)
-		if err != nil {
-			return "", err
-		}
-		if slices.Contains(out.columns, it.Alias) {
-			return "", p.errorf(it.Pos, "column %s is selected twice: name one otherwise with AS", it.Alias)
-		}
-		out.columns = append(out.columns, it.Alias)
-		ms.Content = append(ms.Content, scalarNode(it.Alias, it.Pos.Line, it.Pos.Column), scalarNode(e, it.Pos.Line, it.Pos.Column))
-	}
-	if err := p.transform(name, "map", node, q.Pos, scalarNode("select", q.Pos.Line, q.Pos.Column), ms); err != nil {
+	if err := p.project(name, node, q, tr, out); err != nil {
 		return "", err
 	}
 	p.rels[name] = out

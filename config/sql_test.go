@@ -239,3 +239,112 @@ func TestSQLStringConstants(t *testing.T) {
 		t.Fatalf("committed %q, want only id 0", got)
 	}
 }
+
+// NULL behaves as in PostgreSQL: an operator on NULL gives NULL, AND and OR
+// are three-valued, a condition keeps a row only when it is true, a NULL
+// join key matches nothing; CAST of a float to BIGINT rounds.
+func TestSQLNullSemantics(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs pipelines")
+	}
+	input := `{"id":1,"f":null,"name":null,"flag":null,"k":null,"ts":"2026-01-01T00:00:00Z"}
+{"id":2,"f":2.5,"name":"abc","flag":true,"k":7,"ts":"2026-01-01T00:00:01Z"}
+{"id":3,"f":2.7,"name":"xyz","flag":false,"k":8,"ts":"2026-01-01T00:00:02Z"}
+`
+	source := "CREATE SOURCE s (id BIGINT, f DOUBLE PRECISION, name VARCHAR, flag BOOLEAN, k BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts) " +
+		"WITH (connector = 'file', path = 'in.jsonl', stop_at = 'latest');\n"
+	for _, c := range []struct {
+		name, query string
+		want        []string
+	}{
+		{"<> on NULL", "SELECT id FROM s WHERE f <> 2.5", []string{`{"id":3}`}},
+		{"NOT IN on NULL", "SELECT id FROM s WHERE f NOT IN (2.5, 2.6)", []string{`{"id":3}`}},
+		{"NOT LIKE on NULL", "SELECT id FROM s WHERE name NOT LIKE 'a%'", []string{`{"id":3}`}},
+		{"NOT on NULL", "SELECT id FROM s WHERE NOT (flag = true)", []string{`{"id":3}`}},
+		{"= NULL", "SELECT id FROM s WHERE k = NULL", nil},
+		{"NULL OR TRUE", "SELECT id FROM s WHERE f > 2.6 OR id > 0", []string{`{"id":1}`, `{"id":2}`, `{"id":3}`}},
+		{"NULL AND FALSE", "SELECT id, (f > 2.6 AND id > 5) IS NULL AS unknown FROM s", []string{`{"id":1,"unknown":false}`, `{"id":2,"unknown":false}`, `{"id":3,"unknown":false}`}},
+		{"NULL AND TRUE", "SELECT id FROM s WHERE (f > 2.6 AND id > 0) IS NULL", []string{`{"id":1}`}},
+		{"arithmetic and functions", "SELECT id, f * 2 AS g, upper(name) AS u, CAST(f AS VARCHAR) AS t, coalesce(k, -1) AS c FROM s WHERE id = 1",
+			[]string{`{"id":1,"g":null,"u":null,"t":null,"c":-1}`}},
+		{"CASE on NULL", "SELECT id, CASE WHEN f > 2.6 THEN 'big' ELSE 'other' END AS size FROM s",
+			[]string{`{"id":1,"size":"other"}`, `{"id":2,"size":"other"}`, `{"id":3,"size":"big"}`}},
+		{"CAST rounds", "SELECT id, CAST(f AS BIGINT) AS n FROM s WHERE id > 1", []string{`{"id":2,"n":3}`, `{"id":3,"n":3}`}},
+		{"NULL keys do not join", "SELECT a.id AS l, b.id AS r FROM s AS a JOIN s AS b ON a.k = b.k",
+			[]string{`{"l":2,"r":2}`, `{"l":3,"r":3}`}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "in.jsonl"), []byte(input), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(dir, "q.sql")
+			script := "SET checkpoint.dir = 'ckpts';\n" + source + "CREATE SINK out AS " + c.query + " WITH (connector = 'file', path = 'out');\n"
+			if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			got := runAndRead(t, path)
+			if !slices.Equal(got, c.want) {
+				t.Fatalf("%s\ncommitted %q, want %q", c.query, got, c.want)
+			}
+		})
+	}
+}
+
+// Constructs whose meaning the engine would change are refused at load,
+// naming them: month intervals, OFFSET, column renames in FROM, change-data
+// formats, sink encodings other than JSON, LIKE … ESCAPE, HAVING without a
+// window, || of numbers, CAST of a time.
+func TestSQLRefusesWhatItWouldChange(t *testing.T) {
+	source := "CREATE SOURCE s (id BIGINT, name VARCHAR, ts TIMESTAMP, WATERMARK FOR ts AS ts) WITH (connector = 'file', path = 'in.jsonl', stop_at = 'latest');\n"
+	for _, c := range []struct{ script, want string }{
+		{source + "CREATE SINK o AS SELECT count(*) FROM TUMBLE(s, ts, INTERVAL '1' MONTH) GROUP BY window_start WITH (connector = 'stdout');", "INTERVAL in months or years is not supported"},
+		{source + "CREATE SINK o AS SELECT id FROM s OFFSET 3 WITH (connector = 'stdout');", "LIMIT and OFFSET are not supported"},
+		{source + "CREATE SINK o AS SELECT a FROM s AS t(a, b) WITH (connector = 'stdout');", "renaming a relation's columns in FROM"},
+		{"CREATE SOURCE s (id BIGINT) WITH (connector = 'kafka', topic = 't', brokers = 'b:9092') FORMAT DEBEZIUM ENCODE JSON;", "FORMAT DEBEZIUM is not supported"},
+		{source + "CREATE SINK o FROM s WITH (connector = 'stdout') FORMAT PLAIN ENCODE AVRO;", "FORMAT PLAIN ENCODE AVRO is not supported"},
+		{source + "CREATE SINK o AS SELECT id FROM s WHERE name LIKE 'a#%' ESCAPE '#' WITH (connector = 'stdout');", "LIKE takes a constant pattern"},
+		{source + "CREATE SINK o AS SELECT id FROM s WHERE name LIKE name WITH (connector = 'stdout');", "LIKE takes a constant pattern"},
+		{source + "CREATE SINK o AS SELECT id FROM s HAVING id > 1 WITH (connector = 'stdout');", "HAVING without GROUP BY"},
+		{source + "CREATE SINK o AS SELECT id || id AS x FROM s WITH (connector = 'stdout');", "|| joins text"},
+		{source + "CREATE SINK o AS SELECT CAST(ts AS VARCHAR) AS x FROM s WITH (connector = 'stdout');", "CAST of time to VARCHAR is not supported"},
+	} {
+		path := filepath.Join(t.TempDir(), "q.sql")
+		if err := os.WriteFile(path, []byte(c.script), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := config.Load(path)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s\n  error: %v\n  want it to contain %q", c.script, err, c.want)
+		}
+	}
+}
+
+// A view that redefines event_time as a column does not window on the
+// record's own event time any more; an unquoted capitalised column draws a
+// warning.
+func TestSQLEventTimeAndCaseFolding(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "q.sql")
+	script := `CREATE SOURCE e WITH (connector = 'datagen', count = 10);
+CREATE VIEW v AS SELECT id, event_time + INTERVAL '90' SECOND AS event_time FROM e;
+CREATE SINK o AS SELECT window_start, count(*) AS n FROM TUMBLE(v, event_time, INTERVAL '1' MINUTE) GROUP BY window_start WITH (connector = 'stdout');`
+	if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := config.Load(path); err == nil || !strings.Contains(err.Error(), "windows are over the event time") {
+		t.Errorf("a window over a redefined event_time: %v, want it refused", err)
+	}
+	script = "CREATE SOURCE s (Price BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts) WITH (connector = 'file', path = 'in.jsonl', stop_at = 'latest');\n" +
+		"CREATE SINK o FROM s WITH (connector = 'stdout');"
+	if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Warnings) != 1 || !strings.Contains(p.Warnings[0].Msg, `column Price is read as price`) {
+		t.Errorf("warnings %v, want one about Price", p.Warnings)
+	}
+}

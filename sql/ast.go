@@ -38,6 +38,9 @@ type CreateSource struct {
 type ColumnDef struct {
 	Name, Type string
 	Pos        Pos
+	// Written is the name as written when it was unquoted with capitals,
+	// which PostgreSQL lower-cases (Price is price); "" otherwise.
+	Written string
 }
 
 // WatermarkDef is `WATERMARK FOR column AS column - INTERVAL 'n' unit`: the

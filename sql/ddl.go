@@ -45,6 +45,8 @@ type token struct {
 	// quoted says a name was written in double quotes (its case is kept,
 	// and it is never a keyword).
 	quoted bool
+	// raw is a name as written, before lower-casing.
+	raw string
 }
 
 // is says whether t is the keyword kw (lower case).
@@ -88,7 +90,7 @@ func (s *source) lex(st statement) (*lexer, error) {
 			for j < len(t) && isNamePart(t[j]) {
 				j++
 			}
-			l.toks = append(l.toks, token{kind: tokName, text: strings.ToLower(t[i:j]), off: st.start + i})
+			l.toks = append(l.toks, token{kind: tokName, text: strings.ToLower(t[i:j]), raw: t[i:j], off: st.start + i})
 			i = j
 		case c >= '0' && c <= '9':
 			j := i
@@ -255,6 +257,9 @@ func (l *lexer) createSource(first token) (Statement, error) {
 		if err != nil {
 			return nil, err
 		}
+		if f != "plain" {
+			return nil, l.errorf(l.toks[l.n-1], "FORMAT %s is not supported (known: PLAIN): a change-data envelope read as plain rows would give wrong values", strings.ToUpper(f))
+		}
 		if err := l.expect("encode", "FORMAT "+strings.ToUpper(f)); err != nil {
 			return nil, err
 		}
@@ -290,7 +295,11 @@ func (l *lexer) columns(cs *CreateSource) error {
 			if err != nil {
 				return err
 			}
-			cs.Columns = append(cs.Columns, ColumnDef{Name: name, Type: typ, Pos: l.src.pos(nt.off)})
+			def := ColumnDef{Name: name, Type: typ, Pos: l.src.pos(nt.off)}
+			if !nt.quoted && nt.raw != name {
+				def.Written = nt.raw
+			}
+			cs.Columns = append(cs.Columns, def)
 		}
 		switch t := l.next(); {
 		case t.kind == tokPunct && t.text == ",":
@@ -491,9 +500,22 @@ func (l *lexer) createSink(first token) (Statement, error) {
 		return nil, err
 	}
 	if t := l.peek(); t.is("format") {
-		// FORMAT PLAIN ENCODE JSON is what every sink writes; accept it.
-		for l.peek().kind != tokEOF {
-			l.next()
+		// FORMAT PLAIN ENCODE JSON is what every sink writes (a file sink
+		// may write Parquet: format = 'parquet' in WITH); nothing else.
+		l.next()
+		f, ft, err := l.name("a format (PLAIN)")
+		if err != nil {
+			return nil, err
+		}
+		if err := l.expect("encode", "FORMAT "+strings.ToUpper(f)); err != nil {
+			return nil, err
+		}
+		e, _, err := l.name("an encoding (JSON)")
+		if err != nil {
+			return nil, err
+		}
+		if f != "plain" || e != "json" {
+			return nil, l.errorf(ft, "sink %s: FORMAT %s ENCODE %s is not supported (known: PLAIN ENCODE JSON)", name, strings.ToUpper(f), strings.ToUpper(e))
 		}
 	}
 	if t := l.next(); t.kind != tokEOF {

@@ -61,8 +61,8 @@ func (q *query) selectStmt(st *pg.SelectStmt, loc int32) (*Select, error) {
 		return nil, q.errorf(loc, "VALUES is not a streaming query")
 	case len(st.SortClause) > 0:
 		return nil, q.errorf(loc, "ORDER BY outside a window function has no meaning on an unbounded stream")
-	case st.LimitCount != nil:
-		return nil, q.errorf(loc, "LIMIT is not supported on a stream")
+	case st.LimitCount != nil || st.LimitOffset != nil:
+		return nil, q.errorf(loc, "LIMIT and OFFSET are not supported on a stream")
 	case len(st.DistinctClause) > 0:
 		return nil, q.errorf(loc, "SELECT DISTINCT is not supported yet")
 	case len(st.WindowClause) > 0:
@@ -135,6 +135,9 @@ func (q *query) from(n *pg.Node) (From, error) {
 		rv := n.GetRangeVar()
 		f := From{Relation: rv.Relname, RelationPos: q.pos(rv.Location), Pos: q.pos(rv.Location)}
 		if rv.Alias != nil {
+			if len(rv.Alias.Colnames) > 0 {
+				return From{}, q.errorf(rv.Location, "renaming a relation's columns in FROM (%s(…)) is not supported: name them with AS in the select list", rv.Alias.Aliasname)
+			}
 			f.Alias = rv.Alias.Aliasname
 		}
 		return f, nil
@@ -173,6 +176,9 @@ func (q *query) join(je *pg.JoinExpr) (From, error) {
 		}
 		sides[i] = JoinInput{Relation: rv.Relname, Pos: q.pos(rv.Location)}
 		if rv.Alias != nil {
+			if len(rv.Alias.Colnames) > 0 {
+				return From{}, q.errorf(rv.Location, "renaming a relation's columns in FROM (%s(…)) is not supported: name them with AS in the select list", rv.Alias.Aliasname)
+			}
 			sides[i].Alias = rv.Alias.Aliasname
 		}
 	}
@@ -308,6 +314,17 @@ func (q *query) expr(n *pg.Node) (Expr, error) {
 		return q.caseExpr(n.GetCaseExpr())
 	case n.GetFuncCall() != nil:
 		return q.call(n.GetFuncCall())
+	case n.GetCoalesceExpr() != nil:
+		ce := n.GetCoalesceExpr()
+		c := &Call{Name: "coalesce", Pos: q.pos(ce.Location)}
+		for _, a := range ce.Args {
+			e, err := q.expr(a)
+			if err != nil {
+				return nil, err
+			}
+			c.Args = append(c.Args, e)
+		}
+		return c, nil
 	case n.GetSubLink() != nil:
 		return nil, q.errorf(n.GetSubLink().Location, "subqueries are not supported")
 	}
@@ -340,11 +357,12 @@ func (q *query) constant(c *pg.A_Const) (Expr, error) {
 }
 
 // intervalMask are the bits of an INTERVAL type modifier naming its unit
-// (PostgreSQL's INTERVAL_MASK), finest first.
+// (PostgreSQL's INTERVAL_MASK), finest first; months and years, whose
+// length varies, are refused ("" unit).
 var intervalMask = []struct {
 	bit  int64
 	unit string
-}{{1 << 12, "second"}, {1 << 11, "minute"}, {1 << 10, "hour"}, {1 << 3, "day"}}
+}{{1 << 12, "second"}, {1 << 11, "minute"}, {1 << 10, "hour"}, {1 << 3, "day"}, {1 << 1, ""}, {1 << 2, ""}}
 
 func (q *query) cast(tc *pg.TypeCast) (Expr, error) {
 	typ := typeName(tc.TypeName)
@@ -362,6 +380,9 @@ func (q *query) cast(tc *pg.TypeCast) (Expr, error) {
 			mask := int64(mods[0].GetAConst().GetIval().GetIval())
 			for _, m := range intervalMask {
 				if mask&m.bit != 0 && mask != 0x7fff {
+					if m.unit == "" {
+						return nil, q.errorf(tc.Location, "INTERVAL in months or years is not supported: their length varies; give days or finer")
+					}
 					unit = m.unit
 					break
 				}

@@ -124,7 +124,7 @@ func joinReference(t *testing.T) []string {
 	t.Helper()
 	dir := t.TempDir()
 	fake := clock.NewFake(time.Unix(1_800_000_000, 0))
-	job := fileJob(t, filepath.Join(dir, "p.sql"), joinSQL(60000), func(opts *stream.RunOptions) { opts.Clock = fake })
+	job := fileJob(t, filepath.Join(dir, "p.sql"), joinSQL(15000), func(opts *stream.RunOptions) { opts.Clock = fake })
 	runStepped(t, job, fake, 50*time.Millisecond, 2*time.Minute)
 	out := committedSorted(t, dir)
 	if len(out) < 1000 {
@@ -172,7 +172,7 @@ func TestSQLJoinInjectedFailures(t *testing.T) {
 		at    []int64
 	}{
 		{"task/after-snapshot-before-ack", []int64{4, 13}},
-		{"job/after-metadata-before-commit", []int64{2, 5}},
+		{"job/after-metadata-before-commit", []int64{2, 4}},
 		{"task/process-batch", []int64{7, 19}},
 	} {
 		t.Run(c.point, func(t *testing.T) {
@@ -180,7 +180,7 @@ func TestSQLJoinInjectedFailures(t *testing.T) {
 			defer disable()
 			dir := t.TempDir()
 			fake := clock.NewFake(time.Unix(1_800_000_000, 0))
-			job := fileJob(t, filepath.Join(dir, "p.sql"), joinSQL(60000), func(opts *stream.RunOptions) { opts.Clock = fake })
+			job := fileJob(t, filepath.Join(dir, "p.sql"), joinSQL(15000), func(opts *stream.RunOptions) { opts.Clock = fake })
 			runStepped(t, job, fake, 50*time.Millisecond, 2*time.Minute)
 			st := job.Stats()
 			t.Logf("failpoint %s failed calls %v of %d; stats %+v", c.point, c.at, calls.Load(), st)

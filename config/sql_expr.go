@@ -1,0 +1,427 @@
+package config
+
+import (
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/ingest-engine/ingest/row"
+	"github.com/ingest-engine/ingest/sql"
+)
+
+// This file translates SQL expressions into the expression language of
+// filter and map (package expression), keeping SQL's meaning:
+//
+//   - NULL: an operator or function with a NULL operand gives NULL, AND and OR
+//     follow three-valued logic, and a condition (WHERE, HAVING, WHEN, a join
+//     filter) keeps a row only when it is true. Guards are written only where
+//     an operand may be NULL: columns of datagen and nexmark tables (but
+//     channel and url) never are, so their expressions stay plain.
+//   - Types: the kind of every subexpression is inferred where it can be, so
+//     that a construct whose meaning depends on it (integer division, CAST to
+//     BIGINT, which rounds a float, ||) is translated right or refused.
+
+// colType is what is known of a column: its kind (row.Null: unknown) and
+// whether it is never NULL.
+type colType struct {
+	kind    row.Kind
+	notNull bool
+}
+
+// tx is a translated expression: its code, whether its value may be NULL,
+// and its kind (row.Null: unknown).
+type tx struct {
+	code string
+	null bool
+	kind row.Kind
+}
+
+// translator writes SQL expressions over a relation's columns, or past a
+// window over its key, window bounds and aggregates.
+type translator struct {
+	p       *planner
+	rel     *relation
+	relName string
+	window  *windowPlan
+	// resolve, when set, names a column's field (past a join).
+	resolve func(*sql.Column) (string, error)
+}
+
+// hasAggregate says whether e calls an aggregate.
+func (t *translator) hasAggregate(e sql.Expr) bool {
+	found := false
+	walk(e, func(x sql.Expr) bool {
+		if c, ok := x.(*sql.Call); ok && slices.Contains(aggregateFuncs, c.Name) {
+			found = true
+		}
+		return !found
+	})
+	return found
+}
+
+// identifier matches the names the expression language reads directly.
+var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// exprName is a field reference in the expression language.
+func exprName(n string) string {
+	if identifier.MatchString(n) && !slices.Contains([]string{"and", "or", "not", "in", "nil", "true", "false", "matches", "contains", "let"}, n) {
+		return n
+	}
+	return "$env[" + strconv.Quote(n) + "]"
+}
+
+// cond translates e as a condition: true keeps the row; false and NULL do
+// not.
+func (t *translator) cond(e sql.Expr) (string, error) {
+	x, err := t.tx(e)
+	if err != nil {
+		return "", err
+	}
+	if x.kind != row.Bool && x.kind != row.Null {
+		return "", t.p.errorf(e.At(), "a condition must be a boolean, not a %s", x.kind)
+	}
+	if x.null {
+		return "((" + x.code + ") == true)", nil
+	}
+	return x.code, nil
+}
+
+// guard makes code NULL when any of the nullable operands is.
+func guard(code string, operands ...tx) string {
+	var tests []string
+	for _, o := range operands {
+		if o.null {
+			tests = append(tests, "("+o.code+") == nil")
+		}
+	}
+	if len(tests) == 0 {
+		return code
+	}
+	return "((" + strings.Join(tests, " || ") + ") ? nil : " + code + ")"
+}
+
+func (t *translator) tx(e sql.Expr) (tx, error) {
+	switch x := e.(type) {
+	case *sql.Column:
+		return t.column(x)
+	case *sql.Literal:
+		switch v := x.Value.(type) {
+		case nil:
+			return tx{code: "nil", null: true}, nil
+		case int64:
+			return tx{code: strconv.FormatInt(v, 10), kind: row.Int}, nil
+		case float64:
+			s := strconv.FormatFloat(v, 'g', -1, 64)
+			if !strings.ContainsAny(s, ".eE") {
+				s += ".0"
+			}
+			return tx{code: s, kind: row.Float}, nil
+		case string:
+			return tx{code: strconv.Quote(v), kind: row.String}, nil
+		case bool:
+			return tx{code: strconv.FormatBool(v), kind: row.Bool}, nil
+		}
+	case *sql.Interval:
+		return tx{code: "duration(" + strconv.Quote(x.D.String()) + ")"}, nil
+	case *sql.Unary:
+		a, err := t.tx(x.X)
+		if err != nil {
+			return tx{}, err
+		}
+		if x.Op == "NOT" {
+			return tx{code: guard("(not ("+a.code+"))", a), null: a.null, kind: row.Bool}, nil
+		}
+		return tx{code: guard("(-("+a.code+"))", a), null: a.null, kind: a.kind}, nil
+	case *sql.IsNull:
+		a, err := t.tx(x.X)
+		if err != nil {
+			return tx{}, err
+		}
+		op := "=="
+		if x.Not {
+			op = "!="
+		}
+		return tx{code: "((" + a.code + ") " + op + " nil)", kind: row.Bool}, nil
+	case *sql.Binary:
+		return t.binary(x)
+	case *sql.Case:
+		out := tx{code: "nil", null: true}
+		if x.Else != nil {
+			var err error
+			if out, err = t.tx(x.Else); err != nil {
+				return tx{}, err
+			}
+		}
+		for i := len(x.Whens) - 1; i >= 0; i-- {
+			c, err := t.cond(x.Whens[i].Cond)
+			if err != nil {
+				return tx{}, err
+			}
+			r, err := t.tx(x.Whens[i].Result)
+			if err != nil {
+				return tx{}, err
+			}
+			kind := r.kind
+			if kind == row.Null {
+				kind = out.kind
+			}
+			out = tx{code: "((" + c + ") ? (" + r.code + ") : (" + out.code + "))", null: r.null || out.null, kind: kind}
+		}
+		return out, nil
+	case *sql.Cast:
+		return t.cast(x)
+	case *sql.Call:
+		return t.call(x)
+	}
+	return tx{}, t.p.errorf(e.At(), "unsupported expression")
+}
+
+// column translates a column reference.
+func (t *translator) column(x *sql.Column) (tx, error) {
+	if t.resolve != nil {
+		n, err := t.resolve(x)
+		if err != nil {
+			return tx{}, err
+		}
+		ct := t.rel.types[n]
+		return tx{code: exprName(n), null: !ct.notNull, kind: ct.kind}, nil
+	}
+	if x.Table != "" && x.Table != t.relName {
+		return tx{}, t.p.errorf(x.Pos, "%s.%s: the query reads %s, not %s", x.Table, x.Name, t.relName, x.Table)
+	}
+	if t.window != nil {
+		switch {
+		case x.Name == "window_start" || x.Name == "window_end":
+			return tx{code: x.Name, kind: row.Time}, nil
+		case t.window.key != nil && x.Name == t.window.key.Name:
+			ct := t.window.keyType
+			return tx{code: "key", null: !ct.notNull, kind: ct.kind}, nil
+		}
+		return tx{}, t.p.errorf(x.Pos, "column %s must be in GROUP BY or inside an aggregate", x.Name)
+	}
+	if x.Name == "event_time" && !slices.Contains(t.rel.columns, x.Name) {
+		return tx{code: "event_time", kind: row.Time}, nil // the record's event time
+	}
+	if !slices.Contains(t.rel.columns, x.Name) {
+		return tx{}, t.p.errorf(x.Pos, "%s has no column %s (columns: %s)", t.relName, x.Name, strings.Join(t.rel.columns, ", "))
+	}
+	ct := t.rel.types[x.Name]
+	return tx{code: exprName(x.Name), null: !ct.notNull, kind: ct.kind}, nil
+}
+
+// sqlOps are the binary operators with the same meaning in the expression
+// language (on operands of the right kinds), by their SQL spelling.
+var sqlOps = map[string]string{"+": "+", "-": "-", "*": "*", "%": "%", "=": "==", "<>": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+
+func numeric(k row.Kind) bool { return k == row.Int || k == row.Float }
+
+func (t *translator) binary(x *sql.Binary) (tx, error) {
+	a, err := t.tx(x.L)
+	if err != nil {
+		return tx{}, err
+	}
+	if x.Op == "LIKE" {
+		lit, ok := x.R.(*sql.Literal)
+		var pat string
+		if ok {
+			pat, ok = lit.Value.(string)
+		}
+		if !ok {
+			return tx{}, t.p.errorf(x.Pos, "LIKE takes a constant pattern (without ESCAPE: a backslash escapes)")
+		}
+		return tx{code: guard("(("+a.code+") matches "+strconv.Quote(likeRegexp(pat))+")", a), null: a.null, kind: row.Bool}, nil
+	}
+	b, err := t.tx(x.R)
+	if err != nil {
+		return tx{}, err
+	}
+	switch x.Op {
+	case "AND", "OR":
+		if !a.null && !b.null {
+			return tx{code: "((" + a.code + ") " + strings.ToLower(x.Op) + " (" + b.code + "))", kind: row.Bool}, nil
+		}
+		// Three-valued: FALSE AND NULL is FALSE, TRUE OR NULL is TRUE.
+		decisive, other := "false", "true"
+		if x.Op == "OR" {
+			decisive, other = "true", "false"
+		}
+		code := "(((" + a.code + ") == " + decisive + " || (" + b.code + ") == " + decisive + ") ? " + decisive +
+			" : (((" + a.code + ") == nil || (" + b.code + ") == nil) ? nil : " + other + "))"
+		return tx{code: code, null: true, kind: row.Bool}, nil
+	case "||":
+		if a.kind != row.String || b.kind != row.String {
+			return tx{}, t.p.errorf(x.Pos, "|| joins text: CAST the other side to VARCHAR")
+		}
+		return tx{code: guard("(("+a.code+") + ("+b.code+"))", a, b), null: a.null || b.null, kind: row.String}, nil
+	case "/":
+		// The expression language's / always divides as floats; SQL's
+		// divides integers with a truncated result.
+		if a.kind != row.Float && b.kind != row.Float {
+			return tx{}, t.p.errorf(x.Pos, "division: write one side as a real number (CAST(x AS DOUBLE PRECISION), or a constant such as 2.0); integer division is not supported yet")
+		}
+		return tx{code: guard("(("+a.code+") / ("+b.code+"))", a, b), null: a.null || b.null, kind: row.Float}, nil
+	}
+	op, ok := sqlOps[x.Op]
+	if !ok {
+		return tx{}, t.p.errorf(x.Pos, "operator %s is not supported", x.Op)
+	}
+	kind := row.Bool
+	switch x.Op {
+	case "+", "-", "*", "%":
+		switch {
+		case a.kind == row.Int && b.kind == row.Int:
+			kind = row.Int
+		case numeric(a.kind) && numeric(b.kind):
+			kind = row.Float
+		case a.kind == row.Time && (x.Op == "+" || x.Op == "-") && b.kind == row.Null:
+			kind = row.Time // time ± interval
+		default:
+			kind = row.Null
+		}
+	}
+	return tx{code: guard("(("+a.code+") "+op+" ("+b.code+"))", a, b), null: a.null || b.null, kind: kind}, nil
+}
+
+// likeRegexp turns a LIKE pattern into an anchored regular expression: %
+// is any text, _ any one character, and a backslash makes the character
+// after it literal (PostgreSQL's default escape).
+func likeRegexp(pat string) string {
+	var b strings.Builder
+	b.WriteString("(?s)^")
+	escaped := false
+	for _, r := range pat {
+		switch {
+		case escaped:
+			b.WriteString(regexp.QuoteMeta(string(r)))
+			escaped = false
+		case r == '\\':
+			escaped = true
+		case r == '%':
+			b.WriteString(".*")
+		case r == '_':
+			b.WriteString(".")
+		default:
+			b.WriteString(regexp.QuoteMeta(string(r)))
+		}
+	}
+	if escaped { // a trailing backslash stands for itself
+		b.WriteString(regexp.QuoteMeta("\\"))
+	}
+	b.WriteString("$")
+	return b.String()
+}
+
+// castKinds are the SQL types a CAST may name, by the kind they make.
+var castKinds = map[string]row.Kind{"bigint": row.Int, "int": row.Int, "integer": row.Int, "int8": row.Int, "int4": row.Int,
+	"double precision": row.Float, "float8": row.Float, "float": row.Float, "real": row.Float, "numeric": row.Float,
+	"varchar": row.String, "text": row.String, "string": row.String}
+
+func (t *translator) cast(x *sql.Cast) (tx, error) {
+	a, err := t.tx(x.X)
+	if err != nil {
+		return tx{}, err
+	}
+	to, ok := castKinds[x.Type]
+	if !ok {
+		return tx{}, t.p.errorf(x.Pos, "CAST to %s is not supported (known: BIGINT, DOUBLE PRECISION, VARCHAR)", strings.ToUpper(x.Type))
+	}
+	var code string
+	switch {
+	case to == row.Int && a.kind == row.Float:
+		code = "int(round(" + a.code + "))" // PostgreSQL rounds, half away from zero
+	case to == row.Int && (a.kind == row.Int || a.kind == row.String):
+		code = "int(" + a.code + ")"
+	case to == row.Float && (numeric(a.kind) || a.kind == row.String):
+		code = "float(" + a.code + ")"
+	case to == row.String && (numeric(a.kind) || a.kind == row.String):
+		code = "string(" + a.code + ")"
+	default:
+		what := a.kind.String()
+		if a.kind == row.Null {
+			what = "an expression of unknown type"
+		}
+		return tx{}, t.p.errorf(x.Pos, "CAST of %s to %s is not supported", what, strings.ToUpper(x.Type))
+	}
+	return tx{code: guard(code, a), null: a.null, kind: to}, nil
+}
+
+// scalarFuncs are the SQL functions translated: their name in the
+// expression language and the kind of their result (row.Null: the
+// argument's).
+var scalarFuncs = map[string]struct {
+	fn   string
+	kind row.Kind
+}{
+	"lower": {"lower", row.String}, "upper": {"upper", row.String}, "abs": {"abs", row.Null},
+	"length": {"len", row.Int}, "char_length": {"len", row.Int},
+}
+
+func (t *translator) call(c *sql.Call) (tx, error) {
+	if slices.Contains(aggregateFuncs, c.Name) {
+		if t.window == nil {
+			return tx{}, t.p.errorf(c.Pos, "aggregate %s outside a windowed query", c.Name)
+		}
+		a, ok := t.window.lookup(c)
+		if !ok {
+			return tx{}, t.p.errorf(c.Pos, "aggregate %s is not computed by the window", c.Name)
+		}
+		return tx{code: a.field, kind: a.kind}, nil
+	}
+	if c.Over || c.Filter != nil || c.Star || c.Distinct {
+		return tx{}, t.p.errorf(c.Pos, "%s: OVER, FILTER, * and DISTINCT apply to aggregates", c.Name)
+	}
+	var args []tx
+	for _, a := range c.Args {
+		x, err := t.tx(a)
+		if err != nil {
+			return tx{}, err
+		}
+		args = append(args, x)
+	}
+	switch c.Name {
+	case "now":
+		if len(args) != 0 {
+			return tx{}, t.p.errorf(c.Pos, "now() takes no argument")
+		}
+		return tx{code: "now()", kind: row.Time}, nil
+	case "coalesce":
+		if len(args) == 0 {
+			return tx{}, t.p.errorf(c.Pos, "coalesce needs an argument")
+		}
+		out := args[len(args)-1]
+		for i := len(args) - 2; i >= 0; i-- {
+			kind := args[i].kind
+			if kind == row.Null {
+				kind = out.kind
+			}
+			out = tx{code: "((" + args[i].code + ") ?? (" + out.code + "))", null: args[i].null && out.null, kind: kind}
+		}
+		return out, nil
+	case "btrim", "trim":
+		if len(args) != 1 {
+			return tx{}, t.p.errorf(c.Pos, "trim takes one argument (trimming other characters is not supported)")
+		}
+		// PostgreSQL trims spaces only.
+		return tx{code: guard("trim("+args[0].code+", \" \")", args[0]), null: args[0].null, kind: row.String}, nil
+	}
+	f, ok := scalarFuncs[c.Name]
+	if !ok {
+		known := slices.Sorted(func(yield func(string) bool) {
+			for k := range scalarFuncs {
+				if !yield(k) {
+					return
+				}
+			}
+		})
+		return tx{}, t.p.errorf(c.Pos, "function %s is not supported (known: %s, coalesce, now, trim; aggregates: %s)", c.Name, strings.Join(known, ", "), strings.Join(aggregateFuncs, ", "))
+	}
+	if len(args) != 1 {
+		return tx{}, t.p.errorf(c.Pos, "%s takes one argument", c.Name)
+	}
+	kind := f.kind
+	if kind == row.Null {
+		kind = args[0].kind
+	}
+	return tx{code: guard(f.fn+"("+args[0].code+")", args[0]), null: args[0].null, kind: kind}, nil
+}
