@@ -688,6 +688,9 @@ type windowAgg struct {
 	// kind is the result's kind: count's int, avg's float, the column's
 	// for sum, min and max.
 	kind row.Kind
+	// null says the result may be NULL: sum, min, max and avg skip NULL
+	// values, so a window whose values are all NULL has none.
+	null bool
 }
 
 // aggregateFuncs are the aggregates a window computes.
@@ -736,14 +739,15 @@ func (w *windowPlan) collect(p *planner, tr *translator, e sql.Expr) error {
 				return false // computed once
 			}
 		}
-		kind := row.Int
-		switch {
-		case c.Name == "avg":
-			kind = row.Float
-		case c.Name != "count":
-			kind = tr.rel.types[c.Args[0].(*sql.Column).Name].kind
+		kind, null := row.Int, false
+		if c.Name != "count" {
+			ct := tr.rel.types[c.Args[0].(*sql.Column).Name]
+			kind, null = ct.kind, !ct.notNull
+			if c.Name == "avg" {
+				kind = row.Float
+			}
 		}
-		w.aggs = append(w.aggs, windowAgg{field: fmt.Sprintf("_agg%d", len(w.aggs)), spec: spec, call: c, pos: c.Pos, kind: kind})
+		w.aggs = append(w.aggs, windowAgg{field: fmt.Sprintf("_agg%d", len(w.aggs)), spec: spec, call: c, pos: c.Pos, kind: kind, null: null})
 		return false
 	})
 	return err

@@ -366,7 +366,7 @@ func (t *translator) call(c *sql.Call) (tx, error) {
 		if !ok {
 			return tx{}, t.p.errorf(c.Pos, "aggregate %s is not computed by the window", c.Name)
 		}
-		return tx{code: a.field, kind: a.kind}, nil
+		return tx{code: a.field, kind: a.kind, null: a.null}, nil
 	}
 	if c.Over || c.Filter != nil || c.Star || c.Distinct {
 		return tx{}, t.p.errorf(c.Pos, "%s: OVER, FILTER, * and DISTINCT apply to aggregates", c.Name)

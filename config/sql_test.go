@@ -270,6 +270,9 @@ func TestSQLNullSemantics(t *testing.T) {
 		{"CASE on NULL", "SELECT id, CASE WHEN f > 2.6 THEN 'big' ELSE 'other' END AS size FROM s",
 			[]string{`{"id":1,"size":"other"}`, `{"id":2,"size":"other"}`, `{"id":3,"size":"big"}`}},
 		{"CAST rounds", "SELECT id, CAST(f AS BIGINT) AS n FROM s WHERE id > 1", []string{`{"id":2,"n":3}`, `{"id":3,"n":3}`}},
+		{"aggregates skip NULL", "SELECT window_start, max(f) AS m, max(f) + 1.0 AS m1, count(*) AS n FROM TUMBLE(s, ts, INTERVAL '1' SECOND) GROUP BY window_start",
+			[]string{`{"window_start":"2026-01-01T00:00:00Z","m":null,"m1":null,"n":1}`, `{"window_start":"2026-01-01T00:00:01Z","m":2.5,"m1":3.5,"n":1}`,
+				`{"window_start":"2026-01-01T00:00:02Z","m":2.7,"m1":3.7,"n":1}`}},
 		{"NULL keys do not join", "SELECT a.id AS l, b.id AS r FROM s AS a JOIN s AS b ON a.k = b.k",
 			[]string{`{"l":2,"r":2}`, `{"l":3,"r":3}`}},
 	} {
