@@ -557,20 +557,20 @@ func (p *planner) windowQuery(name string, q *sql.Select, in *relation, tr *tran
 		}
 		node = name + "-where"
 	}
-	// GROUP BY: window_start or window_end, and at most one key column.
-	var key *sql.Column
+	// GROUP BY: window_start or window_end, and the key columns.
+	w := &windowPlan{}
 	windowed := false
 	for _, g := range q.GroupBy {
 		c, ok := g.(*sql.Column)
 		switch {
 		case ok && (c.Name == "window_start" || c.Name == "window_end"):
 			windowed = true
-		case ok && key == nil && slices.Contains(in.columns, c.Name):
-			key = c
-		case ok && key == nil:
-			return "", p.errorf(c.Pos, "GROUP BY %s: %s has no column %s (columns: %s)", c.Name, f.Relation, c.Name, strings.Join(in.columns, ", "))
+		case ok && slices.Contains(in.columns, c.Name):
+			if !slices.ContainsFunc(w.keys, func(k *sql.Column) bool { return k.Name == c.Name }) {
+				w.keys = append(w.keys, c)
+			}
 		case ok:
-			return "", p.errorf(c.Pos, "GROUP BY %s: grouping by more than one column besides the window is not supported yet", c.Name)
+			return "", p.errorf(c.Pos, "GROUP BY %s: %s has no column %s (columns: %s)", c.Name, f.Relation, c.Name, strings.Join(in.columns, ", "))
 		default:
 			return "", p.errorf(g.At(), "GROUP BY an expression is not supported yet: compute it in a view first")
 		}
@@ -579,25 +579,11 @@ func (p *planner) windowQuery(name string, q *sql.Select, in *relation, tr *tran
 		return "", p.errorf(f.Pos, "a query over %s must GROUP BY window_start (or window_end)", strings.ToUpper(f.Window))
 	}
 	// The window's aggregates: every aggregate call in SELECT and HAVING.
-	w := &windowPlan{key: key}
-	if key != nil {
-		w.keyType = in.types[key.Name]
-	}
-	keyField := "key"
-	if key == nil {
-		// One group per window: a constant key.
-		keyField = "_all"
-		sel := mappingNode(f.Pos)
-		for _, c := range in.columns {
-			sel.Content = append(sel.Content, scalarNode(c, f.Pos.Line, f.Pos.Column), scalarNode(exprName(c), f.Pos.Line, f.Pos.Column))
-		}
-		sel.Content = append(sel.Content, scalarNode("_all", f.Pos.Line, f.Pos.Column), scalarNode("0", f.Pos.Line, f.Pos.Column))
-		if err := p.transform(name+"-all", "map", node, f.Pos, scalarNode("select", f.Pos.Line, f.Pos.Column), sel); err != nil {
-			return "", err
-		}
-		node = name + "-all"
-	} else {
-		keyField = key.Name
+	keyList := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Line: f.Pos.Line, Column: f.Pos.Column}
+	w.keyTypes = map[string]colType{}
+	for _, k := range w.keys {
+		keyList.Content = append(keyList.Content, scalarNode(k.Name, k.Pos.Line, k.Pos.Column))
+		w.keyTypes[k.Name] = in.types[k.Name]
 	}
 	for _, it := range q.Items {
 		if it.Star {
@@ -613,7 +599,9 @@ func (p *planner) windowQuery(name string, q *sql.Select, in *relation, tr *tran
 		}
 	}
 	if len(w.aggs) == 0 {
-		return "", p.errorf(q.Pos, "a windowed query needs at least one aggregate, e.g. count(*)")
+		// A window computes something: count what no column selects (the
+		// query lists the distinct keys of each window).
+		w.aggs = append(w.aggs, windowAgg{field: "_agg0", spec: "count()", pos: q.Pos, kind: row.Int})
 	}
 	wm := mappingNode(f.Pos)
 	at := func(k, v string) {
@@ -621,7 +609,7 @@ func (p *planner) windowQuery(name string, q *sql.Select, in *relation, tr *tran
 	}
 	at("type", "window")
 	at("input", node)
-	at("key", keyField)
+	wm.Content = append(wm.Content, scalarNode("key", f.Pos.Line, f.Pos.Column), keyList)
 	switch f.Window {
 	case "tumble":
 		at("kind", "tumbling")
@@ -672,11 +660,12 @@ func orNone(s string) string {
 	return s
 }
 
-// windowPlan is the window of a query: its key column and aggregates.
+// windowPlan is the window of a query: its key columns (GROUP BY) and
+// aggregates.
 type windowPlan struct {
-	key     *sql.Column
-	keyType colType
-	aggs    []windowAgg
+	keys     []*sql.Column
+	keyTypes map[string]colType
+	aggs     []windowAgg
 }
 
 // windowAgg is one aggregate of the window: its output field, its YAML

@@ -194,9 +194,9 @@ func (t *translator) column(x *sql.Column) (tx, error) {
 		switch {
 		case x.Name == "window_start" || x.Name == "window_end":
 			return tx{code: x.Name, kind: row.Time}, nil
-		case t.window.key != nil && x.Name == t.window.key.Name:
-			ct := t.window.keyType
-			return tx{code: "key", null: !ct.notNull, kind: ct.kind}, nil
+		}
+		if ct, ok := t.window.keyTypes[x.Name]; ok {
+			return tx{code: exprName(x.Name), null: !ct.notNull, kind: ct.kind}, nil
 		}
 		return tx{}, t.p.errorf(x.Pos, "column %s must be in GROUP BY or inside an aggregate", x.Name)
 	}

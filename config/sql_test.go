@@ -3,6 +3,7 @@ package config_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -351,3 +352,70 @@ CREATE SINK o AS SELECT window_start, count(*) AS n FROM TUMBLE(v, event_time, I
 		t.Errorf("warnings %v, want one about Price", p.Warnings)
 	}
 }
+
+// GROUP BY several columns groups by their combination (a window keyed by
+// a list of fields), and the result keeps each under its name; a query that
+// selects no aggregate lists each window's distinct keys.
+func TestSQLGroupBySeveralColumns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a pipeline")
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "q.sql")
+	script := `SET checkpoint.dir = 'ckpts';
+CREATE SOURCE events WITH (connector = 'datagen', count = 1000, keys = 4);
+CREATE VIEW v AS SELECT key, value % 3 AS r, value FROM events;
+CREATE SINK out AS
+  SELECT r, key, window_start, count(*) AS n, sum(value) AS s
+  FROM TUMBLE(v, event_time, INTERVAL '0.25' SECOND)
+  GROUP BY key, r, window_start
+  WITH (connector = 'file', path = 'out');
+CREATE SINK keys AS
+  SELECT key, r, window_start FROM TUMBLE(v, event_time, INTERVAL '0.5' SECOND)
+  GROUP BY key, r, window_start
+  WITH (connector = 'file', path = 'keys');
+`
+	if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	type group struct {
+		key, r int64
+		start  time.Time
+	}
+	sums, counts, distinct := map[group]int64{}, map[group]int64{}, map[group]bool{}
+	for i := int64(0); i < 1000; i++ {
+		at := datagenStart.Add(time.Duration(i) * time.Millisecond)
+		v := i % 1000
+		g := group{i % 4, v % 3, at.Truncate(250 * time.Millisecond)}
+		sums[g] += v
+		counts[g]++
+		distinct[group{i % 4, v % 3, at.Truncate(500 * time.Millisecond)}] = true
+	}
+	var want, wantKeys []string
+	for g, n := range counts {
+		want = append(want, fmt.Sprintf(`{"r":%d,"key":%d,"window_start":"%s","n":%d,"s":%d}`, g.r, g.key, g.start.Format(time.RFC3339Nano), n, sums[g]))
+	}
+	for g := range distinct {
+		wantKeys = append(wantKeys, fmt.Sprintf(`{"key":%d,"r":%d,"window_start":"%s"}`, g.key, g.r, g.start.Format(time.RFC3339Nano)))
+	}
+	slices.Sort(want)
+	slices.Sort(wantKeys)
+	if got := runAndRead(t, path); !slices.Equal(got, want) {
+		t.Fatalf("committed %d rows, want %d; first %q, want %q", len(got), len(want), first(got), first(want))
+	}
+	lines, err := testkit.ReadCommitted(filepath.Join(dir, "keys"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range lines {
+		got = append(got, string(l.Text))
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, wantKeys) {
+		t.Fatalf("keys: committed %d rows, want %d; first %q, want %q", len(got), len(wantKeys), first(got), first(wantKeys))
+	}
+}
+
+// datagenStart is datagen's default start time.
+var datagenStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

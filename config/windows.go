@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/ingest-engine/ingest/operator/window"
 	"github.com/ingest-engine/ingest/row"
 	"github.com/ingest-engine/ingest/runtime"
@@ -36,7 +38,14 @@ var windowResultFields = []string{"key", "window_start", "window_end"}
 
 func (b *builder) window(name string, m *mapping) {
 	in, ok := b.input(m)
-	keyField := m.required("key")
+	// key is a field, or a list of fields (none: one group per window).
+	var keyFields []string
+	keyList := m.get("key") != nil && m.get("key").Kind == yaml.SequenceNode
+	if keyList {
+		keyFields = m.strList("key")
+	} else if f := m.required("key"); f != "" {
+		keyFields = []string{f}
+	}
 	kind := m.str("kind", "tumbling")
 	fields, known := windowKinds[kind]
 	if !known {
@@ -99,13 +108,26 @@ func (b *builder) window(name string, m *mapping) {
 		specs = append(specs, spec)
 	}
 	aggs.done()
-	key := -1
-	if ok && keyField != "" {
-		if key = in.schema.Index(keyField); key < 0 {
-			b.e.add(m.get("key"), m.field("key"), "input %s has no field %q (fields: %s)", m.str("input", ""), keyField, strings.Join(in.schema.Names(), ", "))
+	var keys []int
+	keysOK := keyList || len(keyFields) == 1
+	if ok {
+		for _, f := range keyFields {
+			k := in.schema.Index(f)
+			switch {
+			case k < 0:
+				b.e.add(m.get("key"), m.field("key"), "input %s has no field %q (fields: %s)", m.str("input", ""), f, strings.Join(in.schema.Names(), ", "))
+				keysOK = false
+			case slices.Contains(keys, k):
+				b.e.add(m.get("key"), m.field("key"), "field %q is listed twice", f)
+				keysOK = false
+			case keyList && slices.Contains(append(windowResultFields[1:], aggregateNames(specs)...), f):
+				b.e.add(m.get("key"), m.field("key"), "key field %q would share its name with a field of the window result", f)
+				keysOK = false
+			}
+			keys = append(keys, k)
 		}
 	}
-	if !ok || key < 0 || !shapeOK || !valid || m.bad["allowed_lateness"] {
+	if !ok || !keysOK || !shapeOK || !valid || m.bad["allowed_lateness"] {
 		return
 	}
 	agg, aggFields, result, err := window.RowAggregates(in.schema, specs)
@@ -118,22 +140,55 @@ func (b *builder) window(name string, m *mapping) {
 		b.e.add(aggs.node, aggs.path, "a session window needs aggregates that merge")
 		return
 	}
-	schema := &row.Schema{Fields: append([]row.Field{
-		{Name: "key", Kind: in.schema.Fields[key].Kind},
-		{Name: "window_start", Kind: row.Time},
-		{Name: "window_end", Kind: row.Time},
-	}, aggFields...)}
-	width := len(schema.Fields)
-	ks := stream.KeyBy(in.s, func(r row.Row) row.Value { return r[key] })
-	ks.KeyCodec = row.ValueCodec{}
-	output := func(k row.Value, w window.Window, acc window.RowAcc) row.Row {
-		r := make(row.Row, 3, width)
-		r[0], r[1], r[2] = k, row.TimeValue(w.Start), row.TimeValue(w.End)
-		return result(acc, r)
+	// The result starts with the key: one field named key (key: field), or
+	// the key fields under their names (key: [fields]).
+	var schema row.Schema
+	for _, k := range keys {
+		f := in.schema.Fields[k]
+		if !keyList {
+			f.Name = "key"
+		}
+		schema.Fields = append(schema.Fields, f)
 	}
+	nk := len(keys)
+	schema.Fields = append(append(schema.Fields, row.Field{Name: "window_start", Kind: row.Time}, row.Field{Name: "window_end", Kind: row.Time}), aggFields...)
+	width := len(schema.Fields)
+	var ks stream.KeyedStream[row.Row, row.Value]
+	var output func(k row.Value, w window.Window, acc window.RowAcc) row.Row
+	var desc string
+	if !keyList {
+		key := keys[0]
+		ks = stream.KeyBy(in.s, func(r row.Row) row.Value { return r[key] })
+		output = func(k row.Value, w window.Window, acc window.RowAcc) row.Row {
+			r := make(row.Row, 3, width)
+			r[0], r[1], r[2] = k, row.TimeValue(w.Start), row.TimeValue(w.End)
+			return result(acc, r)
+		}
+		desc = "field " + in.schema.Fields[key].Name
+	} else {
+		// A list's key is its fields' values encoded as one row (NULLs group
+		// together, as SQL's GROUP BY has them).
+		ks = stream.KeyBy(in.s, func(r row.Row) row.Value {
+			k := make(row.Row, nk)
+			for i, f := range keys {
+				k[i] = r[f]
+			}
+			return row.BytesValue(string(row.RowCodec{}.Append(nil, k)))
+		})
+		output = func(k row.Value, w window.Window, acc window.RowAcc) row.Row {
+			r := make(row.Row, nk+2, width)
+			if vals, _, err := (row.RowCodec{}).Decode([]byte(k.Str())); err == nil {
+				copy(r, vals)
+			}
+			r[nk], r[nk+1] = row.TimeValue(w.Start), row.TimeValue(w.End)
+			return result(acc, r)
+		}
+		desc = "fields [" + strings.Join(keyFields, ", ") + "]"
+	}
+	ks.KeyCodec = row.ValueCodec{}
 	// The key description goes into checkpoints: restoring the window's state
 	// under another key field is refused (runtime.Node.KeyDesc).
-	opts := []stream.NodeOption{par, keyDesc("field " + in.schema.Fields[key].Name)}
+	opts := []stream.NodeOption{par, keyDesc(desc)}
 	if lateness > 0 {
 		opts = append(opts, window.AllowedLateness(lateness))
 	}
@@ -149,11 +204,20 @@ func (b *builder) window(name string, m *mapping) {
 	case "session":
 		out = window.Session(ks, name, d["gap"], agg, output, opts...)
 	}
-	b.streams[name] = named{s: out, schema: schema}
+	b.streams[name] = named{s: out, schema: &schema}
 	if late != lateDrop {
 		// Late records are the window's input records, unchanged.
 		b.streams[name+"."+late] = named{s: stream.SideOutput[row.Row](out, late), schema: in.schema}
 	}
+}
+
+// aggregateNames are the output names of specs.
+func aggregateNames(specs []window.AggregateSpec) []string {
+	out := make([]string, len(specs))
+	for i, s := range specs {
+		out[i] = s.Name
+	}
+	return out
 }
 
 // keyDesc sets a keyed node's key description (runtime.Node.KeyDesc).

@@ -257,6 +257,12 @@ func TestConfigWindowErrors(t *testing.T) {
 			`p.yaml:9: transforms.w.input: events has no side outputs, so "late" names nothing`},
 		{"side output of nothing", editIn(windowBase, 17, "    input: nowhere.late"),
 			`p.yaml:17: sinks.out.input: "nowhere.late" is not a source or transform (known: events, w)`},
+		{"key list naming a missing field", editIn(windowBase, 10, "    key: [key, nope]"),
+			`p.yaml:10: transforms.w.key: input events has no field "nope" (fields: id, key, value)`},
+		{"key list naming a field twice", editIn(windowBase, 10, "    key: [key, key]"),
+			`p.yaml:10: transforms.w.key: field "key" is listed twice`},
+		{"key list field named like a result field", editIn(editIn(windowBase, 13, "      value: count()"), 10, "    key: [value]"),
+			`p.yaml:10: transforms.w.key: key field "value" would share its name with a field of the window result`},
 		{"a window reading its own late records", editIn(editIn(windowBase, 11, "    size: 1s\n    late_records: late"), 9, "    input: w.late"),
 			"p.yaml:7: transforms: transforms w feed each other in a cycle"},
 	} {
