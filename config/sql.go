@@ -80,6 +80,19 @@ type relation struct {
 	types    map[string]colType
 	timeCol  string
 	isSource bool
+	// window, when set, says the relation is the result of a tumbling or
+	// sliding window: every row's time is its window's end - 1ns.
+	window *windowInfo
+}
+
+// windowInfo is the window a relation is the result of.
+type windowInfo struct {
+	// shape is the window's kind, size and slide: results of windows of one
+	// shape with equal starts have equal times.
+	shape string
+	// start and end name the columns holding window_start and window_end
+	// ("" when not selected).
+	start, end string
 }
 
 // add appends column name of type ct.
@@ -488,7 +501,7 @@ func (p *planner) query(name string, q *sql.Select) (string, error) {
 	}
 	out := &relation{node: node, timeCol: in.timeCol}
 	if star {
-		out.columns, out.types = in.columns, in.types
+		out.columns, out.types, out.window = in.columns, in.types, in.window
 		p.rels[name] = out
 		return node, nil
 	}
@@ -648,6 +661,16 @@ func (p *planner) windowQuery(name string, q *sql.Select, in *relation, tr *tran
 	out := &relation{node: name}
 	if err := p.project(name, node, q, post, out); err != nil {
 		return "", err
+	}
+	if f.Window != "session" {
+		out.window = &windowInfo{shape: fmt.Sprintf("%s %v %v", f.Window, f.Size, f.Slide)}
+		for _, it := range q.Items {
+			if c, ok := it.Expr.(*sql.Column); ok && c.Name == "window_start" {
+				out.window.start = it.Alias
+			} else if ok && c.Name == "window_end" {
+				out.window.end = it.Alias
+			}
+		}
 	}
 	p.rels[name] = out
 	return name, nil

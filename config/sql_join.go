@@ -62,7 +62,10 @@ func (p *planner) joinQuery(name string, q *sql.Select) (string, error) {
 			case !part.isOn:
 				post = append(post, c)
 			default:
-				if l, r, ok := js.keyPair(c); ok && key[0] == nil {
+				// The key is the first equality of a column of each side
+				// that is not a window bound (those say which windows pair:
+				// sameWindows below).
+				if l, r, ok := js.keyPair(c); ok && key[0] == nil && !js.isWindowBound(0, l.Name) && !js.isWindowBound(1, r.Name) {
 					key = [2]*sql.Column{l, r}
 					continue
 				}
@@ -76,6 +79,15 @@ func (p *planner) joinQuery(name string, q *sql.Select) (string, error) {
 	}
 	if key[0] == nil {
 		return "", p.errorf(j.Pos, "a join needs an equality of a column of each side in ON (the key), e.g. a.seller = p.id")
+	}
+	if bounds[0] == nil && bounds[1] == nil && js.sameWindows(post) {
+		// Results of equal windows on both sides, paired by their bounds:
+		// a window's results all have its end - 1ns as their time, so an
+		// interval join of [0, 0] pairs exactly the same windows' results
+		// and forgets them once the watermark passes (the equalities stay
+		// as a filter after it).
+		zero := time.Duration(0)
+		bounds = [2]*time.Duration{&zero, &zero}
 	}
 	// A NULL key matches nothing, not even another NULL.
 	for i, k := range key {
@@ -194,6 +206,30 @@ func orDefault(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// isWindowBound says whether column name of side i is its window's start or
+// end.
+func (js *joinScope) isWindowBound(i int, name string) bool {
+	w := js.rels[i].window
+	return w != nil && (name == w.start || name == w.end)
+}
+
+// sameWindows says whether both sides are results of windows of one shape
+// (tumbling or sliding, same size and slide) and conds equate their starts
+// or their ends.
+func (js *joinScope) sameWindows(conds []sql.Expr) bool {
+	l, r := js.rels[0].window, js.rels[1].window
+	if l == nil || r == nil || l.shape != r.shape {
+		return false
+	}
+	for _, c := range conds {
+		a, b, ok := js.keyPair(c)
+		if ok && (a.Name == l.start && l.start != "" && b.Name == r.start || a.Name == l.end && l.end != "" && b.Name == r.end) {
+			return true
+		}
+	}
+	return false
 }
 
 // conjuncts splits e at its top-level ANDs.

@@ -106,7 +106,7 @@ func canonical(t *testing.T, m map[string]any) string {
 			k = "dateTime"
 		}
 		switch {
-		case k == "dateTime" || k == "starttime" || k == "endtime":
+		case k == "dateTime" || k == "starttime" || k == "endtime" || k == "stime":
 			if n, ok := v.(json.Number); ok {
 				ms, _ := n.Int64()
 				out[k] = ms
@@ -133,12 +133,12 @@ func canonical(t *testing.T, m map[string]any) string {
 	return string(b)
 }
 
-// The SQL versions of q0, q1, q2, q3 and q11 give the Go API versions' rows.
+// The SQL versions of q0, q1, q2, q3, q8 and q11 give the Go API versions' rows.
 func TestSQLQueriesMatchTheGoAPI(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs pipelines")
 	}
-	for _, name := range []string{"q0", "q1", "q2", "q3", "q11"} {
+	for _, name := range []string{"q0", "q1", "q2", "q3", "q8", "q11"} {
 		t.Run(name, func(t *testing.T) {
 			var want, got []string
 			for _, r := range goRows(t, name) {
@@ -157,5 +157,26 @@ func TestSQLQueriesMatchTheGoAPI(t *testing.T) {
 			}
 			t.Logf("%d rows alike", len(got))
 		})
+	}
+}
+
+// q8's join of two windowed views is planned as an interval join of [0, 0]
+// (whose state the watermark frees), not as an inner join that keeps every
+// window's results forever; no warning.
+func TestQ8PairsWindowsWithAnIntervalJoin(t *testing.T) {
+	t.Setenv("NEXMARK_EVENTS", "1000")
+	p, err := config.Load("q8.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := p.Stream.Plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := plan.Describe(); !strings.Contains(d, "interval join [0s, 0s]") {
+		t.Errorf("plan:\n%s\nwant an interval join of [0s, 0s]", d)
+	}
+	if len(p.Warnings) != 0 {
+		t.Errorf("warnings %v", p.Warnings)
 	}
 }
