@@ -186,13 +186,17 @@ func Parse(path string, data []byte) (*Pipeline, error) {
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
 		return nil, &Error{File: path, Msg: "the file is empty"}
 	}
-	return build(e, path, abs, &doc)
+	return build(e, path, abs, &doc, nil)
 }
 
 // build builds the pipeline of a YAML document, parsed from a YAML file or
 // made from a SQL script (sql.go); path names the file, abs is its absolute
 // path.
-func build(e *errs, path, abs string, doc *yaml.Node) (*Pipeline, error) {
+//
+// With emb, the document adds to a pipeline a Go program builds (AddSQL):
+// its tables are inputs, sources and sinks are optional, and the pipeline is
+// not planned yet (the program goes on adding to it).
+func build(e *errs, path, abs string, doc *yaml.Node, emb *embedding) (*Pipeline, error) {
 	substitute(e, doc, "", os.LookupEnv) // env.go
 	secrets := fileSecrets(doc)
 	if e.failed() {
@@ -215,6 +219,12 @@ func build(e *errs, path, abs string, doc *yaml.Node) (*Pipeline, error) {
 	}
 	b.par = min(max(b.par, 1), b.maxPar)
 	b.p = stream.New(out.Name, stream.DefaultParallelism(int(b.par)), stream.MaxParallelism(int(b.maxPar)))
+	if emb != nil {
+		b.p = emb.p
+		for name, t := range emb.tables {
+			b.streams[name] = named{s: t.Stream, schema: t.Schema}
+		}
+	}
 
 	out.Checkpoint, out.CheckpointDir, out.Require = b.checkpoint(top.sub("checkpoint"))
 	out.storage = b.storage
@@ -227,7 +237,10 @@ func build(e *errs, path, abs string, doc *yaml.Node) (*Pipeline, error) {
 	for _, name := range append(slices.Clone(sources.keys), transforms.keys...) {
 		b.declared[name] = true
 	}
-	if len(sources.keys) == 0 {
+	for name := range emb.tableNames() {
+		b.declared[name] = true
+	}
+	if len(sources.keys) == 0 && emb == nil {
 		e.add(top.line("sources"), "sources", "a pipeline needs at least one source")
 	}
 	for _, name := range sources.keys {
@@ -236,7 +249,7 @@ func build(e *errs, path, abs string, doc *yaml.Node) (*Pipeline, error) {
 	sources.done()
 	b.transforms(transforms)
 	sinks := top.sub("sinks")
-	if len(sinks.keys) == 0 {
+	if len(sinks.keys) == 0 && emb == nil {
 		e.add(top.line("sinks"), "sinks", "a pipeline needs at least one sink")
 	}
 	for _, name := range sinks.keys {
@@ -246,10 +259,18 @@ func build(e *errs, path, abs string, doc *yaml.Node) (*Pipeline, error) {
 	out.State = b.state(top.sub("state"))
 	top.done()
 	b.unreadSideOutputs()
-	b.unreadTransforms(transforms)
+	if emb == nil {
+		b.unreadTransforms(transforms) // the program reads the views
+	}
 	b.checkFeedback()
 	if e.failed() {
 		return nil, errors.Join(scrubErrors(out.secrets, e.all())...)
+	}
+	if emb != nil {
+		emb.streams = b.streams
+		out.Stream = b.p
+		out.Warnings = b.warnings
+		return out, nil
 	}
 	if _, err := b.p.Plan(); err != nil {
 		return nil, &Error{File: path, Msg: out.secrets.String(err.Error())}

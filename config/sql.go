@@ -32,19 +32,31 @@ func ParseSQL(path string, text []byte) (*Pipeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	return PlanSQL(path, script)
+	return planSQL(path, script, nil)
 }
 
 // PlanSQL builds a pipeline from a parsed SQL script, which a caller may
 // have changed (the bench sets a Nexmark source's options and makes the
 // sinks blackholes); path anchors relative paths.
 func PlanSQL(path string, script *sql.Script) (*Pipeline, error) {
+	return planSQL(path, script, nil)
+}
+
+// planSQL plans script, into the pipeline of emb when it is set.
+func planSQL(path string, script *sql.Script, emb *embedding) (*Pipeline, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline path %s: %w", path, err)
 	}
 	p := &planner{file: path, top: mappingNode(sql.Pos{Line: 1, Column: 1}), rels: map[string]*relation{}}
 	p.set("pipeline", pipelineName(path), sql.Pos{Line: 1, Column: 1})
+	for name, t := range emb.tableMap() {
+		rel := &relation{node: name, timeCol: t.EventTime}
+		for _, f := range t.Schema.Fields {
+			rel.add(f.Name, colType{kind: f.Kind, notNull: slices.Contains(t.NotNull, f.Name)})
+		}
+		p.rels[name] = rel
+	}
 	for _, st := range script.Statements {
 		if err := p.statement(st); err != nil {
 			return nil, err
@@ -56,11 +68,14 @@ func PlanSQL(path string, script *sql.Script) (*Pipeline, error) {
 		}
 	}
 	e := &errs{file: path, columns: true}
-	out, err := build(e, path, abs, &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{p.top}})
+	out, err := build(e, path, abs, &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{p.top}}, emb)
 	if err != nil {
 		return nil, err
 	}
 	out.Warnings = append(p.warnings, out.Warnings...)
+	if emb != nil {
+		emb.rels = p.rels
+	}
 	return out, nil
 }
 

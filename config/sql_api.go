@@ -1,0 +1,94 @@
+package config
+
+import (
+	"fmt"
+	"iter"
+	"maps"
+
+	"github.com/ingest-engine/ingest/row"
+	"github.com/ingest-engine/ingest/sql"
+	"github.com/ingest-engine/ingest/stream"
+)
+
+// This file lets a Go program mix SQL into the pipeline it builds: its
+// streams of rows are tables the SQL reads, and the SQL's views are streams
+// the program goes on with.
+
+// Table is a stream of rows that SQL reads or makes: its schema, its
+// event-time column ("" when its rows' time is no column; windows over it
+// are then refused) and the columns that are never NULL (SQL writes no NULL
+// guards for them).
+type Table struct {
+	Stream    stream.Stream[row.Row]
+	Schema    *row.Schema
+	EventTime string
+	NotNull   []string
+}
+
+// AddSQL plans the statements of text (CREATE VIEW, and CREATE SOURCE and
+// CREATE SINK, which add their nodes) into p, the program's pipeline.
+// tables name the program's streams the statements read; the result holds
+// every view the statements create, by name. name names text in errors
+// (file:line:column) and anchors relative paths. SET is refused: the
+// program's RunOptions hold the pipeline's settings. After an error p may
+// hold part of the statements' nodes: do not run it.
+func AddSQL(p *stream.Pipeline, name, text string, tables map[string]Table) (map[string]Table, error) {
+	script, err := sql.Parse(name, text)
+	if err != nil {
+		return nil, err
+	}
+	for _, st := range script.Statements {
+		if s, ok := st.(*sql.Set); ok {
+			return nil, &sql.Error{File: name, Pos: s.Pos, Msg: "SET has no meaning in a Go program's pipeline: its settings are the program's RunOptions"}
+		}
+		if v, ok := st.(*sql.CreateView); ok {
+			if _, dup := tables[v.Name]; dup {
+				return nil, &sql.Error{File: name, Pos: v.Pos, Msg: fmt.Sprintf("view %s has the name of a table the program gives", v.Name)}
+			}
+		}
+	}
+	emb := &embedding{p: p, tables: tables}
+	if _, err := planSQL(name, script, emb); err != nil {
+		return nil, err
+	}
+	views := map[string]Table{}
+	for _, st := range script.Statements {
+		v, ok := st.(*sql.CreateView)
+		if !ok {
+			continue
+		}
+		rel := emb.rels[v.Name]
+		s, built := emb.streams[rel.node]
+		if !built || s.schema == nil {
+			return nil, &sql.Error{File: name, Pos: v.Pos, Msg: fmt.Sprintf("view %s was not built", v.Name)}
+		}
+		t := Table{Stream: s.s, Schema: s.schema, EventTime: rel.timeCol}
+		for _, c := range rel.columns {
+			if rel.types[c].notNull {
+				t.NotNull = append(t.NotNull, c)
+			}
+		}
+		views[v.Name] = t
+	}
+	return views, nil
+}
+
+// embedding is a Go program's pipeline that a SQL script adds to: the
+// program's tables, and, once built, the streams and relations made.
+type embedding struct {
+	p       *stream.Pipeline
+	tables  map[string]Table
+	streams map[string]named
+	rels    map[string]*relation
+}
+
+// tableMap returns the program's tables (none without an embedding).
+func (e *embedding) tableMap() map[string]Table {
+	if e == nil {
+		return nil
+	}
+	return e.tables
+}
+
+// tableNames iterates over the program's table names.
+func (e *embedding) tableNames() iter.Seq[string] { return maps.Keys(e.tableMap()) }
