@@ -11,6 +11,9 @@ import (
 
 // Parse parses a SQL script; file names it in errors.
 func Parse(file, text string) (*Script, error) {
+	// A UTF-8 byte order mark, which some editors write, is not text, and
+	// editors count columns after it.
+	text = strings.TrimPrefix(text, "\ufeff")
 	src := newSource(file, text)
 	stmts, err := src.split()
 	if err != nil {

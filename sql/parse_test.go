@@ -83,3 +83,11 @@ func TestParseErrorsArePlaced(t *testing.T) {
 		}
 	}
 }
+
+// A byte order mark at the start of a script is not an error.
+func TestParseSkipsAByteOrderMark(t *testing.T) {
+	s, err := Parse("q.sql", "\ufeffSET pipeline = 'p';")
+	if err != nil || len(s.Statements) != 1 || s.Statements[0].(*Set).Pos != (Pos{1, 1}) {
+		t.Fatalf("%+v, %v", s, err)
+	}
+}
