@@ -631,6 +631,20 @@ func (p *planner) windowQuery(name string, q *sql.Select, in *relation, tr *tran
 		// query lists the distinct keys of each window).
 		w.aggs = append(w.aggs, windowAgg{field: "_agg0", spec: "count()", pos: q.Pos, kind: row.Int})
 	}
+	if len(w.inputs) > 0 {
+		// The aggregates' computed inputs, beside the input's columns.
+		sel := mappingNode(f.Pos)
+		for _, c := range in.columns {
+			sel.Content = append(sel.Content, scalarNode(c, f.Pos.Line, f.Pos.Column), scalarNode(exprName(c), f.Pos.Line, f.Pos.Column))
+		}
+		for i, code := range w.inputs {
+			sel.Content = append(sel.Content, scalarNode(fmt.Sprintf("_in%d", i), f.Pos.Line, f.Pos.Column), scalarNode(code, f.Pos.Line, f.Pos.Column))
+		}
+		if err := p.transform(name+"-inputs", "map", node, f.Pos, scalarNode("select", f.Pos.Line, f.Pos.Column), sel); err != nil {
+			return "", err
+		}
+		node = name + "-inputs"
+	}
 	wm := mappingNode(f.Pos)
 	at := func(k, v string) {
 		wm.Content = append(wm.Content, scalarNode(k, f.Pos.Line, f.Pos.Column), scalarNode(v, f.Pos.Line, f.Pos.Column))
@@ -704,6 +718,11 @@ type windowPlan struct {
 	keys     []*sql.Column
 	keyTypes map[string]colType
 	aggs     []windowAgg
+	// byCall indexes aggs by the calls they compute.
+	byCall map[*sql.Call]int
+	// inputs are the expressions of the columns _in0, _in1, … computed
+	// before the window for the aggregates that need them.
+	inputs []string
 }
 
 // windowAgg is one aggregate of the window: its output field, its YAML
@@ -723,7 +742,11 @@ type windowAgg struct {
 // aggregateFuncs are the aggregates a window computes.
 var aggregateFuncs = []string{"count", "sum", "min", "max", "avg"}
 
-// collect adds the aggregate calls in e to the window.
+// collect adds the aggregate calls in e to the window. An aggregate of a
+// column is the window's own; one of an expression, with FILTER, or
+// count(col) (which counts the non-NULL values) aggregates an input column
+// computed before the window (inputs): FILTER's rows give NULL there, which
+// sum, min, max, avg and count(DISTINCT) skip, and count gives 1 or 0 to sum.
 func (w *windowPlan) collect(p *planner, tr *translator, e sql.Expr) error {
 	var err error
 	walk(e, func(x sql.Expr) bool {
@@ -731,78 +754,126 @@ func (w *windowPlan) collect(p *planner, tr *translator, e sql.Expr) error {
 		if !ok || err != nil || !slices.Contains(aggregateFuncs, c.Name) {
 			return err == nil
 		}
-		var spec string
-		switch {
-		case c.Filter != nil:
-			err = p.errorf(c.Pos, "%s(…) FILTER (WHERE …) is not supported yet", c.Name)
-		case c.Over:
-			err = p.errorf(c.Pos, "%s(…) OVER (…) is not supported yet", c.Name)
-		case c.Name == "count" && c.Star:
-			spec = "count()"
-		case len(c.Args) != 1:
-			err = p.errorf(c.Pos, "%s takes one column", c.Name)
-		default:
-			col, isCol := c.Args[0].(*sql.Column)
-			switch {
-			case !isCol:
-				err = p.errorf(c.Args[0].At(), "%s of an expression is not supported yet: compute it in a view first", c.Name)
-			case !slices.Contains(tr.rel.columns, col.Name):
-				err = p.errorf(col.Pos, "%s has no column %s (columns: %s)", tr.relName, col.Name, strings.Join(tr.rel.columns, ", "))
-			case c.Name == "count" && c.Distinct:
-				spec = "count_distinct(" + col.Name + ")"
-			case c.Name == "count":
-				err = p.errorf(c.Pos, "count(%s) is not supported yet: use count(*), which counts every record", col.Name)
-			case c.Distinct:
-				err = p.errorf(c.Pos, "%s(DISTINCT …) is not supported", c.Name)
-			default:
-				spec = c.Name + "(" + col.Name + ")"
-			}
-		}
-		if err != nil {
-			return false
-		}
-		for _, a := range w.aggs {
-			if a.spec == spec {
-				return false // computed once
-			}
-		}
-		kind, null := row.Int, false
-		if c.Name != "count" {
-			ct := tr.rel.types[c.Args[0].(*sql.Column).Name]
-			kind, null = ct.kind, !ct.notNull
-			if c.Name == "avg" {
-				kind = row.Float
-			}
-		}
-		w.aggs = append(w.aggs, windowAgg{field: fmt.Sprintf("_agg%d", len(w.aggs)), spec: spec, call: c, pos: c.Pos, kind: kind, null: null})
+		err = w.add(p, tr, c)
 		return false
 	})
 	return err
 }
 
-// lookup returns the window aggregate computing call c.
-func (w *windowPlan) lookup(c *sql.Call) (windowAgg, bool) {
-	for _, a := range w.aggs {
-		if a.call == c || sameCall(a.call, c) {
-			return a, true
+// add adds aggregate call c (see collect).
+func (w *windowPlan) add(p *planner, tr *translator, c *sql.Call) error {
+	switch {
+	case c.Over:
+		return p.errorf(c.Pos, "%s(…) OVER (…) is not supported yet", c.Name)
+	case c.Star && c.Name != "count":
+		return p.errorf(c.Pos, "%s(*) is not an aggregate: only count takes *", c.Name)
+	case !c.Star && len(c.Args) != 1:
+		return p.errorf(c.Pos, "%s takes one argument", c.Name)
+	case c.Distinct && c.Name != "count":
+		return p.errorf(c.Pos, "%s(DISTINCT …) is not supported", c.Name)
+	}
+	var arg tx
+	if !c.Star {
+		var err error
+		if arg, err = tr.tx(c.Args[0]); err != nil {
+			return err
+		}
+		if c.Name != "count" && c.Name != "min" && c.Name != "max" && !numeric(arg.kind) {
+			return p.errorf(c.Args[0].At(), "%s takes a number, not %s", c.Name, kindText(arg.kind))
 		}
 	}
-	return windowAgg{}, false
+	filter := ""
+	if c.Filter != nil {
+		var err error
+		if filter, err = tr.cond(c.Filter); err != nil {
+			return err
+		}
+	}
+	// The window aggregates a column: the argument itself, or an input
+	// computed from it and the filter.
+	col, isCol := (*sql.Column)(nil), false
+	if !c.Star {
+		// A column of the input itself (not the record's event_time).
+		col, isCol = c.Args[0].(*sql.Column)
+		isCol = isCol && slices.Contains(tr.rel.columns, col.Name)
+	}
+	var spec, input string
+	kind, null := row.Int, false
+	switch {
+	case c.Name == "count" && c.Star && filter == "":
+		spec = "count()"
+	case c.Name == "count" && !c.Distinct:
+		// count(*) FILTER, count(x) [FILTER]: a sum of ones.
+		one := "1"
+		if !c.Star && arg.null {
+			one = "((" + arg.code + ") == nil ? 0 : 1)"
+		}
+		if filter != "" {
+			one = "((" + filter + ") ? " + one + " : 0)"
+		}
+		input, spec = one, "sum"
+	default:
+		value := arg.code
+		if filter != "" {
+			value = "((" + filter + ") ? (" + arg.code + ") : nil)"
+		}
+		name := c.Name
+		if c.Distinct {
+			name = "count_distinct"
+		}
+		if isCol && filter == "" {
+			spec = name + "(" + col.Name + ")"
+		} else {
+			input, spec = value, name
+		}
+		if c.Name != "count" {
+			kind, null = arg.kind, true // NULL when the window has no (kept) value
+			if c.Name == "avg" {
+				kind = row.Float
+			}
+			if isCol && filter == "" && !arg.null {
+				null = false
+			}
+		}
+	}
+	if input != "" {
+		// The same computed input is made once.
+		i := slices.Index(w.inputs, input)
+		if i < 0 {
+			i = len(w.inputs)
+			w.inputs = append(w.inputs, input)
+		}
+		spec = fmt.Sprintf("%s(_in%d)", spec, i)
+	}
+	if w.byCall == nil {
+		w.byCall = map[*sql.Call]int{}
+	}
+	for i, a := range w.aggs {
+		if a.spec == spec {
+			w.byCall[c] = i // computed once
+			return nil
+		}
+	}
+	w.byCall[c] = len(w.aggs)
+	w.aggs = append(w.aggs, windowAgg{field: fmt.Sprintf("_agg%d", len(w.aggs)), spec: spec, call: c, pos: c.Pos, kind: kind, null: null})
+	return nil
 }
 
-// sameCall says whether two aggregate calls compute the same value.
-func sameCall(a, b *sql.Call) bool {
-	if a.Name != b.Name || a.Star != b.Star || a.Distinct != b.Distinct || len(a.Args) != len(b.Args) {
-		return false
+// kindText names a kind in messages.
+func kindText(k row.Kind) string {
+	if k == row.Null {
+		return "a value of unknown type"
 	}
-	for i := range a.Args {
-		x, ok1 := a.Args[i].(*sql.Column)
-		y, ok2 := b.Args[i].(*sql.Column)
-		if !ok1 || !ok2 || x.Name != y.Name {
-			return false
-		}
+	return "a " + k.String()
+}
+
+// lookup returns the window aggregate computing call c.
+func (w *windowPlan) lookup(c *sql.Call) (windowAgg, bool) {
+	i, ok := w.byCall[c]
+	if !ok {
+		return windowAgg{}, false
 	}
-	return true
+	return w.aggs[i], true
 }
 
 // walk calls f on e and, while f returns true, on its children.

@@ -274,6 +274,11 @@ func TestSQLNullSemantics(t *testing.T) {
 		{"aggregates skip NULL", "SELECT window_start, max(f) AS m, max(f) + 1.0 AS m1, count(*) AS n FROM TUMBLE(s, ts, INTERVAL '1' SECOND) GROUP BY window_start",
 			[]string{`{"window_start":"2026-01-01T00:00:00Z","m":null,"m1":null,"n":1}`, `{"window_start":"2026-01-01T00:00:01Z","m":2.5,"m1":3.5,"n":1}`,
 				`{"window_start":"2026-01-01T00:00:02Z","m":2.7,"m1":3.7,"n":1}`}},
+		{"aggregates with FILTER, of expressions, count(col)",
+			"SELECT window_start, count(*) AS n, count(f) AS nf, count(*) FILTER (WHERE f > 2.6) AS big, sum(id * 2) AS s2, " +
+				"max(f) FILTER (WHERE id < 3) AS m, min(f) FILTER (WHERE id > 100) AS none, count(DISTINCT id % 2) AS parities, max(event_time) AS last " +
+				"FROM TUMBLE(s, ts, INTERVAL '10' SECOND) GROUP BY window_start",
+			[]string{`{"window_start":"2026-01-01T00:00:00Z","n":3,"nf":2,"big":1,"s2":12,"m":2.5,"none":null,"parities":2,"last":"2026-01-01T00:00:02Z"}`}},
 		{"NULL keys do not join", "SELECT a.id AS l, b.id AS r FROM s AS a JOIN s AS b ON a.k = b.k",
 			[]string{`{"l":2,"r":2}`, `{"l":3,"r":3}`}},
 	} {
