@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
@@ -346,6 +347,49 @@ func (t *translator) cast(x *sql.Cast) (tx, error) {
 	return tx{code: guard(code, a), null: a.null, kind: to}, nil
 }
 
+// extractFields are the fields EXTRACT takes, as methods of a time (UTC).
+var extractFields = map[string]string{"year": "Year()", "month": "Month()", "day": "Day()", "hour": "Hour()",
+	"minute": "Minute()", "second": "Second()", "epoch": "Unix()"}
+
+// charPatterns are the to_char patterns translated, longest first, with
+// their Go layout.
+var charPatterns = []struct{ pat, layout string }{
+	{"YYYY", "2006"}, {"HH24", "15"}, {"MM", "01"}, {"DD", "02"}, {"MI", "04"}, {"SS", "05"}, {"MS", "000"}, {"US", "000000"},
+}
+
+// goLayout translates a to_char pattern of charPatterns and the separators
+// - : / . , space and T into a Go time layout; any other letter is refused
+// rather than written as it is.
+func goLayout(pat string) (string, error) {
+	var b strings.Builder
+	for i := 0; i < len(pat); {
+		matched := false
+		for _, p := range charPatterns {
+			if strings.HasPrefix(pat[i:], p.pat) {
+				b.WriteString(p.layout)
+				i += len(p.pat)
+				matched = true
+				break
+			}
+		}
+		if matched {
+			continue
+		}
+		switch c := pat[i]; {
+		case strings.IndexByte("-:/., T", c) >= 0:
+			if c == '.' && i+1 < len(pat) && (strings.HasPrefix(pat[i+1:], "MS") || strings.HasPrefix(pat[i+1:], "US")) {
+				b.WriteByte('.') // .000: Go's fractional seconds
+			} else {
+				b.WriteByte(c)
+			}
+			i++
+		default:
+			return "", fmt.Errorf("%q at %d is not supported (known: YYYY, MM, DD, HH24, MI, SS, MS, US and - : / . , space T)", pat[i:], i+1)
+		}
+	}
+	return b.String(), nil
+}
+
 // scalarFuncs are the SQL functions translated: their name in the
 // expression language and the kind of their result (row.Null: the
 // argument's).
@@ -398,6 +442,37 @@ func (t *translator) call(c *sql.Call) (tx, error) {
 			out = tx{code: "((" + args[i].code + ") ?? (" + out.code + "))", null: args[i].null && out.null, kind: kind}
 		}
 		return out, nil
+	case "to_char":
+		if len(c.Args) != 2 {
+			return tx{}, t.p.errorf(c.Pos, "to_char takes a timestamp and a constant pattern, e.g. to_char(ts, 'YYYY-MM-DD')")
+		}
+		lit, ok := c.Args[1].(*sql.Literal)
+		var pat string
+		if ok {
+			pat, ok = lit.Value.(string)
+		}
+		if len(args) != 2 || args[0].kind != row.Time || !ok {
+			return tx{}, t.p.errorf(c.Pos, "to_char takes a timestamp and a constant pattern, e.g. to_char(ts, 'YYYY-MM-DD')")
+		}
+		layout, err := goLayout(pat)
+		if err != nil {
+			return tx{}, t.p.errorf(c.Args[1].At(), "to_char pattern %q: %v", pat, err)
+		}
+		return tx{code: guard("(("+args[0].code+").Format("+strconv.Quote(layout)+"))", args[0]), null: args[0].null, kind: row.String}, nil
+	case "date_part", "extract":
+		if len(c.Args) != 2 {
+			return tx{}, t.p.errorf(c.Pos, "EXTRACT takes a field (year, month, day, hour, minute, second, epoch) and a timestamp")
+		}
+		lit, ok := c.Args[0].(*sql.Literal)
+		var field string
+		if ok {
+			field, ok = lit.Value.(string)
+		}
+		method, known := extractFields[strings.ToLower(field)]
+		if len(args) != 2 || args[1].kind != row.Time || !ok || !known {
+			return tx{}, t.p.errorf(c.Pos, "EXTRACT takes a field (year, month, day, hour, minute, second, epoch) and a timestamp")
+		}
+		return tx{code: guard("(("+args[1].code+")."+method+")", args[1]), null: args[1].null, kind: row.Int}, nil
 	case "btrim", "trim":
 		if len(args) != 1 {
 			return tx{}, t.p.errorf(c.Pos, "trim takes one argument (trimming other characters is not supported)")

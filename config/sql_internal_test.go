@@ -31,3 +31,24 @@ func TestLikeRegexp(t *testing.T) {
 		}
 	}
 }
+
+// to_char patterns translate to Go layouts; what is not known is refused,
+// not written as it is.
+func TestGoLayout(t *testing.T) {
+	for _, c := range []struct{ pat, want, err string }{
+		{"YYYY-MM-DD", "2006-01-02", ""},
+		{"HH24:MI:SS.MS", "15:04:05.000", ""},
+		{"YYYY/MM/DD HH24:MI", "2006/01/02 15:04", ""},
+		{"DDTHH24", "02T15", ""},
+		{"Mon DD", "", `"Mon DD" at 1 is not supported`},
+		{"HH12", "", `"HH12" at 1 is not supported`},
+	} {
+		got, err := goLayout(c.pat)
+		switch {
+		case c.err != "" && (err == nil || !regexp.MustCompile(regexp.QuoteMeta(c.err)).MatchString(err.Error())):
+			t.Errorf("%q: %q, %v; want an error containing %s", c.pat, got, err, c.err)
+		case c.err == "" && (err != nil || got != c.want):
+			t.Errorf("%q: %q, %v; want %q", c.pat, got, err, c.want)
+		}
+	}
+}
