@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"hash/fnv"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -637,8 +638,8 @@ func (p *planner) windowQuery(name string, q *sql.Select, in *relation, tr *tran
 		for _, c := range in.columns {
 			sel.Content = append(sel.Content, scalarNode(c, f.Pos.Line, f.Pos.Column), scalarNode(exprName(c), f.Pos.Line, f.Pos.Column))
 		}
-		for i, code := range w.inputs {
-			sel.Content = append(sel.Content, scalarNode(fmt.Sprintf("_in%d", i), f.Pos.Line, f.Pos.Column), scalarNode(code, f.Pos.Line, f.Pos.Column))
+		for _, code := range w.inputs {
+			sel.Content = append(sel.Content, scalarNode(inputName(code), f.Pos.Line, f.Pos.Column), scalarNode(code, f.Pos.Line, f.Pos.Column))
 		}
 		if err := p.transform(name+"-inputs", "map", node, f.Pos, scalarNode("select", f.Pos.Line, f.Pos.Column), sel); err != nil {
 			return "", err
@@ -720,8 +721,8 @@ type windowPlan struct {
 	aggs     []windowAgg
 	// byCall indexes aggs by the calls they compute.
 	byCall map[*sql.Call]int
-	// inputs are the expressions of the columns _in0, _in1, … computed
-	// before the window for the aggregates that need them.
+	// inputs are the expressions of the columns computed before the window
+	// for the aggregates that need them (inputName names them).
 	inputs []string
 }
 
@@ -837,13 +838,14 @@ func (w *windowPlan) add(p *planner, tr *translator, c *sql.Call) error {
 		}
 	}
 	if input != "" {
-		// The same computed input is made once.
-		i := slices.Index(w.inputs, input)
-		if i < 0 {
-			i = len(w.inputs)
+		// The same computed input is made once. Its name is a hash of its
+		// expression, so the window's state signature (which names the
+		// aggregates' fields) changes with the expression: a restore after
+		// it changed is refused, never read into another aggregate.
+		if !slices.Contains(w.inputs, input) {
 			w.inputs = append(w.inputs, input)
 		}
-		spec = fmt.Sprintf("%s(_in%d)", spec, i)
+		spec = spec + "(" + inputName(input) + ")"
 	}
 	if w.byCall == nil {
 		w.byCall = map[*sql.Call]int{}
@@ -857,6 +859,14 @@ func (w *windowPlan) add(p *planner, tr *translator, c *sql.Call) error {
 	w.byCall[c] = len(w.aggs)
 	w.aggs = append(w.aggs, windowAgg{field: fmt.Sprintf("_agg%d", len(w.aggs)), spec: spec, call: c, pos: c.Pos, kind: kind, null: null})
 	return nil
+}
+
+// inputName is the column a window's computed input is in: _in_ and a hash
+// of its expression.
+func inputName(code string) string {
+	h := fnv.New64a()
+	h.Write([]byte(code))
+	return fmt.Sprintf("_in_%016x", h.Sum64())
 }
 
 // kindText names a kind in messages.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"iter"
 	"maps"
+	"strings"
 
 	"github.com/ingest-engine/ingest/row"
 	"github.com/ingest-engine/ingest/sql"
@@ -37,14 +38,28 @@ func AddSQL(p *stream.Pipeline, name, text string, tables map[string]Table) (map
 	if err != nil {
 		return nil, err
 	}
-	for _, st := range script.Statements {
-		if s, ok := st.(*sql.Set); ok {
-			return nil, &sql.Error{File: name, Pos: s.Pos, Msg: "SET has no meaning in a Go program's pipeline: its settings are the program's RunOptions"}
+	for tn, t := range tables {
+		if t.Schema == nil || t.Stream.Node() == nil {
+			return nil, fmt.Errorf("%s: table %s needs a stream and a schema", name, tn)
 		}
-		if v, ok := st.(*sql.CreateView); ok {
-			if _, dup := tables[v.Name]; dup {
-				return nil, &sql.Error{File: name, Pos: v.Pos, Msg: fmt.Sprintf("view %s has the name of a table the program gives", v.Name)}
-			}
+		if t.EventTime != "" && t.EventTime != "event_time" && t.Schema.Index(t.EventTime) < 0 {
+			return nil, fmt.Errorf("%s: table %s: its event-time column %s is not one of its columns (%s)", name, tn, t.EventTime, strings.Join(t.Schema.Names(), ", "))
+		}
+	}
+	for _, st := range script.Statements {
+		var what, stName string
+		switch s := st.(type) {
+		case *sql.Set:
+			return nil, &sql.Error{File: name, Pos: s.Pos, Msg: "SET has no meaning in a Go program's pipeline: its settings are the program's RunOptions"}
+		case *sql.CreateView:
+			what, stName = "view", s.Name
+		case *sql.CreateSource:
+			what, stName = "source", s.Name
+		case *sql.CreateSink:
+			what, stName = "sink", s.Name
+		}
+		if _, dup := tables[stName]; dup {
+			return nil, &sql.Error{File: name, Pos: st.At(), Msg: fmt.Sprintf("%s %s has the name of a table the program gives", what, stName)}
 		}
 	}
 	emb := &embedding{p: p, tables: tables}

@@ -106,10 +106,28 @@ func TestAddSQLErrors(t *testing.T) {
 		{"CREATE VIEW v AS SELECT nope FROM events;", "q.sql:1:25: events has no column nope (columns: id)"},
 		{"SET parallelism = 2;", "q.sql:1:1: SET has no meaning in a Go program's pipeline"},
 		{"CREATE VIEW events AS SELECT id FROM events;", "q.sql:1:1: view events has the name of a table the program gives"},
+		{"CREATE SOURCE events WITH (connector = 'datagen');", "q.sql:1:1: source events has the name of a table the program gives"},
 		{"CREATE VIEW v AS SELECT count(*) FROM TUMBLE(events, event_time, INTERVAL '1' SECOND) GROUP BY window_start;", "windows are over the event time"},
 	} {
 		if _, err := config.AddSQL(p, "q.sql", c.text, tables); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s\n  error %v\n  want it to contain %q", c.text, err, c.want)
 		}
+	}
+}
+
+// A table's event-time column must be one of its columns (or the record's
+// own, event_time).
+func TestAddSQLChecksTheTables(t *testing.T) {
+	p := stream.New("mixed")
+	src, err := datagen.New(datagen.Config{Count: 10, Keys: 1, StartTime: datagen.DefaultStartTime, EventInterval: time.Millisecond},
+		func(id, key, value int64) row.Row { return row.Row{row.IntValue(id)} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := stream.From(p, "events", src)
+	schema := &row.Schema{Fields: []row.Field{{Name: "id", Kind: row.Int}}}
+	_, err = config.AddSQL(p, "q.sql", "CREATE VIEW v AS SELECT id FROM events;", map[string]config.Table{"events": {Stream: events, Schema: schema, EventTime: "ts"}})
+	if err == nil || !strings.Contains(err.Error(), "its event-time column ts is not one of its columns (id)") {
+		t.Errorf("error %v", err)
 	}
 }

@@ -349,7 +349,7 @@ func (t *translator) cast(x *sql.Cast) (tx, error) {
 
 // extractFields are the fields EXTRACT takes, as methods of a time (UTC).
 var extractFields = map[string]string{"year": "Year()", "month": "Month()", "day": "Day()", "hour": "Hour()",
-	"minute": "Minute()", "second": "Second()", "epoch": "Unix()"}
+	"minute": "Minute()", "second": "", "epoch": ""}
 
 // charPatterns are the to_char patterns translated, longest first, with
 // their Go layout.
@@ -366,6 +366,10 @@ func goLayout(pat string) (string, error) {
 		matched := false
 		for _, p := range charPatterns {
 			if strings.HasPrefix(pat[i:], p.pat) {
+				if (p.pat == "MS" || p.pat == "US") && (i == 0 || (pat[i-1] != '.' && pat[i-1] != ',')) {
+					// Go writes fractional seconds only after . or ,.
+					return "", fmt.Errorf("%s must follow . or , (SS.MS)", p.pat)
+				}
 				b.WriteString(p.layout)
 				i += len(p.pat)
 				matched = true
@@ -377,11 +381,7 @@ func goLayout(pat string) (string, error) {
 		}
 		switch c := pat[i]; {
 		case strings.IndexByte("-:/., T", c) >= 0:
-			if c == '.' && i+1 < len(pat) && (strings.HasPrefix(pat[i+1:], "MS") || strings.HasPrefix(pat[i+1:], "US")) {
-				b.WriteByte('.') // .000: Go's fractional seconds
-			} else {
-				b.WriteByte(c)
-			}
+			b.WriteByte(c)
 			i++
 		default:
 			return "", fmt.Errorf("%q at %d is not supported (known: YYYY, MM, DD, HH24, MI, SS, MS, US and - : / . , space T)", pat[i:], i+1)
@@ -468,11 +468,19 @@ func (t *translator) call(c *sql.Call) (tx, error) {
 		if ok {
 			field, ok = lit.Value.(string)
 		}
-		method, known := extractFields[strings.ToLower(field)]
+		field = strings.ToLower(field)
+		method, known := extractFields[field]
 		if len(args) != 2 || args[1].kind != row.Time || !ok || !known {
 			return tx{}, t.p.errorf(c.Pos, "EXTRACT takes a field (year, month, day, hour, minute, second, epoch) and a timestamp")
 		}
-		return tx{code: guard("(("+args[1].code+")."+method+")", args[1]), null: args[1].null, kind: row.Int}, nil
+		ts := "(" + args[1].code + ")"
+		switch field {
+		case "second": // with its fraction, as PostgreSQL gives it
+			return tx{code: guard("(float("+ts+".Second()) + float("+ts+".Nanosecond()) / 1e9)", args[1]), null: args[1].null, kind: row.Float}, nil
+		case "epoch":
+			return tx{code: guard("(float("+ts+".Unix()) + float("+ts+".Nanosecond()) / 1e9)", args[1]), null: args[1].null, kind: row.Float}, nil
+		}
+		return tx{code: guard("("+ts+"."+method+")", args[1]), null: args[1].null, kind: row.Int}, nil
 	case "btrim", "trim":
 		if len(args) != 1 {
 			return tx{}, t.p.errorf(c.Pos, "trim takes one argument (trimming other characters is not supported)")

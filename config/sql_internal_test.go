@@ -42,6 +42,9 @@ func TestGoLayout(t *testing.T) {
 		{"DDTHH24", "02T15", ""},
 		{"Mon DD", "", `"Mon DD" at 1 is not supported`},
 		{"HH12", "", `"HH12" at 1 is not supported`},
+		{"MS", "", "MS must follow . or ,"},
+		{"SS MS", "", "MS must follow . or ,"},
+		{"SS,US", "05,000000", ""},
 	} {
 		got, err := goLayout(c.pat)
 		switch {

@@ -43,7 +43,7 @@ func (p *planner) joinQuery(name string, q *sql.Select) (string, error) {
 	// post are the conditions on both sides that are neither the key nor a
 	// time bound: a filter after the join.
 	var post []sql.Expr
-	var key [2]*sql.Column
+	var key, boundKey [2]*sql.Column
 	var bounds [2]*time.Duration // lower, upper of right time - left time
 	for _, part := range []struct {
 		e    sql.Expr
@@ -68,6 +68,8 @@ func (p *planner) joinQuery(name string, q *sql.Select) (string, error) {
 				if l, r, ok := js.keyPair(c); ok && key[0] == nil && !js.isWindowBound(0, l.Name) && !js.isWindowBound(1, r.Name) {
 					key = [2]*sql.Column{l, r}
 					continue
+				} else if ok && boundKey[0] == nil {
+					boundKey = [2]*sql.Column{l, r} // the key when there is no other
 				}
 				if isBound, err := js.timeBound(c, &bounds); err != nil {
 					return "", err
@@ -76,6 +78,9 @@ func (p *planner) joinQuery(name string, q *sql.Select) (string, error) {
 				}
 			}
 		}
+	}
+	if key[0] == nil {
+		key = boundKey
 	}
 	if key[0] == nil {
 		return "", p.errorf(j.Pos, "a join needs an equality of a column of each side in ON (the key), e.g. a.seller = p.id")

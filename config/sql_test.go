@@ -249,7 +249,7 @@ func TestSQLNullSemantics(t *testing.T) {
 		t.Skip("runs pipelines")
 	}
 	input := `{"id":1,"f":null,"name":null,"flag":null,"k":null,"ts":"2026-01-01T00:00:00Z"}
-{"id":2,"f":2.5,"name":"abc","flag":true,"k":7,"ts":"2026-01-01T00:00:01Z"}
+{"id":2,"f":2.5,"name":"abc","flag":true,"k":7,"ts":"2026-01-01T00:00:01.25Z"}
 {"id":3,"f":2.7,"name":"xyz","flag":false,"k":8,"ts":"2026-01-01T00:00:02Z"}
 `
 	source := "CREATE SOURCE s (id BIGINT, f DOUBLE PRECISION, name VARCHAR, flag BOOLEAN, k BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts) " +
@@ -279,6 +279,13 @@ func TestSQLNullSemantics(t *testing.T) {
 				"max(f) FILTER (WHERE id < 3) AS m, min(f) FILTER (WHERE id > 100) AS none, count(DISTINCT id % 2) AS parities, max(event_time) AS last " +
 				"FROM TUMBLE(s, ts, INTERVAL '10' SECOND) GROUP BY window_start",
 			[]string{`{"window_start":"2026-01-01T00:00:00Z","n":3,"nf":2,"big":1,"s2":12,"m":2.5,"none":null,"parities":2,"last":"2026-01-01T00:00:02Z"}`}},
+		{"sum and avg of no value are NULL",
+			"SELECT window_start, sum(id) FILTER (WHERE id > 100) AS s, coalesce(sum(id) FILTER (WHERE id > 100), -1) AS cs, " +
+				"coalesce(avg(id) FILTER (WHERE id > 100), -1.0) AS ca, sum(k) FILTER (WHERE id = 1) AS sk " +
+				"FROM TUMBLE(s, ts, INTERVAL '10' SECOND) GROUP BY window_start",
+			[]string{`{"window_start":"2026-01-01T00:00:00Z","s":null,"cs":-1,"ca":-1,"sk":null}`}},
+		{"EXTRACT", "SELECT id, EXTRACT(SECOND FROM ts) AS sec, EXTRACT(HOUR FROM ts) AS h, to_char(ts, 'HH24:MI:SS.MS') AS t FROM s WHERE id = 2",
+			[]string{`{"id":2,"sec":1.25,"h":0,"t":"00:00:01.250"}`}},
 		{"NULL keys do not join", "SELECT a.id AS l, b.id AS r FROM s AS a JOIN s AS b ON a.k = b.k",
 			[]string{`{"l":2,"r":2}`, `{"l":3,"r":3}`}},
 	} {
@@ -424,3 +431,36 @@ CREATE SINK keys AS
 
 // datagenStart is datagen's default start time.
 var datagenStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// A checkpoint of a window whose computed aggregates changed (order, or an
+// expression) is refused, never restored into other aggregates.
+func TestSQLChangedAggregatesAreRefusedAtRestore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs pipelines")
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "q.sql")
+	run := func(aggs string) error {
+		script := "SET checkpoint.dir = 'ckpts';\nSET restart.max_attempts = 0;\n" +
+			"CREATE SOURCE e WITH (connector = 'datagen', count = 2000);\n" +
+			"CREATE SINK out AS SELECT window_start, " + aggs + " FROM TUMBLE(e, event_time, INTERVAL '1' SECOND) GROUP BY window_start WITH (connector = 'file', path = 'out');\n"
+		if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		p, err := config.Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		return p.Stream.Run(ctx, p.RunOptions())
+	}
+	if err := run("count(*) FILTER (WHERE value < 500) AS low, count(*) FILTER (WHERE value >= 500) AS high"); err != nil {
+		t.Fatal(err)
+	}
+	err := run("count(*) FILTER (WHERE value >= 500) AS low, count(*) FILTER (WHERE value < 500) AS high")
+	if err == nil {
+		t.Fatal("the changed aggregates restored the old checkpoint's state")
+	}
+	t.Logf("refused: %v", err)
+}

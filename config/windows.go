@@ -172,11 +172,16 @@ func (b *builder) window(name string, m *mapping) {
 			k := make(row.Row, nk)
 			for i, f := range keys {
 				k[i] = r[f]
+				if k[i].Kind() == row.Float && k[i].Float() == 0 {
+					k[i] = row.FloatValue(0) // -0 and +0 are one group, as in SQL
+				}
 			}
 			return row.BytesValue(string(row.RowCodec{}.Append(nil, k)))
 		})
 		output = func(k row.Value, w window.Window, acc window.RowAcc) row.Row {
 			r := make(row.Row, nk+2, width)
+			// The key was encoded by the function above; state that would
+			// not decode fails its checksum before it reaches here.
 			if vals, _, err := (row.RowCodec{}).Decode([]byte(k.Str())); err == nil {
 				copy(r, vals)
 			}

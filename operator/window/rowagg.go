@@ -138,14 +138,19 @@ func RowAggregates(in *row.Schema, specs []AggregateSpec) (Aggregate[row.Row, Ro
 				dst = append(dst, row.IntValue(cell.count))
 			case "count_distinct":
 				dst = append(dst, row.IntValue(int64(len(cell.set))))
-			case "sum":
-				if c.kind == row.Float {
+			case "sum", "avg":
+				// Of no value (every one NULL) there is no sum or mean:
+				// NULL, as in SQL, not 0 or NaN.
+				switch {
+				case cell.count == 0:
+					dst = append(dst, row.Value{})
+				case c.spec.Func == "avg":
+					dst = append(dst, row.FloatValue(cell.sumF/float64(cell.count)))
+				case c.kind == row.Float:
 					dst = append(dst, row.FloatValue(cell.sumF))
-				} else {
+				default:
 					dst = append(dst, row.IntValue(cell.sumI))
 				}
-			case "avg":
-				dst = append(dst, row.FloatValue(cell.sumF/float64(cell.count)))
 			default:
 				dst = append(dst, cell.v)
 			}
