@@ -4,10 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
@@ -234,40 +232,13 @@ func (b *builder) mapTransform(name string, m *mapping) {
 	// A field that only names an input field is copied, not evaluated.
 	copyFrom := make([]int, len(progs))
 	for i, c := range progs {
-		copyFrom[i] = fieldReference(c.node.Value, in.schema)
-		if f := copyFrom[i]; f >= 0 && in.schema.Fields[f].Kind != c.prog.Kind() {
-			copyFrom[i] = -1 // a declared type converts it
-		}
+		copyFrom[i] = c.prog.Field()
 	}
 	n := &runtime.Node{ID: name, Type: "map", Describe: describe,
 		NewOperator: func() runtime.Operator {
 			return &mapOp{fields: progs, pos: pos, copyFrom: copyFrom, keep: keep, in: in.schema, width: len(out.Fields)}
 		}}
 	b.streams[name] = named{s: stream.Add[row.Row, row.Row](in.s, n, par), schema: out}
-}
-
-// fieldReference returns the index in schema of the field expression src
-// only names (`price`, `$env["unit price"]`), -1 when it computes anything.
-// Its value is then the field's value as it is, which is what evaluating it
-// gives.
-func fieldReference(src string, schema *row.Schema) int {
-	src = strings.TrimSpace(src)
-	if rest, ok := strings.CutPrefix(src, "$env["); ok && strings.HasSuffix(rest, "]") {
-		name, err := strconv.Unquote(strings.TrimSuffix(rest, "]"))
-		if err != nil {
-			return -1
-		}
-		return schema.Index(name)
-	}
-	for i, r := range src {
-		if !(r == '_' || unicode.IsLetter(r) || i > 0 && unicode.IsDigit(r)) {
-			return -1
-		}
-	}
-	if src == "event_time" || src == "nil" || src == "true" || src == "false" {
-		return -1 // the event time, or a constant, unless a field hides them (below)
-	}
-	return schema.Index(src)
 }
 
 // oneLine shortens an expression for the plan.

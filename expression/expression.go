@@ -108,7 +108,17 @@ type Program struct {
 	all   bool
 	// nondet lists the program's nondeterministic calls.
 	nondet []Nondeterminism
+	// field is the input field the program only names (`price`,
+	// `$env["unit price"]`), whose value it gives as it is; -1 when it
+	// computes anything.
+	field int
 }
+
+// Field returns the index in the schema of the field the program only
+// names, whose value is the program's result as it is (its kind is the
+// result's): a caller may copy the field instead of evaluating. It is -1
+// for any other program.
+func (p *Program) Field() int { return p.field }
 
 // Source returns the expression's text.
 func (p *Program) Source() string { return p.source }
@@ -207,7 +217,7 @@ func Compile(schema *row.Schema, source string, want row.Kind) (p *Program, err 
 		}
 		return nil, e
 	}
-	p = &Program{source: source, schema: schema, prog: prog}
+	p = &Program{source: source, schema: schema, prog: prog, field: -1}
 	node := prog.Node()
 	static, ok := kindOf(node.Type())
 	if !ok {
@@ -230,7 +240,26 @@ func Compile(schema *row.Schema, source string, want row.Kind) (p *Program, err 
 	if err := p.inspect(node); err != nil {
 		return nil, err
 	}
+	if f := fieldNamed(schema, node); f >= 0 && schema.Fields[f].Kind == p.kind {
+		p.field = f // a declared type other than the field's converts it
+	}
 	return p, nil
+}
+
+// fieldNamed returns the index of the field that node only names, -1 when
+// it is anything else.
+func fieldNamed(schema *row.Schema, node ast.Node) int {
+	switch n := node.(type) {
+	case *ast.IdentifierNode:
+		return schema.Index(n.Value) // event_time, unless a field is named so, is none
+	case *ast.MemberNode:
+		env, isEnv := n.Node.(*ast.IdentifierNode)
+		name, isName := n.Property.(*ast.StringNode)
+		if isEnv && isName && env.Value == envName && !n.Optional {
+			return schema.Index(name.Value)
+		}
+	}
+	return -1
 }
 
 // describeType names a Go type for messages ("array", "map", …).

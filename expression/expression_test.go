@@ -256,3 +256,33 @@ func TestRebind(t *testing.T) {
 		t.Fatalf("price / 0 = %v", v)
 	}
 }
+
+// A program that only names a field says which: its value is the field's as
+// it is. Anything else, a declared type that converts it, or the event time
+// is no field.
+func TestProgramField(t *testing.T) {
+	schema := &row.Schema{Fields: []row.Field{{Name: "id", Kind: row.Int}, {Name: "unit price", Kind: row.Float}, {Name: "len", Kind: row.String}}}
+	for _, c := range []struct {
+		src  string
+		want row.Kind
+		f    int
+	}{
+		{"id", row.Null, 0},
+		{`$env["unit price"]`, row.Null, 1},
+		{"len", row.Null, 2}, // a field hides the builtin
+		{" id ", row.Null, 0},
+		{"id + 0", row.Null, -1},
+		{"id", row.Float, -1}, // converted to float
+		{"event_time", row.Null, -1},
+		{`$env?.["id"]`, row.Null, -1},
+		{"true", row.Null, -1},
+	} {
+		p, err := expression.Compile(schema, c.src, c.want)
+		if err != nil {
+			t.Fatalf("%q: %v", c.src, err)
+		}
+		if got := p.Field(); got != c.f {
+			t.Errorf("%q (want %v): Field() = %d, want %d", c.src, c.want, got, c.f)
+		}
+	}
+}
