@@ -47,6 +47,8 @@ type translator struct {
 	window  *windowPlan
 	// resolve, when set, names a column's field (past a join).
 	resolve func(*sql.Column) (string, error)
+	// vars counts the variables guarded made.
+	vars int
 }
 
 // hasAggregate says whether e calls an aggregate.
@@ -88,18 +90,40 @@ func (t *translator) cond(e sql.Expr) (string, error) {
 	return x.code, nil
 }
 
-// guard makes code NULL when any of the nullable operands is.
-func guard(code string, operands ...tx) string {
-	var tests []string
+// guarded returns the code build makes of operands, NULL when any of the
+// nullable ones is. A nullable operand that is not a plain name or constant
+// is evaluated once, into a variable (let) that both the test and build
+// read: nested guards do not repeat their operands, whose text would
+// otherwise double at each level.
+func (t *translator) guarded(build func() string, operands ...*tx) string {
+	var lets, tests []string
 	for _, o := range operands {
-		if o.null {
-			tests = append(tests, "("+o.code+") == nil")
+		if !o.null {
+			continue
 		}
+		if !plainCode(o.code) {
+			t.vars++
+			v := fmt.Sprintf("_sql_v%d", t.vars)
+			lets = append(lets, "let "+v+" = "+o.code+"; ")
+			o.code = v
+		}
+		tests = append(tests, "("+o.code+") == nil")
 	}
-	if len(tests) == 0 {
-		return code
+	code := build()
+	if len(tests) > 0 {
+		code = "((" + strings.Join(tests, " || ") + ") ? nil : " + code + ")"
 	}
-	return "((" + strings.Join(tests, " || ") + ") ? nil : " + code + ")"
+	if len(lets) > 0 {
+		code = "(" + strings.Join(lets, "") + code + ")"
+	}
+	return code
+}
+
+// plainCode says whether code is a name, $env[…] or a constant: cheap to
+// evaluate twice.
+func plainCode(code string) bool {
+	return identifier.MatchString(code) || code == "nil" ||
+		strings.HasPrefix(code, "$env[") && strings.Count(code, "]") == 1 && strings.HasSuffix(code, "]")
 }
 
 func (t *translator) tx(e sql.Expr) (tx, error) {
@@ -131,9 +155,9 @@ func (t *translator) tx(e sql.Expr) (tx, error) {
 			return tx{}, err
 		}
 		if x.Op == "NOT" {
-			return tx{code: guard("(not ("+a.code+"))", a), null: a.null, kind: row.Bool}, nil
+			return tx{code: t.guarded(func() string { return "(not (" + a.code + "))" }, &a), null: a.null, kind: row.Bool}, nil
 		}
-		return tx{code: guard("(-("+a.code+"))", a), null: a.null, kind: a.kind}, nil
+		return tx{code: t.guarded(func() string { return "(-(" + a.code + "))" }, &a), null: a.null, kind: a.kind}, nil
 	case *sql.IsNull:
 		a, err := t.tx(x.X)
 		if err != nil {
@@ -231,7 +255,7 @@ func (t *translator) binary(x *sql.Binary) (tx, error) {
 		if !ok {
 			return tx{}, t.p.errorf(x.Pos, "LIKE takes a constant pattern (without ESCAPE: a backslash escapes)")
 		}
-		return tx{code: guard("(("+a.code+") matches "+strconv.Quote(likeRegexp(pat))+")", a), null: a.null, kind: row.Bool}, nil
+		return tx{code: t.guarded(func() string { return "((" + a.code + ") matches " + strconv.Quote(likeRegexp(pat)) + ")" }, &a), null: a.null, kind: row.Bool}, nil
 	}
 	b, err := t.tx(x.R)
 	if err != nil {
@@ -247,21 +271,32 @@ func (t *translator) binary(x *sql.Binary) (tx, error) {
 		if x.Op == "OR" {
 			decisive, other = "true", "false"
 		}
-		code := "(((" + a.code + ") == " + decisive + " || (" + b.code + ") == " + decisive + ") ? " + decisive +
+		var lets string
+		for _, o := range []*tx{&a, &b} { // each evaluated once
+			if !plainCode(o.code) {
+				t.vars++
+				v := fmt.Sprintf("_sql_v%d", t.vars)
+				lets += "let " + v + " = " + o.code + "; "
+				o.code = v
+			}
+		}
+		code := "(" + lets + "((" + a.code + ") == " + decisive + " || (" + b.code + ") == " + decisive + ") ? " + decisive +
 			" : (((" + a.code + ") == nil || (" + b.code + ") == nil) ? nil : " + other + "))"
 		return tx{code: code, null: true, kind: row.Bool}, nil
 	case "||":
 		if a.kind != row.String || b.kind != row.String {
 			return tx{}, t.p.errorf(x.Pos, "|| joins text: CAST the other side to VARCHAR")
 		}
-		return tx{code: guard("(("+a.code+") + ("+b.code+"))", a, b), null: a.null || b.null, kind: row.String}, nil
+		null := a.null || b.null
+		return tx{code: t.guarded(func() string { return "((" + a.code + ") + (" + b.code + "))" }, &a, &b), null: null, kind: row.String}, nil
 	case "/":
 		// The expression language's / always divides as floats; SQL's
 		// divides integers with a truncated result.
 		if a.kind != row.Float && b.kind != row.Float {
 			return tx{}, t.p.errorf(x.Pos, "division: write one side as a real number (CAST(x AS DOUBLE PRECISION), or a constant such as 2.0); integer division is not supported yet")
 		}
-		return tx{code: guard("(("+a.code+") / ("+b.code+"))", a, b), null: a.null || b.null, kind: row.Float}, nil
+		null := a.null || b.null
+		return tx{code: t.guarded(func() string { return "((" + a.code + ") / (" + b.code + "))" }, &a, &b), null: null, kind: row.Float}, nil
 	}
 	op, ok := sqlOps[x.Op]
 	if !ok {
@@ -281,7 +316,8 @@ func (t *translator) binary(x *sql.Binary) (tx, error) {
 			kind = row.Null
 		}
 	}
-	return tx{code: guard("(("+a.code+") "+op+" ("+b.code+"))", a, b), null: a.null || b.null, kind: kind}, nil
+	null := a.null || b.null
+	return tx{code: t.guarded(func() string { return "((" + a.code + ") " + op + " (" + b.code + "))" }, &a, &b), null: null, kind: kind}, nil
 }
 
 // likeRegexp turns a LIKE pattern into an anchored regular expression: %
@@ -327,16 +363,16 @@ func (t *translator) cast(x *sql.Cast) (tx, error) {
 	if !ok {
 		return tx{}, t.p.errorf(x.Pos, "CAST to %s is not supported (known: BIGINT, DOUBLE PRECISION, VARCHAR)", strings.ToUpper(x.Type))
 	}
-	var code string
+	var fn string
 	switch {
 	case to == row.Int && a.kind == row.Float:
-		code = "int(round(" + a.code + "))" // PostgreSQL rounds, half away from zero
+		fn = "int(round(%s))" // PostgreSQL rounds, half away from zero
 	case to == row.Int && (a.kind == row.Int || a.kind == row.String):
-		code = "int(" + a.code + ")"
+		fn = "int(%s)"
 	case to == row.Float && (numeric(a.kind) || a.kind == row.String):
-		code = "float(" + a.code + ")"
+		fn = "float(%s)"
 	case to == row.String && (numeric(a.kind) || a.kind == row.String):
-		code = "string(" + a.code + ")"
+		fn = "string(%s)"
 	default:
 		what := a.kind.String()
 		if a.kind == row.Null {
@@ -344,7 +380,8 @@ func (t *translator) cast(x *sql.Cast) (tx, error) {
 		}
 		return tx{}, t.p.errorf(x.Pos, "CAST of %s to %s is not supported", what, strings.ToUpper(x.Type))
 	}
-	return tx{code: guard(code, a), null: a.null, kind: to}, nil
+	null := a.null
+	return tx{code: t.guarded(func() string { return fmt.Sprintf(fn, a.code) }, &a), null: null, kind: to}, nil
 }
 
 // extractFields are the fields EXTRACT takes, as methods of a time (UTC).
@@ -458,7 +495,9 @@ func (t *translator) call(c *sql.Call) (tx, error) {
 		if err != nil {
 			return tx{}, t.p.errorf(c.Args[1].At(), "to_char pattern %q: %v", pat, err)
 		}
-		return tx{code: guard("(("+args[0].code+").Format("+strconv.Quote(layout)+"))", args[0]), null: args[0].null, kind: row.String}, nil
+		a := args[0]
+		null := a.null
+		return tx{code: t.guarded(func() string { return "((" + a.code + ").Format(" + strconv.Quote(layout) + "))" }, &a), null: null, kind: row.String}, nil
 	case "date_part", "extract":
 		if len(c.Args) != 2 {
 			return tx{}, t.p.errorf(c.Pos, "EXTRACT takes a field (year, month, day, hour, minute, second, epoch) and a timestamp")
@@ -473,20 +512,26 @@ func (t *translator) call(c *sql.Call) (tx, error) {
 		if len(args) != 2 || args[1].kind != row.Time || !ok || !known {
 			return tx{}, t.p.errorf(c.Pos, "EXTRACT takes a field (year, month, day, hour, minute, second, epoch) and a timestamp")
 		}
-		ts := "(" + args[1].code + ")"
+		a := args[1]
+		null := a.null
+		kind, build := row.Int, func() string { return "((" + a.code + ")." + method + ")" }
 		switch field {
 		case "second": // with its fraction, as PostgreSQL gives it
-			return tx{code: guard("(float("+ts+".Second()) + float("+ts+".Nanosecond()) / 1e9)", args[1]), null: args[1].null, kind: row.Float}, nil
+			kind, build = row.Float, func() string {
+				return "(float((" + a.code + ").Second()) + float((" + a.code + ").Nanosecond()) / 1e9)"
+			}
 		case "epoch":
-			return tx{code: guard("(float("+ts+".Unix()) + float("+ts+".Nanosecond()) / 1e9)", args[1]), null: args[1].null, kind: row.Float}, nil
+			kind, build = row.Float, func() string { return "(float((" + a.code + ").Unix()) + float((" + a.code + ").Nanosecond()) / 1e9)" }
 		}
-		return tx{code: guard("("+ts+"."+method+")", args[1]), null: args[1].null, kind: row.Int}, nil
+		return tx{code: t.guarded(build, &a), null: null, kind: kind}, nil
 	case "btrim", "trim":
 		if len(args) != 1 {
 			return tx{}, t.p.errorf(c.Pos, "trim takes one argument (trimming other characters is not supported)")
 		}
 		// PostgreSQL trims spaces only.
-		return tx{code: guard("trim("+args[0].code+", \" \")", args[0]), null: args[0].null, kind: row.String}, nil
+		a := args[0]
+		null := a.null
+		return tx{code: t.guarded(func() string { return "trim(" + a.code + ", \" \")" }, &a), null: null, kind: row.String}, nil
 	}
 	f, ok := scalarFuncs[c.Name]
 	if !ok {
@@ -506,5 +551,7 @@ func (t *translator) call(c *sql.Call) (tx, error) {
 	if kind == row.Null {
 		kind = args[0].kind
 	}
-	return tx{code: guard(f.fn+"("+args[0].code+")", args[0]), null: args[0].null, kind: kind}, nil
+	a := args[0]
+	null := a.null
+	return tx{code: t.guarded(func() string { return f.fn + "(" + a.code + ")" }, &a), null: null, kind: kind}, nil
 }
