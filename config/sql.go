@@ -501,16 +501,11 @@ func (p *planner) query(name string, q *sql.Select) (string, error) {
 		return "", p.errorf(q.Having.At(), "HAVING without GROUP BY and a window in FROM is not supported")
 	}
 	if q.Where != nil {
-		where, err := tr.cond(q.Where)
-		if err != nil {
-			return "", err
-		}
 		whereName := name + "-where"
 		if star {
 			whereName = name
 		}
-		at := q.Where.At()
-		if err := p.transform(whereName, "filter", node, at, scalarNode("where", at.Line, at.Column), scalarNode(where, at.Line, at.Column)); err != nil {
+		if err := p.filter(whereName, node, tr, q.Where); err != nil {
 			return "", err
 		}
 		node = whereName
@@ -546,6 +541,21 @@ func (p *planner) query(name string, q *sql.Select) (string, error) {
 	return name, nil
 }
 
+// filter adds filter transform name over input, keeping the rows for which
+// every one of conds is true (translated with tr).
+func (p *planner) filter(name, input string, tr *translator, conds ...sql.Expr) error {
+	var parts []string
+	for _, c := range conds {
+		s, err := tr.cond(c)
+		if err != nil {
+			return err
+		}
+		parts = append(parts, s)
+	}
+	at := conds[0].At()
+	return p.transform(name, "filter", input, at, scalarNode("where", at.Line, at.Column), scalarNode(strings.Join(parts, " and "), at.Line, at.Column))
+}
+
 // project adds map transform name over input, making the selected columns
 // of q with tr, and declares them in out.
 func (p *planner) project(name, input string, q *sql.Select, tr *translator, out *relation) error {
@@ -576,12 +586,7 @@ func (p *planner) windowQuery(name string, q *sql.Select, in *relation, tr *tran
 	}
 	node := in.node
 	if q.Where != nil {
-		where, err := tr.cond(q.Where)
-		if err != nil {
-			return "", err
-		}
-		at := q.Where.At()
-		if err := p.transform(name+"-where", "filter", node, at, scalarNode("where", at.Line, at.Column), scalarNode(where, at.Line, at.Column)); err != nil {
+		if err := p.filter(name+"-where", node, tr, q.Where); err != nil {
 			return "", err
 		}
 		node = name + "-where"
@@ -678,12 +683,7 @@ func (p *planner) windowQuery(name string, q *sql.Select, in *relation, tr *tran
 	// the aggregates' fields.
 	post := &translator{p: p, relName: f.Relation, window: w}
 	if q.Having != nil {
-		h, err := post.cond(q.Having)
-		if err != nil {
-			return "", err
-		}
-		hp := q.Having.At()
-		if err := p.transform(name+"-having", "filter", node, hp, scalarNode("where", hp.Line, hp.Column), scalarNode(h, hp.Line, hp.Column)); err != nil {
+		if err := p.filter(name+"-having", node, post, q.Having); err != nil {
 			return "", err
 		}
 		node = name + "-having"

@@ -108,17 +108,8 @@ func (p *planner) joinQuery(name string, q *sql.Select) (string, error) {
 			continue
 		}
 		tr := &translator{p: p, rel: rels[i], relName: inputs[i].Name()}
-		var parts []string
-		for _, c := range pre[i] {
-			s, err := tr.cond(c)
-			if err != nil {
-				return "", err
-			}
-			parts = append(parts, s)
-		}
-		at := pre[i][0].At()
 		filter := name + "-" + []string{"left", "right"}[i]
-		if err := p.transform(filter, "filter", nodes[i], at, scalarNode("where", at.Line, at.Column), scalarNode(strings.Join(parts, " and "), at.Line, at.Column)); err != nil {
+		if err := p.filter(filter, nodes[i], tr, pre[i]...); err != nil {
 			return "", err
 		}
 		nodes[i] = filter
@@ -184,16 +175,7 @@ func (p *planner) joinQuery(name string, q *sql.Select) (string, error) {
 	tr := &translator{p: p, rel: &relation{columns: inner, types: types}, relName: "the join", resolve: js.columnName}
 	node := name + "-join"
 	if len(post) > 0 {
-		var parts []string
-		for _, c := range post {
-			s, err := tr.cond(c)
-			if err != nil {
-				return "", err
-			}
-			parts = append(parts, s)
-		}
-		at := post[0].At()
-		if err := p.transform(name+"-where", "filter", node, at, scalarNode("where", at.Line, at.Column), scalarNode(strings.Join(parts, " and "), at.Line, at.Column)); err != nil {
+		if err := p.filter(name+"-where", node, tr, post...); err != nil {
 			return "", err
 		}
 		node = name + "-where"

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"strings"
@@ -169,14 +170,18 @@ func (b *builder) window(name string, m *mapping) {
 		// A list's key is its fields' values encoded as one row (NULLs group
 		// together, as SQL's GROUP BY has them).
 		ks = stream.KeyBy(in.s, func(r row.Row) row.Value {
-			k := make(row.Row, nk)
-			for i, f := range keys {
-				k[i] = r[f]
-				if k[i].Kind() == row.Float && k[i].Float() == 0 {
-					k[i] = row.FloatValue(0) // -0 and +0 are one group, as in SQL
+			// row.RowCodec's encoding of the key fields, written without
+			// making the row: a count, then each value.
+			var buf [64]byte
+			k := binary.AppendUvarint(buf[:0], uint64(nk))
+			for _, f := range keys {
+				v := r[f]
+				if v.Kind() == row.Float && v.Float() == 0 {
+					v = row.FloatValue(0) // -0 and +0 are one group, as in SQL
 				}
+				k = row.ValueCodec{}.Append(k, v)
 			}
-			return row.BytesValue(string(row.RowCodec{}.Append(nil, k)))
+			return row.BytesValue(string(k))
 		})
 		output = func(k row.Value, w window.Window, acc window.RowAcc) row.Row {
 			r := make(row.Row, nk+2, width)

@@ -143,8 +143,23 @@ func (t *TableSource) value(e *Event, i int) row.Value {
 	switch t.table {
 	case PersonTable:
 		p := e.Person
-		return [...]row.Value{row.IntValue(p.ID), row.StringValue(p.Name), row.StringValue(p.EmailAddress), row.StringValue(p.CreditCard),
-			row.StringValue(p.City), row.StringValue(p.State), ms(p.DateTime), row.StringValue(p.Extra)}[i]
+		switch i {
+		case 0:
+			return row.IntValue(p.ID)
+		case 1:
+			return row.StringValue(p.Name)
+		case 2:
+			return row.StringValue(p.EmailAddress)
+		case 3:
+			return row.StringValue(p.CreditCard)
+		case 4:
+			return row.StringValue(p.City)
+		case 5:
+			return row.StringValue(p.State)
+		case 6:
+			return ms(p.DateTime)
+		}
+		return row.StringValue(p.Extra)
 	case AuctionTable:
 		a := e.Auction
 		switch i {

@@ -91,3 +91,11 @@ func TestParseSkipsAByteOrderMark(t *testing.T) {
 		t.Fatalf("%+v, %v", s, err)
 	}
 }
+
+// Statements of only blanks and comments are no statements.
+func TestParseSkipsEmptyStatements(t *testing.T) {
+	s, err := Parse("q.sql", "-- a comment; with a semicolon\n;  /* another; */ ;\nSET a = 1; ;")
+	if err != nil || len(s.Statements) != 1 {
+		t.Fatalf("%d statements, %v; want the SET alone", len(s.Statements), err)
+	}
+}

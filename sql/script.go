@@ -75,10 +75,12 @@ func (s *source) split() ([]statement, error) {
 	var out []statement
 	t := s.text
 	start := 0
+	content := false // a statement's text outside blanks and comments was seen
 	emit := func(end int) {
-		if body := t[start:end]; strings.TrimSpace(stripComments(body)) != "" {
-			out = append(out, statement{text: body, start: start})
+		if content {
+			out = append(out, statement{text: t[start:end], start: start})
 		}
+		start, content = end+1, false
 	}
 	for i := 0; i < len(t); i++ {
 		switch c := t[i]; {
@@ -91,7 +93,7 @@ func (s *source) split() ([]statement, error) {
 				}
 				return nil, s.errorf(i, "unterminated %s", what)
 			}
-			i = j
+			i, content = j, true
 		case c == '-' && i+1 < len(t) && t[i+1] == '-':
 			for i < len(t) && t[i] != '\n' {
 				i++
@@ -104,7 +106,8 @@ func (s *source) split() ([]statement, error) {
 			i += j + 3
 		case c == ';':
 			emit(i)
-			start = i + 1
+		case c != ' ' && c != '\t' && c != '\n' && c != '\r':
+			content = true
 		}
 	}
 	emit(len(t))
@@ -125,33 +128,4 @@ func closeQuote(t string, i int) int {
 		}
 	}
 	return -1
-}
-
-// stripComments blanks the comments of a statement (for the emptiness test).
-func stripComments(t string) string {
-	var b strings.Builder
-	for i := 0; i < len(t); i++ {
-		switch c := t[i]; {
-		case c == '\'' || c == '"':
-			j := closeQuote(t, i)
-			if j < 0 {
-				j = len(t) - 1
-			}
-			b.WriteString(t[i : j+1])
-			i = j
-		case c == '-' && i+1 < len(t) && t[i+1] == '-':
-			for i < len(t) && t[i] != '\n' {
-				i++
-			}
-		case c == '/' && i+1 < len(t) && t[i+1] == '*':
-			j := strings.Index(t[i+2:], "*/")
-			if j < 0 {
-				return b.String()
-			}
-			i += j + 3
-		default:
-			b.WriteByte(c)
-		}
-	}
-	return b.String()
 }
