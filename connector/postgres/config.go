@@ -77,6 +77,13 @@ type SinkConfig struct {
 	// index on exactly these columns (CreateTable makes it the primary key).
 	// A row with a NULL key fails the sink subtask.
 	Key []string
+	// Deletes makes the sink apply a changelog: the values function appends,
+	// after the columns' values, one bool per row, true when the row deletes
+	// its key (the other values are then the deleted row's, and only the
+	// key's are used). Per key the last row of a commit decides: an upsert,
+	// or a delete of the key's row if there is one. Upsert mode only. The
+	// staging table holds the flag in column ingest_delete.
+	Deletes bool
 	// CreateTable creates the target table when it does not exist (CREATE
 	// TABLE IF NOT EXISTS with Columns, and in Upsert mode PRIMARY KEY (Key)).
 	// The default value is false: the table must exist with the columns.
@@ -175,6 +182,9 @@ const (
 	stagingSuffix = "__ingest_staging"
 	writerColumn  = "ingest_writer"
 	seqColumn     = "ingest_seq"
+	// deleteColumn is the staging table's flag of a row that deletes its
+	// key (SinkConfig.Deletes).
+	deleteColumn = "ingest_delete"
 	// maxIdentifier is PostgreSQL's NAMEDATALEN - 1: longer names are
 	// truncated silently, so two derived names could collide.
 	maxIdentifier = 63
@@ -242,7 +252,7 @@ func (c SinkConfig) validate(columns []Column) error {
 			add("column %d has no name", i)
 		case len(col.Name) > maxIdentifier:
 			add("column %q is longer than %d bytes", col.Name, maxIdentifier)
-		case col.Name == writerColumn || col.Name == seqColumn:
+		case col.Name == writerColumn || col.Name == seqColumn || col.Name == deleteColumn:
 			add("column %q: the name is reserved for the staging table's tags", col.Name)
 		case seen[col.Name]:
 			add("column %q appears twice", col.Name)
@@ -271,6 +281,9 @@ func (c SinkConfig) validate(columns []Column) error {
 		}
 	default:
 		add("mode %v: want append or upsert", c.Mode)
+	}
+	if c.Deletes && c.Mode != Upsert {
+		add("deletes need mode upsert: a deleted row is found by its key")
 	}
 	if c.FlushRows < 0 {
 		add("flush_rows %d must be positive", c.FlushRows)

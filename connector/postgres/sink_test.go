@@ -317,6 +317,74 @@ func TestUpsertLastWriteWins(t *testing.T) {
 	}
 }
 
+// change is an item with the changelog's delete flag.
+type change struct {
+	item
+	del bool
+}
+
+// A sink with Deletes applies a changelog: per key the last row of a commit
+// upserts the key or deletes it, whatever came before it in the commit and
+// in earlier commits; a delete of a key the table lacks changes nothing.
+func TestUpsertDeletes(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	cfg := f.config("changes", postgres.Upsert, "id")
+	cfg.Deletes = true
+	s, err := postgres.NewSink(cfg, itemColumns, func(dst []any, c change) []any { return append(itemValues(dst, c.item), c.del) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	w0, w1 := openWriter(t, s, 0, testJob), openWriter(t, s, 1, testJob)
+	// Checkpoint 1: key 1 inserted then deleted (absent), key 2 deleted then
+	// inserted (present), key 3 inserted, key 4 deleted (never there).
+	write(t, w0, change{item{1, "a", 1}, false}, change{item{2, "b", 1}, true}, change{item{3, "c", 1}, false})
+	write(t, w0, change{item{1, "a", 1}, true}, change{item{2, "b", 2}, false})
+	write(t, w1, change{item{4, "d", 1}, true})
+	commit(t, s.Committer(), testJob, commitOf(1, 0, snapshot(t, w0, 1), snapshot(t, w1, 1)))
+	want := []item{{2, "b", 2}, {3, "c", 1}}
+	if got := f.items("changes"); !slices.Equal(got, want) {
+		t.Fatalf("after checkpoint 1: %v, want %v", got, want)
+	}
+	_, _ = w0.NotifyComplete(1), w1.NotifyComplete(1)
+	// Checkpoint 2: key 3 deleted by subtask 1, key 2 updated, key 1 back.
+	write(t, w1, change{item{3, "c", 1}, true})
+	write(t, w0, change{item{2, "b", 3}, false}, change{item{1, "a", 5}, false})
+	c2 := commitOf(2, 1, snapshot(t, w0, 2), snapshot(t, w1, 2))
+	commit(t, s.Committer(), testJob, c2)
+	want = []item{{1, "a", 5}, {2, "b", 3}}
+	if got := f.items("changes"); !slices.Equal(got, want) {
+		t.Fatalf("after checkpoint 2: %v, want %v", got, want)
+	}
+	// Re-committing changes nothing.
+	commit(t, s.Committer(), testJob, c2)
+	if got := f.items("changes"); !slices.Equal(got, want) {
+		t.Fatalf("after re-committing checkpoint 2: %v, want %v", got, want)
+	}
+	if n := f.count("changes__ingest_staging"); n != 0 {
+		t.Fatalf("%d rows left staged, want 0", n)
+	}
+}
+
+// Deletes need upsert mode, and a values function that gives the flag.
+func TestDeletesNeedUpsertAndAFlag(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	cfg := f.config("appends", postgres.Append)
+	cfg.Deletes = true
+	if _, err := postgres.NewSink(cfg, itemColumns, itemValues); err == nil || !strings.Contains(err.Error(), "deletes need mode upsert") {
+		t.Fatalf("deletes in append mode: %v, want refused", err)
+	}
+	cfg = f.config("noflag", postgres.Upsert, "id")
+	cfg.Deletes = true
+	s := newItemSink(t, cfg)
+	w := openWriter(t, s, 0, testJob)
+	err := w.Write(runtime.Batch[item]{{Value: item{1, "a", 1}}})
+	if err == nil || !strings.Contains(err.Error(), "delete flag") {
+		t.Fatalf("a row without the flag: %v, want an error naming the delete flag", err)
+	}
+}
+
 // An upsert sink whose columns are all key columns inserts new keys and
 // leaves existing ones.
 func TestUpsertAllKeyColumns(t *testing.T) {

@@ -84,6 +84,9 @@ func buildStatements(target, staging table, control string, cfg SinkConfig, colu
 	}
 	cols := names(columns)
 	s.copyColumns = append([]string{writerColumn, seqColumn}, cols...)
+	if cfg.Deletes {
+		s.copyColumns = append(s.copyColumns, deleteColumn)
+	}
 
 	var defs strings.Builder
 	for _, c := range columns {
@@ -126,6 +129,10 @@ func buildStatements(target, staging table, control string, cfg SinkConfig, colu
 	// since a complete checkpoint may still have to publish them.
 	s.setup = append(s.setup, fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n  %s bigint NOT NULL,\n  %s bigint NOT NULL%s,\n  PRIMARY KEY (%s, %s)\n)",
 		s.staging, quoteCol(writerColumn), quoteCol(seqColumn), defs.String(), quoteCol(writerColumn), quoteCol(seqColumn)))
+	if cfg.Deletes {
+		// A staging table made by a sink without deletes gains the flag.
+		s.setup = append(s.setup, fmt.Sprintf("ALTER TABLE %s ADD COLUMN IF NOT EXISTS %s boolean NOT NULL DEFAULT false", s.staging, quoteCol(deleteColumn)))
+	}
 
 	s.checkCols = fmt.Sprintf("SELECT %s FROM %s LIMIT 0", columnList("", cols), s.target)
 	s.checkStage = fmt.Sprintf("SELECT %s FROM %s LIMIT 0", columnList("", s.copyColumns), s.staging)
@@ -152,9 +159,24 @@ func buildStatements(target, staging table, control string, cfg SinkConfig, colu
 		if set.Len() > 0 {
 			action = "DO UPDATE SET " + set.String()
 		}
-		s.publish = with + fmt.Sprintf("INSERT INTO %s (%s)\nSELECT DISTINCT ON (%s) %s\n%s\nORDER BY %s, c.prepared DESC, c.subtask DESC, s.%s DESC\nON CONFLICT (%s) %s",
-			s.target, columnList("", cols), columnList("s.", cfg.Key), columnList("s.", cols), join,
-			columnList("s.", cfg.Key), quoteCol(seqColumn), columnList("", cfg.Key), action)
+		last := fmt.Sprintf("SELECT DISTINCT ON (%s) %s\n%s\nORDER BY %s, c.prepared DESC, c.subtask DESC, s.%s DESC",
+			columnList("s.", cfg.Key), columnList("s.", cols), join, columnList("s.", cfg.Key), quoteCol(seqColumn))
+		if !cfg.Deletes {
+			s.publish = with + fmt.Sprintf("INSERT INTO %s (%s)\n%s\nON CONFLICT (%s) %s",
+				s.target, columnList("", cols), last, columnList("", cfg.Key), action)
+			break
+		}
+		// With deletes, the last row of a key upserts it or deletes it. The
+		// two touch disjoint keys, so the DELETE in WITH and the INSERT
+		// (which see the same snapshot) never meet.
+		last = fmt.Sprintf("SELECT DISTINCT ON (%s) %s, s.%s\n%s\nORDER BY %s, c.prepared DESC, c.subtask DESC, s.%s DESC",
+			columnList("s.", cfg.Key), columnList("s.", cols), quoteCol(deleteColumn), join, columnList("s.", cfg.Key), quoteCol(seqColumn))
+		var match strings.Builder
+		for _, k := range cfg.Key {
+			fmt.Fprintf(&match, " AND t.%s = l.%s", quoteCol(k), quoteCol(k))
+		}
+		s.publish = with + fmt.Sprintf(", l AS (%s),\ngone AS (DELETE FROM %s t USING l WHERE l.%s%s)\nINSERT INTO %s (%s)\nSELECT %s FROM l WHERE NOT l.%s\nON CONFLICT (%s) %s",
+			last, s.target, quoteCol(deleteColumn), match.String(), s.target, columnList("", cols), columnList("l.", cols), quoteCol(deleteColumn), columnList("", cfg.Key), action)
 	default:
 		// No ORDER BY: a table is unordered, and sorting a checkpoint's rows
 		// would cost the server a sort (spilling to disk beyond work_mem) for

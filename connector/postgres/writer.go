@@ -59,6 +59,9 @@ func (w *writer[T]) Open(ctx *runtime.Context) error {
 		w.log = slog.New(slog.DiscardHandler)
 	}
 	w.width = 2 + len(w.d.columns)
+	if w.d.cfg.Deletes {
+		w.width++ // the delete flag
+	}
 	release, err := w.d.use(context.Background())
 	if err != nil {
 		return w.d.errorf("subtask %v: %w", w.task, err)
@@ -135,9 +138,19 @@ func (w *writer[T]) Write(batch runtime.Batch[T]) error {
 		start := len(w.buf)
 		w.buf = append(w.buf, w.boxed, w.seq)
 		w.buf = w.sink.values(w.buf, rec.Value)
-		if n := len(w.buf) - start - 2; n != ncols {
-			return w.d.errorf("subtask %v: the record with event time %s gave %d values for the %d columns %q",
-				w.task, formatTime(rec.Time), n, ncols, names(w.d.columns))
+		if n := len(w.buf) - start; n != w.width {
+			flag := ""
+			if w.d.cfg.Deletes {
+				flag = " and the delete flag"
+			}
+			return w.d.errorf("subtask %v: the record with event time %s gave %d values for the %d columns %q%s",
+				w.task, formatTime(rec.Time), n-2, ncols, names(w.d.columns), flag)
+		}
+		if w.d.cfg.Deletes {
+			if _, ok := w.buf[len(w.buf)-1].(bool); !ok {
+				return w.d.errorf("subtask %v: the record with event time %s gave %T as its delete flag, not a bool",
+					w.task, formatTime(rec.Time), w.buf[len(w.buf)-1])
+			}
 		}
 		for _, k := range w.d.keyIndex {
 			if w.buf[start+2+k] == nil {
