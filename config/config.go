@@ -84,6 +84,9 @@ var yamlLine = regexp.MustCompile(`^line (\d+): `)
 type named struct {
 	s      stream.Stream[row.Row]
 	schema *row.Schema
+	// changelog, when set, says the stream is a changelog keyed by these
+	// fields (see aggregates.go); nil for a stream of records.
+	changelog []string
 }
 
 // builder holds what Load is building.
@@ -621,8 +624,10 @@ func (b *builder) transform(name string, k *yaml.Node, m *mapping) {
 		b.join(name, m)
 	case "window":
 		b.window(name, m)
+	case "aggregate":
+		b.aggregate(name, m)
 	default:
-		m.unknownType("transform", typ, "filter, join, map, window")
+		m.unknownType("transform", typ, "aggregate, filter, join, map, window")
 	}
 	b.failed(name)
 	m.done()

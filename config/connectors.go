@@ -159,6 +159,9 @@ func (b *builder) sink(name string, k *yaml.Node, m *mapping) {
 	if spec, ok := b.connectorSpec(connector.RoleSink, m, typ, build != nil); ok {
 		m.decl = declare(spec, "type", "parallelism", "input")
 		in, ok := b.input(m)
+		if ok {
+			in.s = routed(in)
+		}
 		build(b, name, m, in, ok, b.parallelism(m))
 	} else {
 		b.input(m) // resolve the reference, so its node does not read as unused

@@ -129,6 +129,7 @@ var kindNames = map[string]row.Kind{"int": row.Int, "float": row.Float, "string"
 // filter builds a filter transform: the records for which where is true.
 func (b *builder) filter(name string, m *mapping) {
 	in, ok := b.input(m)
+	ok = ok && b.appendOnly(m, "input", "a filter", in)
 	where := m.get("where")
 	if where == nil {
 		b.e.add(m.node, m.field("where"), "is required")
@@ -234,11 +235,17 @@ func (b *builder) mapTransform(name string, m *mapping) {
 	for i, c := range progs {
 		copyFrom[i] = c.prog.Field()
 	}
+	var changelog []string
+	if in.changelog != nil {
+		if changelog, ok = b.mapChangelog(m, in, out, copyFrom, pos, keep); !ok {
+			return
+		}
+	}
 	n := &runtime.Node{ID: name, Type: "map", Describe: describe,
 		NewOperator: func() runtime.Operator {
 			return &mapOp{fields: progs, pos: pos, copyFrom: copyFrom, keep: keep, in: in.schema, width: len(out.Fields)}
 		}}
-	b.streams[name] = named{s: stream.Add[row.Row, row.Row](in.s, n, par), schema: out}
+	b.streams[name] = named{s: stream.Add[row.Row, row.Row](routed(in), n, par), schema: out, changelog: changelog}
 }
 
 // oneLine shortens an expression for the plan.

@@ -87,6 +87,7 @@ func (b *builder) join(name string, m *mapping) {
 	var ok [2]bool
 	for i, side := range joinSides {
 		in[i], ok[i] = b.ref(m, side)
+		ok[i] = ok[i] && b.appendOnly(m, side, "a join", in[i])
 	}
 	kind := m.required("kind")
 	d, shapeOK := b.joinShape(m, kind)

@@ -1,8 +1,11 @@
 package config
 
 import (
+	"strings"
+
 	"github.com/ingest-engine/ingest/connector/nats"
 	"github.com/ingest-engine/ingest/connector/postgres"
+	"github.com/ingest-engine/ingest/operator/aggregate"
 	"github.com/ingest-engine/ingest/row"
 	"github.com/ingest-engine/ingest/stream"
 )
@@ -89,7 +92,25 @@ func (b *builder) postgresSink(name string, m *mapping, in named, ok bool, par s
 	if !ok || cfg.DSN == "" || cfg.Table == "" {
 		return
 	}
-	sink, err := postgres.NewRowSink(cfg, in.schema, nil)
+	var sink *postgres.Sink[row.Row]
+	if in.changelog == nil {
+		sink, err = postgres.NewRowSink(cfg, in.schema, nil)
+	} else {
+		// A changelog is applied by its key: an upsert on another key, or
+		// appends, would keep rows its updates and deletes replaced.
+		key := strings.Join(in.changelog, ", ")
+		switch {
+		case cfg.Mode != postgres.Upsert:
+			b.e.add(m.get("input"), m.field("input"), "%s is a changelog keyed by [%s]: write it with mode: upsert and key: [%s], which applies its updates and deletes (mode %v would keep every version of a row)",
+				m.str("input", ""), key, key, cfg.Mode)
+			return
+		case !sameSet(cfg.Key, in.changelog):
+			b.e.add(m.get("key"), m.field("key"), "key [%s] is not the key of the changelog %s, [%s]: upserting on other columns would merge or split its rows",
+				strings.Join(cfg.Key, ", "), m.str("input", ""), key)
+			return
+		}
+		sink, err = postgres.NewRowChangelogSink(cfg, in.schema, aggregate.OpField)
+	}
 	if err != nil {
 		b.e.add(m.node, m.path, "%v", err) // the sink's errors redact the DSN's password
 		return

@@ -39,6 +39,7 @@ var windowResultFields = []string{"key", "window_start", "window_end"}
 
 func (b *builder) window(name string, m *mapping) {
 	in, ok := b.input(m)
+	ok = ok && b.appendOnly(m, "input", "a window", in)
 	// key is a field, or a list of fields (none: one group per window).
 	var keyFields []string
 	keyList := m.get("key") != nil && m.get("key").Kind == yaml.SequenceNode
@@ -167,29 +168,10 @@ func (b *builder) window(name string, m *mapping) {
 		}
 		desc = "field " + in.schema.Fields[key].Name
 	} else {
-		// A list's key is its fields' values encoded as one row (NULLs group
-		// together, as SQL's GROUP BY has them).
-		ks = stream.KeyBy(in.s, func(r row.Row) row.Value {
-			// row.RowCodec's encoding of the key fields, written without
-			// making the row: a count, then each value.
-			var buf [64]byte
-			k := binary.AppendUvarint(buf[:0], uint64(nk))
-			for _, f := range keys {
-				v := r[f]
-				if v.Kind() == row.Float && v.Float() == 0 {
-					v = row.FloatValue(0) // -0 and +0 are one group, as in SQL
-				}
-				k = row.ValueCodec{}.Append(k, v)
-			}
-			return row.BytesValue(string(k))
-		})
+		ks = stream.KeyBy(in.s, listKey(keys))
 		output = func(k row.Value, w window.Window, acc window.RowAcc) row.Row {
 			r := make(row.Row, nk+2, width)
-			// The key was encoded by the function above; state that would
-			// not decode fails its checksum before it reaches here.
-			if vals, _, err := (row.RowCodec{}).Decode([]byte(k.Str())); err == nil {
-				copy(r, vals)
-			}
+			decodeListKey(r, k)
 			r[nk], r[nk+1] = row.TimeValue(w.Start), row.TimeValue(w.End)
 			return result(acc, r)
 		}
@@ -218,6 +200,35 @@ func (b *builder) window(name string, m *mapping) {
 	if late != lateDrop {
 		// Late records are the window's input records, unchanged.
 		b.streams[name+"."+late] = named{s: stream.SideOutput[row.Row](out, late), schema: in.schema}
+	}
+}
+
+// listKey returns the key of a row grouped by the fields at keys: their
+// values encoded as one row (NULLs group together, as SQL's GROUP BY has
+// them; -0 and +0 are one group).
+func listKey(keys []int) func(row.Row) row.Value {
+	return func(r row.Row) row.Value {
+		// row.RowCodec's encoding of the key fields, written without
+		// making the row: a count, then each value.
+		var buf [64]byte
+		k := binary.AppendUvarint(buf[:0], uint64(len(keys)))
+		for _, f := range keys {
+			v := r[f]
+			if v.Kind() == row.Float && v.Float() == 0 {
+				v = row.FloatValue(0)
+			}
+			k = row.ValueCodec{}.Append(k, v)
+		}
+		return row.BytesValue(string(k))
+	}
+}
+
+// decodeListKey writes the values of a listKey key into r's first fields.
+// The key was encoded by listKey; state that would not decode fails its
+// checksum before it reaches here.
+func decodeListKey(r row.Row, k row.Value) {
+	if vals, _, err := (row.RowCodec{}).Decode([]byte(k.Str())); err == nil {
+		copy(r, vals)
 	}
 }
 

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ingest-engine/ingest/row"
@@ -77,4 +78,35 @@ func NewRowSink(cfg SinkConfig, schema *row.Schema, columns []Column) (*Sink[row
 		return nil, fmt.Errorf("postgres sink %s: %d columns for the %d fields %q of the input rows", cfg.Table, len(columns), len(schema.Fields), schema.Names())
 	}
 	return NewSink(cfg, columns, RowValues)
+}
+
+// NewRowChangelogSink returns a sink applying a changelog of dynamic rows:
+// an upsert sink (cfg.Mode Upsert, cfg.Key) with Deletes, whose row's field
+// op says what the row does — "delete" deletes the row's key, any other
+// value upserts the row. The table's columns are schema's fields, but those
+// whose name starts with '_' (the changelog's metadata: the operation, and
+// what else a producer adds), of type ColumnType(field kind).
+func NewRowChangelogSink(cfg SinkConfig, schema *row.Schema, op string) (*Sink[row.Row], error) {
+	at := schema.Index(op)
+	if at < 0 {
+		return nil, fmt.Errorf("postgres sink %s: the changelog has no operation field %q (fields: %q)", cfg.Table, op, schema.Names())
+	}
+	var cols []Column
+	var kept []int
+	for i, f := range schema.Fields {
+		if !strings.HasPrefix(f.Name, "_") {
+			cols = append(cols, Column{Name: f.Name, Type: ColumnType(f.Kind)})
+			kept = append(kept, i)
+		}
+	}
+	cfg.Deletes = true
+	return NewSink(cfg, cols, func(dst []any, r row.Row) []any {
+		if len(r) != len(schema.Fields) {
+			return dst // the writer reports the count of values
+		}
+		for _, i := range kept {
+			dst = append(dst, rowValue(r[i]))
+		}
+		return append(dst, r[at].Str() == "delete")
+	})
 }

@@ -1,0 +1,200 @@
+package config_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ingest-engine/ingest/config"
+	"github.com/ingest-engine/ingest/internal/testkit"
+)
+
+// changeRow is one committed row of the changelog of an aggregate by key
+// of datagen records.
+type changeRow struct {
+	Key   int64   `json:"key"`
+	N     int64   `json:"n"`
+	Total int64   `json:"total"`
+	Hi    int64   `json:"hi"`
+	Op    string  `json:"_op"`
+	Mean  float64 `json:"mean"`
+}
+
+// applyChangelog reads the committed changelog under dir in publication
+// order and applies it per key, failing on an operation that does not fit
+// the key's state (an insert of a present key, an update or delete of an
+// absent one, a delete that is not of the present row). It returns the
+// table and the number of rows read.
+func applyChangelog(t *testing.T, dir string) (map[int64]changeRow, int) {
+	t.Helper()
+	lines, err := testkit.ReadCommitted(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := map[int64]changeRow{}
+	// writer is the sink subtask each key's rows are written by: one, or
+	// their order would depend on how the files are read.
+	writer := map[int64]string{}
+	for i, l := range lines {
+		var r changeRow
+		if err := json.Unmarshal(l.Text, &r); err != nil {
+			t.Fatalf("line %d %q: %v", i, l.Text, err)
+		}
+		sub, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(l.File), "part-"), "-")
+		if w, seen := writer[r.Key]; seen && w != sub {
+			t.Fatalf("line %d: key %d is written by sink subtasks %s and %s", i, r.Key, w, sub)
+		}
+		writer[r.Key] = sub
+		cur, present := table[r.Key]
+		switch {
+		case r.Op == "insert" && !present, r.Op == "update" && present:
+			table[r.Key] = r
+		case r.Op == "delete" && present:
+			cur.Op = r.Op
+			if cur != r {
+				t.Fatalf("line %d deletes %+v, the key's row is %+v", i, r, cur)
+			}
+			delete(table, r.Key)
+		default:
+			t.Fatalf("line %d: %s of key %d, which is present: %v", i, r.Op, r.Key, present)
+		}
+	}
+	return table, len(lines)
+}
+
+// An aggregate without a window emits a changelog: per key, an insert and
+// then an update per record that changes the result, and with having a
+// delete when the result stops qualifying. Applied in order it gives
+// exactly the results over all records, and no record is missed or seen
+// twice (the count of rows is exact). One source subtask makes each key's
+// records arrive in id order, on which the row where having stops holding
+// depends.
+func TestAggregateEmitsAnExactChangelog(t *testing.T) {
+	const count, keys = 3000, 7
+	for _, having := range []string{"", "total < 100000"} {
+		t.Run(fmt.Sprintf("having=%q", having), func(t *testing.T) {
+			h := ""
+			if having != "" {
+				h = "    having: " + having + "\n"
+			}
+			dir := runYAML(t, fmt.Sprintf(`pipeline: updating
+checkpoint:
+  interval: 50ms
+  dir: ckpts
+restart:
+  delay: 10ms
+  max_attempts: 1
+sources:
+  events:
+    type: datagen
+    parallelism: 1
+    count: %d
+    keys: %d
+transforms:
+  totals:
+    type: aggregate
+    input: events
+    key: [key]
+    parallelism: 2
+    aggregates:
+      n: count()
+      total: sum(value)
+      hi: max(value)
+      mean: avg(value)
+%ssinks:
+  out:
+    type: file
+    input: totals
+    path: out
+    parallelism: 3
+`, count, keys, h))
+			got, rows := applyChangelog(t, filepath.Join(dir, "out"))
+			want := map[int64]changeRow{}
+			wantRows := 0
+			for _, r := range datagenRecords(count, keys, time.Time{}, 0) {
+				w, had := want[r.key]
+				wasShown := had && (having == "" || w.Total < 100000)
+				w.Key, w.N, w.Total, w.Hi = r.key, w.N+1, w.Total+r.value, max(w.Hi, r.value)
+				w.Mean = float64(w.Total) / float64(w.N)
+				want[r.key] = w
+				shown := having == "" || w.Total < 100000
+				if shown || wasShown {
+					wantRows++ // every record changes n: an insert, update or delete
+				}
+			}
+			for k, w := range want {
+				if having != "" && w.Total >= 100000 {
+					delete(want, k)
+					continue
+				}
+				w.Op = got[k].Op
+				want[k] = w
+			}
+			if len(got) != len(want) {
+				t.Fatalf("%d keys after the changelog, want %d: %v", len(got), len(want), got)
+			}
+			for k, w := range want {
+				if got[k] != w {
+					t.Errorf("key %d: %+v, want %+v", k, got[k], w)
+				}
+			}
+			if rows != wantRows {
+				t.Errorf("%d changelog rows, want %d", rows, wantRows)
+			}
+		})
+	}
+}
+
+// A changelog goes only where it is applied by its key: a filter, window,
+// join or aggregate reading it, a map dropping its key or _op, and a
+// postgres sink appending it or upserting on another key are refused at
+// load, each with the reason.
+func TestChangelogIsRefusedWhereItWouldBeMisread(t *testing.T) {
+	head := `pipeline: refused
+sources:
+  events:
+    type: datagen
+    count: 10
+transforms:
+  totals:
+    type: aggregate
+    input: events
+    key: [key]
+    aggregates:
+      n: count()
+`
+	for _, c := range []struct{ name, rest, want string }{
+		{"filter", "  f:\n    type: filter\n    input: totals\n    where: n > 1\nsinks:\n  out: {type: stdout, input: f}\n",
+			"totals is a changelog (rows inserted, updated and deleted by [key], in field _op): a filter would take its updates for new records"},
+		{"window", "  w:\n    type: window\n    input: totals\n    key: key\n    size: 1s\n    aggregates: {c: count()}\nsinks:\n  out: {type: stdout, input: w}\n",
+			"a window would take its updates"},
+		{"aggregate", "  a:\n    type: aggregate\n    input: totals\n    key: [n]\n    aggregates: {c: count()}\nsinks:\n  out: {type: stdout, input: a}\n",
+			"an aggregate would take its updates"},
+		{"map without the key", "  m:\n    type: map\n    input: totals\n    select: {n: n, _op: _op}\nsinks:\n  out: {type: stdout, input: m}\n",
+			"select key field key unchanged"},
+		{"map computing the key", "  m:\n    type: map\n    input: totals\n    select: {key: key + 1, n: n, _op: _op}\nsinks:\n  out: {type: stdout, input: m}\n",
+			"select key field key unchanged"},
+		{"map without _op", "  m:\n    type: map\n    input: totals\n    select: {key: key, n: n}\nsinks:\n  out: {type: stdout, input: m}\n",
+			"select _op unchanged"},
+		{"postgres append", "sinks:\n  out: {type: postgres, input: totals, dsn: 'postgres://x@127.0.0.1/test', table: t}\n",
+			"totals is a changelog keyed by [key]: write it with mode: upsert and key: [key]"},
+		{"postgres upsert on another key", "sinks:\n  out: {type: postgres, input: totals, dsn: 'postgres://x@127.0.0.1/test', table: t, mode: upsert, key: [n]}\n",
+			"key [n] is not the key of the changelog totals, [key]"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := writeFile(t, "p.yaml", head+c.rest)
+			_, err := config.Load(path)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Load: %v\nwant an error containing %q", err, c.want)
+			}
+		})
+	}
+	// A map renaming the key keeps the changelog, keyed by the new name.
+	path := writeFile(t, "p.yaml", head+"  m:\n    type: map\n    input: totals\n    select: {id: key, n: n, _op: _op}\nsinks:\n  out: {type: postgres, input: m, dsn: 'postgres://x@127.0.0.1/test', table: t, mode: upsert, key: [key]}\n")
+	if _, err := config.Load(path); err == nil || !strings.Contains(err.Error(), "the changelog m, [id]") {
+		t.Fatalf("Load: %v\nwant the renamed key [id]", err)
+	}
+}

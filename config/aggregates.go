@@ -1,0 +1,201 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/ingest-engine/ingest/expression"
+	"github.com/ingest-engine/ingest/operator/aggregate"
+	"github.com/ingest-engine/ingest/operator/window"
+	"github.com/ingest-engine/ingest/row"
+	"github.com/ingest-engine/ingest/stream"
+)
+
+// This file builds the aggregate transform (a GROUP BY without a window)
+// and keeps its output, a changelog, away from what would misread it.
+//
+// A changelog is a stream of rows keyed by some of its fields, each row an
+// insert, update or delete of its key's row (field _op). Applying the rows
+// of one key in order gives that key's current row, so:
+//   - every consumer reads a changelog routed by its key, so all the rows of
+//     one key reach one subtask in order;
+//   - a map reads it only when it copies the key fields and _op unchanged;
+//   - filter, window, join and aggregate refuse it: they would treat an
+//     update as a new record (a filter dropping an update leaves the old row
+//     standing);
+//   - a postgres sink applies it only as an upsert on exactly the key.
+
+// aggregate builds `type: aggregate`: key (a field or a list), aggregates
+// and an optional having, over the result's fields.
+func (b *builder) aggregate(name string, m *mapping) {
+	in, ok := b.input(m)
+	ok = ok && b.appendOnly(m, "input", "an aggregate", in)
+	keyFields := m.strList("key")
+	if m.get("key") == nil {
+		b.e.add(m.node, m.field("key"), "is required: the fields to group by, e.g. key: [customer]")
+	}
+	par := b.parallelism(m)
+	specs, specsOK := b.aggregateSpecs(m, in, ok, append(slices.Clone(keyFields), aggregate.OpField))
+	keys, keysOK := b.fieldIndexes(m, "key", in, ok, keyFields)
+	having := m.get("having")
+	if !ok || !specsOK || !keysOK {
+		return
+	}
+	agg, aggFields, result, err := window.RowAggregates(in.schema, specs)
+	if err != nil {
+		b.e.add(m.get("aggregates"), m.field("aggregates"), "%v", err)
+		return
+	}
+	var schema row.Schema
+	for _, k := range keys {
+		schema.Fields = append(schema.Fields, in.schema.Fields[k])
+	}
+	schema.Fields = append(schema.Fields, aggFields...)
+	cfg := aggregate.Config{Agg: agg}
+	if having != nil {
+		c := b.expression(having, m.field("having"), &schema, row.Bool)
+		if c == nil {
+			return
+		}
+		cfg.Having = func() (func(row.Row, int64) (bool, error), error) {
+			ev, err := expression.NewEvaluator(c.prog)
+			if err != nil {
+				return nil, fmt.Errorf("transform %s: %w", name, err)
+			}
+			return func(r row.Row, t int64) (bool, error) {
+				ev.Bind(r, t)
+				keep, err := ev.Bool(c.prog)
+				if err != nil {
+					return false, c.runError(err, &schema, r, t)
+				}
+				return keep, nil
+			}, nil
+		}
+	}
+	nk, width := len(keys), len(schema.Fields)+1 // and _op
+	cfg.Result = func(k row.Value, acc window.RowAcc) row.Row {
+		r := make(row.Row, nk, width)
+		decodeListKey(r, k)
+		return result(acc, r)
+	}
+	schema.Fields = append(schema.Fields, row.Field{Name: aggregate.OpField, Kind: row.String})
+	ks := stream.KeyBy(in.s, listKey(keys))
+	ks.KeyCodec = row.ValueCodec{}
+	out := aggregate.Rows(ks, name, cfg, par, keyDesc("fields ["+strings.Join(keyFields, ", ")+"]"))
+	out.Node().Type, out.Node().Describe = "aggregate", "aggregate by ["+strings.Join(keyFields, ", ")+"], updating"
+	b.streams[name] = named{s: out, schema: &schema, changelog: keyFields}
+}
+
+// aggregateSpecs reads the aggregates of m (name: count(), total:
+// sum(price)); an aggregate may not be named like one of reserved.
+func (b *builder) aggregateSpecs(m *mapping, in named, inOK bool, reserved []string) ([]window.AggregateSpec, bool) {
+	aggs := m.sub("aggregates")
+	defer aggs.done()
+	if len(aggs.keys) == 0 {
+		b.e.add(m.line("aggregates"), m.field("aggregates"), "name at least one aggregate, e.g. count: count()")
+		return nil, false
+	}
+	var specs []window.AggregateSpec
+	valid := true
+	for _, k := range aggs.keys {
+		if slices.Contains(reserved, k) {
+			b.e.add(aggs.line(k), aggs.field(k), "%q is a field of the result already; name the aggregate otherwise", k)
+			valid = false
+		}
+		spec, err := window.ParseAggregate(k, aggs.str(k, ""))
+		if err == nil && inOK {
+			_, _, _, err = window.RowAggregates(in.schema, []window.AggregateSpec{spec})
+		}
+		if err != nil {
+			b.e.add(aggs.get(k), aggs.field(k), "%v", err)
+			valid = false
+			continue
+		}
+		specs = append(specs, spec)
+	}
+	return specs, valid
+}
+
+// fieldIndexes returns the positions of fields (listed in field key of m)
+// in in's schema, reporting fields it lacks and fields listed twice.
+func (b *builder) fieldIndexes(m *mapping, key string, in named, inOK bool, fields []string) ([]int, bool) {
+	if !inOK {
+		return nil, false
+	}
+	var idx []int
+	ok := true
+	for _, f := range fields {
+		k := in.schema.Index(f)
+		switch {
+		case k < 0:
+			b.e.add(m.get(key), m.field(key), "input %s has no field %q (fields: %s)", m.str("input", ""), f, strings.Join(in.schema.Names(), ", "))
+			ok = false
+		case slices.Contains(idx, k):
+			b.e.add(m.get(key), m.field(key), "field %q is listed twice", f)
+			ok = false
+		}
+		idx = append(idx, k)
+	}
+	return idx, ok
+}
+
+// appendOnly reports whether in, read by field of m, is not a changelog;
+// what names the transform reading it ("a filter"), for the error when it is.
+func (b *builder) appendOnly(m *mapping, field, what string, in named) bool {
+	if in.changelog == nil {
+		return true
+	}
+	b.e.add(m.get(field), m.field(field), "%s is a changelog (rows inserted, updated and deleted by [%s], in field %s): %s would take its updates for new records. "+
+		"Only a map that keeps the key fields and %s, and sinks, read a changelog", m.str(field, ""), strings.Join(in.changelog, ", "), aggregate.OpField, what, aggregate.OpField)
+	return false
+}
+
+// routed returns in's stream as a consumer must read it: a changelog routed
+// by its key, so all the rows of a key reach one subtask, in order.
+func routed(in named) stream.Stream[row.Row] {
+	if in.changelog == nil {
+		return in.s
+	}
+	keys := make([]int, len(in.changelog))
+	for i, f := range in.changelog {
+		keys[i] = in.schema.Index(f)
+	}
+	return stream.KeyBy(in.s, listKey(keys)).Stream
+}
+
+// mapChangelog returns the key fields of a map's output over changelog in:
+// the names the map copies in's key fields to. ok is false, and the error
+// reported, when the map drops or computes a key field or _op.
+func (b *builder) mapChangelog(m *mapping, in named, out *row.Schema, copyFrom, pos []int, keep bool) (keys []string, ok bool) {
+	copied := func(field string) string {
+		src := in.schema.Index(field)
+		for i, from := range copyFrom {
+			if from == src {
+				return out.Fields[pos[i]].Name
+			}
+		}
+		if keep && !slices.Contains(pos, out.Index(field)) {
+			return field // kept from the input, not replaced
+		}
+		return ""
+	}
+	for _, k := range in.changelog {
+		name := copied(k)
+		if name == "" {
+			b.e.add(m.get("select"), m.field("select"), "the input is a changelog keyed by [%s]: select key field %s unchanged (%s: %s)", strings.Join(in.changelog, ", "), k, k, k)
+			return nil, false
+		}
+		keys = append(keys, name)
+	}
+	if copied(aggregate.OpField) != aggregate.OpField {
+		b.e.add(m.get("select"), m.field("select"), "the input is a changelog: select %s unchanged (%s: %s), or its deletes read as rows", aggregate.OpField, aggregate.OpField, aggregate.OpField)
+		return nil, false
+	}
+	return keys, true
+}
+
+// sameSet reports whether a and b hold the same names, in any order.
+func sameSet(a, b []string) bool {
+	return len(a) == len(b) && !slices.ContainsFunc(a, func(s string) bool { return !slices.Contains(b, s) })
+}

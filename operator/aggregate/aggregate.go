@@ -1,0 +1,169 @@
+// Package aggregate is the updating aggregate: a GROUP BY without a window.
+// Each key's accumulator lives in keyed state for as long as the job runs,
+// and every record that changes a key's result emits the key's new result,
+// so the output is a changelog keyed by the group key rather than a stream
+// of final rows.
+//
+// # The changelog
+//
+// Every output row is the key's whole result followed by one more value,
+// the operation (field OpField):
+//
+//	insert  the key's first visible result;
+//	update  a later result of a key whose previous result was visible;
+//	delete  the key's result stops being visible (HAVING no longer holds);
+//	        the row is the previous result, the one deleted.
+//
+// A record that leaves the result as it was (a max that did not change)
+// emits nothing. Applying the rows in order, per key, to a table keyed by the
+// group key — upsert for insert and update, delete for delete — gives the
+// table of results of all records so far. All the rows of one key come from
+// one subtask in order; a consumer must keep that order per key (the config
+// package routes a changelog by its key to every sink).
+//
+// # Checkpoints
+//
+// The accumulators are keyed state: a checkpoint holds each key's
+// accumulator as of its barrier, and the changelog rows emitted before the
+// barrier are the ones a consumer has applied when it commits that
+// checkpoint. A recovery replays the records after the barrier onto the
+// restored accumulators, so it emits exactly the rows the failed run emitted
+// after the barrier, which the sinks had not committed.
+package aggregate
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/ingest-engine/ingest/operator/process"
+	"github.com/ingest-engine/ingest/operator/window"
+	"github.com/ingest-engine/ingest/row"
+	"github.com/ingest-engine/ingest/state"
+	"github.com/ingest-engine/ingest/stream"
+)
+
+// OpField is the name of the changelog's operation field, the last of each
+// output row.
+const OpField = "_op"
+
+// The operations of a changelog row.
+const (
+	OpInsert = "insert"
+	OpUpdate = "update"
+	OpDelete = "delete"
+)
+
+// Ops are the values of OpField as row values, made once.
+var (
+	opInsert = row.StringValue(OpInsert)
+	opUpdate = row.StringValue(OpUpdate)
+	opDelete = row.StringValue(OpDelete)
+)
+
+// Config is what the aggregate computes.
+type Config struct {
+	// Agg folds a key's records. Required. Its codec's name goes into the
+	// checkpoint: a restore with other aggregates is refused.
+	Agg window.Aggregate[row.Row, window.RowAcc]
+	// Result makes the result row of key k with accumulator acc, without
+	// the operation. Required.
+	Result func(k row.Value, acc window.RowAcc) row.Row
+	// Having, when set, makes one subtask's visibility test: a result is
+	// part of the output only while it returns true (SQL's HAVING). t is
+	// the event time of the record that made the result.
+	Having func() (func(r row.Row, t int64) (bool, error), error)
+}
+
+// Rows applies the aggregate to ks and returns its changelog (see the
+// package documentation).
+func Rows(ks stream.KeyedStream[row.Row, row.Value], id string, cfg Config, opts ...stream.NodeOption) stream.Stream[row.Row] {
+	if cfg.Agg.Init == nil || cfg.Agg.Add == nil || cfg.Agg.Codec == nil || cfg.Result == nil {
+		ks.Pipeline().Errorf("aggregate %s: the aggregate needs Init, Add, a codec and a result function", id)
+	}
+	return process.Keyed(ks, id, func() process.Function[row.Row, row.Value, row.Row] { return &updating{cfg: cfg} }, opts...)
+}
+
+// updating is one subtask of the aggregate.
+type updating struct {
+	cfg    Config
+	accs   *state.ValueState[row.Value, window.RowAcc]
+	having func(row.Row, int64) (bool, error)
+}
+
+// Open implements process.Function.
+func (u *updating) Open(s process.Setup[row.Value]) error {
+	var err error
+	u.accs, err = state.NewValueState(s.State, "accumulators", s.KeyCodec, u.cfg.Agg.Codec)
+	if err != nil {
+		return err
+	}
+	if u.cfg.Having != nil {
+		if u.having, err = u.cfg.Having(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// visible reports whether result r (made at time t) is part of the output.
+func (u *updating) visible(r row.Row, t int64) (bool, error) {
+	if u.having == nil {
+		return true, nil
+	}
+	ok, err := u.having(r, t)
+	if err != nil {
+		return false, fmt.Errorf("HAVING: %w", err)
+	}
+	return ok, nil
+}
+
+// ProcessRecord implements process.Function: it folds v into its key's
+// accumulator and emits the change of the key's result, if any.
+func (u *updating) ProcessRecord(c *process.Context[row.Value, row.Row], v row.Row) error {
+	k := c.Key()
+	old, had := u.accs.Get(k)
+	var acc window.RowAcc
+	switch {
+	case !had:
+		acc = u.cfg.Agg.Init()
+	case u.cfg.Agg.Clone != nil:
+		// The stored accumulator may belong to a checkpoint being
+		// written: it is never changed in place.
+		acc = u.cfg.Agg.Clone(old)
+	default:
+		acc = old
+	}
+	acc = u.cfg.Agg.Add(acc, v)
+	u.accs.Update(k, acc)
+
+	now := u.cfg.Result(k, acc)
+	show, err := u.visible(now, c.Time())
+	if err != nil {
+		return err
+	}
+	var before row.Row
+	shown := false
+	if had {
+		before = u.cfg.Result(k, old)
+		if shown, err = u.visible(before, c.Time()); err != nil {
+			return err
+		}
+	}
+	switch {
+	case show && shown:
+		if slices.Equal(before, now) {
+			return nil // nothing changed for a consumer
+		}
+		c.Emit(append(now, opUpdate))
+	case show:
+		c.Emit(append(now, opInsert))
+	case shown:
+		c.Emit(append(before, opDelete))
+	}
+	return nil
+}
+
+// OnTimer implements process.Function; the aggregate sets no timers.
+func (u *updating) OnTimer(*process.Context[row.Value, row.Row], process.Domain) error {
+	return nil
+}
