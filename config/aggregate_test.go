@@ -111,40 +111,53 @@ transforms:
     path: out
     parallelism: 3
 `, count, keys, h))
-			got, rows := applyChangelog(t, filepath.Join(dir, "out"))
-			want := map[int64]changeRow{}
-			wantRows := 0
-			for _, r := range datagenRecords(count, keys, time.Time{}, 0) {
-				w, had := want[r.key]
-				wasShown := had && (having == "" || w.Total < 100000)
-				w.Key, w.N, w.Total, w.Hi = r.key, w.N+1, w.Total+r.value, max(w.Hi, r.value)
-				w.Mean = float64(w.Total) / float64(w.N)
-				want[r.key] = w
-				shown := having == "" || w.Total < 100000
-				if shown || wasShown {
-					wantRows++ // every record changes n: an insert, update or delete
-				}
+			limit := int64(0)
+			if having != "" {
+				limit = 100000
 			}
-			for k, w := range want {
-				if having != "" && w.Total >= 100000 {
-					delete(want, k)
-					continue
-				}
-				w.Op = got[k].Op
-				want[k] = w
-			}
-			if len(got) != len(want) {
-				t.Fatalf("%d keys after the changelog, want %d: %v", len(got), len(want), got)
-			}
-			for k, w := range want {
-				if got[k] != w {
-					t.Errorf("key %d: %+v, want %+v", k, got[k], w)
-				}
-			}
-			if rows != wantRows {
-				t.Errorf("%d changelog rows, want %d", rows, wantRows)
-			}
+			checkTotalsChangelog(t, filepath.Join(dir, "out"), count, keys, limit)
 		})
+	}
+}
+
+// checkTotalsChangelog checks the committed changelog under dir of an
+// aggregate of count datagen records over keys keys, read by one source
+// subtask, of n: count(), total: sum(value), hi: max(value), mean:
+// avg(value) by key; with limit > 0, having total < limit.
+func checkTotalsChangelog(t *testing.T, dir string, count, keys, limit int64) {
+	t.Helper()
+	got, rows := applyChangelog(t, dir)
+	shows := func(r changeRow) bool { return limit == 0 || r.Total < limit }
+	want := map[int64]changeRow{}
+	wantRows := 0
+	for _, r := range datagenRecords(count, keys, time.Time{}, 0) {
+		w, had := want[r.key]
+		wasShown := had && shows(w)
+		w.Key, w.N, w.Total, w.Hi = r.key, w.N+1, w.Total+r.value, max(w.Hi, r.value)
+		w.Mean = float64(w.Total) / float64(w.N)
+		want[r.key] = w
+		if shows(w) || wasShown {
+			wantRows++ // every record changes n: an insert, update or delete
+		}
+	}
+	for k, w := range want {
+		if !shows(w) {
+			delete(want, k)
+			continue
+		}
+		w.Op = got[k].Op
+		want[k] = w
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d keys after the changelog, want %d: %v", len(got), len(want), got)
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("key %d: %+v, want %+v", k, got[k], w)
+		}
+	}
+	if rows != wantRows {
+		t.Errorf("%d changelog rows, want %d", rows, wantRows)
 	}
 }
 

@@ -84,7 +84,8 @@ func (b *builder) aggregate(name string, m *mapping) {
 	ks.KeyCodec = row.ValueCodec{}
 	out := aggregate.Rows(ks, name, cfg, par, keyDesc("fields ["+strings.Join(keyFields, ", ")+"]"))
 	out.Node().Type, out.Node().Describe = "aggregate", "aggregate by ["+strings.Join(keyFields, ", ")+"], updating"
-	b.streams[name] = named{s: out, schema: &schema, changelog: keyFields}
+	// A changelog's key is never nil: key: [] (one group) is a changelog too.
+	b.streams[name] = named{s: out, schema: &schema, changelog: append([]string{}, keyFields...)}
 }
 
 // aggregateSpecs reads the aggregates of m (name: count(), total:
@@ -180,6 +181,7 @@ func (b *builder) mapChangelog(m *mapping, in named, out *row.Schema, copyFrom, 
 		}
 		return ""
 	}
+	keys = []string{} // key: [] is a changelog too
 	for _, k := range in.changelog {
 		name := copied(k)
 		if name == "" {

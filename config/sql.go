@@ -99,6 +99,9 @@ type relation struct {
 	// window, when set, says the relation is the result of a tumbling or
 	// sliding window: every row's time is its window's end - 1ns.
 	window *windowInfo
+	// updating, when not nil, says the relation is an updating result (a
+	// changelog) keyed by these columns, with the operation in column _op.
+	updating []string
 }
 
 // windowInfo is the window a relation is the result of.
@@ -432,28 +435,46 @@ func (p *planner) optionValue(spec connector.Spec, key string, o sql.Option) *ya
 
 func (p *planner) sink(s *sql.CreateSink) error {
 	in := s.From
+	var rel *relation
 	if s.Query != nil {
 		node, err := p.query(s.Name+"-query", s.Query)
 		if err != nil {
 			return err
 		}
-		in = node
-	} else if r := p.rels[in]; r == nil {
+		in, rel = node, p.rels[s.Name+"-query"]
+	} else if rel = p.rels[in]; rel == nil {
 		return p.errorf(s.FromPos, "sink %s: no source or view %s", s.Name, in)
 	} else {
-		in = r.node
+		in = rel.node
 	}
 	m := mappingNode(s.Pos)
-	_, spec, err := p.connectorOf(connector.RoleSink, s.Name, s.Pos, s.Options)
+	typ, spec, err := p.connectorOf(connector.RoleSink, s.Name, s.Pos, s.Options)
 	if err != nil {
 		return err
 	}
 	for _, o := range s.Options {
 		key := o.Key
-		if key == "connector" {
+		switch key {
+		case "connector":
 			key = "type"
+		case "type":
+			// RisingWave's sink option: append-only or upsert.
+			key = "mode"
+			switch strings.ToLower(o.Value) {
+			case "append-only":
+				o.Value = "append"
+			case "upsert":
+				o.Value = "upsert"
+			default:
+				return p.errorf(o.Pos, "sink %s: type = '%s': want 'append-only' or 'upsert'", s.Name, o.Value)
+			}
+		case "primary_key":
+			key = "key" // RisingWave's name of an upsert sink's key
 		}
 		setPath(m, strings.Split(key, "."), p.optionValue(spec, key, o), o.Pos)
+	}
+	if err := p.sinkApplies(s, typ, rel); err != nil {
+		return err
 	}
 	setPath(m, []string{"input"}, scalarNode(in, s.Pos.Line, s.Pos.Column), s.Pos)
 	return p.add("sinks", s.Name, s.Pos, m)
@@ -484,16 +505,14 @@ func (p *planner) query(name string, q *sql.Select) (string, error) {
 		relName = q.From.Alias
 	}
 	tr := &translator{p: p, rel: in, relName: relName}
+	if in.updating != nil {
+		return "", p.errorf(q.From.RelationPos, "%s is an updating result (a GROUP BY without a window): a sink can apply it (CREATE SINK … FROM %s), a query cannot read it yet", q.From.Relation, q.From.Relation)
+	}
 	if q.From.Window != "" {
 		return p.windowQuery(name, q, in, tr)
 	}
-	for _, it := range q.Items {
-		if it.Expr != nil && tr.hasAggregate(it.Expr) {
-			return "", p.errorf(it.Pos, "an aggregate without a window in FROM (TUMBLE, HOP, SESSION) is an updating result, which is not supported yet")
-		}
-	}
-	if len(q.GroupBy) > 0 {
-		return "", p.errorf(q.GroupBy[0].At(), "GROUP BY without a window in FROM (TUMBLE, HOP, SESSION) is an updating result, which is not supported yet")
+	if len(q.GroupBy) > 0 || slices.ContainsFunc(q.Items, func(it sql.SelectItem) bool { return it.Expr != nil && tr.hasAggregate(it.Expr) }) {
+		return p.groupQuery(name, q, in, tr)
 	}
 	node := in.node
 	star := len(q.Items) == 1 && q.Items[0].Star
@@ -637,19 +656,9 @@ func (p *planner) windowQuery(name string, q *sql.Select, in *relation, tr *tran
 		// query lists the distinct keys of each window).
 		w.aggs = append(w.aggs, windowAgg{field: "_agg0", spec: "count()", pos: q.Pos, kind: row.Int})
 	}
-	if len(w.inputs) > 0 {
-		// The aggregates' computed inputs, beside the input's columns.
-		sel := mappingNode(f.Pos)
-		for _, c := range in.columns {
-			sel.Content = append(sel.Content, scalarNode(c, f.Pos.Line, f.Pos.Column), scalarNode(exprName(c), f.Pos.Line, f.Pos.Column))
-		}
-		for _, code := range w.inputs {
-			sel.Content = append(sel.Content, scalarNode(inputName(code), f.Pos.Line, f.Pos.Column), scalarNode(code, f.Pos.Line, f.Pos.Column))
-		}
-		if err := p.transform(name+"-inputs", "map", node, f.Pos, scalarNode("select", f.Pos.Line, f.Pos.Column), sel); err != nil {
-			return "", err
-		}
-		node = name + "-inputs"
+	node, err := p.aggregateInputs(name, node, f.Pos, in, w)
+	if err != nil {
+		return "", err
 	}
 	wm := mappingNode(f.Pos)
 	at := func(k, v string) {
@@ -706,6 +715,26 @@ func (p *planner) windowQuery(name string, q *sql.Select, in *relation, tr *tran
 	return name, nil
 }
 
+// aggregateInputs adds, when w's aggregates need computed inputs, the map
+// transform name-inputs over node computing them beside in's columns, and
+// returns the node the aggregates read.
+func (p *planner) aggregateInputs(name, node string, at sql.Pos, in *relation, w *windowPlan) (string, error) {
+	if len(w.inputs) == 0 {
+		return node, nil
+	}
+	sel := mappingNode(at)
+	for _, c := range in.columns {
+		sel.Content = append(sel.Content, scalarNode(c, at.Line, at.Column), scalarNode(exprName(c), at.Line, at.Column))
+	}
+	for _, code := range w.inputs {
+		sel.Content = append(sel.Content, scalarNode(inputName(code), at.Line, at.Column), scalarNode(code, at.Line, at.Column))
+	}
+	if err := p.transform(name+"-inputs", "map", node, at, scalarNode("select", at.Line, at.Column), sel); err != nil {
+		return "", err
+	}
+	return name + "-inputs", nil
+}
+
 func orNone(s string) string {
 	if s == "" {
 		return "none declared"
@@ -716,6 +745,9 @@ func orNone(s string) string {
 // windowPlan is the window of a query: its key columns (GROUP BY) and
 // aggregates.
 type windowPlan struct {
+	// updating says the plan is a GROUP BY without a window: there are no
+	// window bounds.
+	updating bool
 	keys     []*sql.Column
 	keyTypes map[string]colType
 	aggs     []windowAgg

@@ -217,7 +217,7 @@ func (t *translator) column(x *sql.Column) (tx, error) {
 	}
 	if t.window != nil {
 		switch {
-		case x.Name == "window_start" || x.Name == "window_end":
+		case !t.window.updating && (x.Name == "window_start" || x.Name == "window_end"):
 			return tx{code: x.Name, kind: row.Time}, nil
 		}
 		if ct, ok := t.window.keyTypes[x.Name]; ok {

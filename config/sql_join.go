@@ -26,6 +26,9 @@ func (p *planner) joinQuery(name string, q *sql.Select) (string, error) {
 		if rels[i] = p.rels[in.Relation]; rels[i] == nil {
 			return "", p.errorf(in.Pos, "no source or view %s", in.Relation)
 		}
+		if rels[i].updating != nil {
+			return "", p.errorf(in.Pos, "%s is an updating result (a GROUP BY without a window): a join cannot read it yet", in.Relation)
+		}
 	}
 	js := &joinScope{p: p, inputs: inputs, rels: rels}
 	for _, it := range q.Items {

@@ -114,7 +114,8 @@ func (b *builder) fileSource(name string, m *mapping, par stream.NodeOption) (na
 
 // kafkaSink builds `type: kafka` (brokers, topic, transactional_id_prefix,
 // transaction_timeout, key): records are JSON objects of the row's fields,
-// keyed by the key fields' JSON values joined by '|' when key is given.
+// keyed by the key fields' JSON values joined by '|' when key is given (a
+// changelog's key by default).
 func (b *builder) kafkaSink(name string, m *mapping, in named, ok bool, par stream.NodeOption) {
 	cfg := kafka.SinkConfig{
 		Brokers:               m.strList("brokers"),
@@ -123,6 +124,18 @@ func (b *builder) kafkaSink(name string, m *mapping, in named, ok bool, par stre
 		TransactionTimeout:    m.duration("transaction_timeout", kafka.DefaultTransactionTimeout),
 	}
 	keys := m.strList("key")
+	if ok && in.changelog != nil {
+		// Kafka keeps order per partition, which the record key picks: a
+		// changelog's rows are keyed by its key, so a key's rows stay in
+		// order for a consumer.
+		if len(keys) == 0 {
+			keys = in.changelog
+		} else if !sameSet(keys, in.changelog) {
+			b.e.add(m.get("key"), m.field("key"), "key [%s] is not the key of the changelog %s, [%s]: a key's updates would spread over partitions and reach consumers out of order",
+				strings.Join(keys, ", "), m.str("input", ""), strings.Join(in.changelog, ", "))
+			return
+		}
+	}
 	if len(cfg.Brokers) == 0 {
 		b.e.add(m.node, m.field("brokers"), "is required (a list of host:port)")
 	}

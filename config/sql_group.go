@@ -1,0 +1,161 @@
+package config
+
+import (
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/ingest-engine/ingest/operator/aggregate"
+	"github.com/ingest-engine/ingest/row"
+	"github.com/ingest-engine/ingest/sql"
+)
+
+// This file plans an updating query: GROUP BY (or aggregates) without a
+// window in FROM. Its result is a changelog keyed by the GROUP BY columns
+// (the aggregate transform), which only sinks that apply it may read.
+
+// sinkApplies refuses a sink of type typ that cannot apply the updating
+// result rel: a postgres sink must upsert on exactly its key. The other
+// sinks write the changelog's rows, _op included; a kafka sink keys its
+// records by the changelog's key.
+func (p *planner) sinkApplies(s *sql.CreateSink, typ string, rel *relation) error {
+	if rel == nil || rel.updating == nil || typ != "postgres" {
+		return nil
+	}
+	var mode, key string
+	for _, o := range s.Options {
+		switch o.Key {
+		case "mode", "type":
+			mode = strings.ToLower(o.Value)
+		case "key", "primary_key":
+			key = o.Value
+		}
+	}
+	want := strings.Join(rel.updating, ", ")
+	var keys []string
+	for _, k := range strings.Split(key, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			keys = append(keys, k)
+		}
+	}
+	switch {
+	case len(rel.updating) == 0:
+		return p.errorf(s.Pos, "sink %s: the result is one updated row (an aggregate without GROUP BY), which a postgres table cannot upsert without a key; GROUP BY a column, or write it to a file or kafka sink as a changelog", s.Name)
+	case mode != "upsert" || !sameSet(keys, rel.updating):
+		return p.errorf(s.Pos, "sink %s: the query's result is updated by (%s), so a postgres sink must apply its updates: WITH (type = 'upsert', primary_key = '%s', …)", s.Name, want, want)
+	}
+	return nil
+}
+
+// groupQuery plans SELECT … GROUP BY keys without a window: a filter for
+// WHERE, a map for computed aggregate inputs, the aggregate (with HAVING)
+// and a map giving the selected columns their names, with _op.
+func (p *planner) groupQuery(name string, q *sql.Select, in *relation, tr *translator) (string, error) {
+	node := in.node
+	if q.Where != nil {
+		if err := p.filter(name+"-where", node, tr, q.Where); err != nil {
+			return "", err
+		}
+		node = name + "-where"
+	}
+	w := &windowPlan{updating: true, keyTypes: map[string]colType{}}
+	keyList := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Line: q.Pos.Line, Column: q.Pos.Column}
+	for _, g := range q.GroupBy {
+		c, ok := g.(*sql.Column)
+		switch {
+		case ok && slices.Contains(in.columns, c.Name):
+			if !slices.ContainsFunc(w.keys, func(k *sql.Column) bool { return k.Name == c.Name }) {
+				w.keys = append(w.keys, c)
+				w.keyTypes[c.Name] = in.types[c.Name]
+				keyList.Content = append(keyList.Content, scalarNode(c.Name, c.Pos.Line, c.Pos.Column))
+			}
+		case ok:
+			return "", p.errorf(c.Pos, "GROUP BY %s: %s has no column %s (columns: %s)", c.Name, q.From.Relation, c.Name, strings.Join(in.columns, ", "))
+		default:
+			return "", p.errorf(g.At(), "GROUP BY an expression is not supported yet: compute it in a view first")
+		}
+	}
+	for _, it := range q.Items {
+		if it.Star {
+			return "", p.errorf(it.Pos, "SELECT * with GROUP BY is not supported: list the key columns and the aggregates")
+		}
+		if err := w.collect(p, tr, it.Expr); err != nil {
+			return "", err
+		}
+	}
+	if q.Having != nil {
+		if err := w.collect(p, tr, q.Having); err != nil {
+			return "", err
+		}
+	}
+	if len(w.aggs) == 0 {
+		// The aggregate computes something: count what no column selects
+		// (the query lists the distinct keys).
+		w.aggs = append(w.aggs, windowAgg{field: "_agg0", spec: "count()", pos: q.Pos, kind: row.Int})
+	}
+	node, err := p.aggregateInputs(name, node, q.Pos, in, w)
+	if err != nil {
+		return "", err
+	}
+	at := q.Pos
+	am := mappingNode(at)
+	add := func(k string, v *yaml.Node) {
+		am.Content = append(am.Content, scalarNode(k, at.Line, at.Column), v)
+	}
+	add("type", scalarNode("aggregate", at.Line, at.Column))
+	add("input", scalarNode(node, at.Line, at.Column))
+	add("key", keyList)
+	aggs := mappingNode(at)
+	for _, a := range w.aggs {
+		aggs.Content = append(aggs.Content, scalarNode(a.field, a.pos.Line, a.pos.Column), scalarNode(a.spec, a.pos.Line, a.pos.Column))
+	}
+	add("aggregates", aggs)
+	// Past the aggregate, columns are the keys and the aggregates' fields.
+	post := &translator{p: p, relName: q.From.Relation, window: w}
+	if q.Having != nil {
+		cond, err := post.cond(q.Having)
+		if err != nil {
+			return "", err
+		}
+		hp := q.Having.At()
+		add("having", scalarNode(cond, hp.Line, hp.Column))
+	}
+	if err := p.add("transforms", name+"-aggregate", at, am); err != nil {
+		return "", err
+	}
+	// The result is keyed by the GROUP BY columns: each must be selected as
+	// it is, under any name.
+	out := &relation{node: name}
+	for _, k := range w.keys {
+		i := slices.IndexFunc(q.Items, func(it sql.SelectItem) bool {
+			c, ok := it.Expr.(*sql.Column)
+			return ok && c.Name == k.Name
+		})
+		if i < 0 {
+			return "", p.errorf(k.Pos, "GROUP BY %s: select %s too: the result is updated by its GROUP BY columns, and a sink applies the updates by them", k.Name, k.Name)
+		}
+		out.updating = append(out.updating, q.Items[i].Alias)
+	}
+	if out.updating == nil {
+		out.updating = []string{} // one group: a changelog with an empty key
+	}
+	for _, it := range q.Items {
+		if it.Alias == aggregate.OpField {
+			return "", p.errorf(it.Pos, "the column name %s is the operation of an updating result's rows; choose another", aggregate.OpField)
+		}
+	}
+	if err := p.project(name, name+"-aggregate", q, post, out); err != nil {
+		return "", err
+	}
+	// The projection keeps the operation, after the selected columns.
+	sel := p.sections["transforms"].Content[len(p.sections["transforms"].Content)-1]
+	for i := 0; i+1 < len(sel.Content); i += 2 {
+		if sel.Content[i].Value == "select" {
+			sel.Content[i+1].Content = append(sel.Content[i+1].Content, scalarNode(aggregate.OpField, at.Line, at.Column), scalarNode(aggregate.OpField, at.Line, at.Column))
+		}
+	}
+	out.add(aggregate.OpField, colType{kind: row.String, notNull: true})
+	p.rels[name] = out
+	return name, nil
+}
