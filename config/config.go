@@ -225,7 +225,7 @@ func build(e *errs, path, abs string, doc *yaml.Node, emb *embedding) (*Pipeline
 	if emb != nil {
 		b.p = emb.p
 		for name, t := range emb.tables {
-			b.streams[name] = named{s: t.Stream, schema: t.Schema}
+			b.streams[name] = named{s: t.Stream, schema: t.Schema, changelog: t.Changelog}
 		}
 	}
 

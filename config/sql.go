@@ -52,7 +52,7 @@ func planSQL(path string, script *sql.Script, emb *embedding) (*Pipeline, error)
 	p := &planner{file: path, top: mappingNode(sql.Pos{Line: 1, Column: 1}), rels: map[string]*relation{}}
 	p.set("pipeline", pipelineName(path), sql.Pos{Line: 1, Column: 1})
 	for name, t := range emb.tableMap() {
-		rel := &relation{node: name, timeCol: t.EventTime}
+		rel := &relation{node: name, timeCol: t.EventTime, updating: t.Changelog}
 		for _, f := range t.Schema.Fields {
 			rel.add(f.Name, colType{kind: f.Kind, notNull: slices.Contains(t.NotNull, f.Name)})
 		}

@@ -18,12 +18,15 @@ import (
 // Table is a stream of rows that SQL reads or makes: its schema, its
 // event-time column ("" when its rows' time is no column; windows over it
 // are then refused) and the columns that are never NULL (SQL writes no NULL
-// guards for them).
+// guards for them). Changelog, when not nil, says the stream is a
+// changelog keyed by those columns, with each row's operation in column _op
+// (an updating view: a GROUP BY without a window); only sinks apply it.
 type Table struct {
 	Stream    stream.Stream[row.Row]
 	Schema    *row.Schema
 	EventTime string
 	NotNull   []string
+	Changelog []string
 }
 
 // AddSQL plans the statements of text (CREATE VIEW, and CREATE SOURCE and
@@ -77,7 +80,7 @@ func AddSQL(p *stream.Pipeline, name, text string, tables map[string]Table) (map
 		if !built || s.schema == nil {
 			return nil, &sql.Error{File: name, Pos: v.Pos, Msg: fmt.Sprintf("view %s was not built", v.Name)}
 		}
-		t := Table{Stream: s.s, Schema: s.schema, EventTime: rel.timeCol}
+		t := Table{Stream: s.s, Schema: s.schema, EventTime: rel.timeCol, Changelog: s.changelog}
 		for _, c := range rel.columns {
 			if rel.types[c].notNull {
 				t.NotNull = append(t.NotNull, c)

@@ -131,3 +131,30 @@ func TestAddSQLChecksTheTables(t *testing.T) {
 		t.Errorf("error %v", err)
 	}
 }
+
+// An updating view comes back to the program marked as a changelog keyed by
+// its GROUP BY columns, and SQL given it back as a table refuses to query it
+// as if its rows were records.
+func TestAddSQLMarksUpdatingViews(t *testing.T) {
+	p := stream.New("updating")
+	src, err := datagen.New(datagen.Config{Count: 10, Keys: 2, StartTime: datagen.DefaultStartTime, EventInterval: time.Millisecond},
+		func(id, key, value int64) row.Row { return row.Row{row.IntValue(id), row.IntValue(key), row.IntValue(value)} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := &row.Schema{Fields: []row.Field{{Name: "id", Kind: row.Int}, {Name: "key", Kind: row.Int}, {Name: "value", Kind: row.Int}}}
+	events := config.Table{Stream: stream.From(p, "events", src), Schema: schema, EventTime: "event_time"}
+	views, err := config.AddSQL(p, "a.sql", "CREATE VIEW totals AS SELECT key AS k, sum(value) AS total FROM events GROUP BY key;",
+		map[string]config.Table{"events": events})
+	if err != nil {
+		t.Fatal(err)
+	}
+	totals := views["totals"]
+	if !slices.Equal(totals.Changelog, []string{"k"}) || totals.Schema.Index("_op") < 0 {
+		t.Fatalf("view totals: changelog %q, fields %q; want a changelog keyed by [k] with _op", totals.Changelog, totals.Schema.Names())
+	}
+	_, err = config.AddSQL(p, "b.sql", "CREATE VIEW big AS SELECT k FROM totals WHERE total > 10;", map[string]config.Table{"totals": totals})
+	if err == nil || !strings.Contains(err.Error(), "totals is an updating result") {
+		t.Fatalf("a query over the updating view: %v, want refused", err)
+	}
+}
