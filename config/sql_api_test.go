@@ -138,7 +138,9 @@ func TestAddSQLChecksTheTables(t *testing.T) {
 func TestAddSQLMarksUpdatingViews(t *testing.T) {
 	p := stream.New("updating")
 	src, err := datagen.New(datagen.Config{Count: 10, Keys: 2, StartTime: datagen.DefaultStartTime, EventInterval: time.Millisecond},
-		func(id, key, value int64) row.Row { return row.Row{row.IntValue(id), row.IntValue(key), row.IntValue(value)} })
+		func(id, key, value int64) row.Row {
+			return row.Row{row.IntValue(id), row.IntValue(key), row.IntValue(value)}
+		})
 	if err != nil {
 		t.Fatal(err)
 	}
