@@ -49,6 +49,9 @@ type Pipeline struct {
 	State *state.LSMOptions
 	// Stream is the built graph.
 	Stream *stream.Pipeline
+	// Explain says the pipeline is a SQL script's EXPLAIN: `ingest run` and
+	// `ingest validate` print its plan, and nothing runs.
+	Explain bool
 	// Warnings are findings that do not stop the pipeline, in file order:
 	// expressions whose results change when records are replayed after a
 	// recovery, transforms and side outputs that nothing reads. `ingest

@@ -74,6 +74,7 @@ func planSQL(path string, script *sql.Script, emb *embedding) (*Pipeline, error)
 		return nil, err
 	}
 	out.Warnings = append(p.warnings, out.Warnings...)
+	out.Explain = p.explain
 	if emb != nil {
 		emb.rels = p.rels
 	}
@@ -134,6 +135,8 @@ type planner struct {
 	joinTTL string
 	// warnings are the planner's findings, added to the pipeline's.
 	warnings []Warning
+	// explain says the script holds an EXPLAIN (Pipeline.Explain).
+	explain bool
 }
 
 func (p *planner) errorf(at sql.Pos, format string, args ...any) error {
@@ -220,6 +223,22 @@ func (p *planner) statement(st sql.Statement) error {
 		return err
 	case *sql.CreateSink:
 		return p.sink(s)
+	case *sql.Explain:
+		p.explain = true
+		if s.Statement != nil {
+			return p.statement(s.Statement)
+		}
+		// A query explained alone is planned into a sink that discards
+		// its rows, as a sink would write them.
+		name := fmt.Sprintf("explain-%d", s.Pos.Line)
+		node, err := p.query(name, s.Query)
+		if err != nil {
+			return err
+		}
+		m := mappingNode(s.Pos)
+		setPath(m, []string{"type"}, scalarNode("blackhole", s.Pos.Line, s.Pos.Column), s.Pos)
+		setPath(m, []string{"input"}, scalarNode(node, s.Pos.Line, s.Pos.Column), s.Pos)
+		return p.add("sinks", name+"-out", s.Pos, m)
 	}
 	return p.errorf(st.At(), "unsupported statement")
 }

@@ -54,6 +54,8 @@ func AddSQL(p *stream.Pipeline, name, text string, tables map[string]Table) (map
 		switch s := st.(type) {
 		case *sql.Set:
 			return nil, &sql.Error{File: name, Pos: s.Pos, Msg: "SET has no meaning in a Go program's pipeline: its settings are the program's RunOptions"}
+		case *sql.Explain:
+			return nil, &sql.Error{File: name, Pos: s.Pos, Msg: "EXPLAIN has no meaning in a Go program's pipeline: print its plan (Pipeline.Plan)"}
 		case *sql.CreateView:
 			what, stName = "view", s.Name
 		case *sql.CreateSource:

@@ -461,11 +461,14 @@ func (t *translator) call(c *sql.Call) (tx, error) {
 		args = append(args, x)
 	}
 	switch c.Name {
-	case "now":
+	case "now", "proctime":
+		// Processing time: the plan reports it as nondeterministic.
 		if len(args) != 0 {
-			return tx{}, t.p.errorf(c.Pos, "now() takes no argument")
+			return tx{}, t.p.errorf(c.Pos, "%s() takes no argument", c.Name)
 		}
 		return tx{code: "now()", kind: row.Time}, nil
+	case "random":
+		return tx{}, t.p.errorf(c.Pos, "random() is not supported: its values would change when records are replayed after a recovery, so output could not be exact; derive a value from a column instead (e.g. hash a key)")
 	case "coalesce":
 		if len(args) == 0 {
 			return tx{}, t.p.errorf(c.Pos, "coalesce needs an argument")

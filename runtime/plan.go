@@ -215,6 +215,9 @@ func (p *Plan) Describe() string {
 			if n.Capabilities != nil {
 				fmt.Fprintf(&b, " [%s]", n.Capabilities)
 			}
+			if n.KeyDesc != "" {
+				fmt.Fprintf(&b, " {keyed state by %s}", n.KeyDesc)
+			}
 			for _, e := range n.Inputs {
 				from := e.From.ID
 				if e.Output != "" {

@@ -77,7 +77,20 @@ type CreateSink struct {
 	Pos     Pos
 }
 
+// Explain is `EXPLAIN statement`: the statement (a CREATE VIEW or CREATE
+// SINK) or query (a SELECT) is planned, and the pipeline's plan is printed
+// instead of running it.
+type Explain struct {
+	// Statement is the CREATE VIEW or CREATE SINK explained; nil for a
+	// query.
+	Statement Statement
+	// Query is the SELECT explained; nil for a statement.
+	Query *Select
+	Pos   Pos
+}
+
 // At returns where the statement starts.
+func (s *Explain) At() Pos      { return s.Pos }
 func (s *Set) At() Pos          { return s.Pos }
 func (s *CreateSource) At() Pos { return s.Pos }
 func (s *CreateView) At() Pos   { return s.Pos }

@@ -166,6 +166,9 @@ func (s *source) statement(st statement) (Statement, error) {
 		return nil, err
 	}
 	first := l.next()
+	if first.is("explain") {
+		return l.explain(first)
+	}
 	switch {
 	case first.is("set"):
 		return l.set(first)
@@ -184,7 +187,43 @@ func (s *source) statement(st statement) (Statement, error) {
 		}
 		return nil, l.errorf(what, "CREATE %s is not a statement of this dialect (known: CREATE SOURCE, CREATE VIEW, CREATE SINK)", strings.ToUpper(what.text))
 	}
-	return nil, l.errorf(first, "%s does not start a statement of this dialect (known: SET, CREATE SOURCE, CREATE VIEW, CREATE SINK)", describe(first))
+	return nil, l.errorf(first, "%s does not start a statement of this dialect (known: SET, CREATE SOURCE, CREATE VIEW, CREATE SINK, EXPLAIN)", describe(first))
+}
+
+// explain parses the rest of EXPLAIN (CREATE VIEW … | CREATE SINK … |
+// SELECT …).
+func (l *lexer) explain(first token) (Statement, error) {
+	e := &Explain{Pos: l.src.pos(first.off)}
+	t := l.peek()
+	switch {
+	case t.is("select"):
+		q, err := l.query(len(l.toks) - 1)
+		if err != nil {
+			return nil, err
+		}
+		e.Query = q
+	case t.is("create"):
+		l.next()
+		what := l.next()
+		var err error
+		switch {
+		case what.is("sink"):
+			e.Statement, err = l.createSink(t)
+		case what.is("view") || what.is("materialized") && l.peek().is("view"):
+			if what.is("materialized") {
+				l.next()
+			}
+			e.Statement, err = l.createView(t)
+		default:
+			return nil, l.errorf(what, "EXPLAIN CREATE %s: EXPLAIN takes CREATE VIEW, CREATE SINK or SELECT", strings.ToUpper(what.text))
+		}
+		if err != nil {
+			return nil, err
+		}
+	default:
+		return nil, l.errorf(t, "EXPLAIN %s: EXPLAIN takes CREATE VIEW, CREATE SINK or SELECT", describe(t))
+	}
+	return e, nil
 }
 
 // set parses SET name = value (name dotted, value a string, number or name).

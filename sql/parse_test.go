@@ -99,3 +99,32 @@ func TestParseSkipsEmptyStatements(t *testing.T) {
 		t.Fatalf("%d statements, %v; want the SET alone", len(s.Statements), err)
 	}
 }
+
+// EXPLAIN wraps a CREATE VIEW, a CREATE SINK or a SELECT; anything else is
+// refused where it stands.
+func TestParseExplain(t *testing.T) {
+	s, err := Parse("q.sql", "EXPLAIN CREATE SINK s AS SELECT id FROM e WITH (connector = 'stdout');\n"+
+		"EXPLAIN SELECT key, count(*) AS n FROM e GROUP BY key;\nexplain create materialized view v as select id from e;")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink, ok := s.Statements[0].(*Explain).Statement.(*CreateSink)
+	if !ok || sink.Name != "s" || sink.Query == nil || s.Statements[0].At() != (Pos{1, 1}) {
+		t.Errorf("EXPLAIN CREATE SINK: %+v", s.Statements[0])
+	}
+	if q := s.Statements[1].(*Explain).Query; q == nil || len(q.GroupBy) != 1 || s.Statements[1].At() != (Pos{2, 1}) {
+		t.Errorf("EXPLAIN SELECT: %+v", s.Statements[1])
+	}
+	if v, ok := s.Statements[2].(*Explain).Statement.(*CreateView); !ok || v.Name != "v" {
+		t.Errorf("EXPLAIN CREATE MATERIALIZED VIEW: %+v", s.Statements[2])
+	}
+	for _, c := range []struct{ text, want string }{
+		{"EXPLAIN SET parallelism = 2;", `q.sql:1:9: EXPLAIN "set": EXPLAIN takes CREATE VIEW, CREATE SINK or SELECT`},
+		{"EXPLAIN CREATE SOURCE e WITH (connector = 'datagen');", "q.sql:1:16: EXPLAIN CREATE SOURCE: EXPLAIN takes"},
+		{"EXPLAIN;", "q.sql:1:8: EXPLAIN the end of the statement"},
+	} {
+		if _, err := Parse("q.sql", c.text); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Parse(%q): %v, want %q", c.text, err, c.want)
+		}
+	}
+}

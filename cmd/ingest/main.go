@@ -148,6 +148,12 @@ func validateCmd() *cobra.Command {
 	}
 }
 
+// explained prints the plan of a SQL script's EXPLAIN, which runs nothing.
+func explained(cmd *cobra.Command, p *config.Pipeline) {
+	fmt.Fprint(cmd.OutOrStdout(), describe(p))
+	fmt.Fprintln(cmd.OutOrStdout(), "EXPLAIN: the plan above is printed; nothing runs (remove EXPLAIN to run it)")
+}
+
 func runCmd() *cobra.Command {
 	var allowDuplicates, allowNonRestored, acceptLost bool
 	var srv serving // serve.go: --http, --log-format, progress
@@ -170,6 +176,10 @@ unless --allow-non-restored-state drops it.`,
 			p, err := load(args[0])
 			if err != nil {
 				return err
+			}
+			if p.Explain {
+				explained(cmd, p)
+				return nil
 			}
 			stderr := srv.output(cmd.ErrOrStderr(), os.Stdout, p.WritesStdout) // the stdout sink prints to os.Stdout
 			log := slog.New(srv.logHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo, ReplaceAttr: redactAttr(p)}))
