@@ -629,8 +629,10 @@ func (b *builder) transform(name string, k *yaml.Node, m *mapping) {
 		b.window(name, m)
 	case "aggregate":
 		b.aggregate(name, m)
+	case "top_n":
+		b.topN(name, m)
 	default:
-		m.unknownType("transform", typ, "aggregate, filter, join, map, window")
+		m.unknownType("transform", typ, "aggregate, filter, join, map, top_n, window")
 	}
 	b.failed(name)
 	m.done()

@@ -515,6 +515,13 @@ func (p *planner) query(name string, q *sql.Select) (string, error) {
 	if q.From.Join != nil {
 		return p.joinQuery(name, q)
 	}
+	if sub := q.From.Subquery; sub != nil {
+		// A subquery is planned as a view of its own, which q reads.
+		if _, err := p.query(name+"-from", sub); err != nil {
+			return "", err
+		}
+		q.From.Relation, q.From.Subquery = name+"-from", nil
+	}
 	in := p.rels[q.From.Relation]
 	if in == nil {
 		return "", p.errorf(q.From.RelationPos, "no source or view %s", q.From.Relation)

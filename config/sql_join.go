@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -23,6 +24,16 @@ func (p *planner) joinQuery(name string, q *sql.Select) (string, error) {
 	inputs := [2]sql.JoinInput{j.Left, j.Right}
 	var rels [2]*relation
 	for i, in := range inputs {
+		if in.Subquery != nil {
+			// A subquery is planned as a view of its own, which the join
+			// reads.
+			sub := fmt.Sprintf("%s-%s", name, in.Alias)
+			if _, err := p.query(sub, in.Subquery); err != nil {
+				return "", err
+			}
+			inputs[i].Relation, inputs[i].Subquery = sub, nil
+			in = inputs[i]
+		}
 		if rels[i] = p.rels[in.Relation]; rels[i] == nil {
 			return "", p.errorf(in.Pos, "no source or view %s", in.Relation)
 		}
@@ -30,6 +41,7 @@ func (p *planner) joinQuery(name string, q *sql.Select) (string, error) {
 			return "", p.errorf(in.Pos, "%s is an updating result (a GROUP BY without a window): a join cannot read it yet", in.Relation)
 		}
 	}
+	j.Left, j.Right = inputs[0], inputs[1]
 	js := &joinScope{p: p, inputs: inputs, rels: rels}
 	for _, it := range q.Items {
 		if it.Star {

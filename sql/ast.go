@@ -125,6 +125,9 @@ type From struct {
 	RelationPos Pos
 	// Join, when set, is the join read instead of Relation.
 	Join *Join
+	// Subquery, when set, is the query read instead of Relation: (SELECT
+	// …) [AS Alias].
+	Subquery *Select
 	// Window is "" (the relation itself), "tumble", "hop" or "session".
 	Window string
 	// TimeColumn is the window's time column; Size, Slide and Gap its
@@ -141,10 +144,14 @@ type Join struct {
 	Pos         Pos
 }
 
-// JoinInput is one side of a join: a relation and its alias in the query.
+// JoinInput is one side of a join: a relation, or a subquery, and its
+// alias in the query.
 type JoinInput struct {
 	Relation, Alias string
-	Pos             Pos
+	// Subquery, when set, is the query read instead of Relation; Alias is
+	// then set.
+	Subquery *Select
+	Pos      Pos
 }
 
 // Name is how the query refers to the side: its alias, else its relation.

@@ -154,9 +154,39 @@ func (q *query) from(n *pg.Node) (From, error) {
 	case n.GetJoinExpr() != nil:
 		return q.join(n.GetJoinExpr())
 	case n.GetRangeSubselect() != nil:
-		return From{}, q.errorf(q.location(n), "a subquery in FROM is not supported yet: use CREATE VIEW")
+		sub, alias, err := q.subquery(n.GetRangeSubselect())
+		if err != nil {
+			return From{}, err
+		}
+		return From{Subquery: sub, Alias: alias, RelationPos: sub.Pos, Pos: sub.Pos}, nil
 	}
 	return From{}, q.errorf(q.location(n), "unsupported FROM item")
+}
+
+// subquery reads a (SELECT …) [AS alias] in FROM.
+func (q *query) subquery(rs *pg.RangeSubselect) (*Select, string, error) {
+	st := rs.Subquery.GetSelectStmt()
+	var loc int32
+	if st != nil && len(st.TargetList) > 0 {
+		loc = st.TargetList[0].GetResTarget().Location
+	}
+	switch {
+	case st == nil:
+		return nil, "", q.errorf(loc, "a subquery in FROM is a SELECT")
+	case rs.Lateral:
+		return nil, "", q.errorf(loc, "LATERAL subqueries are not supported")
+	case rs.Alias != nil && len(rs.Alias.Colnames) > 0:
+		return nil, "", q.errorf(loc, "renaming a subquery's columns (%s(…)) is not supported: name them with AS in its select list", rs.Alias.Aliasname)
+	}
+	sub, err := q.selectStmt(st, loc)
+	if err != nil {
+		return nil, "", err
+	}
+	alias := ""
+	if rs.Alias != nil {
+		alias = rs.Alias.Aliasname
+	}
+	return sub, alias, nil
 }
 
 // join reads `a [INNER] JOIN b ON cond` of two relations.
@@ -170,9 +200,20 @@ func (q *query) join(je *pg.JoinExpr) (From, error) {
 	}
 	var sides [2]JoinInput
 	for i, n := range []*pg.Node{je.Larg, je.Rarg} {
+		if rs := n.GetRangeSubselect(); rs != nil {
+			sub, alias, err := q.subquery(rs)
+			if err != nil {
+				return From{}, err
+			}
+			if alias == "" {
+				return From{}, q.errorf(0, "a subquery in a join needs an alias: (SELECT …) AS name")
+			}
+			sides[i] = JoinInput{Subquery: sub, Alias: alias, Pos: sub.Pos}
+			continue
+		}
 		rv := n.GetRangeVar()
 		if rv == nil {
-			return From{}, q.errorf(q.location(n), "each side of a join is a source or view (a subquery or window function in a join is not supported yet)")
+			return From{}, q.errorf(q.location(n), "each side of a join is a source, a view or a subquery (a window function in a join is not supported yet: join views)")
 		}
 		sides[i] = JoinInput{Relation: rv.Relname, Pos: q.pos(rv.Location)}
 		if rv.Alias != nil {
@@ -182,7 +223,7 @@ func (q *query) join(je *pg.JoinExpr) (From, error) {
 			sides[i].Alias = rv.Alias.Aliasname
 		}
 	}
-	if sides[0].Name() == sides[1].Name() {
+	if sides[0].Name() == sides[1].Name() && sides[0].Name() != "" {
 		return From{}, q.errorf(at, "both sides of the join are called %s: give one an alias", sides[0].Name())
 	}
 	on, err := q.expr(je.Quals)
