@@ -515,6 +515,12 @@ func (p *planner) query(name string, q *sql.Select) (string, error) {
 	if q.From.Join != nil {
 		return p.joinQuery(name, q)
 	}
+	if i := rankItem(q); i >= 0 {
+		return "", p.errorf(q.Items[i].Pos, "a window function (… OVER (…)) stands in a subquery whose rank the query filters: SELECT … FROM (SELECT …, ROW_NUMBER() OVER (PARTITION BY … ORDER BY …) AS rn FROM t) WHERE rn <= N")
+	}
+	if sub := q.From.Subquery; sub != nil && rankItem(sub) >= 0 {
+		return p.topNQuery(name, q)
+	}
 	if sub := q.From.Subquery; sub != nil {
 		// A subquery is planned as a view of its own, which q reads.
 		if _, err := p.query(name+"-from", sub); err != nil {

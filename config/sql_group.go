@@ -126,36 +126,41 @@ func (p *planner) groupQuery(name string, q *sql.Select, in *relation, tr *trans
 	}
 	// The result is keyed by the GROUP BY columns: each must be selected as
 	// it is, under any name.
-	out := &relation{node: name}
-	for _, k := range w.keys {
+	return name, p.projectChangelog(name, name+"-aggregate", q, post, w.keys, "GROUP BY")
+}
+
+// projectChangelog adds map transform name over changelog input, making
+// q's selected columns with tr and keeping _op, and declares the updating
+// relation name, keyed by the selected names of the changelog's keys (each
+// must be selected as it is; what names what keys them in messages).
+func (p *planner) projectChangelog(name, input string, q *sql.Select, tr *translator, keys []*sql.Column, what string) error {
+	out := &relation{node: name, updating: []string{}} // an empty key: one group
+	for _, k := range keys {
 		i := slices.IndexFunc(q.Items, func(it sql.SelectItem) bool {
 			c, ok := it.Expr.(*sql.Column)
 			return ok && c.Name == k.Name
 		})
 		if i < 0 {
-			return "", p.errorf(k.Pos, "GROUP BY %s: select %s too: the result is updated by its GROUP BY columns, and a sink applies the updates by them", k.Name, k.Name)
+			return p.errorf(k.Pos, "%s %s: select %s too: the result is updated by its %s columns, and a sink applies the updates by them", what, k.Name, k.Name, what)
 		}
 		out.updating = append(out.updating, q.Items[i].Alias)
 	}
-	if out.updating == nil {
-		out.updating = []string{} // one group: a changelog with an empty key
-	}
 	for _, it := range q.Items {
 		if it.Alias == aggregate.OpField {
-			return "", p.errorf(it.Pos, "the column name %s is the operation of an updating result's rows; choose another", aggregate.OpField)
+			return p.errorf(it.Pos, "the column name %s is the operation of an updating result's rows; choose another", aggregate.OpField)
 		}
 	}
-	if err := p.project(name, name+"-aggregate", q, post, out); err != nil {
-		return "", err
+	if err := p.project(name, input, q, tr, out); err != nil {
+		return err
 	}
 	// The projection keeps the operation, after the selected columns.
 	sel := p.sections["transforms"].Content[len(p.sections["transforms"].Content)-1]
 	for i := 0; i+1 < len(sel.Content); i += 2 {
 		if sel.Content[i].Value == "select" {
-			sel.Content[i+1].Content = append(sel.Content[i+1].Content, scalarNode(aggregate.OpField, at.Line, at.Column), scalarNode(aggregate.OpField, at.Line, at.Column))
+			sel.Content[i+1].Content = append(sel.Content[i+1].Content, scalarNode(aggregate.OpField, q.Pos.Line, q.Pos.Column), scalarNode(aggregate.OpField, q.Pos.Line, q.Pos.Column))
 		}
 	}
 	out.add(aggregate.OpField, colType{kind: row.String, notNull: true})
 	p.rels[name] = out
-	return name, nil
+	return nil
 }

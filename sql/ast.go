@@ -230,8 +230,24 @@ type Call struct {
 	Star     bool
 	Distinct bool
 	Filter   Expr
-	// Over is set for a window function call (… OVER (…)); not planned yet.
-	Over bool
+	// Over is set for a window function call (… OVER (…)); Window is its
+	// OVER clause.
+	Over   bool
+	Window *Over
+	Pos    Pos
+}
+
+// Over is a window function's OVER (PARTITION BY … ORDER BY …).
+type Over struct {
+	PartitionBy []Expr
+	OrderBy     []OrderItem
+	Pos         Pos
+}
+
+// OrderItem is one ORDER BY item: an expression, descending or not.
+type OrderItem struct {
+	Expr Expr
+	Desc bool
 	Pos  Pos
 }
 

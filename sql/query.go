@@ -583,8 +583,56 @@ func (q *query) call(fc *pg.FuncCall) (Expr, error) {
 		}
 		c.Filter = f
 	}
+	if fc.Over != nil {
+		w, err := q.over(fc.Over, fc.Location)
+		if err != nil {
+			return nil, err
+		}
+		c.Window = w
+	}
 	return c, nil
 }
+
+// over reads an OVER clause: PARTITION BY and ORDER BY, with the default
+// frame and nulls order.
+func (q *query) over(wd *pg.WindowDef, loc int32) (*Over, error) {
+	if wd.Refname != "" || wd.Name != "" {
+		return nil, q.errorf(loc, "named windows (OVER %s) are not supported: write the OVER clause out", wd.Refname+wd.Name)
+	}
+	if wd.StartOffset != nil || wd.EndOffset != nil || wd.FrameOptions&frameOptionNonDefault != 0 {
+		return nil, q.errorf(loc, "window frames (ROWS, RANGE, GROUPS) are not supported")
+	}
+	o := &Over{Pos: q.pos(loc)}
+	for _, n := range wd.PartitionClause {
+		e, err := q.expr(n)
+		if err != nil {
+			return nil, err
+		}
+		o.PartitionBy = append(o.PartitionBy, e)
+	}
+	for _, n := range wd.OrderClause {
+		sb := n.GetSortBy()
+		if sb == nil {
+			return nil, q.errorf(loc, "unsupported ORDER BY item")
+		}
+		if sb.SortbyNulls != pg.SortByNulls_SORTBY_NULLS_DEFAULT {
+			return nil, q.errorf(sb.Location, "NULLS FIRST and NULLS LAST are not supported: NULLs sort last ascending, first descending")
+		}
+		if sb.SortbyDir == pg.SortByDir_SORTBY_USING {
+			return nil, q.errorf(sb.Location, "ORDER BY … USING is not supported")
+		}
+		e, err := q.expr(sb.Node)
+		if err != nil {
+			return nil, err
+		}
+		o.OrderBy = append(o.OrderBy, OrderItem{Expr: e, Desc: sb.SortbyDir == pg.SortByDir_SORTBY_DESC, Pos: e.At()})
+	}
+	return o, nil
+}
+
+// frameOptionNonDefault is FRAMEOPTION_NONDEFAULT of PostgreSQL's
+// nodes/parsenodes.h: the OVER clause names a frame.
+const frameOptionNonDefault = 0x00001
 
 // parseInterval reads an interval's value: a number of unit (seconds when
 // unit is ""), or "n unit" (e.g. '5 seconds', '1.5 minutes').

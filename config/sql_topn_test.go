@@ -1,0 +1,84 @@
+package config_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/ingest-engine/ingest/config"
+)
+
+// Top-N and deduplication written with ROW_NUMBER() commit exactly what the
+// top_n transform written in YAML commits.
+func TestSQLTopNEqualsYAML(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two pipelines")
+	}
+	want := runAndRead(t, writeFile(t, "p.yaml", `pipeline: top
+checkpoint: {interval: 50ms, dir: ckpts}
+sources:
+  events: {type: datagen, count: 3000, keys: 7, parallelism: 2}
+transforms:
+  big: {type: filter, input: events, where: value > 100}
+  top:
+    type: top_n
+    input: big
+    key: [key]
+    order_by: [value desc, id]
+    limit: 3
+    rank: rn
+  named: {type: map, input: top, select: {k: key, id: id, v: value, rn: rn, _op: _op}}
+sinks:
+  out: {type: file, input: named, path: out}
+`))
+	got := runAndRead(t, writeFile(t, "top.sql", `SET checkpoint.interval = '50ms';
+SET checkpoint.dir = 'ckpts';
+CREATE SOURCE events WITH (connector = 'datagen', count = 3000, keys = 7, parallelism = 2);
+CREATE SINK out AS
+  SELECT key AS k, id, value AS v, rn
+  FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY key ORDER BY value DESC, id) AS rn FROM events WHERE value > 100) AS t
+  WHERE rn <= 3
+  WITH (connector = 'file', path = 'out');
+`))
+	if len(want) < 21 || strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("SQL committed %d lines, YAML %d:\nSQL  %v\nYAML %v", len(got), len(want), first(got), first(want))
+	}
+}
+
+// A ROW_NUMBER() query is refused unless it is top-N as the planner makes
+// it: in a subquery, with ORDER BY, filtered by its rank alone, the rank and
+// the partition columns selected.
+func TestSQLTopNRefusals(t *testing.T) {
+	const src = "CREATE SOURCE e WITH (connector = 'datagen', count = 10);\n"
+	rank := func(over, where string) string {
+		return src + "CREATE VIEW v AS SELECT key, id FROM (SELECT key, id, ROW_NUMBER() OVER (" + over + ") AS rn FROM e) AS t " + where + ";"
+	}
+	for _, c := range []struct{ name, sql, want string }{
+		{"no subquery", src + "CREATE VIEW v AS SELECT key, ROW_NUMBER() OVER (ORDER BY id) AS rn FROM e;", "t.sql:2:30: a window function (… OVER (…)) stands in a subquery"},
+		{"no order", rank("PARTITION BY key", "WHERE rn <= 2"), "ROW_NUMBER() OVER (…) needs ORDER BY"},
+		{"no filter", rank("PARTITION BY key ORDER BY id", ""), "filter the query by the rank (WHERE rn <= N)"},
+		{"another filter", rank("PARTITION BY key ORDER BY id", "WHERE rn <= 2 AND id > 3"), "a ROW_NUMBER() query is filtered by its rank alone"},
+		{"rank from 2", rank("PARTITION BY key ORDER BY id", "WHERE rn = 2"), "a ROW_NUMBER() query is filtered by its rank alone"},
+		{"ranks without rank", rank("PARTITION BY key ORDER BY id", "WHERE rn <= 2"), "select the rank rn too: the top 2 rows"},
+		{"partition not selected", src + "CREATE VIEW v AS SELECT id FROM (SELECT key, id, ROW_NUMBER() OVER (PARTITION BY key ORDER BY id) AS rn FROM e) AS t WHERE rn = 1;", "PARTITION BY key: select key too"},
+		{"order by an expression", rank("PARTITION BY key ORDER BY id + 1", "WHERE rn = 1"), "ORDER BY: a column the subquery selects"},
+		{"rank()", src + "CREATE VIEW v AS SELECT key FROM (SELECT key, rank() OVER (ORDER BY id) AS r FROM e) AS t WHERE r = 1;", "rank() OVER (…) is not supported"},
+		{"a frame", rank("ORDER BY id ROWS BETWEEN 1 PRECEDING AND CURRENT ROW", "WHERE rn = 1"), "window frames (ROWS, RANGE, GROUPS) are not supported"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := config.ParseSQL("t.sql", []byte(c.sql))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("ParseSQL: %v\nwant an error containing %q", err, c.want)
+			}
+		})
+	}
+	// Deduplication without the rank, and top-N selecting it, plan.
+	for _, ok := range []string{
+		rank("PARTITION BY key ORDER BY id DESC", "WHERE rn = 1"),
+		src + "CREATE VIEW v AS SELECT key, id, rn FROM (SELECT key, id, ROW_NUMBER() OVER (PARTITION BY key ORDER BY id) AS rn FROM e) AS t WHERE 5 >= rn;",
+	} {
+		ok += "\nCREATE SINK s FROM v WITH (connector = 'stdout');"
+		if _, err := config.ParseSQL("t.sql", []byte(ok)); err != nil {
+			t.Errorf("ParseSQL(%q): %v", ok, err)
+		}
+	}
+}
