@@ -88,11 +88,20 @@ type updating struct {
 	cfg    Config
 	accs   *state.ValueState[row.Value, window.RowAcc]
 	having func(row.Row, int64) (bool, error)
+	// fresh are the keys whose stored accumulator was made since the last
+	// checkpoint captured the state: no checkpoint holds it, so it may be
+	// changed in place. INVARIANT: cleared at every Snapshotting.
+	fresh map[row.Value]struct{}
 }
+
+// Snapshotting implements process.Snapshotter: from now on the stored
+// accumulators may belong to the checkpoint.
+func (u *updating) Snapshotting(int64) { clear(u.fresh) }
 
 // Open implements process.Function.
 func (u *updating) Open(s process.Setup[row.Value]) error {
 	var err error
+	u.fresh = map[row.Value]struct{}{}
 	u.accs, err = state.NewValueState(s.State, "accumulators", s.KeyCodec, u.cfg.Agg.Codec)
 	if err != nil {
 		return err
@@ -122,14 +131,27 @@ func (u *updating) visible(r row.Row, t int64) (bool, error) {
 func (u *updating) ProcessRecord(c *process.Context[row.Value, row.Row], v row.Row) error {
 	k := c.Key()
 	old, had := u.accs.Get(k)
+	// The result before the record, made before the accumulator changes.
+	var before row.Row
+	shown := false
+	if had {
+		before = u.cfg.Result(k, old)
+		var err error
+		if shown, err = u.visible(before, c.Time()); err != nil {
+			return err
+		}
+	}
 	var acc window.RowAcc
+	_, fresh := u.fresh[k]
 	switch {
 	case !had:
 		acc = u.cfg.Agg.Init()
-	case u.cfg.Agg.Clone != nil:
+		u.fresh[k] = struct{}{}
+	case u.cfg.Agg.Clone != nil && !fresh:
 		// The stored accumulator may belong to a checkpoint being
-		// written: it is never changed in place.
+		// written: it is copied once per checkpoint, then changed in place.
 		acc = u.cfg.Agg.Clone(old)
+		u.fresh[k] = struct{}{}
 	default:
 		acc = old
 	}
@@ -140,14 +162,6 @@ func (u *updating) ProcessRecord(c *process.Context[row.Value, row.Row], v row.R
 	show, err := u.visible(now, c.Time())
 	if err != nil {
 		return err
-	}
-	var before row.Row
-	shown := false
-	if had {
-		before = u.cfg.Result(k, old)
-		if shown, err = u.visible(before, c.Time()); err != nil {
-			return err
-		}
 	}
 	switch {
 	case show && shown:

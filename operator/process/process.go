@@ -288,8 +288,23 @@ func (op *operator[K, O]) OnProcessingTime(now int64) error {
 	return op.flush()
 }
 
-// Snapshot implements runtime.Operator: everything is keyed state.
-func (op *operator[K, O]) Snapshot(int64) (runtime.Snapshot, error) { return runtime.Snapshot{}, nil }
+// Snapshotter is implemented by a Function that must know when its keyed
+// state is captured, e.g. to change stored values in place until then:
+// Snapshotting is called on the task goroutine right before each checkpoint
+// captures the keyed state, after which a value the state holds may belong
+// to the checkpoint being written and must not be changed in place.
+type Snapshotter interface {
+	Snapshotting(checkpoint int64)
+}
+
+// Snapshot implements runtime.Operator: everything is keyed state, which
+// the runtime captures right after.
+func (op *operator[K, O]) Snapshot(id int64) (runtime.Snapshot, error) {
+	if s, ok := op.fn.(Snapshotter); ok {
+		s.Snapshotting(id)
+	}
+	return runtime.Snapshot{}, nil
+}
 
 // NotifyComplete implements runtime.Operator.
 func (op *operator[K, O]) NotifyComplete(int64) error { return nil }
