@@ -216,7 +216,12 @@ func Pipeline(q Query, src nexmark.SourceConfig, parallelism int, out string) (*
 // the name (give more events or a lower event-time density).
 func Bench(ctx context.Context, o BenchOptions) (Result, error) {
 	q, err := Lookup(o.Query)
-	if err != nil {
+	switch {
+	case err != nil && o.Build != nil:
+		// A query only Build knows (a SQL query with no Go API version):
+		// no window to warm up.
+		q, err = Query{Name: o.Query}, nil
+	case err != nil:
 		return Result{}, err
 	}
 	if o.Events <= 0 {
