@@ -6,9 +6,9 @@ package nexmark_test
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
-	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -324,41 +324,51 @@ func TestSQLQueriesAgainstTheGenerator(t *testing.T) {
 		t.Skip("runs pipelines")
 	}
 	bids, auctions := generated(t)
+	q15 := func() []map[string]any {
+		type stats struct {
+			bids          [4]int64
+			bidders, aucs [4]map[int64]bool
+		}
+		days := map[string]*stats{}
+		for _, b := range bids {
+			day := time.UnixMilli(b.DateTime).UTC().Format("2006-01-02")
+			s := days[day]
+			if s == nil {
+				s = &stats{}
+				for i := range 4 {
+					s.bidders[i], s.aucs[i] = map[int64]bool{}, map[int64]bool{}
+				}
+				days[day] = s
+			}
+			for _, i := range []int{0, priceRank(b.Price)} {
+				s.bids[i]++
+				s.bidders[i][b.Bidder] = true
+				s.aucs[i][b.Auction] = true
+			}
+		}
+		var out []map[string]any
+		for day, s := range days {
+			r := map[string]any{"day": day, "total_bids": s.bids[0], "total_bidders": len(s.bidders[0]), "total_auctions": len(s.aucs[0])}
+			for i := 1; i <= 3; i++ {
+				r[fmt.Sprintf("rank%d_bids", i)] = s.bids[i]
+				r[fmt.Sprintf("rank%d_bidders", i)] = len(s.bidders[i])
+				r[fmt.Sprintf("rank%d_auctions", i)] = len(s.aucs[i])
+			}
+			out = append(out, r)
+		}
+		return out
+	}
 	cases := []struct {
 		name string
 		keys []string
 		want func() []map[string]any
 	}{
-		{"q15", []string{"day"}, func() []map[string]any {
-			type stats struct {
-				bids          [4]int64
-				bidders, aucs [4]map[int64]bool
-			}
-			days := map[string]*stats{}
-			for _, b := range bids {
-				day := time.UnixMilli(b.DateTime).UTC().Format("2006-01-02")
-				s := days[day]
-				if s == nil {
-					s = &stats{}
-					for i := range 4 {
-						s.bidders[i], s.aucs[i] = map[int64]bool{}, map[int64]bool{}
-					}
-					days[day] = s
-				}
-				for _, i := range []int{0, priceRank(b.Price)} {
-					s.bids[i]++
-					s.bidders[i][b.Bidder] = true
-					s.aucs[i][b.Auction] = true
-				}
-			}
+		{"q15", []string{"day"}, q15},
+		{"q16", []string{"channel", "day"}, func() []map[string]any {
+			// q15's rows with the channel, which Beam's bids have none of.
 			var out []map[string]any
-			for day, s := range days {
-				r := map[string]any{"day": day, "total_bids": s.bids[0], "total_bidders": len(s.bidders[0]), "total_auctions": len(s.aucs[0])}
-				for i := 1; i <= 3; i++ {
-					r[fmt.Sprintf("rank%d_bids", i)] = s.bids[i]
-					r[fmt.Sprintf("rank%d_bidders", i)] = len(s.bidders[i])
-					r[fmt.Sprintf("rank%d_auctions", i)] = len(s.aucs[i])
-				}
+			for _, r := range q15() {
+				r["channel"] = nil
 				out = append(out, r)
 			}
 			return out
