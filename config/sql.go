@@ -110,6 +110,9 @@ type windowInfo struct {
 	// shape is the window's kind, size and slide: results of windows of one
 	// shape with equal starts have equal times.
 	shape string
+	// size is the windows' size: a row's window_start is its time + 1ns -
+	// size, its window_end its time + 1ns.
+	size time.Duration
 	// start and end name the columns holding window_start and window_end
 	// ("" when not selected).
 	start, end string
@@ -734,7 +737,7 @@ func (p *planner) windowQuery(name string, q *sql.Select, in *relation, tr *tran
 		return "", err
 	}
 	if f.Window != "session" {
-		out.window = &windowInfo{shape: fmt.Sprintf("%s %v %v", f.Window, f.Size, f.Slide)}
+		out.window = &windowInfo{shape: fmt.Sprintf("%s %v %v", f.Window, f.Size, f.Slide), size: f.Size}
 		for _, it := range q.Items {
 			if c, ok := it.Expr.(*sql.Column); ok && c.Name == "window_start" {
 				out.window.start = it.Alias

@@ -57,7 +57,7 @@ func (p *planner) joinQuery(name string, q *sql.Select) (string, error) {
 	var pre [2][]sql.Expr
 	// post are the conditions on both sides that are neither the key nor a
 	// time bound: a filter after the join.
-	var post []sql.Expr
+	var post, where []sql.Expr
 	var key, boundKey [2]*sql.Column
 	var bounds [2]*time.Duration // lower, upper of right time - left time
 	for _, part := range []struct {
@@ -75,7 +75,9 @@ func (p *planner) joinQuery(name string, q *sql.Select) (string, error) {
 			case len(sides) == 0:
 				return "", p.errorf(c.At(), "a join condition that reads neither side is not supported")
 			case !part.isOn:
-				post = append(post, c)
+				// Of an inner join, WHERE means what ON does: its time
+				// bounds may bound the join (below). The key is ON's.
+				where = append(where, c)
 			default:
 				// The key is the first equality of a column of each side
 				// that is not a window bound (those say which windows pair:
@@ -92,6 +94,29 @@ func (p *planner) joinQuery(name string, q *sql.Select) (string, error) {
 					post = append(post, c)
 				}
 			}
+		}
+	}
+	// WHERE's conditions on both sides bound the join's event times when
+	// they complete the bounds both ways; else they filter its output.
+	if len(where) > 0 {
+		b, ok := bounds, true
+		var timed []sql.Expr
+		for _, c := range where {
+			isBound, err := js.timeBound(c, &b)
+			switch {
+			case err != nil:
+				ok = false // bounded twice: a filter
+				timed = append(timed, c)
+			case isBound:
+				timed = append(timed, c)
+			default:
+				post = append(post, c)
+			}
+		}
+		if ok && b[0] != nil && b[1] != nil {
+			bounds = b
+		} else {
+			post = append(post, timed...)
 		}
 	}
 	if key[0] == nil {
@@ -351,7 +376,18 @@ func (js *joinScope) timeBound(e sql.Expr, bounds *[2]*time.Duration) (bool, err
 			return 0, 0, false
 		}
 		s, err := js.side(c)
-		if err != nil || js.rels[s].timeCol == "" || c.Name != js.rels[s].timeCol {
+		if err != nil {
+			return 0, 0, false
+		}
+		// A window result's bounds are its time (its window's end - 1ns)
+		// plus a constant.
+		if w := js.rels[s].window; w != nil && c.Name != "" && (c.Name == w.end || c.Name == w.start) {
+			if c.Name == w.end {
+				return s, off + time.Nanosecond, true
+			}
+			return s, off + time.Nanosecond - w.size, true
+		}
+		if js.rels[s].timeCol == "" || c.Name != js.rels[s].timeCol {
 			return 0, 0, false
 		}
 		return s, off, true

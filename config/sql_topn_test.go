@@ -83,3 +83,34 @@ func TestSQLTopNRefusals(t *testing.T) {
 		}
 	}
 }
+
+// Of an inner join, WHERE's bounds of both sides' event times make an
+// interval join as ON's do; a window result's window_end is its time plus
+// 1ns. A one-sided bound in WHERE stays a filter after an inner join.
+func TestSQLJoinBoundsInWhere(t *testing.T) {
+	const src = "CREATE SOURCE a WITH (connector = 'datagen', count = 10);\nCREATE SOURCE b WITH (connector = 'datagen', count = 10);\n" +
+		"CREATE SOURCE f (k BIGINT, t TIMESTAMP, WATERMARK FOR t AS t) WITH (connector = 'file', path = 'f.jsonl');\n" +
+		"CREATE SOURCE g (k BIGINT, t TIMESTAMP, WATERMARK FOR t AS t) WITH (connector = 'file', path = 'g.jsonl');\n"
+	for _, c := range []struct{ name, query, want string }{
+		{"both bounds", "SELECT a.id FROM a JOIN b ON a.key = b.key WHERE b.event_time BETWEEN a.event_time - INTERVAL '2' SECOND AND a.event_time AND b.value > 3",
+			"interval join [-2s, 0s]"},
+		{"one bound", "SELECT f.k FROM f JOIN g ON f.k = g.k WHERE g.t >= f.t",
+			"inner join"},
+		{"a window's end", "SELECT a.id FROM a JOIN (SELECT max(value) AS m, window_end AS e FROM TUMBLE(b, event_time, INTERVAL '10' SECOND) GROUP BY window_end) AS w ON a.value = w.m WHERE a.event_time BETWEEN w.e - INTERVAL '10' SECOND AND w.e",
+			"interval join [-1ns, 9.999999999s]"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := config.ParseSQL("t.sql", []byte(src+"CREATE SINK s AS "+c.query+" WITH (connector = 'stdout');"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan, err := p.Stream.Plan()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(plan.Describe(), c.want) {
+				t.Errorf("plan:\n%s\nwant %q", plan.Describe(), c.want)
+			}
+		})
+	}
+}
