@@ -111,8 +111,9 @@ type windowInfo struct {
 	// shape with equal starts have equal times.
 	shape string
 	// size is the windows' size: a row's window_start is its time + 1ns -
-	// size, its window_end its time + 1ns.
-	size time.Duration
+	// size, its window_end its time + 1ns. slide is the time between two
+	// windows' starts (size for tumbling windows).
+	size, slide time.Duration
 	// start and end name the columns holding window_start and window_end
 	// ("" when not selected).
 	start, end string
@@ -725,7 +726,7 @@ func (p *planner) windowQuery(name string, q *sql.Select, in *relation, tr *tran
 	node = name + "-window"
 	// Past the window, columns are the key, window_start, window_end and
 	// the aggregates' fields.
-	post := &translator{p: p, relName: f.Relation, window: w}
+	post := &translator{p: p, relName: tr.relName, window: w}
 	if q.Having != nil {
 		if err := p.filter(name+"-having", node, post, q.Having); err != nil {
 			return "", err
@@ -737,7 +738,10 @@ func (p *planner) windowQuery(name string, q *sql.Select, in *relation, tr *tran
 		return "", err
 	}
 	if f.Window != "session" {
-		out.window = &windowInfo{shape: fmt.Sprintf("%s %v %v", f.Window, f.Size, f.Slide), size: f.Size}
+		out.window = &windowInfo{shape: fmt.Sprintf("%s %v %v", f.Window, f.Size, f.Slide), size: f.Size, slide: f.Slide}
+		if f.Window == "tumble" {
+			out.window.slide = f.Size
+		}
 		for _, it := range q.Items {
 			if c, ok := it.Expr.(*sql.Column); ok && c.Name == "window_start" {
 				out.window.start = it.Alias

@@ -15,6 +15,45 @@ import (
 // window in FROM. Its result is a changelog keyed by the GROUP BY columns
 // (the aggregate transform), which only sinks that apply it may read.
 
+// windowResultQuery plans a GROUP BY of a window result's window_start or
+// window_end column, without a window: the groups are results of one window
+// each, which all have its end - 1ns as their time and reach the query
+// together, when the watermark passes it. So it is a tumbling window of the
+// result windows' slide — each holds one window's results exactly when the
+// windows' ends are multiples of the slide, that is when the size is — and
+// its result is again a window result of the same shape, which a join can
+// pair with the others (q5).
+func (p *planner) windowResultQuery(name string, q *sql.Select, in *relation) (string, error) {
+	w := in.window
+	if w.slide <= 0 || w.size%w.slide != 0 {
+		return "", p.errorf(q.GroupBy[0].At(), "GROUP BY a window bound of windows whose size (%v) is not a multiple of their slide (%v) is not supported", w.size, w.slide)
+	}
+	const rowTime = "_window_time"
+	rel := *in
+	rel.timeCol = rowTime
+	wq := *q
+	wq.From = sql.From{Relation: q.From.Relation, Alias: q.From.Alias, RelationPos: q.From.RelationPos, Window: "tumble", TimeColumn: rowTime, Size: w.slide, Pos: q.Pos}
+	wq.GroupBy = append(slices.Clone(q.GroupBy), &sql.Column{Name: "window_start", Pos: q.Pos})
+	relName := q.From.Relation
+	if q.From.Alias != "" {
+		relName = q.From.Alias
+	}
+	if _, err := p.windowQuery(name, &wq, &rel, &translator{p: p, rel: &rel, relName: relName}); err != nil {
+		return "", err
+	}
+	// The result keeps the windows' shape: its rows' times are theirs.
+	out := p.rels[name]
+	out.window = &windowInfo{shape: w.shape, size: w.size, slide: w.slide}
+	for _, it := range q.Items {
+		if c, ok := it.Expr.(*sql.Column); ok && c.Name == w.start && w.start != "" {
+			out.window.start = it.Alias
+		} else if ok && c.Name == w.end && w.end != "" {
+			out.window.end = it.Alias
+		}
+	}
+	return name, nil
+}
+
 // sinkApplies refuses a sink of type typ that cannot apply the updating
 // result rel: a postgres sink must upsert on exactly its key. The other
 // sinks write the changelog's rows, _op included; a kafka sink keys its
@@ -52,6 +91,12 @@ func (p *planner) sinkApplies(s *sql.CreateSink, typ string, rel *relation) erro
 // WHERE, a map for computed aggregate inputs, the aggregate (with HAVING)
 // and a map giving the selected columns their names, with _op.
 func (p *planner) groupQuery(name string, q *sql.Select, in *relation, tr *translator) (string, error) {
+	if w := in.window; w != nil && slices.ContainsFunc(q.GroupBy, func(g sql.Expr) bool {
+		c, ok := g.(*sql.Column)
+		return ok && (c.Name == w.start && w.start != "" || c.Name == w.end && w.end != "")
+	}) {
+		return p.windowResultQuery(name, q, in)
+	}
 	node := in.node
 	if q.Where != nil {
 		if err := p.filter(name+"-where", node, tr, q.Where); err != nil {

@@ -114,3 +114,33 @@ func TestSQLJoinBoundsInWhere(t *testing.T) {
 		})
 	}
 }
+
+// A GROUP BY of a window result's window_start, without a window, groups
+// each window's results: a tumbling window of the windows' slide, whose
+// result a join pairs with the others' as results of one window shape.
+// Windows whose size is not a multiple of their slide are refused.
+func TestSQLGroupByAWindowBound(t *testing.T) {
+	const src = "CREATE SOURCE e WITH (connector = 'datagen', count = 10);\n"
+	counts := func(size string) string {
+		return "CREATE VIEW c AS SELECT key, count(*) AS n, window_start AS ws FROM HOP(e, event_time, INTERVAL '2' SECOND, INTERVAL '" + size + "' SECOND) GROUP BY key, window_start;\n"
+	}
+	p, err := config.ParseSQL("t.sql", []byte(src+counts("10")+
+		"CREATE VIEW m AS SELECT max(n) AS top, ws AS mws FROM c GROUP BY ws;\n"+
+		"CREATE SINK s AS SELECT c.key FROM c JOIN m ON c.ws = m.mws AND c.n >= m.top WITH (connector = 'stdout');"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := p.Stream.Plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"m-window (parallelism 1): tumbling event-time window 2s", "interval join [0s, 0s]"} {
+		if !strings.Contains(plan.Describe(), want) {
+			t.Errorf("plan:\n%s\nwant %q", plan.Describe(), want)
+		}
+	}
+	_, err = config.ParseSQL("t.sql", []byte(src+counts("5")+"CREATE SINK s AS SELECT max(n) AS top, ws FROM c GROUP BY ws WITH (connector = 'stdout');"))
+	if err == nil || !strings.Contains(err.Error(), "whose size (5s) is not a multiple of their slide (2s)") {
+		t.Fatalf("ParseSQL: %v, want the size refused", err)
+	}
+}
