@@ -103,6 +103,10 @@ type relation struct {
 	// updating, when not nil, says the relation is an updating result (a
 	// changelog) keyed by these columns, with the operation in column _op.
 	updating []string
+	// procCol is the source's AS PROCTIME() column, "" when it has none:
+	// it reads the time a record is processed, and TUMBLE over it is a
+	// processing-time window.
+	procCol string
 }
 
 // windowInfo is the window a relation is the result of.
@@ -273,6 +277,22 @@ func (p *planner) source(s *sql.CreateSource) error {
 		setPath(m, strings.Split(key, "."), p.optionValue(spec, key, o), o.Pos)
 	}
 	rel := &relation{node: s.Name, isSource: true}
+	// A processing-time column (AS PROCTIME()) is no field of the records.
+	for i := 0; i < len(s.Columns); i++ {
+		c := s.Columns[i]
+		if !c.Proctime {
+			continue
+		}
+		switch {
+		case rel.procCol != "":
+			return p.errorf(c.Pos, "source %s: %s and %s are both AS PROCTIME(): declare one", s.Name, rel.procCol, c.Name)
+		case columnKinds[c.Type] != "time":
+			return p.errorf(c.Pos, "column %s %s AS PROCTIME(): a processing time is a TIMESTAMP", c.Name, strings.ToUpper(c.Type))
+		}
+		rel.procCol = c.Name
+		s.Columns = slices.Delete(slices.Clone(s.Columns), i, i+1)
+		i--
+	}
 	if typ == "nexmark" {
 		return p.nexmarkSource(s, m, rel)
 	}
@@ -567,7 +587,7 @@ func (p *planner) query(name string, q *sql.Select) (string, error) {
 	}
 	out := &relation{node: node, timeCol: in.timeCol}
 	if star {
-		out.columns, out.types, out.window = in.columns, in.types, in.window
+		out.columns, out.types, out.window, out.procCol = in.columns, in.types, in.window, in.procCol
 		p.rels[name] = out
 		return node, nil
 	}
@@ -635,7 +655,12 @@ func (p *planner) project(name, input string, q *sql.Select, tr *translator, out
 // giving the selected columns their names.
 func (p *planner) windowQuery(name string, q *sql.Select, in *relation, tr *translator) (string, error) {
 	f := q.From
-	if in.timeCol == "" || f.TimeColumn != in.timeCol {
+	proc := in.procCol != "" && f.TimeColumn == in.procCol
+	switch {
+	case proc && f.Window != "tumble":
+		return "", p.errorf(f.Pos, "%s over %s: windows of processing time (AS PROCTIME()) are tumbling", strings.ToUpper(f.Window), f.TimeColumn)
+	case proc:
+	case in.timeCol == "" || f.TimeColumn != in.timeCol:
 		return "", p.errorf(f.Pos, "%s over %s: windows are over the event time, which is the column of the source's WATERMARK FOR (%s)",
 			strings.ToUpper(f.Window), f.TimeColumn, orNone(in.timeCol))
 	}
@@ -707,6 +732,9 @@ func (p *planner) windowQuery(name string, q *sql.Select, in *relation, tr *tran
 	case "tumble":
 		at("kind", "tumbling")
 		at("size", f.Size.String())
+		if proc {
+			at("time", "processing")
+		}
 	case "hop":
 		at("kind", "sliding")
 		at("size", f.Size.String())
@@ -737,7 +765,7 @@ func (p *planner) windowQuery(name string, q *sql.Select, in *relation, tr *tran
 	if err := p.project(name, node, q, post, out); err != nil {
 		return "", err
 	}
-	if f.Window != "session" {
+	if f.Window != "session" && !proc {
 		out.window = &windowInfo{shape: fmt.Sprintf("%s %v %v", f.Window, f.Size, f.Slide), size: f.Size, slide: f.Slide}
 		if f.Window == "tumble" {
 			out.window.slide = f.Size

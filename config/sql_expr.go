@@ -225,6 +225,9 @@ func (t *translator) column(x *sql.Column) (tx, error) {
 		}
 		return tx{}, t.p.errorf(x.Pos, "column %s must be in GROUP BY or inside an aggregate", x.Name)
 	}
+	if x.Name == t.rel.procCol && x.Name != "" {
+		return tx{code: "now()", kind: row.Time}, nil // the processing time
+	}
 	if x.Name == "event_time" && !slices.Contains(t.rel.columns, x.Name) {
 		return tx{code: "event_time", kind: row.Time}, nil // the record's event time
 	}

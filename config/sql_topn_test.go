@@ -144,3 +144,36 @@ func TestSQLGroupByAWindowBound(t *testing.T) {
 		t.Fatalf("ParseSQL: %v, want the size refused", err)
 	}
 }
+
+// A source's AS PROCTIME() column is the processing time: a TUMBLE over it
+// is a processing-time window and selecting it reads the clock, both
+// reported as nondeterministic; what it cannot be is refused.
+func TestSQLProctime(t *testing.T) {
+	const src = "CREATE SOURCE e (id BIGINT, key BIGINT, value BIGINT, pt TIMESTAMP AS PROCTIME()) WITH (connector = 'datagen', count = 10);\n"
+	p, err := config.ParseSQL("t.sql", []byte(src+
+		"CREATE SINK s AS SELECT key, count(*) AS n FROM TUMBLE(e, pt, INTERVAL '1' SECOND) GROUP BY key, window_start WITH (connector = 'stdout');\n"+
+		"CREATE SINK u AS SELECT id, pt AS seen FROM e WITH (connector = 'stdout');"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, _ := p.Stream.Plan()
+	if !strings.Contains(plan.Describe(), "tumbling processing-time window 1s") {
+		t.Errorf("plan:\n%s\nwant a processing-time window", plan.Describe())
+	}
+	lines := strings.Join(p.Delivery().Lines(), "\n")
+	for _, want := range []string{"window s-query-window is of processing time", "expression in 'u-query' calls now()"} {
+		if !strings.Contains(lines, want) {
+			t.Errorf("delivery:\n%s\nwant %q", lines, want)
+		}
+	}
+	for _, c := range []struct{ sql, want string }{
+		{src + "CREATE SINK s AS SELECT key, count(*) AS n FROM HOP(e, pt, INTERVAL '1' SECOND, INTERVAL '2' SECOND) GROUP BY key, window_start WITH (connector = 'stdout');", "windows of processing time (AS PROCTIME()) are tumbling"},
+		{"CREATE SOURCE e (pt BIGINT AS PROCTIME()) WITH (connector = 'datagen');", "a processing time is a TIMESTAMP"},
+		{"CREATE SOURCE e (a TIMESTAMP AS PROCTIME(), b TIMESTAMP AS PROCTIME()) WITH (connector = 'datagen');", "a and b are both AS PROCTIME()"},
+		{"CREATE SOURCE e (a TIMESTAMP AS now()) WITH (connector = 'datagen');", "a generated column is AS PROCTIME()"},
+	} {
+		if _, err := config.ParseSQL("t.sql", []byte(c.sql)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ParseSQL(%q): %v, want %q", c.sql, err, c.want)
+		}
+	}
+}

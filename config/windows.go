@@ -49,6 +49,17 @@ func (b *builder) window(name string, m *mapping) {
 		keyFields = []string{f}
 	}
 	kind := m.str("kind", "tumbling")
+	// time: event (the default) or processing (tumbling windows of the
+	// wall clock, SQL's PROCTIME()).
+	clock := m.str("time", "event")
+	switch {
+	case clock != "event" && clock != "processing":
+		m.fail("time", m.get("time"), "unknown time %q (known: event, processing)", clock)
+	case clock == "processing" && kind != "tumbling":
+		m.fail("time", m.get("time"), "processing-time windows are tumbling; a %s window is of event time", kind)
+	case clock == "processing" && (m.has("allowed_lateness") || m.has("late_records")):
+		m.fail("time", m.get("time"), "a processing-time window has no late records: remove allowed_lateness and late_records")
+	}
 	fields, known := windowKinds[kind]
 	if !known {
 		m.fail("kind", m.get("kind"), "unknown window kind %q (known: session, sliding, tumbling)", kind)
@@ -129,7 +140,7 @@ func (b *builder) window(name string, m *mapping) {
 			keys = append(keys, k)
 		}
 	}
-	if !ok || !keysOK || !shapeOK || !valid || m.bad["allowed_lateness"] {
+	if !ok || !keysOK || !shapeOK || !valid || m.bad["allowed_lateness"] || m.bad["time"] {
 		return
 	}
 	agg, aggFields, result, err := window.RowAggregates(in.schema, specs)
@@ -188,12 +199,16 @@ func (b *builder) window(name string, m *mapping) {
 		opts = append(opts, window.LateRecordsTo(late))
 	}
 	var out stream.Stream[row.Row]
-	switch kind {
-	case "tumbling":
+	switch {
+	case clock == "processing":
+		out = window.ProcessingTimeTumbling(ks, name, d["size"], agg, output, par, keyDesc(desc))
+		b.caveats = append(b.caveats, caveat{node: name, line: m.line("time").Line,
+			msg: fmt.Sprintf("window %s is of processing time: which window a record falls in depends on when it was processed, so output may differ on replay", name)})
+	case kind == "tumbling":
 		out = window.Tumbling(ks, name, d["size"], agg, output, opts...)
-	case "sliding":
+	case kind == "sliding":
 		out = window.Sliding(ks, name, d["size"], d["slide"], agg, output, opts...)
-	case "session":
+	case kind == "session":
 		out = window.Session(ks, name, d["gap"], agg, output, opts...)
 	}
 	b.streams[name] = named{s: out, schema: &schema}

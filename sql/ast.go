@@ -41,6 +41,9 @@ type ColumnDef struct {
 	// Written is the name as written when it was unquoted with capitals,
 	// which PostgreSQL lower-cases (Price is price); "" otherwise.
 	Written string
+	// Proctime marks `name TIMESTAMP AS PROCTIME()`: no field of the
+	// records, but the time each is processed.
+	Proctime bool
 }
 
 // WatermarkDef is `WATERMARK FOR column AS column - INTERVAL 'n' unit`: the

@@ -341,6 +341,15 @@ func (l *lexer) columns(cs *CreateSource) error {
 			if !nt.quoted && nt.raw != name {
 				def.Written = nt.raw
 			}
+			if l.peek().is("as") {
+				// A generated column: only AS PROCTIME(), processing time.
+				l.next()
+				f := l.next()
+				if !f.is("proctime") || l.next().text != "(" || l.next().text != ")" {
+					return l.errorf(f, "column %s: a generated column is AS PROCTIME() (processing time); other expressions belong in a query", name)
+				}
+				def.Proctime = true
+			}
 			cs.Columns = append(cs.Columns, def)
 		}
 		switch t := l.next(); {
@@ -360,7 +369,7 @@ func (l *lexer) typeName(col string) (string, error) {
 	var words []string
 	for {
 		t := l.peek()
-		if t.kind != tokName || t.quoted || t.is("not") || t.is("null") {
+		if t.kind != tokName || t.quoted || t.is("not") || t.is("null") || t.is("as") {
 			break
 		}
 		l.next()
