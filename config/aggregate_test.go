@@ -161,6 +161,83 @@ func checkTotalsChangelog(t *testing.T, dir string, count, keys, limit int64) {
 	}
 }
 
+// An aggregate over a changelog takes each update's previous row back out
+// of its group: per key its sums and counts are those of the rows the
+// changelog holds at the end, and a group left without rows is deleted.
+func TestAggregateOverAChangelogRetracts(t *testing.T) {
+	const count, keys = 3000, 7
+	dir := runYAML(t, fmt.Sprintf(`pipeline: retract
+checkpoint: {interval: 50ms, dir: ckpts}
+restart: {delay: 10ms, max_attempts: 1}
+sources:
+  events: {type: datagen, parallelism: 2, count: %d, keys: %d}
+transforms:
+  totals:
+    type: aggregate
+    input: events
+    key: [key]
+    aggregates: {n: count(), total: sum(value)}
+    having: n < 400
+  bucketed: {type: map, input: totals, select: {key: key, bucket: key %% 3, total: total, _op: _op}}
+  per_bucket:
+    type: aggregate
+    input: bucketed
+    key: [bucket]
+    parallelism: 2
+    aggregates: {keys: count(), sum: sum(total), mean: avg(total)}
+sinks:
+  out: {type: file, input: per_bucket, path: out, parallelism: 2}
+`, count, keys))
+	got, _ := applyKeyed(t, filepath.Join(dir, "out"), "bucket")
+	// Each key has 428 or 429 records, so having n < 400 deletes them all
+	// in the end, and every bucket with them: nothing stays.
+	if len(got) != 0 {
+		t.Fatalf("buckets left: %v, want none (every key was deleted)", got)
+	}
+	dir = runYAML(t, fmt.Sprintf(`pipeline: retract
+checkpoint: {interval: 50ms, dir: ckpts}
+restart: {delay: 10ms, max_attempts: 1}
+sources:
+  events: {type: datagen, parallelism: 2, count: %d, keys: %d}
+transforms:
+  totals:
+    type: aggregate
+    input: events
+    key: [key]
+    aggregates: {n: count(), total: sum(value)}
+  bucketed: {type: map, input: totals, select: {key: key, bucket: key %% 3, total: total, _op: _op}}
+  per_bucket:
+    type: aggregate
+    input: bucketed
+    key: [bucket]
+    parallelism: 2
+    aggregates: {keys: count(), sum: sum(total), mean: avg(total)}
+sinks:
+  out: {type: file, input: per_bucket, path: out, parallelism: 2}
+`, count, keys))
+	got, _ = applyKeyed(t, filepath.Join(dir, "out"), "bucket")
+	totals := map[int64]int64{}
+	for _, r := range datagenRecords(count, keys, time.Time{}, 0) {
+		totals[r.key] += r.value
+	}
+	want := map[string][3]float64{}
+	for k, total := range totals {
+		w := want[fmt.Sprint(k%3)]
+		w[0]++
+		w[1] += float64(total)
+		want[fmt.Sprint(k%3)] = w
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d buckets, want %d: %v", len(got), len(want), got)
+	}
+	for b, w := range want {
+		r := got[b]
+		if r["keys"] != w[0] || r["sum"] != w[1] || r["mean"] != w[1]/w[0] {
+			t.Errorf("bucket %s: %v, want keys %v sum %v mean %v", b, r, w[0], w[1], w[1]/w[0])
+		}
+	}
+}
+
 // A changelog goes only where it is applied by its key: a filter, window,
 // join or aggregate reading it, a map dropping its key or _op, and a
 // postgres sink appending it or upserting on another key are refused at
@@ -184,8 +261,10 @@ transforms:
 			"totals is a changelog (rows inserted, updated and deleted by [key], in field _op): a filter would take its updates for new records"},
 		{"window", "  w:\n    type: window\n    input: totals\n    key: key\n    size: 1s\n    aggregates: {c: count()}\nsinks:\n  out: {type: stdout, input: w}\n",
 			"a window would take its updates"},
-		{"aggregate", "  a:\n    type: aggregate\n    input: totals\n    key: [n]\n    aggregates: {c: count()}\nsinks:\n  out: {type: stdout, input: a}\n",
-			"an aggregate would take its updates"},
+		{"top_n", "  a:\n    type: top_n\n    input: totals\n    key: [n]\n    order_by: [key]\n    limit: 1\nsinks:\n  out: {type: stdout, input: a}\n",
+			"a top_n would take its updates"},
+		{"an aggregate that cannot retract", "  a:\n    type: aggregate\n    input: totals\n    key: [n]\n    aggregates: {c: max(key)}\nsinks:\n  out: {type: stdout, input: a}\n",
+			"input totals is a changelog, whose updates and deletes take rows back out of their groups: aggregate c: max cannot take back a row"},
 		{"map without the key", "  m:\n    type: map\n    input: totals\n    select: {n: n, _op: _op}\nsinks:\n  out: {type: stdout, input: m}\n",
 			"select key field key unchanged"},
 		{"map computing the key", "  m:\n    type: map\n    input: totals\n    select: {key: key + 1, n: n, _op: _op}\nsinks:\n  out: {type: stdout, input: m}\n",

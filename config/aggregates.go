@@ -21,8 +21,11 @@ import (
 //   - every consumer reads a changelog routed by its key, so all the rows of
 //     one key reach one subtask in order;
 //   - a map reads it only when it copies the key fields and _op unchanged;
-//   - filter, window, join and aggregate refuse it: they would treat an
-//     update as a new record (a filter dropping an update leaves the old row
+//   - an aggregate reads it through Normalize, which turns each update into
+//     the retraction of the row it replaces and the addition of the new one,
+//     with aggregates that can take a row back (count, sum, avg);
+//   - filter, window, join and top_n refuse it: they would treat an update
+//     as a new record (a filter dropping an update leaves the old row
 //     standing);
 //   - a postgres sink applies it only as an upsert on exactly the key.
 
@@ -30,8 +33,13 @@ import (
 // and an optional having, over the result's fields.
 func (b *builder) aggregate(name string, m *mapping) {
 	in, ok := b.input(m)
-	ok = ok && b.appendOnly(m, "input", "an aggregate", in)
+	// Over a changelog, each update retracts the row it replaces.
+	retracting := ok && in.changelog != nil
 	keyFields := m.strList("key")
+	if slices.Contains(keyFields, aggregate.OpField) {
+		b.e.add(m.get("key"), m.field("key"), "%s is the operation of a changelog's rows, not a field to group by", aggregate.OpField)
+		ok = false
+	}
 	if m.get("key") == nil {
 		b.e.add(m.node, m.field("key"), "is required: the fields to group by, e.g. key: [customer]")
 	}
@@ -42,17 +50,38 @@ func (b *builder) aggregate(name string, m *mapping) {
 	if !ok || !specsOK || !keysOK {
 		return
 	}
+	cfg := aggregate.Config{}
+	if retracting {
+		// A hidden count of the group's rows says when it is empty.
+		rows := len(specs)
+		specs = append(slices.Clone(specs), window.AggregateSpec{Name: "_rows", Func: "count"})
+		retract, err := window.RowRetract(in.schema, specs)
+		if err != nil {
+			b.e.add(m.get("aggregates"), m.field("aggregates"), "input %s is a changelog, whose updates and deletes take rows back out of their groups: %v", m.str("input", ""), err)
+			return
+		}
+		cfg.Retract, cfg.Op = retract, in.schema.Index(aggregate.OpField)
+		cfg.Empty = func(acc window.RowAcc) bool { return window.Count(acc, rows) == 0 }
+	}
 	agg, aggFields, result, err := window.RowAggregates(in.schema, specs)
 	if err != nil {
 		b.e.add(m.get("aggregates"), m.field("aggregates"), "%v", err)
 		return
+	}
+	if retracting {
+		aggFields = aggFields[:len(aggFields)-1]
+		all := result
+		result = func(acc window.RowAcc, dst []row.Value) []row.Value {
+			out := all(acc, dst)
+			return out[:len(out)-1] // not the hidden count
+		}
 	}
 	var schema row.Schema
 	for _, k := range keys {
 		schema.Fields = append(schema.Fields, in.schema.Fields[k])
 	}
 	schema.Fields = append(schema.Fields, aggFields...)
-	cfg := aggregate.Config{Agg: agg}
+	cfg.Agg = agg
 	if having != nil {
 		c := b.expression(having, m.field("having"), &schema, row.Bool)
 		if c == nil {
@@ -80,7 +109,13 @@ func (b *builder) aggregate(name string, m *mapping) {
 		return result(acc, r)
 	}
 	schema.Fields = append(schema.Fields, row.Field{Name: aggregate.OpField, Kind: row.String})
-	ks := stream.KeyBy(in.s, listKey(keys))
+	src := in.s
+	if retracting {
+		src = aggregate.Normalize(stream.KeyBy(in.s, listKey(changelogKeys(in))), name+"-normalize", cfg.Op, par,
+			keyDesc("fields ["+strings.Join(in.changelog, ", ")+"]"))
+		src.Node().Type, src.Node().Describe = "normalize", "changelog keyed by ["+strings.Join(in.changelog, ", ")+"] to additions and retractions"
+	}
+	ks := stream.KeyBy(src, listKey(keys))
 	ks.KeyCodec = row.ValueCodec{}
 	out := aggregate.Rows(ks, name, cfg, par, keyDesc("fields ["+strings.Join(keyFields, ", ")+"]"))
 	out.Node().Type, out.Node().Describe = "aggregate", "aggregate by ["+strings.Join(keyFields, ", ")+"], updating"
@@ -158,11 +193,16 @@ func routed(in named) stream.Stream[row.Row] {
 	if in.changelog == nil {
 		return in.s
 	}
+	return stream.KeyBy(in.s, listKey(changelogKeys(in))).Stream
+}
+
+// changelogKeys returns the positions of changelog in's key fields.
+func changelogKeys(in named) []int {
 	keys := make([]int, len(in.changelog))
 	for i, f := range in.changelog {
 		keys[i] = in.schema.Index(f)
 	}
-	return stream.KeyBy(in.s, listKey(keys)).Stream
+	return keys
 }
 
 // mapChangelog returns the key fields of a map's output over changelog in:

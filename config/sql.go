@@ -561,13 +561,14 @@ func (p *planner) query(name string, q *sql.Select) (string, error) {
 		relName = q.From.Alias
 	}
 	tr := &translator{p: p, rel: in, relName: relName}
-	if in.updating != nil {
-		return "", p.errorf(q.From.RelationPos, "%s is an updating result (a GROUP BY without a window): a sink can apply it (CREATE SINK … FROM %s), a query cannot read it yet", q.From.Relation, q.From.Relation)
+	grouped := len(q.GroupBy) > 0 || slices.ContainsFunc(q.Items, func(it sql.SelectItem) bool { return it.Expr != nil && tr.hasAggregate(it.Expr) })
+	if in.updating != nil && (!grouped || q.From.Window != "") {
+		return "", p.errorf(q.From.RelationPos, "%s is an updating result (a GROUP BY without a window, or top-N): a sink can apply it (CREATE SINK … FROM %s) and a GROUP BY aggregate it; other queries cannot read it yet", q.From.Relation, q.From.Relation)
 	}
 	if q.From.Window != "" {
 		return p.windowQuery(name, q, in, tr)
 	}
-	if len(q.GroupBy) > 0 || slices.ContainsFunc(q.Items, func(it sql.SelectItem) bool { return it.Expr != nil && tr.hasAggregate(it.Expr) }) {
+	if grouped {
 		return p.groupQuery(name, q, in, tr)
 	}
 	node := in.node

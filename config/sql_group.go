@@ -91,6 +91,9 @@ func (p *planner) sinkApplies(s *sql.CreateSink, typ string, rel *relation) erro
 // WHERE, a map for computed aggregate inputs, the aggregate (with HAVING)
 // and a map giving the selected columns their names, with _op.
 func (p *planner) groupQuery(name string, q *sql.Select, in *relation, tr *translator) (string, error) {
+	if in.updating != nil && q.Where != nil {
+		return "", p.errorf(q.Where.At(), "WHERE over an updating result is not supported: filter the rows before the query that makes it")
+	}
 	if w := in.window; w != nil && slices.ContainsFunc(q.GroupBy, func(g sql.Expr) bool {
 		c, ok := g.(*sql.Column)
 		return ok && (c.Name == w.start && w.start != "" || c.Name == w.end && w.end != "")
@@ -139,6 +142,15 @@ func (p *planner) groupQuery(name string, q *sql.Select, in *relation, tr *trans
 		// (the query lists the distinct keys).
 		w.aggs = append(w.aggs, windowAgg{field: "_agg0", spec: "count()", pos: q.Pos, kind: row.Int})
 	}
+	if in.updating != nil {
+		// Over an updating result, an update takes the row it replaces
+		// back out of its group.
+		for _, a := range w.aggs {
+			if f, _, _ := strings.Cut(a.spec, "("); f != "count" && f != "sum" && f != "avg" {
+				return "", p.errorf(a.pos, "%s over an updating result: an update takes the row it replaces back out of its group, which count, sum and avg can do and %s cannot", a.call.Name, a.call.Name)
+			}
+		}
+	}
 	node, err := p.aggregateInputs(name, node, q.Pos, in, w)
 	if err != nil {
 		return "", err
@@ -157,7 +169,7 @@ func (p *planner) groupQuery(name string, q *sql.Select, in *relation, tr *trans
 	}
 	add("aggregates", aggs)
 	// Past the aggregate, columns are the keys and the aggregates' fields.
-	post := &translator{p: p, relName: q.From.Relation, window: w}
+	post := &translator{p: p, relName: tr.relName, window: w}
 	if q.Having != nil {
 		cond, err := post.cond(q.Having)
 		if err != nil {

@@ -18,6 +18,54 @@ import (
 // whose state lives for SET join.ttl of event time (default: forever). The
 // other conditions on both sides filter the join's output.
 
+// groupedJoin plans q, a GROUP BY (or aggregate) over a join: the join,
+// selecting every column q reads under the name side_column, is a view the
+// GROUP BY then reads (its columns renamed in q's expressions).
+func (p *planner) groupedJoin(name string, q *sql.Select, js *joinScope) (string, error) {
+	joined := *q
+	joined.Items, joined.GroupBy, joined.Having = nil, nil, nil
+	var cols []*sql.Column
+	exprs := slices.Clone(q.GroupBy)
+	for _, it := range q.Items {
+		exprs = append(exprs, it.Expr)
+	}
+	exprs = append(exprs, q.Having)
+	var err error
+	for _, e := range exprs {
+		walk(e, func(x sql.Expr) bool {
+			c, ok := x.(*sql.Column)
+			if !ok || err != nil {
+				return err == nil
+			}
+			var s int
+			if s, err = js.side(c); err == nil {
+				alias := js.inputs[s].Name() + "_" + c.Name
+				if !slices.ContainsFunc(joined.Items, func(it sql.SelectItem) bool { return it.Alias == alias }) {
+					joined.Items = append(joined.Items, sql.SelectItem{Expr: &sql.Column{Table: js.inputs[s].Name(), Name: c.Name, Pos: c.Pos}, Alias: alias, Pos: c.Pos})
+				}
+				cols = append(cols, c)
+			}
+			return false
+		})
+	}
+	if err != nil {
+		return "", err
+	}
+	// The join's columns as the GROUP BY reads them.
+	for _, c := range cols {
+		s, _ := js.side(c)
+		c.Table, c.Name = "", js.inputs[s].Name()+"_"+c.Name
+	}
+	if _, err := p.joinQuery(name+"-joined", &joined); err != nil {
+		return "", err
+	}
+	grouped := *q
+	grouped.From = sql.From{Relation: name + "-joined", RelationPos: q.From.Pos, Pos: q.From.Pos}
+	grouped.Where = nil // the join applied it
+	in := p.rels[name+"-joined"]
+	return p.groupQuery(name, &grouped, in, &translator{p: p, rel: in, relName: name + "-joined"})
+}
+
 // joinQuery plans q, whose FROM is a join, as node name.
 func (p *planner) joinQuery(name string, q *sql.Select) (string, error) {
 	j := q.From.Join
@@ -47,12 +95,9 @@ func (p *planner) joinQuery(name string, q *sql.Select) (string, error) {
 		if it.Star {
 			return "", p.errorf(it.Pos, "SELECT * over a join is not supported: list the columns")
 		}
-		if (&translator{}).hasAggregate(it.Expr) {
-			return "", p.errorf(it.Pos, "aggregates over a join are not supported yet")
-		}
 	}
-	if len(q.GroupBy) > 0 || q.Having != nil {
-		return "", p.errorf(q.Pos, "GROUP BY over a join is not supported yet")
+	if len(q.GroupBy) > 0 || q.Having != nil || slices.ContainsFunc(q.Items, func(it sql.SelectItem) bool { return (&translator{}).hasAggregate(it.Expr) }) {
+		return p.groupedJoin(name, q, js)
 	}
 	var pre [2][]sql.Expr
 	// post are the conditions on both sides that are neither the key nor a

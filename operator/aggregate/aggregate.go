@@ -72,6 +72,13 @@ type Config struct {
 	// part of the output only while it returns true (SQL's HAVING). t is
 	// the event time of the record that made the result.
 	Having func() (func(r row.Row, t int64) (bool, error), error)
+	// Retract, when set, says the input is Normalize's: a row whose field
+	// Op is OpRetract is taken out of its group's accumulator with Retract
+	// instead of added. Empty then reports a group that holds no row any
+	// more, which is deleted.
+	Retract func(acc window.RowAcc, r row.Row) window.RowAcc
+	Empty   func(acc window.RowAcc) bool
+	Op      int
 }
 
 // Rows applies the aggregate to ks and returns its changelog (see the
@@ -131,6 +138,10 @@ func (u *updating) visible(r row.Row, t int64) (bool, error) {
 func (u *updating) ProcessRecord(c *process.Context[row.Value, row.Row], v row.Row) error {
 	k := c.Key()
 	old, had := u.accs.Get(k)
+	retract := u.cfg.Retract != nil && v[u.cfg.Op] == opRetract
+	if retract && !had {
+		return fmt.Errorf("a retraction of a row of group %v, which holds no row: the changelog read deletes or updates a row it never inserted", k)
+	}
 	// The result before the record, made before the accumulator changes.
 	var before row.Row
 	shown := false
@@ -155,7 +166,20 @@ func (u *updating) ProcessRecord(c *process.Context[row.Value, row.Row], v row.R
 	default:
 		acc = old
 	}
-	acc = u.cfg.Agg.Add(acc, v)
+	if retract {
+		acc = u.cfg.Retract(acc, v)
+	} else {
+		acc = u.cfg.Agg.Add(acc, v)
+	}
+	if u.cfg.Empty != nil && u.cfg.Empty(acc) {
+		// The group holds no row: it is no result any more.
+		u.accs.Clear(k)
+		delete(u.fresh, k)
+		if shown {
+			c.Emit(append(before, opDelete))
+		}
+		return nil
+	}
 	u.accs.Update(k, acc)
 
 	now := u.cfg.Result(k, acc)
@@ -176,6 +200,66 @@ func (u *updating) ProcessRecord(c *process.Context[row.Value, row.Row], v row.R
 	}
 	return nil
 }
+
+// The operations of Normalize's output, in the changelog's operation field.
+const (
+	OpAdd     = "add"
+	OpRetract = "retract"
+)
+
+var (
+	opAdd     = row.StringValue(OpAdd)
+	opRetract = row.StringValue(OpRetract)
+)
+
+// Normalize turns a changelog keyed as ks is into additions and
+// retractions, which an aggregate over it applies (Config.Retract): an
+// insert is an addition; an update retracts the key's previous row, then
+// adds the new one; a delete retracts the previous row. The operation field
+// at op says which (OpAdd, OpRetract). It keeps each key's last row in
+// keyed state, so a group of another key than the changelog's can be told
+// what a row replaced.
+func Normalize(ks stream.KeyedStream[row.Row, row.Value], id string, op int, opts ...stream.NodeOption) stream.Stream[row.Row] {
+	return process.Keyed(ks, id, func() process.Function[row.Row, row.Value, row.Row] { return &normalizer{op: op} }, opts...)
+}
+
+// normalizer is one subtask of Normalize.
+type normalizer struct {
+	op   int
+	last *state.ValueState[row.Value, row.Row]
+}
+
+// Open implements process.Function.
+func (n *normalizer) Open(s process.Setup[row.Value]) error {
+	var err error
+	n.last, err = state.NewValueState(s.State, "last-rows", s.KeyCodec, row.RowCodec{})
+	return err
+}
+
+// ProcessRecord implements process.Function.
+func (n *normalizer) ProcessRecord(c *process.Context[row.Value, row.Row], v row.Row) error {
+	k := c.Key()
+	if op := v[n.op].Str(); op != OpInsert && op != OpUpdate && op != OpDelete {
+		return fmt.Errorf("a changelog row whose operation is %v, not insert, update or delete", v[n.op])
+	}
+	if old, had := n.last.Get(k); had {
+		r := slices.Clone(old)
+		r[n.op] = opRetract
+		c.Emit(r)
+	}
+	if v[n.op].Str() == OpDelete {
+		n.last.Clear(k)
+		return nil
+	}
+	r := slices.Clone(v)
+	r[n.op] = opAdd
+	n.last.Update(k, r)
+	c.Emit(r)
+	return nil
+}
+
+// OnTimer implements process.Function; Normalize sets no timers.
+func (n *normalizer) OnTimer(*process.Context[row.Value, row.Row], process.Domain) error { return nil }
 
 // OnTimer implements process.Function; the aggregate sets no timers.
 func (u *updating) OnTimer(*process.Context[row.Value, row.Row], process.Domain) error {

@@ -380,3 +380,52 @@ func decodeValueSet(src []byte) (map[row.Value]struct{}, int, error) {
 	}
 	return set, n, nil
 }
+
+// RowRetract returns the function that takes a row back out of an
+// accumulator of specs it was added to (an update or delete of an input
+// row retracts the row it replaces). count, sum and avg can; min, max and
+// count_distinct cannot (the next minimum is not kept) and are refused. Sums
+// of floats that are added and retracted may drift by rounding from the sum
+// of the rows that remain; sums of integers are exact.
+func RowRetract(in *row.Schema, specs []AggregateSpec) (func(RowAcc, row.Row) RowAcc, error) {
+	fields := make([]int, len(specs))
+	var errs []error
+	for i, s := range specs {
+		fields[i] = -1
+		switch s.Func {
+		case "count", "sum", "avg":
+		default:
+			errs = append(errs, fmt.Errorf("aggregate %s: %s cannot take back a row its input updates or deletes (count, sum and avg can)", s.Name, s.Func))
+			continue
+		}
+		if s.Field != "" {
+			if fields[i] = in.Index(s.Field); fields[i] < 0 {
+				errs = append(errs, fmt.Errorf("aggregate %s: input has no field %q", s.Name, s.Field))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return func(acc RowAcc, r row.Row) RowAcc {
+		for i, f := range fields {
+			cell := &acc[i]
+			if f < 0 {
+				cell.count--
+				continue
+			}
+			v := r[f]
+			if v.Kind() == row.Null {
+				continue
+			}
+			cell.count--
+			cell.sumI -= v.Int()
+			cell.sumF -= v.Float()
+		}
+		return acc
+	}, nil
+}
+
+// Count returns the count of cell i of acc: the rows a count() aggregate
+// counted, or the non-NULL values another aggregate took.
+func Count(acc RowAcc, i int) int64 { return acc[i].count }
