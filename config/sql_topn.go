@@ -73,12 +73,23 @@ func (p *planner) topNQuery(name string, q *sql.Select) (string, error) {
 		return "", err
 	}
 	rel := p.rels[inName]
+	// PARTITION BY and ORDER BY name columns of the subquery's FROM: each
+	// is the output column that selects it (B.date_time AS bid_date_time
+	// is bid_date_time, not the date_time another side gives).
 	column := func(e sql.Expr, what string) (*sql.Column, error) {
 		c, ok := e.(*sql.Column)
-		if !ok || !slices.Contains(rel.columns, c.Name) {
+		if !ok {
 			return nil, p.errorf(e.At(), "%s: a column the subquery selects (%s)", what, strings.Join(rel.columns, ", "))
 		}
-		return c, nil
+		for _, exact := range []bool{true, false} {
+			for _, it := range in.Items {
+				x, ok := it.Expr.(*sql.Column)
+				if ok && x.Name == c.Name && (x.Table == c.Table || !exact && (x.Table == "" || c.Table == "")) {
+					return &sql.Column{Name: it.Alias, Pos: c.Pos}, nil
+				}
+			}
+		}
+		return nil, p.errorf(e.At(), "%s %s: select it in the subquery (its columns: %s)", what, c.Name, strings.Join(rel.columns, ", "))
 	}
 	keyList := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Line: over.Pos.Line, Column: over.Pos.Column}
 	var keys []*sql.Column

@@ -177,3 +177,21 @@ func TestSQLProctime(t *testing.T) {
 		}
 	}
 }
+
+// PARTITION BY and ORDER BY name the subquery's FROM columns: over a join,
+// B.t is the column that selects B.t, whatever its alias, not another
+// side's t.
+func TestSQLTopNOrdersByTheQualifiedColumn(t *testing.T) {
+	const src = "CREATE SOURCE a (id BIGINT, t TIMESTAMP, WATERMARK FOR t AS t) WITH (connector = 'file', path = 'a.jsonl');\n" +
+		"CREATE SOURCE b (id BIGINT, v BIGINT, t TIMESTAMP, WATERMARK FOR t AS t) WITH (connector = 'file', path = 'b.jsonl');\n"
+	p, err := config.ParseSQL("t.sql", []byte(src+`CREATE SINK s AS SELECT id, t, bt, v FROM (
+  SELECT A.id, A.t, B.t AS bt, B.v, ROW_NUMBER() OVER (PARTITION BY A.id ORDER BY B.v DESC, B.t) AS rn
+  FROM a AS A JOIN b AS B ON A.id = B.id) AS w WHERE rn = 1 WITH (connector = 'stdout');`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, _ := p.Stream.Plan()
+	if want := "top 1 by [id] ordered by v desc, bt asc"; !strings.Contains(plan.Describe(), want) {
+		t.Errorf("plan:\n%s\nwant %q", plan.Describe(), want)
+	}
+}

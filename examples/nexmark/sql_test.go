@@ -434,6 +434,29 @@ func TestSQLQueriesAgainstTheGenerator(t *testing.T) {
 			}
 			return out
 		}},
+		{"q9", []string{"id"}, func() []map[string]any {
+			// Each auction's highest bid in [date_time, expires], the
+			// earliest of equal prices, the first of equal times.
+			win := map[int64]nexmark.Bid{}
+			for _, b := range bids {
+				a, ok := auctions[b.Auction]
+				if !ok || b.DateTime < a.DateTime || b.DateTime > a.Expires {
+					continue
+				}
+				w, had := win[a.ID]
+				if !had || b.Price > w.Price || b.Price == w.Price && b.DateTime < w.DateTime {
+					win[a.ID] = b
+				}
+			}
+			var out []map[string]any
+			for id, b := range win {
+				a := auctions[id]
+				out = append(out, map[string]any{"id": a.ID, "item_name": a.ItemName, "description": a.Description, "initial_bid": a.InitialBid,
+					"reserve": a.Reserve, "date_time": rfc3339(a.DateTime), "expires": rfc3339(a.Expires), "seller": a.Seller, "category": a.Category,
+					"extra": a.Extra, "auction": b.Auction, "bidder": b.Bidder, "price": b.Price, "bid_date_time": rfc3339(b.DateTime), "bid_extra": b.Extra})
+			}
+			return out
+		}},
 		{"q20", nil, func() []map[string]any {
 			var out []map[string]any
 			for _, b := range bids {
