@@ -290,3 +290,30 @@ transforms:
 		t.Fatalf("Load: %v\nwant the renamed key [id]", err)
 	}
 }
+
+// An input field named _op would make a result with two operation fields,
+// of which a sink reads the input's: top_n and an aggregate refuse it. A
+// kafka key listing a field twice is not the changelog's key.
+func TestOperationFieldIsNotAnInputField(t *testing.T) {
+	head := `pipeline: op
+sources:
+  events: {type: datagen, count: 10}
+transforms:
+  tagged: {type: map, input: events, select: {key: key, value: value, _op: "'delete'"}}
+`
+	for _, c := range []struct{ name, rest, want string }{
+		{"top_n", "  t: {type: top_n, input: tagged, key: [key], order_by: [value], limit: 1}\nsinks:\n  out: {type: stdout, input: t}\n",
+			"input tagged has a field _op, the name of the operation in a changelog's rows"},
+		{"aggregate", "  t: {type: aggregate, input: tagged, key: [key], aggregates: {n: count()}}\nsinks:\n  out: {type: stdout, input: t}\n",
+			"input tagged has a field _op"},
+		{"kafka key twice", "  t: {type: aggregate, input: events, key: [key, value], aggregates: {n: count()}}\nsinks:\n  out: {type: kafka, input: t, brokers: [127.0.0.1:9092], topic: x, transactional_id_prefix: p, key: [key, key]}\n",
+			"key [key, key] is not the key of the changelog t, [key, value]"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := config.Load(writeFile(t, "p.yaml", head+c.rest))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Load: %v\nwant an error containing %q", err, c.want)
+			}
+		})
+	}
+}

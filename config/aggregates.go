@@ -40,6 +40,7 @@ func (b *builder) aggregate(name string, m *mapping) {
 		b.e.add(m.get("key"), m.field("key"), "%s is the operation of a changelog's rows, not a field to group by", aggregate.OpField)
 		ok = false
 	}
+	ok = ok && b.noOpField(m, in)
 	if m.get("key") == nil {
 		b.e.add(m.node, m.field("key"), "is required: the fields to group by, e.g. key: [customer]")
 	}
@@ -111,7 +112,7 @@ func (b *builder) aggregate(name string, m *mapping) {
 	schema.Fields = append(schema.Fields, row.Field{Name: aggregate.OpField, Kind: row.String})
 	src := in.s
 	if retracting {
-		src = aggregate.Normalize(stream.KeyBy(in.s, listKey(changelogKeys(in))), name+"-normalize", cfg.Op, par,
+		src = aggregate.Normalize(stream.KeyBy(in.s, listKey(changelogKeys(in))), name+"-normalize", cfg.Op, schemaSignature(in.schema), par,
 			keyDesc("fields ["+strings.Join(in.changelog, ", ")+"]"))
 		src.Node().Type, src.Node().Describe = "normalize", "changelog keyed by ["+strings.Join(in.changelog, ", ")+"] to additions and retractions"
 	}
@@ -187,6 +188,17 @@ func (b *builder) appendOnly(m *mapping, field, what string, in named) bool {
 	return false
 }
 
+// noOpField reports whether in, which is not a changelog, has no field
+// named _op, the field a changelog's operation is in: a result holding two
+// would have a sink read the input's instead of the operation.
+func (b *builder) noOpField(m *mapping, in named) bool {
+	if in.changelog != nil || in.schema.Index(aggregate.OpField) < 0 {
+		return true
+	}
+	b.e.add(m.get("input"), m.field("input"), "input %s has a field %s, the name of the operation in a changelog's rows, which this transform makes: rename the field (a map)", m.str("input", ""), aggregate.OpField)
+	return false
+}
+
 // routed returns in's stream as a consumer must read it: a changelog routed
 // by its key, so all the rows of a key reach one subtask, in order.
 func routed(in named) stream.Stream[row.Row] {
@@ -237,7 +249,9 @@ func (b *builder) mapChangelog(m *mapping, in named, out *row.Schema, copyFrom, 
 	return keys, true
 }
 
-// sameSet reports whether a and b hold the same names, in any order.
+// sameSet reports whether a and b hold the same names, each once, in any
+// order.
 func sameSet(a, b []string) bool {
-	return len(a) == len(b) && !slices.ContainsFunc(a, func(s string) bool { return !slices.Contains(b, s) })
+	x, y := slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b))
+	return slices.Equal(x, y) && len(slices.Compact(x)) == len(y)
 }

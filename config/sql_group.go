@@ -84,6 +84,11 @@ func (p *planner) sinkApplies(s *sql.CreateSink, typ string, rel *relation) erro
 	case mode != "upsert" || !sameSet(keys, rel.updating):
 		return p.errorf(s.Pos, "sink %s: the query's result is updated by (%s), so a postgres sink must apply its updates: WITH (type = 'upsert', primary_key = '%s', …)", s.Name, want, want)
 	}
+	for _, k := range rel.updating {
+		if !rel.types[k].notNull {
+			return p.errorf(s.Pos, "sink %s: key column %s may be NULL, which a primary key cannot hold: filter its NULLs out before (WHERE … IS NOT NULL) or replace them (coalesce)", s.Name, k)
+		}
+	}
 	return nil
 }
 

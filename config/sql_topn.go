@@ -46,6 +46,8 @@ func (p *planner) topNQuery(name string, q *sql.Select) (string, error) {
 		return "", p.errorf(over.Pos, "ROW_NUMBER() OVER (…) needs ORDER BY: the order that ranks rows")
 	case q.Where == nil:
 		return "", p.errorf(q.Pos, "a ROW_NUMBER() is planned as top-N: filter the query by the rank (WHERE %s <= N)", item.Alias)
+	case len(q.GroupBy) > 0 || q.Having != nil:
+		return "", p.errorf(q.Pos, "GROUP BY and HAVING of a ROW_NUMBER() query are not supported: its result is updating; group it in a query of its own")
 	}
 	// The rank filter, and nothing else.
 	rank := item.Alias
@@ -145,10 +147,14 @@ func (p *planner) topNQuery(name string, q *sql.Select) (string, error) {
 	}
 	outer := *q
 	outer.Where = nil
-	if slices.ContainsFunc(outer.Items, func(it sql.SelectItem) bool { return it.Star }) {
-		outer.Items = nil
-		for _, c := range ranked.columns {
-			outer.Items = append(outer.Items, sql.SelectItem{Expr: &sql.Column{Name: c, Pos: q.Pos}, Alias: c, Pos: q.Pos})
+	outer.Items = nil
+	for _, it := range q.Items {
+		if !it.Star {
+			outer.Items = append(outer.Items, it)
+			continue
+		}
+		for _, c := range ranked.columns { // * is the ranked columns, in place
+			outer.Items = append(outer.Items, sql.SelectItem{Expr: &sql.Column{Name: c, Pos: it.Pos}, Alias: c, Pos: it.Pos})
 		}
 	}
 	tr := &translator{p: p, rel: ranked, relName: q.From.Alias}

@@ -1,8 +1,12 @@
 package config_test
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ingest-engine/ingest/config"
 )
@@ -193,5 +197,74 @@ func TestSQLTopNOrdersByTheQualifiedColumn(t *testing.T) {
 	plan, _ := p.Stream.Plan()
 	if want := "top 1 by [id] ordered by v desc, bt asc"; !strings.Contains(plan.Describe(), want) {
 		t.Errorf("plan:\n%s\nwant %q", plan.Describe(), want)
+	}
+}
+
+// The top-N cases a review found misread, each now planned right or refused:
+// PARTITION BY names the subquery's input column whatever the aliases, the
+// outer query's GROUP BY and HAVING are refused, and * beside an expression
+// keeps both; a nullable key is refused for a postgres upsert.
+func TestSQLTopNReviewCases(t *testing.T) {
+	const src = "CREATE SOURCE e WITH (connector = 'datagen', count = 20, keys = 3);\n"
+	plan := func(query string) string {
+		t.Helper()
+		p, err := config.ParseSQL("t.sql", []byte(src+"CREATE SINK s AS "+query+" WITH (connector = 'stdout');"))
+		if err != nil {
+			t.Fatalf("%s: %v", query, err)
+		}
+		pl, _ := p.Stream.Plan()
+		return pl.Describe()
+	}
+	if d := plan("SELECT id, value, rn FROM (SELECT id AS key, key AS id, value, ROW_NUMBER() OVER (PARTITION BY key ORDER BY value DESC) AS rn FROM e) AS t WHERE rn <= 2"); !strings.Contains(d, "top 2 by [id]") {
+		t.Errorf("PARTITION BY key, selected as id:\n%s\nwant the top_n keyed by [id]", d)
+	}
+	if d := plan("SELECT *, value * 2 AS dbl FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY key ORDER BY value DESC) AS rn FROM e) AS t WHERE rn <= 2"); !strings.Contains(d, "map id, key, value, rn, dbl, _op") {
+		t.Errorf("* with an expression:\n%s\nwant every column and dbl", d)
+	}
+	for _, c := range []struct{ sql, want string }{
+		{src + "CREATE SINK s AS SELECT key, value, rn FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY key ORDER BY value DESC) AS rn FROM e) AS t WHERE rn <= 2 HAVING value > 100 WITH (connector = 'stdout');",
+			"GROUP BY and HAVING of a ROW_NUMBER() query are not supported"},
+		{src + "CREATE SINK s AS SELECT key, value, rn FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY key ORDER BY value DESC) AS rn FROM e) AS t WHERE rn <= 2 GROUP BY key WITH (connector = 'stdout');",
+			"GROUP BY and HAVING of a ROW_NUMBER() query are not supported"},
+		{"CREATE SOURCE f (k BIGINT, t TIMESTAMP, WATERMARK FOR t AS t) WITH (connector = 'file', path = 'f.jsonl');\n" +
+			"CREATE SINK s AS SELECT k, count(*) AS n FROM f GROUP BY k WITH (connector = 'postgres', dsn = 'postgres://x@127.0.0.1/test', table = 't', type = 'upsert', primary_key = 'k');",
+			"sink s: key column k may be NULL, which a primary key cannot hold"},
+	} {
+		if _, err := config.ParseSQL("t.sql", []byte(c.sql)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ParseSQL(%q): %v, want %q", c.sql, err, c.want)
+		}
+	}
+}
+
+// A top-N's kept rows are stored by position: a checkpoint taken with the
+// ranked columns in another order is refused at restore, never read into
+// the wrong fields.
+func TestSQLTopNReorderedColumnsAreRefusedAtRestore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs pipelines")
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "q.sql")
+	run := func(cols string) error {
+		script := "SET checkpoint.dir = 'ckpts';\nSET restart.max_attempts = 0;\n" +
+			"CREATE SOURCE e WITH (connector = 'datagen', count = 2000, keys = 4);\n" +
+			"CREATE SINK out AS SELECT * FROM (SELECT " + cols + ", ROW_NUMBER() OVER (PARTITION BY key ORDER BY value DESC) AS rn FROM e) AS t WHERE rn <= 2 WITH (connector = 'file', path = 'out');\n"
+		if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		p, err := config.Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		return p.Stream.Run(ctx, p.RunOptions())
+	}
+	if err := run("key, value, id"); err != nil {
+		t.Fatal(err)
+	}
+	err := run("key, id, value")
+	if err == nil || !strings.Contains(err.Error(), "topn.rows.v1") {
+		t.Fatalf("the reordered columns: %v, want the old state refused", err)
 	}
 }

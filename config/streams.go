@@ -152,8 +152,14 @@ func (b *builder) kafkaSink(name string, m *mapping, in named, ok bool, par stre
 		}
 		keyIdx = append(keyIdx, i)
 	}
+	// A changelog of one group (key: []) has one record key, so its rows
+	// stay in one partition, in order.
+	oneGroup := ok && in.changelog != nil && len(keyIdx) == 0
 	sink, err := kafka.NewSink(cfg, func(r row.Row) ([]byte, []byte, error) {
 		var key []byte
+		if oneGroup {
+			key = []byte("[]")
+		}
 		for j, i := range keyIdx {
 			if j > 0 {
 				key = append(key, '|')

@@ -20,7 +20,7 @@ import (
 // and rank (the output field of the rank; required when limit > 1).
 func (b *builder) topN(name string, m *mapping) {
 	in, ok := b.input(m)
-	ok = ok && b.appendOnly(m, "input", "a top_n", in)
+	ok = ok && b.appendOnly(m, "input", "a top_n", in) && b.noOpField(m, in)
 	keyFields := m.strList("key")
 	if m.get("key") == nil {
 		b.e.add(m.node, m.field("key"), "is required: the fields whose rows are ranked apart, e.g. key: [auction]")
@@ -67,7 +67,9 @@ func (b *builder) topN(name string, m *mapping) {
 		b.e.add(m.get("rank"), m.field("rank"), "%q is a field of the input already; name the rank otherwise", rank)
 		return
 	}
-	cfg := topn.Config{Limit: int(limit), Rank: rank != "", Signature: strings.Join(orders, ", "), Before: func(a, c row.Row) bool {
+	// The signature holds the input's fields: the kept rows are stored by
+	// position, so a checkpoint of other fields is refused at restore.
+	cfg := topn.Config{Limit: int(limit), Rank: rank != "", Signature: strings.Join(orders, ", ") + " of " + schemaSignature(in.schema), Before: func(a, c row.Row) bool {
 		for _, o := range by {
 			d := compareValues(a[o.field], c[o.field])
 			if o.desc {
@@ -92,6 +94,16 @@ func (b *builder) topN(name string, m *mapping) {
 	out.Node().Type = "top_n"
 	out.Node().Describe = "top " + strconv.FormatInt(limit, 10) + " by [" + strings.Join(keyFields, ", ") + "] ordered by " + strings.Join(orders, ", ") + ", updating"
 	b.streams[name] = named{s: out, schema: schema, changelog: changelog}
+}
+
+// schemaSignature names a schema's fields and kinds in order, e.g.
+// "(id int, name string)", for codec names of state that stores rows.
+func schemaSignature(s *row.Schema) string {
+	parts := make([]string, len(s.Fields))
+	for i, f := range s.Fields {
+		parts[i] = f.Name + " " + f.Kind.String()
+	}
+	return "(" + strings.Join(parts, ", ") + ")"
 }
 
 // compareValues orders two values as SQL's ORDER BY does: numbers by value

@@ -218,23 +218,33 @@ var (
 // adds the new one; a delete retracts the previous row. The operation field
 // at op says which (OpAdd, OpRetract). It keeps each key's last row in
 // keyed state, so a group of another key than the changelog's can be told
-// what a row replaced.
-func Normalize(ks stream.KeyedStream[row.Row, row.Value], id string, op int, opts ...stream.NodeOption) stream.Stream[row.Row] {
-	return process.Keyed(ks, id, func() process.Function[row.Row, row.Value, row.Row] { return &normalizer{op: op} }, opts...)
+// what a row replaced. signature names the rows' fields (stored by
+// position): a checkpoint of rows of other fields is refused at restore.
+func Normalize(ks stream.KeyedStream[row.Row, row.Value], id string, op int, signature string, opts ...stream.NodeOption) stream.Stream[row.Row] {
+	return process.Keyed(ks, id, func() process.Function[row.Row, row.Value, row.Row] { return &normalizer{op: op, signature: signature} }, opts...)
 }
 
 // normalizer is one subtask of Normalize.
 type normalizer struct {
-	op   int
-	last *state.ValueState[row.Value, row.Row]
+	op        int
+	signature string
+	last      *state.ValueState[row.Value, row.Row]
 }
 
 // Open implements process.Function.
 func (n *normalizer) Open(s process.Setup[row.Value]) error {
 	var err error
-	n.last, err = state.NewValueState(s.State, "last-rows", s.KeyCodec, row.RowCodec{})
+	n.last, err = state.NewValueState(s.State, "last-rows", s.KeyCodec, namedRows{name: row.RowCodec{}.Name() + n.signature})
 	return err
 }
+
+// namedRows is row.RowCodec under a name that holds the rows' fields.
+type namedRows struct {
+	row.RowCodec
+	name string
+}
+
+func (c namedRows) Name() string { return c.name }
 
 // ProcessRecord implements process.Function.
 func (n *normalizer) ProcessRecord(c *process.Context[row.Value, row.Row], v row.Row) error {
