@@ -112,6 +112,9 @@ type Program struct {
 	// `$env["unit price"]`), whose value it gives as it is; -1 when it
 	// computes anything.
 	field int
+	// native computes the program without the VM (native.go); nil when the
+	// program has a node it does not compile.
+	native native
 }
 
 // Field returns the index in the schema of the field the program only
@@ -242,6 +245,15 @@ func Compile(schema *row.Schema, source string, want row.Kind) (p *Program, err 
 	}
 	if f := fieldNamed(schema, node); f >= 0 && schema.Fields[f].Kind == p.kind {
 		p.field = f // a declared type other than the field's converts it
+	}
+	if n, k := compileNative(schema, node); n != nil && k == p.static && (k == p.kind || k == row.Int && p.kind == row.Float) {
+		p.native = n
+		if k != p.kind { // an int result asked for as a float
+			p.native = func(r row.Row) (row.Value, bool) {
+				v, ok := n(r)
+				return row.FloatValue(float64(v.Int())), ok
+			}
+		}
 	}
 	return p, nil
 }
@@ -383,6 +395,11 @@ type Evaluator struct {
 	vm     vm.VM
 	schema *row.Schema
 	vars   map[string]any
+	// row and time are the bound record; bound says vars hold it (they are
+	// filled when the VM first runs on it: native programs read row).
+	row   row.Row
+	time  int64
+	bound bool
 	// fields are the positions of the fields any program reads, names their
 	// names, in the same order.
 	fields []int
@@ -423,6 +440,16 @@ func NewEvaluator(programs ...*Program) (*Evaluator, error) {
 // Bind makes r, with event time eventTime (Unix nanoseconds), the record the
 // next evaluations see.
 func (e *Evaluator) Bind(r row.Row, eventTime int64) {
+	e.row, e.time, e.bound = r, eventTime, false
+}
+
+// bindVars fills the VM's variables with the bound record, once.
+func (e *Evaluator) bindVars() {
+	if e.bound {
+		return
+	}
+	e.bound = true
+	r, eventTime := e.row, e.time
 	for j, i := range e.fields {
 		var v row.Value
 		if i < len(r) {
@@ -456,6 +483,7 @@ func toGo(v row.Value) any {
 
 // run runs p on the bound record.
 func (e *Evaluator) run(p *Program) (any, error) {
+	e.bindVars()
 	out, err := e.vm.Run(p.prog, e.vars)
 	if err != nil {
 		return nil, fromExpr(err)
@@ -466,6 +494,11 @@ func (e *Evaluator) run(p *Program) (any, error) {
 // Bool runs p on the bound record; its result must be a bool. Errors are
 // *Error.
 func (e *Evaluator) Bool(p *Program) (bool, error) {
+	if p.native != nil {
+		if v, ok := p.native(e.row); ok {
+			return v.Bool(), nil
+		}
+	}
 	out, err := e.run(p)
 	if err != nil {
 		return false, err
@@ -481,6 +514,11 @@ func (e *Evaluator) Bool(p *Program) (bool, error) {
 // p.Kind(); nil is the null value. A result of another kind is an error (an
 // *Error), as is any result when p.Kind() is row.Null.
 func (e *Evaluator) Value(p *Program) (row.Value, error) {
+	if p.native != nil {
+		if v, ok := p.native(e.row); ok {
+			return v, nil
+		}
+	}
 	out, err := e.run(p)
 	if err != nil {
 		return row.Value{}, err
