@@ -179,7 +179,9 @@ func nativeBinary(schema *row.Schema, n *ast.BinaryNode) (native, row.Kind) {
 		}), row.Int
 	case isComparison(op) && num(ak) && num(bk):
 		if ak == row.Int && bk == row.Int {
-			return both(func(x, y row.Value) (row.Value, bool) { return row.BoolValue(compare(op, cmpInt(x.Int(), y.Int()))), true }), row.Bool
+			return both(func(x, y row.Value) (row.Value, bool) {
+				return row.BoolValue(compare(op, cmpInt(x.Int(), y.Int()))), true
+			}), row.Bool
 		}
 		return both(func(x, y row.Value) (row.Value, bool) {
 			fx, fy := x.Float(), y.Float()
@@ -208,7 +210,9 @@ func nativeBinary(schema *row.Schema, n *ast.BinaryNode) (native, row.Kind) {
 			return row.BoolValue(compare(op, c)), true
 		}), row.Bool
 	case (op == "==" || op == "!=") && ak == row.Bool && bk == row.Bool:
-		return both(func(x, y row.Value) (row.Value, bool) { return row.BoolValue((x.Bool() == y.Bool()) == (op == "==")), true }), row.Bool
+		return both(func(x, y row.Value) (row.Value, bool) {
+			return row.BoolValue((x.Bool() == y.Bool()) == (op == "==")), true
+		}), row.Bool
 	}
 	return nil, row.Null
 }
