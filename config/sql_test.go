@@ -16,6 +16,24 @@ import (
 	"github.com/ingest-engine/ingest/internal/testkit"
 )
 
+// runScripts returns a function that writes script(arg) as q.sql in one
+// directory (so its runs share checkpoints), loads it and runs it.
+func runScripts(t *testing.T, script func(string) string) func(string) error {
+	path := filepath.Join(t.TempDir(), "q.sql")
+	return func(arg string) error {
+		if err := os.WriteFile(path, []byte(script(arg)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		p, err := config.Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		return p.Stream.Run(ctx, p.RunOptions())
+	}
+}
+
 // runAndRead loads and runs the pipeline file at path and returns the lines
 // its file sink committed under dir out, sorted.
 func runAndRead(t *testing.T, path string) []string {
@@ -440,23 +458,11 @@ func TestSQLChangedAggregatesAreRefusedAtRestore(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs pipelines")
 	}
-	dir := t.TempDir()
-	path := filepath.Join(dir, "q.sql")
-	run := func(aggs string) error {
-		script := "SET checkpoint.dir = 'ckpts';\nSET restart.max_attempts = 0;\n" +
+	run := runScripts(t, func(aggs string) string {
+		return "SET checkpoint.dir = 'ckpts';\nSET restart.max_attempts = 0;\n" +
 			"CREATE SOURCE e WITH (connector = 'datagen', count = 2000);\n" +
 			"CREATE SINK out AS SELECT window_start, " + aggs + " FROM TUMBLE(e, event_time, INTERVAL '1' SECOND) GROUP BY window_start WITH (connector = 'file', path = 'out');\n"
-		if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		p, err := config.Load(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		return p.Stream.Run(ctx, p.RunOptions())
-	}
+	})
 	if err := run("count(*) FILTER (WHERE value < 500) AS low, count(*) FILTER (WHERE value >= 500) AS high"); err != nil {
 		t.Fatal(err)
 	}

@@ -1,12 +1,8 @@
 package config_test
 
 import (
-	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ingest-engine/ingest/config"
 )
@@ -243,23 +239,11 @@ func TestSQLTopNReorderedColumnsAreRefusedAtRestore(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs pipelines")
 	}
-	dir := t.TempDir()
-	path := filepath.Join(dir, "q.sql")
-	run := func(cols string) error {
-		script := "SET checkpoint.dir = 'ckpts';\nSET restart.max_attempts = 0;\n" +
+	run := runScripts(t, func(cols string) string {
+		return "SET checkpoint.dir = 'ckpts';\nSET restart.max_attempts = 0;\n" +
 			"CREATE SOURCE e WITH (connector = 'datagen', count = 2000, keys = 4);\n" +
 			"CREATE SINK out AS SELECT * FROM (SELECT " + cols + ", ROW_NUMBER() OVER (PARTITION BY key ORDER BY value DESC) AS rn FROM e) AS t WHERE rn <= 2 WITH (connector = 'file', path = 'out');\n"
-		if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		p, err := config.Load(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		return p.Stream.Run(ctx, p.RunOptions())
-	}
+	})
 	if err := run("key, value, id"); err != nil {
 		t.Fatal(err)
 	}
