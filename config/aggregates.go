@@ -112,7 +112,9 @@ func (b *builder) aggregate(name string, m *mapping) {
 	schema.Fields = append(schema.Fields, row.Field{Name: aggregate.OpField, Kind: row.String})
 	src := in.s
 	if retracting {
-		src = aggregate.Normalize(stream.KeyBy(in.s, listKey(changelogKeys(in))), name+"-normalize", cfg.Op, schemaSignature(in.schema), par,
+		byKey := stream.KeyBy(in.s, listKey(changelogKeys(in)))
+		byKey.KeyCodec = row.ValueCodec{} // the keys are stored
+		src = aggregate.Normalize(byKey, name+"-normalize", cfg.Op, schemaSignature(in.schema), par,
 			keyDesc("fields ["+strings.Join(in.changelog, ", ")+"]"))
 		src.Node().Type, src.Node().Describe = "normalize", "changelog keyed by ["+strings.Join(in.changelog, ", ")+"] to additions and retractions"
 	}

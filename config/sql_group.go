@@ -28,6 +28,11 @@ func (p *planner) windowResultQuery(name string, q *sql.Select, in *relation) (s
 	if w.slide <= 0 || w.size%w.slide != 0 {
 		return "", p.errorf(q.GroupBy[0].At(), "GROUP BY a window bound of windows whose size (%v) is not a multiple of their slide (%v) is not supported", w.size, w.slide)
 	}
+	for _, c := range in.columns {
+		if c == "window_start" || c == "window_end" {
+			return "", p.errorf(q.From.RelationPos, "%s has a column named %s, which a GROUP BY of its windows would take for the bound of a window of its own: name it otherwise (%s AS ws) in the query that makes it", q.From.Relation, c, c)
+		}
+	}
 	const rowTime = "_window_time"
 	rel := *in
 	rel.timeCol = rowTime

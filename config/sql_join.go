@@ -39,7 +39,8 @@ func (p *planner) groupedJoin(name string, q *sql.Select, js *joinScope) (string
 			}
 			var s int
 			if s, err = js.side(c); err == nil {
-				alias := js.inputs[s].Name() + "_" + c.Name
+				// left__c, right__c: distinct for distinct columns.
+				alias := []string{"left", "right"}[s] + "__" + c.Name
 				if !slices.ContainsFunc(joined.Items, func(it sql.SelectItem) bool { return it.Alias == alias }) {
 					joined.Items = append(joined.Items, sql.SelectItem{Expr: &sql.Column{Table: js.inputs[s].Name(), Name: c.Name, Pos: c.Pos}, Alias: alias, Pos: c.Pos})
 				}
@@ -54,7 +55,7 @@ func (p *planner) groupedJoin(name string, q *sql.Select, js *joinScope) (string
 	// The join's columns as the GROUP BY reads them.
 	for _, c := range cols {
 		s, _ := js.side(c)
-		c.Table, c.Name = "", js.inputs[s].Name()+"_"+c.Name
+		c.Table, c.Name = "", []string{"left", "right"}[s]+"__"+c.Name
 	}
 	if _, err := p.joinQuery(name+"-joined", &joined); err != nil {
 		return "", err

@@ -143,6 +143,14 @@ func TestSQLGroupByAWindowBound(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "whose size (5s) is not a multiple of their slide (2s)") {
 		t.Fatalf("ParseSQL: %v, want the size refused", err)
 	}
+	// A bound column still named window_start would be taken for the
+	// grouping window's own start (end - slide, not end - size): refused.
+	_, err = config.ParseSQL("t.sql", []byte(src+
+		"CREATE VIEW w AS SELECT key, count(*) AS n, window_start, window_end FROM HOP(e, event_time, INTERVAL '2' SECOND, INTERVAL '10' SECOND) GROUP BY key, window_start;\n"+
+		"CREATE SINK s AS SELECT window_start, max(n) AS top FROM w GROUP BY window_start WITH (connector = 'stdout');"))
+	if err == nil || !strings.Contains(err.Error(), "w has a column named window_start") {
+		t.Fatalf("ParseSQL: %v, want the column named window_start refused", err)
+	}
 }
 
 // A source's AS PROCTIME() column is the processing time: a TUMBLE over it
@@ -192,6 +200,21 @@ func TestSQLTopNOrdersByTheQualifiedColumn(t *testing.T) {
 	}
 	plan, _ := p.Stream.Plan()
 	if want := "top 1 by [id] ordered by v desc, bt asc"; !strings.Contains(plan.Describe(), want) {
+		t.Errorf("plan:\n%s\nwant %q", plan.Describe(), want)
+	}
+}
+
+// A GROUP BY over a join names the join's columns by side, so two columns
+// whose side and name would read alike (a.b_value and a_b.value) stay two.
+func TestSQLGroupedJoinKeepsColumnsApart(t *testing.T) {
+	const src = "CREATE SOURCE l (k BIGINT, b_value BIGINT, t TIMESTAMP, WATERMARK FOR t AS t) WITH (connector = 'file', path = 'l.jsonl');\n" +
+		"CREATE SOURCE f (k BIGINT, value BIGINT, t TIMESTAMP, WATERMARK FOR t AS t) WITH (connector = 'file', path = 'f.jsonl');\n"
+	p, err := config.ParseSQL("t.sql", []byte(src+"CREATE SINK s AS SELECT a.k, sum(a.b_value) AS s1, sum(a_b.value) AS s2 FROM l AS a JOIN f AS a_b ON a.k = a_b.k GROUP BY a.k WITH (connector = 'stdout');"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, _ := p.Stream.Plan()
+	if want := "map left__k, left__b_value, right__value"; !strings.Contains(plan.Describe(), want) {
 		t.Errorf("plan:\n%s\nwant %q", plan.Describe(), want)
 	}
 }

@@ -1,6 +1,8 @@
 package expression
 
 import (
+	"math"
+
 	"github.com/expr-lang/expr/ast"
 
 	"github.com/ingest-engine/ingest/row"
@@ -32,6 +34,11 @@ func compileNative(schema *row.Schema, node ast.Node) (native, row.Kind) {
 		v := row.IntValue(int64(n.Value))
 		return func(row.Row) (row.Value, bool) { return v, true }, row.Int
 	case *ast.FloatNode:
+		if n.Value == 0 && math.Signbit(n.Value) {
+			// expr keeps constants in a map keyed by value, where -0 and
+			// +0 are one key: the VM gives one for the other.
+			return nil, row.Null
+		}
 		v := row.FloatValue(n.Value)
 		return func(row.Row) (row.Value, bool) { return v, true }, row.Float
 	case *ast.BoolNode:

@@ -111,9 +111,15 @@ func randomRow(rng *rand.Rand) row.Row {
 func TestNativeMatchesTheVM(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	compiled, checked := 0, 0
-	for range 3000 {
+	// expr's VM takes -0.0 and 0.0 constants for each other; a closure
+	// would not, so a program with a -0.0 constant stays with the VM.
+	fixed := []string{"f * 0.0 == -0.0 ? -0.0 : 0.0", "-0.0", "0.0 + -0.0"}
+	for i := range 3000 + len(fixed) {
 		k := []row.Kind{row.Int, row.Float, row.String, row.Bool}[rng.IntN(4)]
 		src := randomExpr(rng, k, 3)
+		if i >= 3000 {
+			src = fixed[i-3000]
+		}
 		p, err := Compile(nativeSchema, src, row.Null)
 		if err != nil {
 			continue // e.g. a constant modulo by zero the checker refuses

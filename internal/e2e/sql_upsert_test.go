@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ingest-engine/ingest/clock"
+	"github.com/ingest-engine/ingest/internal/testkit"
 	"github.com/ingest-engine/ingest/stream"
 )
 
@@ -167,4 +169,71 @@ func TestSQLUpsertKillNine(t *testing.T) {
 		t.Fatal("no run was killed: the test tested nothing")
 	}
 	checkUpsertTable(t, conn, table)
+}
+
+// TestSQLRetractInjectedFailures fails, in process, a GROUP BY over an
+// updating result — each key's count, then how many keys have each count —
+// and requires the file sink's changelog, applied, to end at exactly the
+// query's table: the aggregate's state and the last rows it takes back are
+// restored from every checkpoint.
+func TestSQLRetractInjectedFailures(t *testing.T) {
+	const script = `SET pipeline = 'sql-retract';
+SET checkpoint.interval = '50ms';
+SET checkpoint.dir = 'data/checkpoints';
+SET checkpoint.tolerable_failures = 1000;
+SET restart.delay = '5ms';
+SET restart.multiplier = 1;
+SET restart.max_attempts = 1000;
+CREATE SOURCE events WITH (connector = 'datagen', count = 20000, keys = 50, rate = 20000, parallelism = 2);
+CREATE VIEW counts AS SELECT key, count(*) AS n FROM events GROUP BY key;
+CREATE SINK out AS SELECT n, count(*) AS keys FROM counts GROUP BY n
+  WITH (connector = 'file', path = 'data/out', parallelism = 2);
+`
+	for _, c := range []struct {
+		point string
+		at    []int64
+	}{
+		{"task/after-snapshot-before-ack", []int64{4, 13}},
+		{"job/after-metadata-before-commit", []int64{2, 5}},
+		{"task/process-batch", []int64{7, 19}},
+	} {
+		t.Run(c.point, func(t *testing.T) {
+			calls, disable := failOn(c.point, c.at...)
+			defer disable()
+			dir := t.TempDir()
+			fake := clock.NewFake(time.Unix(1_800_000_000, 0))
+			job := fileJob(t, filepath.Join(dir, "p.sql"), script, func(opts *stream.RunOptions) { opts.Clock = fake })
+			runStepped(t, job, fake, 50*time.Millisecond, 2*time.Minute)
+			st := job.Stats()
+			if calls.Load() < c.at[len(c.at)-1] || st.Restarts == 0 {
+				t.Fatalf("failpoint %s reached %d times, %d restarts: the test did not inject what it meant to", c.point, calls.Load(), st.Restarts)
+			}
+			table := map[string]string{}
+			// The rows in publication order, applied by n.
+			lines, err := testkit.ReadCommitted(filepath.Join(dir, "data", "out"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range lines {
+				var r struct {
+					N    int64  `json:"n"`
+					Keys int64  `json:"keys"`
+					Op   string `json:"_op"`
+				}
+				if err := json.Unmarshal(l.Text, &r); err != nil {
+					t.Fatal(err)
+				}
+				k := fmt.Sprint(r.N)
+				if r.Op == "delete" {
+					delete(table, k)
+				} else {
+					table[k] = fmt.Sprint(r.Keys)
+				}
+			}
+			// Every key ends with 400 records: one group of 50 keys.
+			if len(table) != 1 || table["400"] != "50" {
+				t.Fatalf("the changelog ends at %v, want {400: 50}", table)
+			}
+		})
+	}
 }

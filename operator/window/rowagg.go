@@ -144,6 +144,10 @@ func RowAggregates(in *row.Schema, specs []AggregateSpec) (Aggregate[row.Row, Ro
 				switch {
 				case cell.count == 0:
 					dst = append(dst, row.Value{})
+				case c.spec.Func == "avg" && c.kind == row.Int:
+					// The integer sum is exact, as sum's is: a float sum
+					// loses small values that updates add and take back.
+					dst = append(dst, row.FloatValue(float64(cell.sumI)/float64(cell.count)))
 				case c.spec.Func == "avg":
 					dst = append(dst, row.FloatValue(cell.sumF/float64(cell.count)))
 				case c.kind == row.Float:
