@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ingest-engine/ingest/config"
 	"github.com/ingest-engine/ingest/internal/testkit"
 )
 
@@ -116,5 +117,21 @@ sinks:
 	}
 	if len(first) != keys {
 		t.Errorf("%d keys deduplicated, want %d", len(first), keys)
+	}
+}
+
+// A processing-time window is tumbling and has no late records: the other
+// shapes and the late-record fields are refused at load.
+func TestProcessingTimeWindowRefusals(t *testing.T) {
+	head := "pipeline: pt\nsources:\n  events: {type: datagen, count: 10}\nsinks:\n  out: {type: stdout, input: w}\ntransforms:\n  w: "
+	for _, c := range []struct{ w, want string }{
+		{"{type: window, input: events, key: key, kind: sliding, size: 2s, slide: 1s, time: processing, aggregates: {n: count()}}", "processing-time windows are tumbling"},
+		{"{type: window, input: events, key: key, size: 1s, time: processing, allowed_lateness: 1s, aggregates: {n: count()}}", "a processing-time window has no late records"},
+		{"{type: window, input: events, key: key, size: 1s, time: wall, aggregates: {n: count()}}", `unknown time "wall" (known: event, processing)`},
+	} {
+		_, err := config.Load(writeFile(t, "p.yaml", head+c.w+"\n"))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.w, err, c.want)
+		}
 	}
 }
