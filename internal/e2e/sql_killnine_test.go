@@ -51,33 +51,42 @@ func sqlScenario(t *testing.T, bin string, seed uint64) soakResult {
 	return res
 }
 
+// injectedFailure is a failpoint and the calls of it that fail.
+type injectedFailure struct {
+	point string
+	at    []int64
+}
+
+// runSQLFailing writes the SQL script text in a new directory and runs it
+// on a fake clock stepped by step, failing c's calls, and returns the
+// directory. It fails t unless the calls were reached and restarted the job.
+func runSQLFailing(t *testing.T, text string, step time.Duration, c injectedFailure) string {
+	t.Helper()
+	calls, disable := failOn(c.point, c.at...)
+	defer disable()
+	dir := t.TempDir()
+	fake := clock.NewFake(time.Unix(1_800_000_000, 0))
+	job := fileJob(t, filepath.Join(dir, "p.sql"), text, func(opts *stream.RunOptions) { opts.Clock = fake })
+	runStepped(t, job, fake, step, 2*time.Minute)
+	st := job.Stats()
+	t.Logf("failpoint %s failed calls %v of %d; stats %+v", c.point, c.at, calls.Load(), st)
+	if calls.Load() < c.at[len(c.at)-1] || st.Restarts == 0 {
+		t.Fatalf("failpoint %s reached %d times, %d restarts: the test did not inject what it meant to", c.point, calls.Load(), st.Restarts)
+	}
+	return dir
+}
+
 // TestSQLInjectedFailures runs the in-process contract pipeline written in
 // SQL, failing it inside the checkpoint protocol (between a snapshot and its
 // acknowledgement; after a checkpoint completed, before its commit), and
 // checks the committed output is exactly the input's windows.
 func TestSQLInjectedFailures(t *testing.T) {
-	for _, c := range []struct {
-		point string
-		at    []int64
-	}{
+	for _, c := range []injectedFailure{
 		{"task/after-snapshot-before-ack", []int64{3, 11}},
 		{"job/after-metadata-before-commit", []int64{2, 5}},
 	} {
 		t.Run(c.point, func(t *testing.T) {
-			calls, disable := failOn(c.point, c.at...)
-			defer disable()
-			dir := t.TempDir()
-			fake := clock.NewFake(time.Unix(1_800_000_000, 0))
-			job := fileJob(t, filepath.Join(dir, "p.sql"), injectedPipeline.SQL(), func(opts *stream.RunOptions) {
-				opts.Clock = fake
-			})
-			runStepped(t, job, fake, injectedPipeline.Interval, 2*time.Minute)
-			st := job.Stats()
-			t.Logf("failpoint %s failed calls %v of %d; stats %+v", c.point, c.at, calls.Load(), st)
-			if calls.Load() < c.at[len(c.at)-1] || st.Restarts == 0 {
-				t.Fatalf("failpoint %s reached %d times, %d restarts: the test did not inject what it meant to", c.point, calls.Load(), st.Restarts)
-			}
-			checkExact(t, dir)
+			checkExact(t, runSQLFailing(t, injectedPipeline.SQL(), injectedPipeline.Interval, c))
 		})
 	}
 }
@@ -167,27 +176,13 @@ func compareJoin(t *testing.T, got, want []string) {
 // failures.
 func TestSQLJoinInjectedFailures(t *testing.T) {
 	want := joinReference(t)
-	for _, c := range []struct {
-		point string
-		at    []int64
-	}{
+	for _, c := range []injectedFailure{
 		{"task/after-snapshot-before-ack", []int64{4, 13}},
 		{"job/after-metadata-before-commit", []int64{2, 4}},
 		{"task/process-batch", []int64{7, 19}},
 	} {
 		t.Run(c.point, func(t *testing.T) {
-			calls, disable := failOn(c.point, c.at...)
-			defer disable()
-			dir := t.TempDir()
-			fake := clock.NewFake(time.Unix(1_800_000_000, 0))
-			job := fileJob(t, filepath.Join(dir, "p.sql"), joinSQL(15000), func(opts *stream.RunOptions) { opts.Clock = fake })
-			runStepped(t, job, fake, 50*time.Millisecond, 2*time.Minute)
-			st := job.Stats()
-			t.Logf("failpoint %s failed calls %v of %d; stats %+v", c.point, c.at, calls.Load(), st)
-			if calls.Load() < c.at[len(c.at)-1] || st.Restarts == 0 {
-				t.Fatalf("failpoint %s reached %d times, %d restarts: the test did not inject what it meant to", c.point, calls.Load(), st.Restarts)
-			}
-			compareJoin(t, committedSorted(t, dir), want)
+			compareJoin(t, committedSorted(t, runSQLFailing(t, joinSQL(15000), 50*time.Millisecond, c)), want)
 		})
 	}
 }

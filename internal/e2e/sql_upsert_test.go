@@ -13,9 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/ingest-engine/ingest/clock"
 	"github.com/ingest-engine/ingest/internal/testkit"
-	"github.com/ingest-engine/ingest/stream"
 )
 
 // The updating SQL query of these tests: a GROUP BY without a window over
@@ -113,10 +111,7 @@ func checkUpsertTable(t *testing.T, conn *pgx.Conn, table string) {
 // transaction, and requires the upserted table to hold exactly the query's
 // result: no update lost, none applied twice, every delete applied.
 func TestSQLUpsertInjectedFailures(t *testing.T) {
-	for _, c := range []struct {
-		point string
-		at    []int64
-	}{
+	for _, c := range []injectedFailure{
 		{"task/after-snapshot-before-ack", []int64{4, 13}},
 		{"job/after-metadata-before-commit", []int64{2, 5}},
 		{"sink/postgres/mid-commit", []int64{2, 6}},
@@ -124,17 +119,7 @@ func TestSQLUpsertInjectedFailures(t *testing.T) {
 	} {
 		t.Run(c.point, func(t *testing.T) {
 			conn, pipeline, table := upsertTable(t)
-			calls, disable := failOn(c.point, c.at...)
-			defer disable()
-			dir := t.TempDir()
-			fake := clock.NewFake(time.Unix(1_800_000_000, 0))
-			job := fileJob(t, filepath.Join(dir, "p.sql"), upsertSQL(pipeline, table, 20000), func(opts *stream.RunOptions) { opts.Clock = fake })
-			runStepped(t, job, fake, 50*time.Millisecond, 2*time.Minute)
-			st := job.Stats()
-			t.Logf("failpoint %s failed calls %v of %d; stats %+v", c.point, c.at, calls.Load(), st)
-			if calls.Load() < c.at[len(c.at)-1] || st.Restarts == 0 {
-				t.Fatalf("failpoint %s reached %d times, %d restarts: the test did not inject what it meant to", c.point, calls.Load(), st.Restarts)
-			}
+			runSQLFailing(t, upsertSQL(pipeline, table, 20000), 50*time.Millisecond, c)
 			checkUpsertTable(t, conn, table)
 		})
 	}
@@ -189,25 +174,13 @@ CREATE VIEW counts AS SELECT key, count(*) AS n FROM events GROUP BY key;
 CREATE SINK out AS SELECT n, count(*) AS keys FROM counts GROUP BY n
   WITH (connector = 'file', path = 'data/out', parallelism = 2);
 `
-	for _, c := range []struct {
-		point string
-		at    []int64
-	}{
+	for _, c := range []injectedFailure{
 		{"task/after-snapshot-before-ack", []int64{4, 13}},
 		{"job/after-metadata-before-commit", []int64{2, 5}},
 		{"task/process-batch", []int64{7, 19}},
 	} {
 		t.Run(c.point, func(t *testing.T) {
-			calls, disable := failOn(c.point, c.at...)
-			defer disable()
-			dir := t.TempDir()
-			fake := clock.NewFake(time.Unix(1_800_000_000, 0))
-			job := fileJob(t, filepath.Join(dir, "p.sql"), script, func(opts *stream.RunOptions) { opts.Clock = fake })
-			runStepped(t, job, fake, 50*time.Millisecond, 2*time.Minute)
-			st := job.Stats()
-			if calls.Load() < c.at[len(c.at)-1] || st.Restarts == 0 {
-				t.Fatalf("failpoint %s reached %d times, %d restarts: the test did not inject what it meant to", c.point, calls.Load(), st.Restarts)
-			}
+			dir := runSQLFailing(t, script, 50*time.Millisecond, c)
 			table := map[string]string{}
 			// The rows in publication order, applied by n.
 			lines, err := testkit.ReadCommitted(filepath.Join(dir, "data", "out"))
