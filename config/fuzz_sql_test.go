@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -73,7 +74,7 @@ func sqlReachesOutside(data []byte) bool {
 		for _, o := range opts {
 			v := strings.ToLower(o.Value)
 			switch {
-			case o.Key == "connector" && !contains(allowed, v):
+			case o.Key == "connector" && !slices.Contains(allowed, v):
 				return true
 			case o.Key == "path" && (filepath.IsAbs(o.Value) || strings.Contains(filepath.ToSlash(o.Value), "..")):
 				return true
@@ -101,15 +102,6 @@ func sqlReachesOutside(data []byte) bool {
 			if strings.HasPrefix(s.Name, "checkpoint.dir") && (filepath.IsAbs(s.Value) || strings.Contains(s.Value, "..")) {
 				return true
 			}
-		}
-	}
-	return false
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
 		}
 	}
 	return false

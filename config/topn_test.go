@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -15,8 +16,10 @@ import (
 
 // applyKeyed reads the committed changelog under dir in publication order
 // and applies it by the JSON fields keys, failing on an insert of a present
-// key, an update or delete of an absent one, or a key written by two sink
-// subtasks. It returns the table (each row without _op) and the rows read.
+// key, an update or delete of an absent one, a delete that is not of the
+// present row, or a key written by two sink subtasks (its rows' order would
+// then depend on how the files are read). It returns the table (each row
+// without _op) and the rows read.
 func applyKeyed(t *testing.T, dir string, keys ...string) (map[string]map[string]any, int) {
 	t.Helper()
 	lines, err := testkit.ReadCommitted(dir)
@@ -42,11 +45,14 @@ func applyKeyed(t *testing.T, dir string, keys ...string) (map[string]map[string
 		writer[key] = sub
 		op := r["_op"]
 		delete(r, "_op")
-		_, present := table[key]
+		cur, present := table[key]
 		switch {
 		case op == "insert" && !present, op == "update" && present:
 			table[key] = r
 		case op == "delete" && present:
+			if !reflect.DeepEqual(cur, r) {
+				t.Fatalf("line %d deletes %v, the key's row is %v", i, r, cur)
+			}
 			delete(table, key)
 		default:
 			t.Fatalf("line %d: %v of key %s, which is present: %v", i, op, key, present)
