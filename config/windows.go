@@ -97,30 +97,7 @@ func (b *builder) window(name string, m *mapping) {
 		}
 	}
 	par := b.parallelism(m)
-	aggs := m.sub("aggregates")
-	if len(aggs.keys) == 0 {
-		b.e.add(m.line("aggregates"), m.field("aggregates"), "name at least one aggregate, e.g. count: count()")
-	}
-	var specs []window.AggregateSpec
-	valid := true
-	for _, k := range aggs.keys {
-		if slices.Contains(windowResultFields, k) {
-			b.e.add(aggs.line(k), aggs.field(k), "%q is a field of every window result; name the aggregate otherwise", k)
-			valid = false
-		}
-		expr := aggs.str(k, "")
-		spec, err := window.ParseAggregate(k, expr)
-		if err == nil && ok {
-			_, _, _, err = window.RowAggregates(in.schema, []window.AggregateSpec{spec})
-		}
-		if err != nil {
-			b.e.add(aggs.get(k), aggs.field(k), "%v", err)
-			valid = false
-			continue
-		}
-		specs = append(specs, spec)
-	}
-	aggs.done()
+	specs, valid := b.aggregateSpecs(m, in, ok, windowResultFields)
 	var keys []int
 	keysOK := keyList || len(keyFields) == 1
 	if ok {
@@ -145,12 +122,12 @@ func (b *builder) window(name string, m *mapping) {
 	}
 	agg, aggFields, result, err := window.RowAggregates(in.schema, specs)
 	if err != nil {
-		b.e.add(aggs.node, aggs.path, "%v", err)
+		b.e.add(m.get("aggregates"), m.field("aggregates"), "%v", err)
 		return
 	}
 	if kind == "session" && agg.Merge == nil {
 		// Merging sessions merges their accumulators.
-		b.e.add(aggs.node, aggs.path, "a session window needs aggregates that merge")
+		b.e.add(m.get("aggregates"), m.field("aggregates"), "a session window needs aggregates that merge")
 		return
 	}
 	// The result starts with the key: one field named key (key: field), or
