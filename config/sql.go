@@ -633,8 +633,9 @@ func (p *planner) filter(name, input string, tr *translator, conds ...sql.Expr) 
 }
 
 // project adds map transform name over input, making the selected columns
-// of q with tr, and declares them in out.
-func (p *planner) project(name, input string, q *sql.Select, tr *translator, out *relation) error {
+// of q with tr, then copying the input's fields keep as they are, and
+// declares the selected columns in out.
+func (p *planner) project(name, input string, q *sql.Select, tr *translator, out *relation, keep ...string) error {
 	sel := mappingNode(q.Pos)
 	for _, it := range q.Items {
 		e, err := tr.tx(it.Expr)
@@ -646,6 +647,9 @@ func (p *planner) project(name, input string, q *sql.Select, tr *translator, out
 		}
 		out.add(it.Alias, colType{kind: e.kind, notNull: !e.null})
 		sel.Content = append(sel.Content, scalarNode(it.Alias, it.Pos.Line, it.Pos.Column), scalarNode(e.code, it.Pos.Line, it.Pos.Column))
+	}
+	for _, f := range keep {
+		sel.Content = append(sel.Content, scalarNode(f, q.Pos.Line, q.Pos.Column), scalarNode(f, q.Pos.Line, q.Pos.Column))
 	}
 	return p.transform(name, "map", input, q.Pos, scalarNode("select", q.Pos.Line, q.Pos.Column), sel)
 }

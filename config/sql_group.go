@@ -217,15 +217,9 @@ func (p *planner) projectChangelog(name, input string, q *sql.Select, tr *transl
 			return p.errorf(it.Pos, "the column name %s is the operation of an updating result's rows; choose another", aggregate.OpField)
 		}
 	}
-	if err := p.project(name, input, q, tr, out); err != nil {
-		return err
-	}
 	// The projection keeps the operation, after the selected columns.
-	sel := p.sections["transforms"].Content[len(p.sections["transforms"].Content)-1]
-	for i := 0; i+1 < len(sel.Content); i += 2 {
-		if sel.Content[i].Value == "select" {
-			sel.Content[i+1].Content = append(sel.Content[i+1].Content, scalarNode(aggregate.OpField, q.Pos.Line, q.Pos.Column), scalarNode(aggregate.OpField, q.Pos.Line, q.Pos.Column))
-		}
+	if err := p.project(name, input, q, tr, out, aggregate.OpField); err != nil {
+		return err
 	}
 	out.add(aggregate.OpField, colType{kind: row.String, notNull: true})
 	p.rels[name] = out
