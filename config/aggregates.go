@@ -104,10 +104,13 @@ func (b *builder) aggregate(name string, m *mapping) {
 		}
 	}
 	nk, width := len(keys), len(schema.Fields)+1 // and _op
-	cfg.Result = func(k row.Value, acc window.RowAcc) row.Row {
-		r := make(row.Row, nk, width)
+	cfg.Key = func(k row.Value) row.Row {
+		r := make(row.Row, nk)
 		decodeListKey(r, k)
-		return result(acc, r)
+		return r
+	}
+	cfg.Result = func(key row.Row, acc window.RowAcc) row.Row {
+		return result(acc, append(make(row.Row, 0, width), key...))
 	}
 	schema.Fields = append(schema.Fields, row.Field{Name: aggregate.OpField, Kind: row.String})
 	src := in.s

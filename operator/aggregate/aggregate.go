@@ -65,9 +65,12 @@ type Config struct {
 	// Agg folds a key's records. Required. Its codec's name goes into the
 	// checkpoint: a restore with other aggregates is refused.
 	Agg window.Aggregate[row.Row, window.RowAcc]
-	// Result makes the result row of key k with accumulator acc, without
-	// the operation. Required.
-	Result func(k row.Value, acc window.RowAcc) row.Row
+	// Key makes the key's part of a result row (its fields) from key k; it
+	// runs once per record. Required.
+	Key func(k row.Value) row.Row
+	// Result makes a new result row, without the operation, from the key's
+	// part and accumulator acc; it must not change key. Required.
+	Result func(key row.Row, acc window.RowAcc) row.Row
 	// Having, when set, makes one subtask's visibility test: a result is
 	// part of the output only while it returns true (SQL's HAVING). t is
 	// the event time of the record that made the result.
@@ -84,7 +87,7 @@ type Config struct {
 // Rows applies the aggregate to ks and returns its changelog (see the
 // package documentation).
 func Rows(ks stream.KeyedStream[row.Row, row.Value], id string, cfg Config, opts ...stream.NodeOption) stream.Stream[row.Row] {
-	if cfg.Agg.Init == nil || cfg.Agg.Add == nil || cfg.Agg.Codec == nil || cfg.Result == nil {
+	if cfg.Agg.Init == nil || cfg.Agg.Add == nil || cfg.Agg.Codec == nil || cfg.Key == nil || cfg.Result == nil {
 		ks.Pipeline().Errorf("aggregate %s: the aggregate needs Init, Add, a codec and a result function", id)
 	}
 	return process.Keyed(ks, id, func() process.Function[row.Row, row.Value, row.Row] { return &updating{cfg: cfg} }, opts...)
@@ -143,10 +146,11 @@ func (u *updating) ProcessRecord(c *process.Context[row.Value, row.Row], v row.R
 		return fmt.Errorf("a retraction of a row of group %v, which holds no row: the changelog read deletes or updates a row it never inserted", k)
 	}
 	// The result before the record, made before the accumulator changes.
-	var before row.Row
+	var key, before row.Row // the key's fields, made once
 	shown := false
 	if had {
-		before = u.cfg.Result(k, old)
+		key = u.cfg.Key(k)
+		before = u.cfg.Result(key, old)
 		var err error
 		if shown, err = u.visible(before, c.Time()); err != nil {
 			return err
@@ -182,7 +186,10 @@ func (u *updating) ProcessRecord(c *process.Context[row.Value, row.Row], v row.R
 	}
 	u.accs.Update(k, acc)
 
-	now := u.cfg.Result(k, acc)
+	if key == nil {
+		key = u.cfg.Key(k)
+	}
+	now := u.cfg.Result(key, acc)
 	show, err := u.visible(now, c.Time())
 	if err != nil {
 		return err
