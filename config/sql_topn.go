@@ -147,16 +147,7 @@ func (p *planner) topNQuery(name string, q *sql.Select) (string, error) {
 	}
 	outer := *q
 	outer.Where = nil
-	outer.Items = nil
-	for _, it := range q.Items {
-		if !it.Star {
-			outer.Items = append(outer.Items, it)
-			continue
-		}
-		for _, c := range ranked.columns { // * is the ranked columns, in place
-			outer.Items = append(outer.Items, sql.SelectItem{Expr: &sql.Column{Name: c, Pos: it.Pos}, Alias: c, Pos: it.Pos})
-		}
-	}
+	outer.Items = starAs(q.Items, ranked.columns)
 	tr := &translator{p: p, rel: ranked, relName: q.From.Alias}
 	if tr.relName == "" {
 		tr.relName = inName
@@ -202,15 +193,20 @@ func (p *planner) expandStar(q *sql.Select) ([]sql.SelectItem, error) {
 	if rel == nil || q.From.Join != nil || q.From.Window != "" || q.From.Subquery != nil {
 		return nil, p.errorf(q.Pos, "* beside other columns reads a source or view: list the columns")
 	}
+	return starAs(q.Items, rel.columns), nil
+}
+
+// starAs returns items with each * replaced, in place, by columns.
+func starAs(items []sql.SelectItem, columns []string) []sql.SelectItem {
 	var out []sql.SelectItem
-	for _, it := range q.Items {
+	for _, it := range items {
 		if !it.Star {
 			out = append(out, it)
 			continue
 		}
-		for _, c := range rel.columns {
+		for _, c := range columns {
 			out = append(out, sql.SelectItem{Expr: &sql.Column{Name: c, Pos: it.Pos}, Alias: c, Pos: it.Pos})
 		}
 	}
-	return out, nil
+	return out
 }
