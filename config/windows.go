@@ -146,16 +146,25 @@ func (b *builder) window(name string, m *mapping) {
 	var ks stream.KeyedStream[row.Row, row.Value]
 	var output func(k row.Value, w window.Window, acc window.RowAcc) row.Row
 	var desc string
-	if !keyList {
+	switch {
+	case nk == 1:
+		// One key field is its own key (key: field, or key: [field]), with
+		// -0 and +0 as one group as in a list. It is not encoded as a list:
+		// that costs a string per record.
 		key := keys[0]
-		ks = stream.KeyBy(in.s, func(r row.Row) row.Value { return r[key] })
+		ks = stream.KeyBy(in.s, func(r row.Row) row.Value {
+			if v := r[key]; v.Kind() != row.Float || v.Float() != 0 {
+				return v
+			}
+			return row.FloatValue(0)
+		})
 		output = func(k row.Value, w window.Window, acc window.RowAcc) row.Row {
 			r := make(row.Row, 3, width)
 			r[0], r[1], r[2] = k, row.TimeValue(w.Start), row.TimeValue(w.End)
 			return result(acc, r)
 		}
 		desc = "field " + in.schema.Fields[key].Name
-	} else {
+	default:
 		ks = stream.KeyBy(in.s, listKey(keys))
 		output = func(k row.Value, w window.Window, acc window.RowAcc) row.Row {
 			r := make(row.Row, nk+2, width)

@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -374,5 +375,59 @@ func TestConfigTumblingIsTheDefaultKind(t *testing.T) {
 	d1, d2 := nodes(t, p1)["w"].Describe, nodes(t, p2)["w"].Describe
 	if d1 != d2 || d1 != "tumbling event-time window 1s" {
 		t.Errorf("without kind: %q; kind: tumbling: %q; want both %q", d1, d2, "tumbling event-time window 1s")
+	}
+}
+
+// -0 and +0 are one group of a window's key, whether the key is one field
+// (key: k) or a list of one (key: [k]): every window commits one row per
+// key, and its count is all of the window's records.
+func TestConfigWindowKeyZeroesAreOneGroup(t *testing.T) {
+	const count = 400
+	for _, key := range []string{"k", "[k]"} {
+		t.Run(key, func(t *testing.T) {
+			dir := runYAML(t, fmt.Sprintf(`pipeline: zeroes
+checkpoint:
+  interval: 50ms
+  dir: ckpts
+sources:
+  events:
+    type: datagen
+    count: %d
+    keys: 4
+transforms:
+  signed: {type: map, input: events, select: {k: -(value %% 2) * 0.0, id: id}}
+  w:
+    type: window
+    input: signed
+    key: %s
+    size: 100ms
+    aggregates: {n: count()}
+sinks:
+  out: {type: file, input: w, path: out}
+`, count, key))
+			perWindow := map[string]int64{}
+			for _, l := range committedLines(t, dir, "out") {
+				var r struct {
+					K     *float64 `json:"k"`
+					Key   *float64 `json:"key"`
+					Start string   `json:"window_start"`
+					N     int64    `json:"n"`
+				}
+				if err := json.Unmarshal([]byte(l), &r); err != nil {
+					t.Fatal(err)
+				}
+				if _, dup := perWindow[r.Start]; dup {
+					t.Fatalf("window %s has two rows; second: %s", r.Start, l)
+				}
+				perWindow[r.Start] = r.N
+			}
+			total := int64(0)
+			for _, n := range perWindow {
+				total += n
+			}
+			if total != count || len(perWindow) < 2 {
+				t.Fatalf("%d windows counting %d records; want %d records in at least two windows", len(perWindow), total, count)
+			}
+		})
 	}
 }
