@@ -106,7 +106,7 @@ func TestErrorsNameFileLineAndField(t *testing.T) {
 		{"bad start time", edit(5, "    start_time: yesterday"), `p.yaml:5: sources.events.start_time: "yesterday" is not an RFC 3339 time`},
 		{"zero parallelism", edit(5, "    parallelism: 0"), "p.yaml:5: sources.events.parallelism: must be positive"},
 		{"unknown source field", edit(5, "    colour: red"), "p.yaml:5: sources.events.colour: unknown field"},
-		{"unknown source type", edit(4, "    type: kinesis"), `p.yaml:4: sources.events.type: unknown source type "kinesis" (known: datagen, file, kafka, nats, nexmark)`},
+		{"unknown source type", edit(4, "    type: kinesis"), `p.yaml:4: sources.events.type: unknown source type "kinesis" (known: datagen, file, kafka, nats, nexmark, postgres_cdc)`},
 		{"bad window size", edit(11, "    size: 1 sec"), `p.yaml:11: transforms.w.size: "1 sec" is not a duration (Go syntax: 250ms, 1s, 5m)`},
 		{"zero window size", edit(11, "    size: 0s"), "p.yaml:11: transforms.w.size: must be positive"},
 		{"negative window size", edit(11, "    size: -1s"), "p.yaml:11: transforms.w.size: must be positive"},

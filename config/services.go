@@ -1,9 +1,12 @@
 package config
 
 import (
+	"context"
 	"strings"
+	"time"
 
 	"github.com/ingest-engine/ingest/connector/nats"
+	"github.com/ingest-engine/ingest/connector/pgcdc"
 	"github.com/ingest-engine/ingest/connector/postgres"
 	"github.com/ingest-engine/ingest/operator/aggregate"
 	"github.com/ingest-engine/ingest/row"
@@ -11,10 +14,11 @@ import (
 )
 
 // This file builds the connectors of external services: the NATS JetStream
-// source and the PostgreSQL sink.
+// source, the PostgreSQL change-data-capture source and the PostgreSQL sink.
 
 func init() {
 	sourceTypes["nats"] = (*builder).natsSource
+	sourceTypes["postgres_cdc"] = (*builder).postgresCDCSource
 	sinkTypes["postgres"] = (*builder).postgresSink
 }
 
@@ -71,6 +75,36 @@ func (b *builder) natsSource(name string, m *mapping, par stream.NodeOption) (na
 			return stream.From(b.p, name, src.(*nats.Source[row.Row]), par)
 		},
 	})
+}
+
+// postgresCDCSource builds `type: postgres_cdc` (dsn, tables, schemas,
+// slot, publication, chunk_rows, stop_at, watermark). Loading connects to
+// the database: the records' fields are the tables' columns. The stream is
+// a changelog keyed by the primary key.
+func (b *builder) postgresCDCSource(name string, m *mapping, par stream.NodeOption) (named, bool) {
+	cfg := pgcdc.Config{
+		DSN:         m.required("dsn"),
+		Tables:      m.strList("tables"),
+		Schemas:     m.strList("schemas"),
+		Slot:        m.required("slot"),
+		Publication: m.required("publication"),
+		ChunkRows:   int(m.int("chunk_rows", 10000)),
+		Watermark:   b.watermarkStrategy(m),
+	}
+	m.positive("chunk_rows", cfg.ChunkRows > 0)
+	latest, ok := m.stopAtLatest()
+	if !ok || cfg.DSN == "" || cfg.Slot == "" || cfg.Publication == "" || cfg.ChunkRows <= 0 {
+		return named{}, false
+	}
+	cfg.StopAtLatest = latest
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	src, err := pgcdc.NewSource(ctx, cfg)
+	if err != nil {
+		b.e.add(m.node, m.path, "%v", err) // the source's errors redact the DSN's password
+		return named{}, false
+	}
+	return named{s: stream.From(b.p, name, src, par), schema: src.Schema(), changelog: src.Key()}, true
 }
 
 // postgresSink builds `type: postgres` (dsn, table, mode, key,

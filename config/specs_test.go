@@ -1,12 +1,17 @@
 package config
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/ingest-engine/ingest/connector"
 )
@@ -53,7 +58,12 @@ func TestBuildersFollowTheirSpecs(t *testing.T) {
 				if err := os.WriteFile(filepath.Join(dir, "input", "trades.csv"), []byte("ts,symbol,price,qty\n2026-01-01T00:00:00Z,A,1.5,3\n"), 0o644); err != nil {
 					t.Fatal(err)
 				}
-				node := "    " + strings.ReplaceAll(strings.TrimSpace(spec.Example), "\n", "\n    ") + "\n"
+				example := spec.Example
+				if spec.Type == "postgres_cdc" {
+					// Loading describes the example's table on the server.
+					example = strings.ReplaceAll(example, "public.accounts", specCDCTable(t))
+				}
+				node := "    " + strings.ReplaceAll(strings.TrimSpace(example), "\n", "\n    ") + "\n"
 				src := "pipeline: p\ncheckpoint: {dir: ckpt}\nsources:\n"
 				if role == connector.RoleSource {
 					src += "  events:\n" + node + "sinks:\n  out: {type: stdout, input: events}\n"
@@ -71,6 +81,32 @@ func TestBuildersFollowTheirSpecs(t *testing.T) {
 			})
 		}
 	}
+}
+
+// specCDCTable creates a table for the postgres_cdc example on the real
+// PostgreSQL server (skipping the test, or failing it under
+// INGEST_REQUIRE_SERVICES=1, without one) and returns its name.
+func specCDCTable(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, "postgres://postgres@127.0.0.1:5432/test")
+	if err != nil {
+		msg := fmt.Sprintf("PostgreSQL is not reachable on 127.0.0.1:5432 (%v); start it to run this test", err)
+		if os.Getenv("INGEST_REQUIRE_SERVICES") == "1" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	name := fmt.Sprintf("public.spec_accounts_%d", time.Now().UnixNano())
+	if _, err := conn.Exec(ctx, "CREATE TABLE "+name+" (id bigint PRIMARY KEY, owner text, balance bigint)"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = conn.Exec(context.Background(), "DROP TABLE "+name)
+		_ = conn.Close(context.Background())
+	})
+	return name
 }
 
 // flatten returns the errors joined in err.

@@ -49,6 +49,11 @@ type killSchedule struct {
 	MaxRuns int
 	// FinalWait bounds the final, uninterrupted run.
 	FinalWait time.Duration
+	// FinalYAML, when set, is the final run's pipeline file (the killed
+	// runs' never ends, e.g. a source without stop_at), and BeforeFinal
+	// runs after the kill phase, before the final run (stopping a load).
+	FinalYAML   string
+	BeforeFinal func()
 	// OnLine, when set, sees every line every run writes to stdout and
 	// stderr, from two goroutines at once.
 	OnLine func(line string)
@@ -164,7 +169,14 @@ func (s killSchedule) run(t *testing.T) (kills, aimedKills int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := knStartWatch(t, s.Bin, s.YAML, "", latest > 0, s.OnLine)
+	if s.BeforeFinal != nil {
+		s.BeforeFinal()
+	}
+	final := s.YAML
+	if s.FinalYAML != "" {
+		final = s.FinalYAML
+	}
+	p := knStartWatch(t, s.Bin, final, "", latest > 0, s.OnLine)
 	select {
 	case <-p.done:
 	case <-time.After(s.FinalWait):

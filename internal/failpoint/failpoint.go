@@ -22,6 +22,8 @@
 //	sink/kafka/mid-commit              between committing two subtasks' transactions of one commit
 //	sink/postgres/prepare              a PostgreSQL sink subtask's staged rows are durable, before it acknowledges
 //	sink/postgres/mid-commit           inside the publishing transaction, before COMMIT
+//	source/postgres_cdc/snapshot-chunk before the CDC source reads a snapshot chunk
+//	source/postgres_cdc/confirm        a checkpoint is complete, before the CDC source confirms the slot to it
 //
 // Production binaries carry them inert: until INGEST_FAILPOINTS or Enable
 // sets one, Inject is one atomic load and returns nil.

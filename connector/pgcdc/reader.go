@@ -1,0 +1,961 @@
+package pgcdc
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/ingest-engine/ingest/internal/failpoint"
+	"github.com/ingest-engine/ingest/row"
+	"github.com/ingest-engine/ingest/runtime"
+	"github.com/ingest-engine/ingest/watermark"
+)
+
+// ErrSlotLost marks a replication slot that no longer holds the changes a
+// checkpoint needs: dropped, invalidated by the server, or confirmed past
+// the checkpoint. The job stops; it never restarts from "now".
+var ErrSlotLost = errors.New("replication slot lost")
+
+// ErrIncompatibleSchema marks a captured table whose columns changed in a
+// way the records cannot follow: a column dropped or changed to another
+// kind of value.
+var ErrIncompatibleSchema = errors.New("incompatible schema change")
+
+// unrecoverable marks err as a failure no restart cures (the same on every
+// replay, or needing an operator): the job stops at once.
+func unrecoverable(err error) error { return permanentError{err} }
+
+type permanentError struct{ err error }
+
+func (e permanentError) Error() string   { return e.err.Error() }
+func (e permanentError) Unwrap() []error { return []error{e.err, runtime.ErrUnrecoverable} }
+
+// errUnsent marks a column value an update did not send: an unchanged
+// TOASTed value, unless the replica identity is full.
+var errUnsent = errors.New("the value was not sent (an unchanged TOASTed value)")
+
+// opTimeout bounds each setup statement and snapshot chunk query.
+const opTimeout = 5 * time.Minute
+
+// reader is the source's subtask: it snapshots the tables not yet read,
+// chunk by chunk, then streams the slot's transactions, one whole
+// transaction per read at least, so a barrier never splits one.
+type reader struct {
+	src *Source
+	cfg *Config
+	out runtime.Emitter[row.Row]
+	log *slog.Logger
+
+	// sql is the regular connection: setup, then the snapshot's
+	// transaction.
+	sql *pgx.Conn
+	// repl is the replication connection while streaming.
+	repl *pgconn.PgConn
+
+	pos position
+	// byTable finds a table's index by qualified name; byRel by the
+	// relation ID the stream announced (relations).
+	byTable map[string]int
+	byRel   map[uint32]*relation
+
+	// The snapshot in progress: the table index, its LSN and time.
+	snapTable int
+	snapLSN   pglogrepl.LSN
+	snapTime  time.Time
+	snapOpen  bool
+
+	streaming bool
+	// received is the last WAL position the server reported as sent;
+	// confirmed is what the slot was confirmed to.
+	received, confirmed pglogrepl.LSN
+	nextStatus          time.Time
+	// ends maps a checkpoint id to its position's End (PositionAt), until
+	// the checkpoint completes.
+	ends map[int64]pglogrepl.LSN
+
+	wm        *watermark.Tracker
+	exhausted bool
+	batch     runtime.Batch[row.Row]
+}
+
+// relation is a table as the stream describes it: where each of its
+// columns goes in a record (-1: a column added after the plan, not read).
+type relation struct {
+	table *Table
+	index int
+	// field maps the relation's column i to the table's column (-1: not
+	// planned).
+	column []int
+}
+
+func (r *reader) Open(ctx *runtime.Context, out runtime.Emitter[row.Row]) error {
+	r.cfg = &r.src.cfg
+	r.out = out
+	r.log = ctx.Log
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	if ctx.Parallelism > 1 {
+		return r.fail(fmt.Errorf("parallelism %d: %w: a replication slot is read by one subtask", ctx.Parallelism, runtime.ErrIncompatible))
+	}
+	r.byTable = map[string]int{}
+	for i, t := range r.src.tables {
+		r.byTable[t.Qualified()] = i
+	}
+	r.byRel = map[uint32]*relation{}
+	r.ends = map[int64]pglogrepl.LSN{}
+	r.wm = watermark.NewTracker(r.cfg.Watermark)
+	r.wm.AddSplit(time.Now().UnixNano())
+	var restored *position
+	if ctx.Restored != nil && len(ctx.Restored.Inline) > 0 {
+		p, err := decodePosition(ctx.Restored.Inline, r.cfg.Slot, r.src.tables)
+		if err != nil {
+			return r.fail(err)
+		}
+		restored = &p
+	}
+	c, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	conn, err := connectSQL(c, r.cfg.DSN)
+	if err != nil {
+		return r.fail(err)
+	}
+	r.sql = conn
+	if err := r.checkTables(c); err != nil {
+		return r.fail(err)
+	}
+	if err := r.ensurePublication(c); err != nil {
+		return r.fail(err)
+	}
+	if err := r.ensureSlot(c, restored); err != nil {
+		return r.fail(err)
+	}
+	if restored != nil {
+		r.pos = *restored
+		if r.pos.MaxTime != nil {
+			r.wm.Observe(0, *r.pos.MaxTime)
+		}
+	} else {
+		r.pos = position{Slot: r.cfg.Slot}
+	}
+	// Tables no longer captured leave the position; new ones get a
+	// snapshot of their own.
+	tables := map[string][]*segment{}
+	for _, t := range r.src.tables {
+		tables[t.Qualified()] = r.pos.Tables[t.Qualified()]
+	}
+	r.pos.Tables = tables
+	// stop_at latest ends at the server's position at the job's first
+	// start, kept across restarts.
+	if !r.cfg.StopAtLatest {
+		r.pos.Stop = 0
+	} else if r.pos.Stop == 0 {
+		var s string
+		if err := r.sql.QueryRow(c, "SELECT pg_current_wal_flush_lsn()::text").Scan(&s); err != nil {
+			return r.fail(fmt.Errorf("reading the server's WAL position: %w", err))
+		}
+		if r.pos.Stop, err = pglogrepl.ParseLSN(s); err != nil {
+			return r.fail(err)
+		}
+	}
+	r.confirmed = r.pos.End
+	return nil
+}
+
+func (r *reader) fail(err error) error { return r.src.fail(err) }
+
+// checkTables compares the tables' columns now with the plan's.
+func (r *reader) checkTables(ctx context.Context) error {
+	now, err := describe(ctx, r.sql, tableNames(r.src.tables), nil)
+	if err != nil {
+		return err
+	}
+	for i, t := range now {
+		if err := compatible(r.src.tables[i], t.Columns, func(j int) string { return t.Columns[j].Name }, func(j int) uint32 { return t.Columns[j].OID }, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func tableNames(ts []*Table) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = t.Qualified()
+	}
+	return out
+}
+
+// compatible checks that the columns a table has now (n of them, by name
+// and type) still hold every planned column with values of the same kind,
+// and returns in column (when not nil) where each current column is in the
+// plan (-1 for one added since).
+func compatible[C any](t *Table, cols []C, name func(int) string, oid func(int) uint32, column *[]int) error {
+	at := map[string]int{}
+	for j := range cols {
+		at[name(j)] = j
+	}
+	for _, c := range t.Columns {
+		j, ok := at[c.Name]
+		switch {
+		case !ok:
+			return unrecoverable(fmt.Errorf("table %s: %w: column %s was dropped or renamed since the pipeline was planned", t.Qualified(), ErrIncompatibleSchema, c.Name))
+		case Kind(oid(j)) != c.Kind():
+			return unrecoverable(fmt.Errorf("table %s: %w: column %s was %s (read as %v) and is now of type OID %d (read as %v)", t.Qualified(), ErrIncompatibleSchema, c.Name, c.Type, c.Kind(), oid(j), Kind(oid(j))))
+		}
+	}
+	if column != nil {
+		*column = make([]int, len(cols))
+		for j := range cols {
+			(*column)[j] = -1
+			for i, c := range t.Columns {
+				if c.Name == name(j) {
+					(*column)[j] = i
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// ensurePublication creates the publication when missing and checks that
+// it publishes every captured table and every kind of change: a change it
+// leaves out would be missing from the output with nothing to tell.
+func (r *reader) ensurePublication(ctx context.Context) error {
+	pub := r.cfg.Publication
+	var ins, upd, del, trunc bool
+	err := r.sql.QueryRow(ctx, "SELECT pubinsert, pubupdate, pubdelete, pubtruncate FROM pg_publication WHERE pubname = $1", pub).Scan(&ins, &upd, &del, &trunc)
+	if errors.Is(err, pgx.ErrNoRows) {
+		quoted := make([]string, len(r.src.tables))
+		for i, t := range r.src.tables {
+			quoted[i] = t.quoted()
+		}
+		q := "CREATE PUBLICATION " + pgx.Identifier{pub}.Sanitize() + " FOR TABLE " + strings.Join(quoted, ", ")
+		if _, err := r.sql.Exec(ctx, q); err != nil {
+			return fmt.Errorf("creating publication %s: %w", pub, err)
+		}
+		r.log.Info("postgres_cdc: created publication", "publication", pub, "tables", tableNames(r.src.tables))
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading publication %s: %w", pub, err)
+	}
+	if !ins || !upd || !del || !trunc {
+		return unrecoverable(fmt.Errorf("publication %s does not publish every kind of change (insert %v, update %v, delete %v, truncate %v): the ones left out would be missing from the output; ALTER PUBLICATION %s SET (publish = 'insert, update, delete, truncate')", pub, ins, upd, del, trunc, pub))
+	}
+	rows, err := r.sql.Query(ctx, "SELECT schemaname || '.' || tablename FROM pg_publication_tables WHERE pubname = $1", pub)
+	if err != nil {
+		return fmt.Errorf("reading the tables of publication %s: %w", pub, err)
+	}
+	published, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("reading the tables of publication %s: %w", pub, err)
+	}
+	for _, t := range r.src.tables {
+		if !contains(published, t.Qualified()) {
+			return unrecoverable(fmt.Errorf("publication %s does not publish %s, so its changes would never arrive: ALTER PUBLICATION %s ADD TABLE %s", pub, t.Qualified(), pub, t.quoted()))
+		}
+	}
+	return nil
+}
+
+// ensureSlot creates the slot when missing (and nothing was read from it
+// before), and otherwise checks that it still holds every change after
+// the restored position.
+func (r *reader) ensureSlot(ctx context.Context, restored *position) error {
+	slot := r.cfg.Slot
+	var plugin, kind, walStatus, confirmed string
+	var db *string
+	err := r.sql.QueryRow(ctx, `SELECT plugin, slot_type, database::text, coalesce(wal_status, ''), coalesce(confirmed_flush_lsn::text, '')
+		FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&plugin, &kind, &db, &walStatus, &confirmed)
+	if errors.Is(err, pgx.ErrNoRows) {
+		if restored != nil && restored.started() {
+			return unrecoverable(fmt.Errorf("%w: slot %s does not exist (dropped?), so the changes after the checkpoint are gone; start the pipeline without its checkpoints to take a new snapshot", ErrSlotLost, slot))
+		}
+		repl, err := connect(ctx, r.cfg.DSN, true)
+		if err != nil {
+			return fmt.Errorf("replication connection: %w", err)
+		}
+		defer repl.Close(context.Background())
+		res, err := pglogrepl.CreateReplicationSlot(ctx, repl, slot, "pgoutput", pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "NOEXPORT_SNAPSHOT"})
+		if err != nil {
+			return fmt.Errorf("creating replication slot %s: %w", slot, err)
+		}
+		r.log.Info("postgres_cdc: created replication slot", "slot", slot, "consistent_point", res.ConsistentPoint)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading replication slot %s: %w", slot, err)
+	}
+	var dbname string
+	if err := r.sql.QueryRow(ctx, "SELECT current_database()").Scan(&dbname); err != nil {
+		return err
+	}
+	switch {
+	case kind != "logical" || plugin != "pgoutput":
+		return unrecoverable(fmt.Errorf("slot %s is a %s slot of plugin %q, not a logical slot of pgoutput", slot, kind, plugin))
+	case db == nil || *db != dbname:
+		return unrecoverable(fmt.Errorf("slot %s belongs to another database than %s", slot, dbname))
+	case walStatus == "lost":
+		return unrecoverable(fmt.Errorf("%w: slot %s was invalidated by the server (wal_status lost: max_slot_wal_keep_size let the WAL it needed go); start the pipeline without its checkpoints to take a new snapshot", ErrSlotLost, slot))
+	}
+	if restored != nil && restored.started() && confirmed != "" {
+		c, err := pglogrepl.ParseLSN(confirmed)
+		if err != nil {
+			return err
+		}
+		if c > restored.End {
+			return unrecoverable(fmt.Errorf("%w: slot %s is confirmed to %v, past the restored checkpoint's %v: the changes between them are gone (the checkpoint is older than the last one this slot served, or another consumer used the slot)", ErrSlotLost, slot, c, restored.End))
+		}
+	}
+	return nil
+}
+
+// started says whether the position has streamed from the slot: before
+// that, only snapshots were taken, and a new slot loses nothing.
+func (p *position) started() bool { return p.End != 0 }
+
+// Read reads a snapshot chunk, or streams whole transactions.
+func (r *reader) Read() (runtime.ReadResult, error) {
+	if r.exhausted {
+		return r.result(0), nil
+	}
+	if !r.streaming {
+		if next, ok := r.nextSnapshotTable(); ok {
+			if err := r.snapshotChunk(next); err != nil {
+				return runtime.ReadResult{}, r.fail(err)
+			}
+			return r.result(0), nil
+		}
+		if err := r.startStreaming(); err != nil {
+			return runtime.ReadResult{}, r.fail(err)
+		}
+	}
+	wait, err := r.stream()
+	if err != nil {
+		return runtime.ReadResult{}, r.fail(err)
+	}
+	return r.result(wait), nil
+}
+
+func (r *reader) result(wait time.Duration) runtime.ReadResult {
+	res := runtime.ReadResult{Wait: wait, Exhausted: r.exhausted}
+	res.Watermark, res.Idle = r.wm.Current(time.Now().UnixNano())
+	return res
+}
+
+// nextSnapshotTable is the first table whose snapshot is not complete.
+func (r *reader) nextSnapshotTable() (int, bool) {
+	for i, t := range r.src.tables {
+		if !done(r.pos.Tables[t.Qualified()]) {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// beginSnapshot opens a transaction on the snapshot of a new temporary
+// slot: it holds every transaction that committed before the slot's
+// consistent point, and the permanent slot (created before it) holds every
+// one after.
+func (r *reader) beginSnapshot(ctx context.Context) error {
+	repl, err := connect(ctx, r.cfg.DSN, true)
+	if err != nil {
+		return fmt.Errorf("replication connection for the snapshot: %w", err)
+	}
+	defer repl.Close(context.Background())
+	var suffix [4]byte
+	_, _ = rand.Read(suffix[:])
+	name := r.cfg.Slot + "_snap_" + hex.EncodeToString(suffix[:])
+	res, err := pglogrepl.CreateReplicationSlot(ctx, repl, name, "pgoutput", pglogrepl.CreateReplicationSlotOptions{Temporary: true, Mode: pglogrepl.LogicalReplication, SnapshotAction: "EXPORT_SNAPSHOT"})
+	if err != nil {
+		return fmt.Errorf("creating the snapshot's temporary slot: %w", err)
+	}
+	if r.snapLSN, err = pglogrepl.ParseLSN(res.ConsistentPoint); err != nil {
+		return err
+	}
+	if _, err := r.sql.Exec(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"); err != nil {
+		return fmt.Errorf("beginning the snapshot: %w", err)
+	}
+	if _, err := r.sql.Exec(ctx, "SET TRANSACTION SNAPSHOT '"+res.SnapshotName+"'"); err != nil {
+		return fmt.Errorf("importing snapshot %s: %w", res.SnapshotName, err)
+	}
+	if err := r.sql.QueryRow(ctx, "SELECT now()").Scan(&r.snapTime); err != nil {
+		return fmt.Errorf("reading the snapshot's time: %w", err)
+	}
+	r.snapOpen = true
+	r.log.Info("postgres_cdc: snapshot", "slot", r.cfg.Slot, "lsn", r.snapLSN.String())
+	return nil
+}
+
+// snapshotChunk reads the next chunk of table ti's rows in key order under
+// the snapshot, emits them as inserts, and extends the table's segments.
+func (r *reader) snapshotChunk(ti int) error {
+	if err := failpoint.Inject("source/postgres_cdc/snapshot-chunk"); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	if !r.snapOpen {
+		if err := r.beginSnapshot(ctx); err != nil {
+			return err
+		}
+	}
+	t := r.src.tables[ti]
+	segs := r.pos.Tables[t.Qualified()]
+	var after []string
+	if len(segs) > 0 {
+		after = segs[len(segs)-1].Upto
+	}
+	q, args := chunkQuery(t, after, r.cfg.ChunkRows)
+	rows, err := r.sql.Query(ctx, q, args...)
+	if err != nil {
+		return fmt.Errorf("snapshot of %s: %w", t.Qualified(), err)
+	}
+	defer rows.Close()
+	lsn, ts := row.StringValue(r.snapLSN.String()), r.snapTime.UnixNano()
+	n := 0
+	text := make([]*string, len(t.Columns))
+	scan := make([]any, len(t.Columns))
+	for i := range text {
+		scan[i] = &text[i]
+	}
+	var last []string
+	for rows.Next() {
+		if err := rows.Scan(scan...); err != nil {
+			return fmt.Errorf("snapshot of %s: %w", t.Qualified(), err)
+		}
+		rec, err := r.record(ti, func(i int) (*string, bool) { return text[i], true }, "insert", lsn, ts)
+		if err != nil {
+			return unrecoverable(fmt.Errorf("snapshot of %s at LSN %v: %w", t.Qualified(), r.snapLSN, err))
+		}
+		if err := r.add(rec, ts); err != nil {
+			return err
+		}
+		n++
+		last = last[:0]
+		for _, k := range t.Key {
+			last = append(last, *text[k])
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("snapshot of %s: %w", t.Qualified(), err)
+	}
+	if err := r.flush(); err != nil {
+		return err
+	}
+	// The chunk's rows extend the last segment of this snapshot, or start
+	// one; a short chunk ends the table.
+	var upto []string
+	var decoded []row.Value
+	if n == r.cfg.ChunkRows {
+		upto = append([]string(nil), last...)
+		if decoded, err = t.keyOf(upto); err != nil {
+			return fmt.Errorf("snapshot of %s: %w", t.Qualified(), err)
+		}
+	}
+	if len(segs) > 0 && segs[len(segs)-1].LSN == r.snapLSN {
+		segs[len(segs)-1].Upto, segs[len(segs)-1].upto = upto, decoded
+	} else {
+		segs = append(segs, &segment{Upto: upto, LSN: r.snapLSN, upto: decoded})
+	}
+	r.pos.Tables[t.Qualified()] = segs
+	if upto == nil {
+		r.log.Info("postgres_cdc: table snapshot complete", "table", t.Qualified())
+	}
+	return nil
+}
+
+// chunkQuery selects up to n rows of t after the key after (nil: from the
+// start) in key order, every column in text form. Text keys are compared
+// under the C collation, the byte order compareKey uses.
+func chunkQuery(t *Table, after []string, n int) (string, []any) {
+	cols := make([]string, len(t.Columns))
+	for i, c := range t.Columns {
+		cols[i] = "src." + pgx.Identifier{c.Name}.Sanitize() + "::text"
+	}
+	var keys, params []string
+	var args []any
+	for i, k := range t.Key {
+		c := t.Columns[k]
+		collate := ""
+		if c.OID == oidText || c.OID == oidVarchar {
+			collate = ` COLLATE "C"`
+		}
+		// Qualified: an unqualified name in ORDER BY would be the output
+		// column, the text form.
+		keys = append(keys, "src."+pgx.Identifier{c.Name}.Sanitize()+collate)
+		if after != nil {
+			params = append(params, fmt.Sprintf("$%d::%s%s", i+1, c.Type, collate))
+			args = append(args, after[i])
+		}
+	}
+	q := "SELECT " + strings.Join(cols, ", ") + " FROM " + t.quoted() + " AS src"
+	if after != nil {
+		q += " WHERE (" + strings.Join(keys, ", ") + ") > (" + strings.Join(params, ", ") + ")"
+	}
+	q += " ORDER BY " + strings.Join(keys, ", ") + fmt.Sprintf(" LIMIT %d", n)
+	return q, args
+}
+
+// record makes the record of table ti's row whose column i has text value
+// value(i) (nil: NULL; ok false: not sent, an unchanged TOAST value).
+func (r *reader) record(ti int, value func(i int) (*string, bool), op string, lsn row.Value, ts int64) (row.Row, error) {
+	t := r.src.tables[ti]
+	rec := make(row.Row, len(r.src.schema.Fields))
+	for i, c := range t.Columns {
+		s, ok := value(i)
+		if !ok {
+			return nil, fmt.Errorf("column %s: %w: set REPLICA IDENTITY FULL on the table so that updates carry every value", c.Name, errUnsent)
+		}
+		if s == nil {
+			continue
+		}
+		v, err := decodeText(c.Kind(), c.OID, *s)
+		if err != nil {
+			return nil, fmt.Errorf("column %s (%s): %w", c.Name, c.Type, err)
+		}
+		rec[r.src.fields[ti][i]] = v
+	}
+	n := len(rec)
+	rec[n-4], rec[n-3], rec[n-2], rec[n-1] = row.StringValue(op), row.StringValue(t.Qualified()), lsn, row.TimeValue(ts)
+	return rec, nil
+}
+
+// add buffers a record, emitting a full batch.
+func (r *reader) add(rec row.Row, ts int64) error {
+	r.batch = append(r.batch, runtime.Record[row.Row]{Value: rec, Time: ts})
+	r.wm.Observe(0, ts)
+	if r.pos.MaxTime == nil || ts > *r.pos.MaxTime {
+		r.pos.MaxTime = &ts
+	}
+	if len(r.batch) >= 1024 {
+		return r.flush()
+	}
+	return nil
+}
+
+func (r *reader) flush() error {
+	if len(r.batch) == 0 {
+		return nil
+	}
+	b := r.batch
+	r.batch = nil
+	return r.out.Emit(b)
+}
+
+// startStreaming ends the snapshot and starts replication from the slot.
+func (r *reader) startStreaming() error {
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	if r.snapOpen {
+		if _, err := r.sql.Exec(ctx, "COMMIT"); err != nil {
+			return fmt.Errorf("ending the snapshot: %w", err)
+		}
+		r.snapOpen = false
+	}
+	repl, err := connect(ctx, r.cfg.DSN, true)
+	if err != nil {
+		return fmt.Errorf("replication connection: %w", err)
+	}
+	args := []string{"proto_version '1'", "publication_names '" + strings.ReplaceAll(r.cfg.Publication, "'", "''") + "'"}
+	if err := pglogrepl.StartReplication(ctx, repl, r.cfg.Slot, r.pos.End, pglogrepl.StartReplicationOptions{PluginArgs: args}); err != nil {
+		repl.Close(context.Background())
+		if strings.Contains(err.Error(), "can no longer get changes") || strings.Contains(err.Error(), "invalidated") {
+			return unrecoverable(fmt.Errorf("%w: slot %s: %w", ErrSlotLost, r.cfg.Slot, err))
+		}
+		return fmt.Errorf("starting replication from slot %s at %v: %w", r.cfg.Slot, r.pos.End, err)
+	}
+	r.repl, r.streaming = repl, true
+	r.received = r.pos.End
+	r.nextStatus = time.Now().Add(r.cfg.StatusInterval)
+	r.log.Info("postgres_cdc: streaming", "slot", r.cfg.Slot, "from", r.pos.End.String())
+	return nil
+}
+
+// tx is the transaction being received.
+type tx struct {
+	open   bool
+	skip   bool
+	final  pglogrepl.LSN
+	lsn    row.Value
+	commit int64
+}
+
+// idleWait is how long a read waits for the server when nothing arrives.
+const idleWait = 100 * time.Millisecond
+
+// stream receives messages until a batch of whole transactions is emitted,
+// or nothing arrives for a while outside a transaction.
+func (r *reader) stream() (time.Duration, error) {
+	var t tx
+	began := time.Now()
+	rows := 0
+	askedEnd := false
+	for {
+		if !t.open && (rows >= 4096 || time.Since(began) > 50*time.Millisecond) {
+			return 0, nil
+		}
+		if time.Now().After(r.nextStatus) {
+			if err := r.status(false); err != nil {
+				return 0, err
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), idleWait)
+		msg, err := r.repl.ReceiveMessage(ctx)
+		cancel()
+		if err != nil {
+			if pgconn.Timeout(err) {
+				if t.open {
+					continue
+				}
+				// Caught up: ask where the server is, to see the end of
+				// stop_at latest and advance End past others' WAL.
+				if !askedEnd {
+					askedEnd = true
+					if err := r.status(true); err != nil {
+						return 0, err
+					}
+					continue
+				}
+				return idleWait, nil
+			}
+			return 0, fmt.Errorf("receiving from slot %s: %w", r.cfg.Slot, err)
+		}
+		switch m := msg.(type) {
+		case *pgproto3.CopyData:
+			if len(m.Data) == 0 {
+				continue
+			}
+			switch m.Data[0] {
+			case pglogrepl.PrimaryKeepaliveMessageByteID:
+				ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(m.Data[1:])
+				if err != nil {
+					return 0, fmt.Errorf("keepalive: %w", err)
+				}
+				if !t.open {
+					r.caughtUp(ka.ServerWALEnd)
+					if r.exhausted {
+						return 0, nil
+					}
+				}
+				if ka.ReplyRequested {
+					if err := r.status(false); err != nil {
+						return 0, err
+					}
+				}
+			case pglogrepl.XLogDataByteID:
+				x, err := pglogrepl.ParseXLogData(m.Data[1:])
+				if err != nil {
+					return 0, fmt.Errorf("XLogData: %w", err)
+				}
+				n, err := r.message(&t, x)
+				if err != nil {
+					return 0, err
+				}
+				rows += n
+			}
+		case *pgproto3.ErrorResponse:
+			err := pgconn.ErrorResponseToPgError(m)
+			if strings.Contains(err.Error(), "can no longer get changes") || strings.Contains(err.Error(), "invalidated") {
+				return 0, unrecoverable(fmt.Errorf("%w: slot %s: %w", ErrSlotLost, r.cfg.Slot, err))
+			}
+			return 0, fmt.Errorf("slot %s: %w", r.cfg.Slot, err)
+		default:
+			return 0, fmt.Errorf("slot %s: unexpected message %T", r.cfg.Slot, msg)
+		}
+	}
+}
+
+// caughtUp notes that the server sent everything before end, and no
+// transaction is open: a later transaction commits after end, so End may
+// move there and the slot be confirmed to it with a checkpoint.
+func (r *reader) caughtUp(end pglogrepl.LSN) {
+	if end > r.received {
+		r.received = end
+	}
+	if end > r.pos.End {
+		r.pos.End = end
+	}
+	if r.pos.Stop != 0 && end >= r.pos.Stop {
+		r.exhausted = true
+	}
+}
+
+// message handles one logical replication message; n is the rows emitted.
+func (r *reader) message(t *tx, x pglogrepl.XLogData) (int, error) {
+	msg, err := pglogrepl.Parse(x.WALData)
+	if err != nil {
+		return 0, fmt.Errorf("slot %s at %v: parsing a message: %w", r.cfg.Slot, x.WALStart, err)
+	}
+	switch m := msg.(type) {
+	case *pglogrepl.RelationMessage:
+		return 0, r.relation(m)
+	case *pglogrepl.BeginMessage:
+		*t = tx{open: true, final: m.FinalLSN, skip: m.FinalLSN <= r.pos.Last && r.pos.Last != 0,
+			lsn: row.StringValue(m.FinalLSN.String()), commit: m.CommitTime.UnixNano()}
+		return 0, nil
+	case *pglogrepl.CommitMessage:
+		if !t.open {
+			return 0, fmt.Errorf("slot %s: a commit at %v without its begin", r.cfg.Slot, m.CommitLSN)
+		}
+		t.open = false
+		if err := r.flush(); err != nil {
+			return 0, err
+		}
+		if !t.skip {
+			r.pos.Last = m.CommitLSN
+			if m.TransactionEndLSN > r.pos.End {
+				r.pos.End = m.TransactionEndLSN
+			}
+		}
+		if m.TransactionEndLSN > r.received {
+			r.received = m.TransactionEndLSN
+		}
+		if r.pos.Stop != 0 && m.TransactionEndLSN >= r.pos.Stop {
+			r.exhausted = true
+		}
+		return 0, nil
+	case *pglogrepl.InsertMessage:
+		return r.change(t, m.RelationID, nil, m.Tuple, "insert")
+	case *pglogrepl.UpdateMessage:
+		return r.change(t, m.RelationID, m.OldTuple, m.NewTuple, "update")
+	case *pglogrepl.DeleteMessage:
+		return r.change(t, m.RelationID, m.OldTuple, nil, "delete")
+	case *pglogrepl.TruncateMessage:
+		if t.skip {
+			return 0, nil
+		}
+		for _, id := range m.RelationIDs {
+			if rel := r.byRel[id]; rel != nil {
+				return 0, unrecoverable(fmt.Errorf("slot %s: table %s was truncated in the transaction committing at %v: a truncate is not a change of rows a sink can apply; the target must be truncated by hand and the pipeline started without its checkpoints", r.cfg.Slot, rel.table.Qualified(), t.final))
+			}
+		}
+		return 0, nil
+	}
+	return 0, nil // type, origin and logical decoding messages carry no rows
+}
+
+// relation records how a table's columns arrive, and stops on a change the
+// records cannot follow.
+func (r *reader) relation(m *pglogrepl.RelationMessage) error {
+	name := m.Namespace + "." + m.RelationName
+	ti, ok := r.byTable[name]
+	if !ok {
+		delete(r.byRel, m.RelationID)
+		return nil
+	}
+	t := r.src.tables[ti]
+	rel := &relation{table: t, index: ti}
+	if err := compatible(t, m.Columns, func(j int) string { return m.Columns[j].Name }, func(j int) uint32 { return m.Columns[j].DataType }, &rel.column); err != nil {
+		return err
+	}
+	for j, c := range rel.column {
+		if c < 0 {
+			r.log.Warn("postgres_cdc: a column was added to a captured table; its values are read once the pipeline is planned again (restarted)", "table", name, "column", m.Columns[j].Name)
+		}
+	}
+	r.byRel[m.RelationID] = rel
+	return nil
+}
+
+// change emits a row change of a transaction: an insert (new), a delete
+// (old), or an update (new, and old when the key changed or the replica
+// identity is full). An update that changes the key is a delete of the
+// old key and an insert of the new one, so that a sink applying changes by
+// key removes the old row. Each part is emitted only when the snapshot
+// that read its key is older than the transaction.
+func (r *reader) change(t *tx, relID uint32, old, new *pglogrepl.TupleData, op string) (int, error) {
+	if !t.open {
+		return 0, fmt.Errorf("slot %s: a change outside a transaction", r.cfg.Slot)
+	}
+	if t.skip {
+		return 0, nil
+	}
+	rel, ok := r.byRel[relID]
+	if !ok {
+		return 0, nil // not a captured table
+	}
+	tb := rel.table
+	segs := r.pos.Tables[tb.Qualified()]
+	decode := func(d *pglogrepl.TupleData, what string) (row.Row, []row.Value, error) {
+		planned := make([]*pglogrepl.TupleDataColumn, len(tb.Columns))
+		for j, c := range d.Columns {
+			if j < len(rel.column) && rel.column[j] >= 0 {
+				planned[rel.column[j]] = c
+			}
+		}
+		value := func(i int) (*string, bool) {
+			c := planned[i]
+			switch {
+			case c == nil || c.DataType == pglogrepl.TupleDataTypeNull:
+				return nil, true
+			case c.DataType == pglogrepl.TupleDataTypeToast:
+				return nil, false
+			}
+			s := string(c.Data)
+			return &s, true
+		}
+		rec, err := r.record(rel.index, value, op, t.lsn, t.commit)
+		if err != nil {
+			return nil, nil, unrecoverable(fmt.Errorf("table %s, %s row of the transaction committing at %v: %w", tb.Qualified(), what, t.final, err))
+		}
+		key := make([]row.Value, len(tb.Key))
+		for i, k := range tb.Key {
+			key[i] = rec[r.src.fields[rel.index][k]]
+		}
+		return rec, key, nil
+	}
+	emit := func(rec row.Row, key []row.Value, op string) error {
+		at, ok := snapshotLSN(segs, key)
+		if !ok {
+			return fmt.Errorf("table %s: a change to a key no snapshot has read (the position is inconsistent)", tb.Qualified())
+		}
+		if t.final < at {
+			return nil // the snapshot that read the key holds this change
+		}
+		rec[len(rec)-4] = row.StringValue(op)
+		return r.add(rec, t.commit)
+	}
+	n := 0
+	var oldRec, newRec row.Row
+	var oldKey, newKey []row.Value
+	var err error
+	if old != nil {
+		// A key-only old tuple has NULL in the other columns: a delete
+		// needs only the key.
+		if oldRec, oldKey, err = r.decodeOld(decode, old); err != nil {
+			return 0, err
+		}
+	}
+	if new != nil {
+		if newRec, newKey, err = decode(new, "new"); err != nil {
+			// An update whose unchanged TOASTed value the old row holds.
+			if oldRec == nil || !errors.Is(err, errUnsent) {
+				return 0, err
+			}
+			if newRec, newKey, err = r.fillToast(decode, new, old); err != nil {
+				return 0, err
+			}
+		}
+	}
+	switch {
+	case op == "insert":
+		err = emit(newRec, newKey, "insert")
+		n++
+	case op == "delete":
+		err = emit(oldRec, oldKey, "delete")
+		n++
+	case oldKey != nil && compareKeys(oldKey, newKey) != 0:
+		if err = emit(oldRec, oldKey, "delete"); err == nil {
+			err = emit(newRec, newKey, "insert")
+		}
+		n += 2
+	default:
+		err = emit(newRec, newKey, "update")
+		n++
+	}
+	return n, err
+}
+
+// decodeOld decodes an old tuple, whose columns outside the key may be
+// unsent.
+func (r *reader) decodeOld(decode func(*pglogrepl.TupleData, string) (row.Row, []row.Value, error), old *pglogrepl.TupleData) (row.Row, []row.Value, error) {
+	cp := &pglogrepl.TupleData{ColumnNum: old.ColumnNum, Columns: make([]*pglogrepl.TupleDataColumn, len(old.Columns))}
+	for i, c := range old.Columns {
+		if c.DataType == pglogrepl.TupleDataTypeToast {
+			c = &pglogrepl.TupleDataColumn{DataType: pglogrepl.TupleDataTypeNull}
+		}
+		cp.Columns[i] = c
+	}
+	return decode(cp, "old")
+}
+
+// fillToast takes the new tuple's unsent values from a full old tuple.
+func (r *reader) fillToast(decode func(*pglogrepl.TupleData, string) (row.Row, []row.Value, error), new, old *pglogrepl.TupleData) (row.Row, []row.Value, error) {
+	cp := &pglogrepl.TupleData{ColumnNum: new.ColumnNum, Columns: make([]*pglogrepl.TupleDataColumn, len(new.Columns))}
+	for i, c := range new.Columns {
+		if c.DataType == pglogrepl.TupleDataTypeToast && i < len(old.Columns) && old.Columns[i].DataType == pglogrepl.TupleDataTypeText {
+			c = old.Columns[i]
+		}
+		cp.Columns[i] = c
+	}
+	return decode(cp, "new")
+}
+
+// status reports the confirmed position to the server; reply asks for a
+// keepalive back (with the server's sent position).
+func (r *reader) status(reply bool) error {
+	r.nextStatus = time.Now().Add(r.cfg.StatusInterval)
+	err := pglogrepl.SendStandbyStatusUpdate(context.Background(), r.repl, pglogrepl.StandbyStatusUpdate{
+		WALWritePosition: r.confirmed, WALFlushPosition: r.confirmed, WALApplyPosition: r.confirmed, ReplyRequested: reply})
+	if err != nil {
+		return fmt.Errorf("status update to slot %s: %w", r.cfg.Slot, err)
+	}
+	return nil
+}
+
+// Position is the position after the last whole transaction emitted.
+func (r *reader) Position() ([]byte, error) { return r.PositionAt(0) }
+
+// PositionAt notes the End of checkpoint id's position, to confirm the slot
+// to it once the checkpoint is complete.
+func (r *reader) PositionAt(id int64) ([]byte, error) {
+	r.pos.prune()
+	if id > 0 {
+		r.ends[id] = r.pos.End
+	}
+	b, err := r.pos.encode()
+	if err != nil {
+		return nil, r.fail(err)
+	}
+	return b, nil
+}
+
+// NotifyComplete confirms the slot to checkpoint id's position: the server
+// may then drop the WAL before it, which no recovery needs any more.
+func (r *reader) NotifyComplete(id int64) error {
+	end, ok := r.ends[id]
+	for k := range r.ends {
+		if k <= id {
+			delete(r.ends, k)
+		}
+	}
+	if !ok || end <= r.confirmed {
+		return nil
+	}
+	if err := failpoint.Inject("source/postgres_cdc/confirm"); err != nil {
+		return r.fail(err)
+	}
+	r.confirmed = end
+	if r.repl == nil {
+		return nil // confirmed with the first status update once streaming
+	}
+	if err := r.status(false); err != nil {
+		return r.fail(err)
+	}
+	return nil
+}
+
+func (r *reader) Close() error {
+	var errs []error
+	if r.repl != nil {
+		errs = append(errs, r.repl.Close(context.Background()))
+		r.repl = nil
+	}
+	if r.sql != nil {
+		errs = append(errs, r.sql.Close(context.Background()))
+		r.sql = nil
+	}
+	return errors.Join(errs...)
+}
