@@ -31,8 +31,11 @@ type position struct {
 	V      int                   `json:"v"`
 	Slot   string                `json:"slot"`
 	Tables map[string][]*segment `json:"tables"`
-	Last   pglogrepl.LSN         `json:"last"`
-	End    pglogrepl.LSN         `json:"end"`
+	// OIDs are the tables' OIDs when read: a table dropped and created
+	// again under its name is another table, whose rows no snapshot read.
+	OIDs map[string]uint32 `json:"oids"`
+	Last pglogrepl.LSN     `json:"last"`
+	End  pglogrepl.LSN     `json:"end"`
 	// Stop is the end of stop_at: latest (0: none).
 	Stop pglogrepl.LSN `json:"stop,omitempty"`
 	// MaxTime is the greatest event time emitted (it restores the

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -63,9 +64,9 @@ type reader struct {
 	repl *pgconn.PgConn
 
 	pos position
-	// byTable finds a table's index by qualified name; byRel by the
+	// byTable finds a table's index by OID; byRel by the
 	// relation ID the stream announced (relations).
-	byTable map[string]int
+	byTable map[uint32]int
 	byRel   map[uint32]*relation
 
 	// The snapshot in progress: the table index, its LSN and time.
@@ -108,9 +109,9 @@ func (r *reader) Open(ctx *runtime.Context, out runtime.Emitter[row.Row]) error 
 	if ctx.Parallelism > 1 {
 		return r.fail(fmt.Errorf("parallelism %d: %w: a replication slot is read by one subtask", ctx.Parallelism, runtime.ErrIncompatible))
 	}
-	r.byTable = map[string]int{}
+	r.byTable = map[uint32]int{}
 	for i, t := range r.src.tables {
-		r.byTable[t.Qualified()] = i
+		r.byTable[t.OID] = i
 	}
 	r.byRel = map[uint32]*relation{}
 	r.ends = map[int64]pglogrepl.LSN{}
@@ -150,21 +151,21 @@ func (r *reader) Open(ctx *runtime.Context, out runtime.Emitter[row.Row]) error 
 	}
 	// Tables no longer captured leave the position; new ones get a
 	// snapshot of their own.
-	tables := map[string][]*segment{}
+	tables, oids := map[string][]*segment{}, map[string]uint32{}
 	for _, t := range r.src.tables {
-		tables[t.Qualified()] = r.pos.Tables[t.Qualified()]
+		name := t.Qualified()
+		if was, ok := r.pos.OIDs[name]; ok && was != t.OID && len(r.pos.Tables[name]) > 0 {
+			return r.fail(unrecoverable(fmt.Errorf("table %s was dropped and created again since the checkpoint (OID %d, now %d): its rows are not the ones the checkpoint read%s", name, was, t.OID, rebuild)))
+		}
+		tables[name], oids[name] = r.pos.Tables[name], t.OID
 	}
-	r.pos.Tables = tables
+	r.pos.Tables, r.pos.OIDs = tables, oids
 	// stop_at latest ends at the server's position at the job's first
 	// start, kept across restarts.
 	if !r.cfg.StopAtLatest {
 		r.pos.Stop = 0
 	} else if r.pos.Stop == 0 {
-		var s string
-		if err := r.sql.QueryRow(c, "SELECT pg_current_wal_flush_lsn()::text").Scan(&s); err != nil {
-			return r.fail(fmt.Errorf("reading the server's WAL position: %w", err))
-		}
-		if r.pos.Stop, err = pglogrepl.ParseLSN(s); err != nil {
+		if r.pos.Stop, err = r.stopPosition(c); err != nil {
 			return r.fail(err)
 		}
 	}
@@ -174,6 +175,40 @@ func (r *reader) Open(ctx *runtime.Context, out runtime.Emitter[row.Row]) error 
 
 func (r *reader) fail(err error) error { return r.src.fail(err) }
 
+// stopPosition is where stop_at latest ends: a WAL record written now,
+// after the commit of every transaction visible now, even one committed
+// asynchronously and not yet flushed. A transactional logical decoding
+// message's commit is flushed, and the stream passes the message once it
+// has sent everything before it. Without the right to write one (superuser,
+// or EXECUTE granted), the insert position is used.
+func (r *reader) stopPosition(ctx context.Context) (pglogrepl.LSN, error) {
+	var s string
+	err := r.sql.QueryRow(ctx, "SELECT pg_logical_emit_message(true, 'ingest', 'stop_at latest')::text").Scan(&s)
+	if err != nil {
+		r.log.Info("postgres_cdc: cannot write a WAL message for stop_at latest; ending at the insert position", "err", err)
+		if err := r.sql.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&s); err != nil {
+			return 0, fmt.Errorf("reading the server's WAL position: %w", err)
+		}
+	}
+	return pglogrepl.ParseLSN(s)
+}
+
+// stopAt is where the stream ends under stop_at latest (0: never): past
+// Stop, and past every snapshot's point, so that every change of a key a
+// later snapshot read before Stop... is either in it or emitted.
+func (r *reader) stopAt() pglogrepl.LSN {
+	if r.pos.Stop == 0 {
+		return 0
+	}
+	at := r.pos.Stop
+	for _, segs := range r.pos.Tables {
+		for _, s := range segs {
+			at = max(at, s.LSN)
+		}
+	}
+	return at
+}
+
 // checkTables compares the tables' columns now with the plan's.
 func (r *reader) checkTables(ctx context.Context) error {
 	now, err := describe(ctx, r.sql, tableNames(r.src.tables), nil)
@@ -181,8 +216,33 @@ func (r *reader) checkTables(ctx context.Context) error {
 		return err
 	}
 	for i, t := range now {
-		if err := compatible(r.src.tables[i], t.Columns, func(j int) string { return t.Columns[j].Name }, func(j int) uint32 { return t.Columns[j].OID }, nil); err != nil {
+		planned := r.src.tables[i]
+		if t.OID != planned.OID {
+			return unrecoverable(fmt.Errorf("table %s was dropped and created again since the pipeline was loaded: load it again", t.Qualified()))
+		}
+		var column []int
+		if err := compatible(planned, t.Columns, func(j int) string { return t.Columns[j].Name }, func(j int) uint32 { return t.Columns[j].OID }, &column); err != nil {
 			return err
+		}
+		if err := added(planned, column, func(j int) string { return t.Columns[j].Name }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ErrColumnAdded marks a column added to a captured table after the
+// pipeline was loaded: the records have no field for it. Loading the
+// pipeline again (restarting it) reads it, from the transaction that
+// stopped the job on: nothing is lost.
+var ErrColumnAdded = errors.New("column added")
+
+// added stops on a column the plan does not have (column[j] < 0): its
+// values would be missing from the records.
+func added(t *Table, column []int, name func(int) string) error {
+	for j, c := range column {
+		if c < 0 {
+			return unrecoverable(fmt.Errorf("table %s: %w: %s; start the pipeline again (ingest run) to read it: the changes from this point on are read again with it, and a target table needs the column too", t.Qualified(), ErrColumnAdded, name(j)))
 		}
 	}
 	return nil
@@ -233,8 +293,8 @@ func compatible[C any](t *Table, cols []C, name func(int) string, oid func(int) 
 // leaves out would be missing from the output with nothing to tell.
 func (r *reader) ensurePublication(ctx context.Context) error {
 	pub := r.cfg.Publication
-	var ins, upd, del, trunc bool
-	err := r.sql.QueryRow(ctx, "SELECT pubinsert, pubupdate, pubdelete, pubtruncate FROM pg_publication WHERE pubname = $1", pub).Scan(&ins, &upd, &del, &trunc)
+	var exists bool
+	err := r.sql.QueryRow(ctx, "SELECT true FROM pg_publication WHERE pubname = $1", pub).Scan(&exists)
 	if errors.Is(err, pgx.ErrNoRows) {
 		quoted := make([]string, len(r.src.tables))
 		for i, t := range r.src.tables {
@@ -245,7 +305,20 @@ func (r *reader) ensurePublication(ctx context.Context) error {
 			return fmt.Errorf("creating publication %s: %w", pub, err)
 		}
 		r.log.Info("postgres_cdc: created publication", "publication", pub, "tables", tableNames(r.src.tables))
-		return nil
+	} else if err != nil {
+		return fmt.Errorf("reading publication %s: %w", pub, err)
+	}
+	return r.checkPublication(ctx)
+}
+
+// checkPublication checks that the publication publishes every kind of
+// change of every captured table, whole.
+func (r *reader) checkPublication(ctx context.Context) error {
+	pub := r.cfg.Publication
+	var ins, upd, del, trunc bool
+	err := r.sql.QueryRow(ctx, "SELECT pubinsert, pubupdate, pubdelete, pubtruncate FROM pg_publication WHERE pubname = $1", pub).Scan(&ins, &upd, &del, &trunc)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return unrecoverable(fmt.Errorf("publication %s was dropped while the pipeline read it: changes since may be missing%s", pub, rebuild))
 	}
 	if err != nil {
 		return fmt.Errorf("reading publication %s: %w", pub, err)
@@ -253,17 +326,48 @@ func (r *reader) ensurePublication(ctx context.Context) error {
 	if !ins || !upd || !del || !trunc {
 		return unrecoverable(fmt.Errorf("publication %s does not publish every kind of change (insert %v, update %v, delete %v, truncate %v): the ones left out would be missing from the output; ALTER PUBLICATION %s SET (publish = 'insert, update, delete, truncate')", pub, ins, upd, del, trunc, pub))
 	}
-	rows, err := r.sql.Query(ctx, "SELECT schemaname || '.' || tablename FROM pg_publication_tables WHERE pubname = $1", pub)
+	return r.checkPublished(ctx)
+}
+
+// checkPublished checks that the publication publishes every captured
+// table whole: every row (no row filter) and every column (PostgreSQL 15's
+// row filters and column lists).
+func (r *reader) checkPublished(ctx context.Context) error {
+	pub := r.cfg.Publication
+	q := "SELECT schemaname || '.' || tablename, true, NULL::text[] FROM pg_publication_tables WHERE pubname = $1"
+	if major, _, _ := strings.Cut(r.sql.PgConn().ParameterStatus("server_version"), "."); len(major) > 1 && major >= "15" {
+		q = "SELECT schemaname || '.' || tablename, rowfilter IS NULL, attnames::text[] FROM pg_publication_tables WHERE pubname = $1"
+	}
+	rows, err := r.sql.Query(ctx, q, pub)
 	if err != nil {
 		return fmt.Errorf("reading the tables of publication %s: %w", pub, err)
 	}
-	published, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	type published struct {
+		all     bool
+		columns []string
+	}
+	tables := map[string]published{}
+	var name string
+	var p published
+	_, err = pgx.ForEachRow(rows, []any{&name, &p.all, &p.columns}, func() error {
+		tables[name] = p
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("reading the tables of publication %s: %w", pub, err)
 	}
 	for _, t := range r.src.tables {
-		if !contains(published, t.Qualified()) {
+		p, ok := tables[t.Qualified()]
+		if !ok {
 			return unrecoverable(fmt.Errorf("publication %s does not publish %s, so its changes would never arrive: ALTER PUBLICATION %s ADD TABLE %s", pub, t.Qualified(), pub, t.quoted()))
+		}
+		if !p.all {
+			return unrecoverable(fmt.Errorf("publication %s publishes only the rows of %s its row filter (WHERE) keeps: the others' changes would never arrive; publish the table without a filter", pub, t.Qualified()))
+		}
+		for _, c := range t.Columns {
+			if p.columns != nil && !contains(p.columns, c.Name) {
+				return unrecoverable(fmt.Errorf("publication %s leaves column %s of %s out (a column list): its values would never arrive; publish the table without a column list", pub, c.Name, t.Qualified()))
+			}
 		}
 	}
 	return nil
@@ -280,7 +384,7 @@ func (r *reader) ensureSlot(ctx context.Context, restored *position) error {
 		FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&plugin, &kind, &db, &walStatus, &confirmed)
 	if errors.Is(err, pgx.ErrNoRows) {
 		if restored != nil && restored.started() {
-			return unrecoverable(fmt.Errorf("%w: slot %s does not exist (dropped?), so the changes after the checkpoint are gone; start the pipeline without its checkpoints to take a new snapshot", ErrSlotLost, slot))
+			return unrecoverable(fmt.Errorf("%w: slot %s does not exist (dropped?), so the changes after the checkpoint are gone%s", ErrSlotLost, slot, rebuild))
 		}
 		repl, err := connect(ctx, r.cfg.DSN, true)
 		if err != nil {
@@ -307,23 +411,55 @@ func (r *reader) ensureSlot(ctx context.Context, restored *position) error {
 	case db == nil || *db != dbname:
 		return unrecoverable(fmt.Errorf("slot %s belongs to another database than %s", slot, dbname))
 	case walStatus == "lost":
-		return unrecoverable(fmt.Errorf("%w: slot %s was invalidated by the server (wal_status lost: max_slot_wal_keep_size let the WAL it needed go); start the pipeline without its checkpoints to take a new snapshot", ErrSlotLost, slot))
+		return unrecoverable(fmt.Errorf("%w: slot %s was invalidated by the server (wal_status lost: max_slot_wal_keep_size let the WAL it needed go)%s", ErrSlotLost, slot, rebuild))
 	}
 	if restored != nil && restored.started() && confirmed != "" {
 		c, err := pglogrepl.ParseLSN(confirmed)
 		if err != nil {
 			return err
 		}
-		if c > restored.End {
-			return unrecoverable(fmt.Errorf("%w: slot %s is confirmed to %v, past the restored checkpoint's %v: the changes between them are gone (the checkpoint is older than the last one this slot served, or another consumer used the slot)", ErrSlotLost, slot, c, restored.End))
+		if need := restored.need(); c > need {
+			return unrecoverable(fmt.Errorf("%w: slot %s is confirmed to %v, past the restored checkpoint's %v: the changes between them are gone (the checkpoint is older than the last one this slot served, or another consumer used or advanced the slot)%s", ErrSlotLost, slot, c, need, rebuild))
 		}
 	}
 	return nil
 }
 
-// started says whether the position has streamed from the slot: before
-// that, only snapshots were taken, and a new slot loses nothing.
-func (p *position) started() bool { return p.End != 0 }
+// rebuild is the way out of a lost slot (13): a new snapshot inserts every
+// row, but deletes nothing the target kept of rows deleted meanwhile.
+const rebuild = "; to start over, empty the targets (truncate the replica tables, clear the changelog) and start the pipeline without its checkpoints, which takes a new snapshot"
+
+// started says whether the position depends on the slot: a snapshot read
+// under it, or a stream from it. Only a position that does not may take a
+// new slot.
+func (p *position) started() bool {
+	if p.End != 0 {
+		return true
+	}
+	for _, segs := range p.Tables {
+		if len(segs) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// need is the oldest WAL position the slot must still hold for the
+// position: its End once it streamed, else the oldest snapshot's point.
+func (p *position) need() pglogrepl.LSN {
+	if p.End != 0 {
+		return p.End
+	}
+	need := pglogrepl.LSN(0)
+	for _, segs := range p.Tables {
+		for _, s := range segs {
+			if need == 0 || s.LSN < need {
+				need = s.LSN
+			}
+		}
+	}
+	return need
+}
 
 // Read reads a snapshot chunk, or streams whole transactions.
 func (r *reader) Read() (runtime.ReadResult, error) {
@@ -500,7 +636,7 @@ func chunkQuery(t *Table, after []string, n int) (string, []any) {
 			args = append(args, after[i])
 		}
 	}
-	q := "SELECT " + strings.Join(cols, ", ") + " FROM " + t.quoted() + " AS src"
+	q := "SELECT " + strings.Join(cols, ", ") + " FROM ONLY " + t.quoted() + " AS src"
 	if after != nil {
 		q += " WHERE (" + strings.Join(keys, ", ") + ") > (" + strings.Join(params, ", ") + ")"
 	}
@@ -687,7 +823,7 @@ func (r *reader) caughtUp(end pglogrepl.LSN) {
 	if end > r.pos.End {
 		r.pos.End = end
 	}
-	if r.pos.Stop != 0 && end >= r.pos.Stop {
+	if stop := r.stopAt(); stop != 0 && end >= stop {
 		r.exhausted = true
 	}
 }
@@ -722,7 +858,7 @@ func (r *reader) message(t *tx, x pglogrepl.XLogData) (int, error) {
 		if m.TransactionEndLSN > r.received {
 			r.received = m.TransactionEndLSN
 		}
-		if r.pos.Stop != 0 && m.TransactionEndLSN >= r.pos.Stop {
+		if stop := r.stopAt(); stop != 0 && m.TransactionEndLSN >= stop {
 			r.exhausted = true
 		}
 		return 0, nil
@@ -737,7 +873,7 @@ func (r *reader) message(t *tx, x pglogrepl.XLogData) (int, error) {
 			return 0, nil
 		}
 		for _, id := range m.RelationIDs {
-			if rel := r.byRel[id]; rel != nil {
+			if rel := r.byRel[id]; rel != nil && !beforeSnapshot(r.pos.Tables[rel.table.Qualified()], t.final) {
 				return 0, unrecoverable(fmt.Errorf("slot %s: table %s was truncated in the transaction committing at %v: a truncate is not a change of rows a sink can apply; the target must be truncated by hand and the pipeline started without its checkpoints", r.cfg.Slot, rel.table.Qualified(), t.final))
 			}
 		}
@@ -746,27 +882,70 @@ func (r *reader) message(t *tx, x pglogrepl.XLogData) (int, error) {
 	return 0, nil // type, origin and logical decoding messages carry no rows
 }
 
+// beforeSnapshot says whether a transaction committing at final is in
+// every snapshot of a table's keys (final is before all of them).
+func beforeSnapshot(segs []*segment, final pglogrepl.LSN) bool {
+	if !done(segs) {
+		return false
+	}
+	for _, s := range segs {
+		if final >= s.LSN {
+			return false
+		}
+	}
+	return true
+}
+
 // relation records how a table's columns arrive, and stops on a change the
 // records cannot follow.
 func (r *reader) relation(m *pglogrepl.RelationMessage) error {
 	name := m.Namespace + "." + m.RelationName
-	ti, ok := r.byTable[name]
+	ti, ok := r.byTable[m.RelationID]
 	if !ok {
+		for _, t := range r.src.tables {
+			if t.Qualified() == name {
+				return unrecoverable(fmt.Errorf("table %s in the stream is not the table the pipeline loaded (OID %d, loaded %d): it was dropped and created again%s", name, m.RelationID, t.OID, rebuild))
+			}
+		}
 		delete(r.byRel, m.RelationID)
 		return nil
 	}
 	t := r.src.tables[ti]
+	if name != t.Qualified() {
+		return unrecoverable(fmt.Errorf("table %s was renamed to %s: load the pipeline with its new name", t.Qualified(), name))
+	}
 	rel := &relation{table: t, index: ti}
-	if err := compatible(t, m.Columns, func(j int) string { return m.Columns[j].Name }, func(j int) uint32 { return m.Columns[j].DataType }, &rel.column); err != nil {
+	colName := func(j int) string { return m.Columns[j].Name }
+	if err := compatible(t, m.Columns, colName, func(j int) uint32 { return m.Columns[j].DataType }, &rel.column); err != nil {
 		return err
 	}
-	for j, c := range rel.column {
-		if c < 0 {
-			r.log.Warn("postgres_cdc: a column was added to a captured table; its values are read once the pipeline is planned again (restarted)", "table", name, "column", m.Columns[j].Name)
+	if err := added(t, rel.column, colName); err != nil {
+		return err
+	}
+	switch m.ReplicaIdentity {
+	case 'f':
+	case 'd':
+		// The key the stream sends old values of must be the planned one.
+		var key []int
+		for j, c := range m.Columns {
+			if c.Flags&1 != 0 {
+				key = append(key, rel.column[j])
+			}
 		}
+		if !slices.Equal(sorted(key), sorted(t.Key)) {
+			return unrecoverable(fmt.Errorf("table %s: %w: its primary key changed since the pipeline was loaded", name, ErrIncompatibleSchema))
+		}
+	default:
+		return unrecoverable(fmt.Errorf("table %s: %w: REPLICA IDENTITY is now %q: a delete or key change would not carry the primary key; ALTER TABLE %s REPLICA IDENTITY DEFAULT (or FULL)", name, ErrIncompatibleSchema, m.ReplicaIdentity, t.quoted()))
 	}
 	r.byRel[m.RelationID] = rel
 	return nil
+}
+
+func sorted(s []int) []int {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
 }
 
 // change emits a row change of a transaction: an insert (new), a delete
@@ -936,6 +1115,22 @@ func (r *reader) NotifyComplete(id int64) error {
 	}
 	if err := failpoint.Inject("source/postgres_cdc/confirm"); err != nil {
 		return r.fail(err)
+	}
+	if r.repl != nil {
+		// The publication may have been altered since the start: a change
+		// it stopped publishing must not be confirmed past unseen.
+		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		err := r.checkPublication(ctx)
+		cancel()
+		if errors.Is(err, runtime.ErrUnrecoverable) {
+			// The stream already went past what the publication left out:
+			// the slot decodes each change under the publication as it was
+			// then, so none of it can be read again.
+			return r.fail(fmt.Errorf("%w; it changed while the pipeline read it, and the changes it left out since cannot be read again%s", err, rebuild))
+		}
+		if err != nil {
+			return r.fail(err)
+		}
 	}
 	r.confirmed = end
 	if r.repl == nil {

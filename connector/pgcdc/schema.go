@@ -3,6 +3,7 @@ package pgcdc
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -38,6 +39,12 @@ type Table struct {
 	// Key lists the primary key's columns (indexes into Columns) in key
 	// order.
 	Key []int
+	// OID is the table's OID: the stream names relations by it, and a
+	// table dropped and created again has another.
+	OID uint32
+	// Identity is the table's replica identity: 'd' (the primary key) or
+	// 'f' (full); describe refuses the others.
+	Identity byte
 }
 
 // Qualified is the table's schema-qualified name, unquoted.
@@ -210,7 +217,7 @@ func describe(ctx context.Context, conn *pgx.Conn, tables, schemas []string) ([]
 	}
 	for _, s := range schemas {
 		rows, err := conn.Query(ctx, `SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-			WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND NOT c.relispartition ORDER BY c.relname`, s)
+			WHERE n.nspname = $1 AND c.relkind = 'r' ORDER BY c.relname`, s)
 		if err != nil {
 			return nil, fmt.Errorf("listing the tables of schema %s: %w", s, err)
 		}
@@ -219,7 +226,7 @@ func describe(ctx context.Context, conn *pgx.Conn, tables, schemas []string) ([]
 			return nil, fmt.Errorf("listing the tables of schema %s: %w", s, err)
 		}
 		if len(ns) == 0 {
-			return nil, fmt.Errorf("schema %s has no tables", s)
+			return nil, unrecoverable(fmt.Errorf("schema %s has no tables", s))
 		}
 		for _, n := range ns {
 			names = append(names, [2]string{s, n})
@@ -233,6 +240,26 @@ func describe(ctx context.Context, conn *pgx.Conn, tables, schemas []string) ([]
 		}
 		seen[n] = true
 		t := &Table{Schema: n[0], Name: n[1]}
+		var kind, identity string
+		var children bool
+		err := conn.QueryRow(ctx, `SELECT c.oid, c.relkind::text, c.relreplident::text, EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhparent = c.oid)
+			FROM pg_class c JOIN pg_namespace ns ON ns.oid = c.relnamespace WHERE ns.nspname = $1 AND c.relname = $2`, t.Schema, t.Name).Scan(&t.OID, &kind, &identity, &children)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return nil, unrecoverable(fmt.Errorf("table %s does not exist", t.Qualified()))
+		case err != nil:
+			return nil, fmt.Errorf("reading table %s: %w", t.Qualified(), err)
+		case kind == "p":
+			return nil, unrecoverable(fmt.Errorf("%s is a partitioned table, whose changes the stream names by partition: capture its partitions (each a table of its own, or schemas: [%s])", t.Qualified(), t.Schema))
+		case kind != "r":
+			return nil, unrecoverable(fmt.Errorf("%s is not a table (relkind %s)", t.Qualified(), kind))
+		case children:
+			return nil, unrecoverable(fmt.Errorf("table %s has inheritance children, whose changes the stream names by child: capture the children as tables of their own", t.Qualified()))
+		case identity == "n" || identity == "i":
+			return nil, unrecoverable(fmt.Errorf("table %s has REPLICA IDENTITY %s: a delete or key change would not carry the primary key; ALTER TABLE %s REPLICA IDENTITY DEFAULT (or FULL)",
+				t.Qualified(), map[string]string{"n": "NOTHING", "i": "USING INDEX"}[identity], t.quoted()))
+		}
+		t.Identity = identity[0]
 		rows, err := conn.Query(ctx, `SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.atttypid,
 				coalesce(array_position(i.indkey::int2[], a.attnum) + 1 - array_lower(i.indkey::int2[], 1), 0)
 			FROM pg_attribute a
@@ -258,7 +285,7 @@ func describe(ctx context.Context, conn *pgx.Conn, tables, schemas []string) ([]
 			return nil, fmt.Errorf("reading the columns of %s: %w", t.Qualified(), err)
 		}
 		if len(t.Columns) == 0 {
-			return nil, fmt.Errorf("table %s does not exist (or has no columns)", t.Qualified())
+			return nil, unrecoverable(fmt.Errorf("table %s does not exist (or has no columns)", t.Qualified()))
 		}
 		for k := 1; ; k++ {
 			at := -1
@@ -273,16 +300,16 @@ func describe(ctx context.Context, conn *pgx.Conn, tables, schemas []string) ([]
 			t.Key = append(t.Key, at)
 		}
 		if len(t.Key) == 0 {
-			return nil, fmt.Errorf("table %s has no primary key: a change-data-capture source reads a table in chunks of its primary key and keys its changes by it", t.Qualified())
+			return nil, unrecoverable(fmt.Errorf("table %s has no primary key: a change-data-capture source reads a table in chunks of its primary key and keys its changes by it", t.Qualified()))
 		}
 		for _, k := range t.Key {
 			if c := t.Columns[k]; !chunkableKey(c.OID) {
-				return nil, fmt.Errorf("table %s: primary key column %s is of type %s, which the snapshot cannot read in chunks (key types: smallint, integer, bigint, oid, text, varchar, uuid, date, timestamp, timestamptz)", t.Qualified(), c.Name, c.Type)
+				return nil, unrecoverable(fmt.Errorf("table %s: primary key column %s is of type %s, which the snapshot cannot read in chunks (key types: smallint, integer, bigint, oid, text, varchar, uuid, date, timestamp, timestamptz)", t.Qualified(), c.Name, c.Type))
 			}
 		}
 		for _, c := range t.Columns {
 			if strings.HasPrefix(c.Name, "_") {
-				return nil, fmt.Errorf("table %s: column %s starts with _, which the records keep for their metadata (_op, _table, _lsn, _commit_time)", t.Qualified(), c.Name)
+				return nil, unrecoverable(fmt.Errorf("table %s: column %s starts with _, which the records keep for their metadata (_op, _table, _lsn, _commit_time)", t.Qualified(), c.Name))
 			}
 		}
 		out = append(out, t)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -158,11 +159,17 @@ func (s *Source) plan(tables []*Table) error {
 			idx[i] = j
 		}
 		s.fields = append(s.fields, idx)
+		var names []string
 		for _, k := range t.Key {
-			if n := t.Columns[k].Name; !contains(keys, n) {
-				keys = append(keys, n)
-			}
+			names = append(names, t.Columns[k].Name)
 		}
+		if keys != nil && !slices.Equal(keys, names) {
+			// A uniform key: a column that is a key in one table and not in
+			// another would key the other's changes by a changing value.
+			return fmt.Errorf("table %s's primary key is (%s), %s's is (%s): tables read by one source need the same primary key columns; read them with one source each",
+				t.Qualified(), strings.Join(names, ", "), tables[0].Qualified(), strings.Join(keys, ", "))
+		}
+		keys = names
 	}
 	s.schema.Fields = append(s.schema.Fields,
 		row.Field{Name: OpField, Kind: row.String}, row.Field{Name: TableField, Kind: row.String},
