@@ -30,7 +30,9 @@
 // A change the records cannot express stops the job with
 // runtime.ErrUnrecoverable: a TRUNCATE, a dropped column or one whose type
 // changed to another kind, a value no field can hold (an infinite
-// timestamp, NaN), an update whose unchanged TOASTed value was not sent.
-// A column added after the plan is logged and left out until the pipeline
-// is loaded again.
+// timestamp, NaN), an update whose unchanged TOASTed value was not sent, a
+// table renamed or created again, a publication that stopped publishing
+// some of it. A column added after the plan stops the job too
+// (ErrColumnAdded): loading the pipeline again reads it, resuming before
+// the transaction that added it, with NULL in it for older changes.
 package pgcdc

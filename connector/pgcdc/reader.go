@@ -221,7 +221,7 @@ func (r *reader) checkTables(ctx context.Context) error {
 			return unrecoverable(fmt.Errorf("table %s was dropped and created again since the pipeline was loaded: load it again", t.Qualified()))
 		}
 		var column []int
-		if err := compatible(planned, t.Columns, func(j int) string { return t.Columns[j].Name }, func(j int) uint32 { return t.Columns[j].OID }, &column); err != nil {
+		if err := compatible(planned, t.Columns, func(j int) string { return t.Columns[j].Name }, func(j int) uint32 { return t.Columns[j].OID }, &column, nil); err != nil {
 			return err
 		}
 		if err := added(planned, column, func(j int) string { return t.Columns[j].Name }); err != nil {
@@ -260,13 +260,24 @@ func tableNames(ts []*Table) []string {
 // and type) still hold every planned column with values of the same kind,
 // and returns in column (when not nil) where each current column is in the
 // plan (-1 for one added since).
-func compatible[C any](t *Table, cols []C, name func(int) string, oid func(int) uint32, column *[]int) error {
+//
+// absent, when not nil, may accept a planned column the description lacks.
+func compatible[C any](t *Table, cols []C, name func(int) string, oid func(int) uint32, column *[]int, absent func(Column) (bool, error)) error {
 	at := map[string]int{}
 	for j := range cols {
 		at[name(j)] = j
 	}
 	for _, c := range t.Columns {
 		j, ok := at[c.Name]
+		if !ok && absent != nil {
+			accept, err := absent(c)
+			if err != nil {
+				return err
+			}
+			if accept {
+				continue
+			}
+		}
 		switch {
 		case !ok:
 			return unrecoverable(fmt.Errorf("table %s: %w: column %s was dropped or renamed since the pipeline was planned", t.Qualified(), ErrIncompatibleSchema, c.Name))
@@ -554,7 +565,9 @@ func (r *reader) snapshotChunk(ti int) error {
 		after = segs[len(segs)-1].Upto
 	}
 	q, args := chunkQuery(t, after, r.cfg.ChunkRows)
-	rows, err := r.sql.Query(ctx, q, args...)
+	// Every column in text form, from the types' output functions as
+	// pgoutput sends them (a ::text cast differs: true for t, inet's /32).
+	rows, err := r.sql.Query(ctx, q, append([]any{pgx.QueryResultFormats{pgx.TextFormatCode}}, args...)...)
 	if err != nil {
 		return fmt.Errorf("snapshot of %s: %w", t.Qualified(), err)
 	}
@@ -562,14 +575,18 @@ func (r *reader) snapshotChunk(ti int) error {
 	lsn, ts := row.StringValue(r.snapLSN.String()), r.snapTime.UnixNano()
 	n := 0
 	text := make([]*string, len(t.Columns))
-	scan := make([]any, len(t.Columns))
-	for i := range text {
-		scan[i] = &text[i]
-	}
 	var last []string
 	for rows.Next() {
-		if err := rows.Scan(scan...); err != nil {
-			return fmt.Errorf("snapshot of %s: %w", t.Qualified(), err)
+		raw := rows.RawValues()
+		if len(raw) != len(text) {
+			return fmt.Errorf("snapshot of %s: %d columns for the %d planned", t.Qualified(), len(raw), len(text))
+		}
+		for i, b := range raw {
+			text[i] = nil
+			if b != nil {
+				v := string(b)
+				text[i] = &v
+			}
 		}
 		rec, err := r.record(ti, func(i int) (*string, bool) { return text[i], true }, "insert", lsn, ts)
 		if err != nil {
@@ -613,12 +630,12 @@ func (r *reader) snapshotChunk(ti int) error {
 }
 
 // chunkQuery selects up to n rows of t after the key after (nil: from the
-// start) in key order, every column in text form. Text keys are compared
+// start) in key order. Text keys are compared
 // under the C collation, the byte order compareKey uses.
 func chunkQuery(t *Table, after []string, n int) (string, []any) {
 	cols := make([]string, len(t.Columns))
 	for i, c := range t.Columns {
-		cols[i] = "src." + pgx.Identifier{c.Name}.Sanitize() + "::text"
+		cols[i] = "src." + pgx.Identifier{c.Name}.Sanitize()
 	}
 	var keys, params []string
 	var args []any
@@ -740,6 +757,11 @@ func (r *reader) stream() (time.Duration, error) {
 	askedEnd := false
 	for {
 		if !t.open && (rows >= 4096 || time.Since(began) > 50*time.Millisecond) {
+			if rows == 0 {
+				// Nothing to emit (keepalives, others' transactions): the
+				// runtime waits, serving barriers and cancellation.
+				return idleWait, nil
+			}
 			return 0, nil
 		}
 		if time.Now().After(r.nextStatus) {
@@ -916,7 +938,7 @@ func (r *reader) relation(m *pglogrepl.RelationMessage) error {
 	}
 	rel := &relation{table: t, index: ti}
 	colName := func(j int) string { return m.Columns[j].Name }
-	if err := compatible(t, m.Columns, colName, func(j int) uint32 { return m.Columns[j].DataType }, &rel.column); err != nil {
+	if err := compatible(t, m.Columns, colName, func(j int) uint32 { return m.Columns[j].DataType }, &rel.column, r.addedSince(t)); err != nil {
 		return err
 	}
 	if err := added(t, rel.column, colName); err != nil {
@@ -940,6 +962,29 @@ func (r *reader) relation(m *pglogrepl.RelationMessage) error {
 	}
 	r.byRel[m.RelationID] = rel
 	return nil
+}
+
+// addedSince accepts a planned column a relation description lacks when
+// the table has it now, added without a default: the description is from
+// before the ALTER TABLE that added it (a stream resumed before it), and
+// the rows then had no value for it, NULL. With a default, the rows it
+// fills in would be read as NULL: refused.
+func (r *reader) addedSince(t *Table) func(Column) (bool, error) {
+	return func(c Column) (bool, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		defer cancel()
+		var def bool
+		err := r.sql.QueryRow(ctx, "SELECT atthasdef OR atthasmissing FROM pg_attribute WHERE attrelid = $1 AND attname = $2 AND NOT attisdropped", t.OID, c.Name).Scan(&def)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return false, nil // dropped: compatible says so
+		case err != nil:
+			return false, fmt.Errorf("table %s: reading column %s: %w", t.Qualified(), c.Name, err)
+		case def:
+			return false, unrecoverable(fmt.Errorf("table %s: %w: column %s was added with a default, and changes from before it are read again: their rows would show NULL where the table shows the default", t.Qualified(), ErrIncompatibleSchema, c.Name))
+		}
+		return true, nil
+	}
 }
 
 func sorted(s []int) []int {
