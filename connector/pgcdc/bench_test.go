@@ -40,6 +40,11 @@ func BenchmarkSnapshot(b *testing.B) {
 	var cpu float64
 	for i := range b.N {
 		slot := fmt.Sprintf("%s_%d", schema, i)
+		// Also when the iteration fails: a slot left behind keeps WAL, and
+		// keeps the server from starting with wal_level below logical.
+		b.Cleanup(func() {
+			_, _ = conn.Exec(context.Background(), "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active", slot)
+		})
 		var count atomic.Int64
 		began, cpu0 := time.Now(), cpuSeconds()
 		err := benchPipeline(b, schema, slot, true, &count).Run(context.Background(), stream.RunOptions{CheckpointDir: b.TempDir()})
@@ -68,6 +73,11 @@ func BenchmarkStream(b *testing.B) {
 		// slot exists, so the truncate is not in its stream).
 		benchExec(b, conn, "TRUNCATE "+schema+".t")
 		slot := fmt.Sprintf("%s_%d", schema, i)
+		// Also when the iteration fails: a slot left behind keeps WAL, and
+		// keeps the server from starting with wal_level below logical.
+		b.Cleanup(func() {
+			_, _ = conn.Exec(context.Background(), "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active", slot)
+		})
 		var count atomic.Int64
 		streaming := make(chan struct{})
 		var once atomic.Bool
