@@ -123,7 +123,12 @@ func (b *builder) postgresSink(name string, m *mapping, in named, ok bool, par s
 		return
 	}
 	cfg.Mode = mode
+	keep := m.boolean("keep_metadata", false)
 	if !ok || cfg.DSN == "" || cfg.Table == "" {
+		return
+	}
+	if keep && in.changelog == nil {
+		b.e.add(m.get("keep_metadata"), m.field("keep_metadata"), "%s is not a changelog: every field of its records is written already", m.str("input", ""))
 		return
 	}
 	var sink *postgres.Sink[row.Row]
@@ -143,7 +148,7 @@ func (b *builder) postgresSink(name string, m *mapping, in named, ok bool, par s
 				strings.Join(cfg.Key, ", "), m.str("input", ""), key)
 			return
 		}
-		sink, err = postgres.NewRowChangelogSink(cfg, in.schema, aggregate.OpField)
+		sink, err = postgres.NewRowChangelogSink(cfg, in.schema, aggregate.OpField, keep)
 	}
 	if err != nil {
 		b.e.add(m.node, m.path, "%v", err) // the sink's errors redact the DSN's password

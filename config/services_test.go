@@ -12,6 +12,7 @@ import (
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ingest-engine/ingest/config"
 	"github.com/ingest-engine/ingest/internal/natstest"
 )
 
@@ -178,5 +179,111 @@ sources:
 	lines := parseErrs(t, src("    on_gap: sometimes\n"))
 	if want := `p.yaml:8: sources.events.on_gap: unknown value "sometimes" (known: fail, skip)`; !hasLine(lines, want) {
 		t.Errorf("errors:\n  %s\nwant a line starting %q", strings.Join(lines, "\n  "), want)
+	}
+}
+
+// The YAML of issue 17's contract, with keep_metadata: a postgres_cdc
+// source upserted into PostgreSQL ends equal to the table, and the replica
+// keeps the records' _table, _lsn and _commit_time (not _op, which it
+// applied) only when asked to; without keep_metadata it has the table's
+// columns alone.
+func TestConfigPostgresCDCToUpsert(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pg, err := pgx.Connect(ctx, "postgres://postgres@127.0.0.1:5432/test")
+	needService(t, "PostgreSQL", err)
+	defer pg.Close(context.Background())
+	var level string
+	if err := pg.QueryRow(ctx, "SHOW wal_level").Scan(&level); err != nil || level != "logical" {
+		needService(t, "PostgreSQL with wal_level = logical", fmt.Errorf("wal_level %q (%v): ALTER SYSTEM SET wal_level = logical and restart it", level, err))
+	}
+	for _, keep := range []bool{false, true} {
+		t.Run(fmt.Sprintf("keep_metadata=%v", keep), func(t *testing.T) {
+			name := fmt.Sprintf("cfgcdc_%d", time.Now().UnixNano()%1_000_000_000)
+			exec := func(sql string) {
+				t.Helper()
+				if _, err := pg.Exec(ctx, sql); err != nil {
+					t.Fatalf("%s: %v", sql, err)
+				}
+			}
+			exec("CREATE TABLE " + name + " (id bigint PRIMARY KEY, owner text, balance bigint)")
+			exec("INSERT INTO " + name + " SELECT g, 'o' || g, g FROM generate_series(1, 50) g")
+			t.Cleanup(func() {
+				c := context.Background()
+				for range 50 {
+					if _, err := pg.Exec(c, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", name); err == nil {
+						break
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+				_, _ = pg.Exec(c, "DROP PUBLICATION IF EXISTS "+name)
+				_, _ = pg.Exec(c, "DROP TABLE IF EXISTS "+name+", "+name+"_replica, "+name+"_replica__ingest_staging")
+			})
+			doc := fmt.Sprintf(`pipeline: %s
+checkpoint: {interval: 50ms, dir: ckpts}
+sources:
+  cdc:
+    type: postgres_cdc
+    dsn: postgres://postgres@127.0.0.1:5432/test
+    tables: [public.%s]
+    slot: %s
+    publication: %s
+    chunk_rows: 7
+    stop_at: latest
+sinks:
+  replica:
+    type: postgres
+    input: cdc
+    dsn: postgres://postgres@127.0.0.1:5432/test
+    table: %s_replica
+    mode: upsert
+    key: [id]
+    create_table: true
+    keep_metadata: %v
+`, name, name, name, name, name, keep)
+			runYAML(t, doc)
+			var cols []string
+			rows, err := pg.Query(ctx, "SELECT column_name FROM information_schema.columns WHERE table_name = $1 ORDER BY ordinal_position", name+"_replica")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cols, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+				t.Fatal(err)
+			}
+			want := "id owner balance"
+			if keep {
+				want += " _table _lsn _commit_time"
+			}
+			if got := strings.Join(cols, " "); got != want {
+				t.Fatalf("replica columns %q, want %q", got, want)
+			}
+			var diff int
+			q := "SELECT count(*) FROM ((SELECT id, owner, balance FROM %[1]s EXCEPT SELECT id, owner, balance FROM %[1]s_replica) UNION ALL (SELECT id, owner, balance FROM %[1]s_replica EXCEPT SELECT id, owner, balance FROM %[1]s)) d"
+			if err := pg.QueryRow(ctx, fmt.Sprintf(q, name)).Scan(&diff); err != nil || diff != 0 {
+				t.Fatalf("replica differs from the table in %d rows (%v)", diff, err)
+			}
+			if keep {
+				var n int
+				if err := pg.QueryRow(ctx, "SELECT count(*) FROM "+name+"_replica WHERE _table = 'public."+name+"' AND _lsn::pg_lsn > '0/0' AND _commit_time > now() - interval '1 hour'").Scan(&n); err != nil || n != 50 {
+					t.Fatalf("%d rows with their metadata, want 50 (%v)", n, err)
+				}
+			}
+		})
+	}
+}
+
+// keep_metadata is for a changelog's metadata: on records, whose every
+// field is written, it is an error naming the line.
+func TestConfigKeepMetadataNeedsAChangelog(t *testing.T) {
+	path := writeFile(t, "p.yaml", `pipeline: p
+checkpoint: {dir: ckpts}
+sources:
+  events: {type: datagen, count: 10}
+sinks:
+  pg: {type: postgres, input: events, dsn: "postgres://postgres@127.0.0.1:5432/test", table: t, keep_metadata: true}
+`)
+	_, err := config.Load(path)
+	if err == nil || !strings.Contains(err.Error(), "p.yaml:6:") || !strings.Contains(err.Error(), "events is not a changelog") {
+		t.Fatalf("Load: %v, want an error at line 6 saying events is not a changelog", err)
 	}
 }

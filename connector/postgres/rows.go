@@ -85,8 +85,9 @@ func NewRowSink(cfg SinkConfig, schema *row.Schema, columns []Column) (*Sink[row
 // op says what the row does — "delete" deletes the row's key, any other
 // value upserts the row. The table's columns are schema's fields, but those
 // whose name starts with '_' (the changelog's metadata: the operation, and
-// what else a producer adds), of type ColumnType(field kind).
-func NewRowChangelogSink(cfg SinkConfig, schema *row.Schema, op string) (*Sink[row.Row], error) {
+// what else a producer adds, such as a change's log position), of type
+// ColumnType(field kind). keepMetadata keeps the '_' fields but op.
+func NewRowChangelogSink(cfg SinkConfig, schema *row.Schema, op string, keepMetadata bool) (*Sink[row.Row], error) {
 	at := schema.Index(op)
 	if at < 0 {
 		return nil, fmt.Errorf("postgres sink %s: the changelog has no operation field %q (fields: %q)", cfg.Table, op, schema.Names())
@@ -94,7 +95,7 @@ func NewRowChangelogSink(cfg SinkConfig, schema *row.Schema, op string) (*Sink[r
 	var cols []Column
 	var kept []int
 	for i, f := range schema.Fields {
-		if !strings.HasPrefix(f.Name, "_") {
+		if f.Name != op && (keepMetadata || !strings.HasPrefix(f.Name, "_")) {
 			cols = append(cols, Column{Name: f.Name, Type: ColumnType(f.Kind)})
 			kept = append(kept, i)
 		}

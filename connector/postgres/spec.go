@@ -14,6 +14,7 @@ var SinkSpec = connector.Spec{
 		{Name: "mode", Kind: connector.String, Default: "append", Values: []string{"append", "upsert"}, Doc: "`append` inserts every row; `upsert` inserts or updates by `key`."},
 		{Name: "key", Kind: connector.List, Doc: "The key columns of `upsert`."},
 		{Name: "create_table", Kind: connector.Bool, Default: "false", Doc: "Create the table from the input's fields when it does not exist."},
+		{Name: "keep_metadata", Kind: connector.Bool, Default: "false", Doc: "For a changelog input: write its `_` fields (such as a CDC record's `_table`, `_lsn` and `_commit_time`) as columns too, but the operation `_op`, which the sink applies. Without it they are not written."},
 	},
 	Example: "type: postgres\ninput: events\ndsn: postgres://postgres@127.0.0.1:5432/test\ntable: totals\nmode: upsert\nkey: [key]\ncreate_table: true\n",
 }
