@@ -92,6 +92,14 @@ func (b *builder) postgresCDCSource(name string, m *mapping, par stream.NodeOpti
 		Watermark:   b.watermarkStrategy(m),
 	}
 	m.positive("chunk_rows", cfg.ChunkRows > 0)
+	cfg.Key = m.strList("key")
+	if m.get("fields") != nil {
+		declared := b.declaredFields(m.sub("fields"))
+		if declared == nil {
+			return named{}, false
+		}
+		cfg.Fields = declared.Fields
+	}
 	latest, ok := m.stopAtLatest()
 	if !ok || cfg.DSN == "" || cfg.Slot == "" || cfg.Publication == "" || cfg.ChunkRows <= 0 {
 		return named{}, false

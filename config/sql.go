@@ -268,6 +268,12 @@ func (p *planner) source(s *sql.CreateSource) error {
 	if err != nil {
 		return err
 	}
+	if typ == "postgres-cdc" || typ == "postgres_cdc" {
+		return p.cdcSource(s)
+	}
+	if s.PrimaryKey != nil {
+		return p.errorf(s.KeyPos, "source %s: PRIMARY KEY is for a change-data-capture source (connector = 'postgres-cdc'); connector %s reads records, not a table's changes", s.Name, typ)
+	}
 	for _, o := range s.Options {
 		key, value, err := p.sourceOption(typ, o)
 		if err != nil {

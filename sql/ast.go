@@ -26,6 +26,10 @@ type CreateSource struct {
 	Columns []ColumnDef
 	// Watermark is `WATERMARK FOR col AS col - INTERVAL …`, nil without one.
 	Watermark *WatermarkDef
+	// PrimaryKey lists the columns of `PRIMARY KEY (…)` or of a column's
+	// PRIMARY KEY, in order; nil without one. KeyPos is where it is.
+	PrimaryKey []string
+	KeyPos     Pos
 	Options   []Option
 	// Format and Encode are lower case ("plain", "json"), "" when absent.
 	Format, Encode string

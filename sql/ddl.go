@@ -321,7 +321,32 @@ func (l *lexer) createSource(first token) (Statement, error) {
 func (l *lexer) columns(cs *CreateSource) error {
 	for {
 		t := l.peek()
-		if t.is("watermark") {
+		if t.is("primary") {
+			// PRIMARY KEY (a, b)
+			l.next()
+			if err := l.expect("key", "PRIMARY"); err != nil {
+				return err
+			}
+			if cs.PrimaryKey != nil {
+				return l.errorf(t, "source %s: a second PRIMARY KEY", cs.Name)
+			}
+			cs.KeyPos = l.src.pos(t.off)
+			if p := l.next(); p.kind != tokPunct || p.text != "(" {
+				return l.errorf(p, "PRIMARY KEY: expected (, found %s", describe(p))
+			}
+			for {
+				name, _, err := l.name("a key column")
+				if err != nil {
+					return err
+				}
+				cs.PrimaryKey = append(cs.PrimaryKey, name)
+				if p := l.next(); p.kind == tokPunct && p.text == ")" {
+					break
+				} else if p.kind != tokPunct || p.text != "," {
+					return l.errorf(p, "PRIMARY KEY: expected , or ), found %s", describe(p))
+				}
+			}
+		} else if t.is("watermark") {
 			l.next()
 			w, err := l.watermark()
 			if err != nil {
@@ -350,6 +375,16 @@ func (l *lexer) columns(cs *CreateSource) error {
 				}
 				def.Proctime = true
 			}
+			if k := l.peek(); k.is("primary") {
+				l.next()
+				if err := l.expect("key", "PRIMARY"); err != nil {
+					return err
+				}
+				if cs.PrimaryKey != nil {
+					return l.errorf(k, "source %s: a second PRIMARY KEY", cs.Name)
+				}
+				cs.PrimaryKey, cs.KeyPos = []string{name}, l.src.pos(k.off)
+			}
 			cs.Columns = append(cs.Columns, def)
 		}
 		switch t := l.next(); {
@@ -369,7 +404,7 @@ func (l *lexer) typeName(col string) (string, error) {
 	var words []string
 	for {
 		t := l.peek()
-		if t.kind != tokName || t.quoted || t.is("not") || t.is("null") || t.is("as") {
+		if t.kind != tokName || t.quoted || t.is("not") || t.is("null") || t.is("as") || t.is("primary") {
 			break
 		}
 		l.next()

@@ -69,11 +69,11 @@ type reader struct {
 	byTable map[uint32]int
 	byRel   map[uint32]*relation
 
-	// The snapshot in progress: the table index, its LSN and time.
-	snapTable int
-	snapLSN   pglogrepl.LSN
-	snapTime  time.Time
-	snapOpen  bool
+	// The snapshot in progress: its LSN and time, and whether its
+	// transaction is open.
+	snapLSN  pglogrepl.LSN
+	snapTime time.Time
+	snapOpen bool
 
 	streaming bool
 	// received is the last WAL position the server reported as sent;
@@ -671,8 +671,8 @@ func (r *reader) record(ti int, value func(i int) (*string, bool), op string, ls
 		if !ok {
 			return nil, fmt.Errorf("column %s: %w: set REPLICA IDENTITY FULL on the table so that updates carry every value", c.Name, errUnsent)
 		}
-		if s == nil {
-			continue
+		if s == nil || r.src.fields[ti][i] < 0 {
+			continue // NULL, or a column the records do not keep
 		}
 		v, err := decodeText(c.Kind(), c.OID, *s)
 		if err != nil {

@@ -59,6 +59,13 @@ type Config struct {
 	StopAtLatest bool
 	// Watermark is the event-time watermark strategy over commit times.
 	Watermark watermark.Strategy
+	// Fields, when set, are the columns the records keep, in this order,
+	// each with the kind the table's column is read as (a SQL source's
+	// declared columns). They include the primary key. Nil: every column.
+	Fields []row.Field
+	// Key, when set, must be the tables' primary key columns (a SQL
+	// source's declared PRIMARY KEY).
+	Key []string
 	// StatusInterval is how often the source reports its position to the
 	// server while streaming (default 10 s; the server's
 	// wal_sender_timeout, 60 s by default, must be longer).
@@ -171,6 +178,9 @@ func (s *Source) plan(tables []*Table) error {
 		}
 		keys = names
 	}
+	if err := s.keep(keys); err != nil {
+		return err
+	}
 	s.schema.Fields = append(s.schema.Fields,
 		row.Field{Name: OpField, Kind: row.String}, row.Field{Name: TableField, Kind: row.String},
 		row.Field{Name: LSNField, Kind: row.String}, row.Field{Name: CommitTimeField, Kind: row.Time})
@@ -178,6 +188,46 @@ func (s *Source) plan(tables []*Table) error {
 		keys = append([]string{TableField}, keys...)
 	}
 	s.key = keys
+	return nil
+}
+
+// keep narrows the records to Config.Fields, checking each against the
+// tables' columns, and checks Config.Key against the primary key.
+func (s *Source) keep(key []string) error {
+	if s.cfg.Key != nil && !slices.Equal(s.cfg.Key, key) {
+		return fmt.Errorf("the declared key (%s) is not the primary key of the tables, (%s)", strings.Join(s.cfg.Key, ", "), strings.Join(key, ", "))
+	}
+	if s.cfg.Fields == nil {
+		return nil
+	}
+	all := s.schema
+	at := make([]int, len(all.Fields)) // a column's field in the kept ones, or -1
+	for i := range at {
+		at[i] = -1
+	}
+	for j, f := range s.cfg.Fields {
+		i := all.Index(f.Name)
+		switch {
+		case i < 0:
+			return fmt.Errorf("declared column %s is not a column of %s (columns: %s)", f.Name, strings.Join(tableNames(s.tables), ", "), strings.Join(all.Names(), ", "))
+		case all.Fields[i].Kind != f.Kind:
+			return fmt.Errorf("declared column %s is %v, but the table's column is read as %v", f.Name, f.Kind, all.Fields[i].Kind)
+		case at[i] >= 0:
+			return fmt.Errorf("column %s is declared twice", f.Name)
+		}
+		at[i] = j
+	}
+	for _, k := range key {
+		if at[all.Index(k)] < 0 {
+			return fmt.Errorf("primary key column %s is not among the declared columns: a change is keyed by it", k)
+		}
+	}
+	for _, idx := range s.fields {
+		for c, i := range idx {
+			idx[c] = at[i]
+		}
+	}
+	s.schema = &row.Schema{Fields: slices.Clone(s.cfg.Fields)}
 	return nil
 }
 

@@ -17,6 +17,8 @@ var SourceSpec = connector.Spec{
 		{Name: "schemas", Kind: connector.List, Doc: "Captures every table of these schemas too."},
 		{Name: "slot", Kind: connector.String, Required: true, Doc: "The logical replication slot, created when missing. One pipeline's source per slot."},
 		{Name: "publication", Kind: connector.String, Required: true, Doc: "The publication the slot decodes, created for the tables when missing; an existing one must publish every table and every kind of change."},
+		{Name: "fields", Kind: connector.Mapping, Doc: "The columns the records keep, in order, with their kinds (`{id: int, owner: string}`): each a column of the tables read as that kind, the primary key among them. Absent: every column."},
+		{Name: "key", Kind: connector.List, Doc: "When given, must be the tables' primary key columns: a load fails if the key changed."},
 		{Name: "chunk_rows", Kind: connector.Int, Default: "10000", Doc: "Rows the snapshot reads per chunk; a checkpoint can pass between two chunks."},
 		connector.StopAtField("the server's WAL position"),
 		connector.WatermarkField,
