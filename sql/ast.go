@@ -30,7 +30,7 @@ type CreateSource struct {
 	// PRIMARY KEY, in order; nil without one. KeyPos is where it is.
 	PrimaryKey []string
 	KeyPos     Pos
-	Options   []Option
+	Options    []Option
 	// Format and Encode are lower case ("plain", "json"), "" when absent.
 	Format, Encode string
 	EncodePos      Pos
