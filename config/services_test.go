@@ -190,35 +190,11 @@ sources:
 func TestConfigPostgresCDCToUpsert(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pg, err := pgx.Connect(ctx, "postgres://postgres@127.0.0.1:5432/test")
-	needService(t, "PostgreSQL", err)
-	defer pg.Close(context.Background())
-	var level string
-	if err := pg.QueryRow(ctx, "SHOW wal_level").Scan(&level); err != nil || level != "logical" {
-		needService(t, "PostgreSQL with wal_level = logical", fmt.Errorf("wal_level %q (%v): ALTER SYSTEM SET wal_level = logical and restart it", level, err))
-	}
+	pg := cdcServer(t)
 	for _, keep := range []bool{false, true} {
 		t.Run(fmt.Sprintf("keep_metadata=%v", keep), func(t *testing.T) {
-			name := fmt.Sprintf("cfgcdc_%d", time.Now().UnixNano()%1_000_000_000)
-			exec := func(sql string) {
-				t.Helper()
-				if _, err := pg.Exec(ctx, sql); err != nil {
-					t.Fatalf("%s: %v", sql, err)
-				}
-			}
-			exec("CREATE TABLE " + name + " (id bigint PRIMARY KEY, owner text, balance bigint)")
+			name, exec := cdcTable(t, pg, "cfgcdc", "id bigint PRIMARY KEY, owner text, balance bigint")
 			exec("INSERT INTO " + name + " SELECT g, 'o' || g, g FROM generate_series(1, 50) g")
-			t.Cleanup(func() {
-				c := context.Background()
-				for range 50 {
-					if _, err := pg.Exec(c, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", name); err == nil {
-						break
-					}
-					time.Sleep(100 * time.Millisecond)
-				}
-				_, _ = pg.Exec(c, "DROP PUBLICATION IF EXISTS "+name)
-				_, _ = pg.Exec(c, "DROP TABLE IF EXISTS "+name+", "+name+"_replica, "+name+"_replica__ingest_staging")
-			})
 			doc := fmt.Sprintf(`pipeline: %s
 checkpoint: {interval: 50ms, dir: ckpts}
 sources:

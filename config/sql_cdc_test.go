@@ -33,6 +33,33 @@ func cdcServer(t *testing.T) *pgx.Conn {
 	return pg
 }
 
+// cdcTable creates a table of columns named prefix_<n>, and drops it, its
+// slot, publication and replica (all named after it) when t ends; exec
+// runs a statement or fails t.
+func cdcTable(t *testing.T, pg *pgx.Conn, prefix, columns string) (name string, exec func(string)) {
+	t.Helper()
+	name = fmt.Sprintf("%s_%d", prefix, time.Now().UnixNano()%1_000_000_000)
+	exec = func(sql string) {
+		t.Helper()
+		if _, err := pg.Exec(context.Background(), sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	exec("CREATE TABLE " + name + " (" + columns + ")")
+	t.Cleanup(func() {
+		c := context.Background()
+		for range 50 {
+			if _, err := pg.Exec(c, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", name); err == nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		_, _ = pg.Exec(c, "DROP PUBLICATION IF EXISTS "+name)
+		_, _ = pg.Exec(c, "DROP TABLE IF EXISTS "+name+", "+name+"_replica, "+name+"_replica__ingest_staging")
+	})
+	return name, exec
+}
+
 // The SQL example of docs/connectors/postgres-cdc.md, on a table of its
 // own: a first run snapshots the table and streams while rows are updated,
 // deleted, inserted and re-keyed, and is cancelled; a second run with
@@ -54,26 +81,8 @@ func TestSQLPostgresCDC(t *testing.T) {
 	if ex == nil {
 		t.Fatal("docs/connectors/postgres-cdc.md has no sql example")
 	}
-	name := fmt.Sprintf("sqlcdc_%d", time.Now().UnixNano()%1_000_000_000)
-	exec := func(sql string) {
-		t.Helper()
-		if _, err := pg.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
-	exec("CREATE TABLE " + name + " (id bigint PRIMARY KEY, owner text, balance numeric(12,2), active boolean)")
+	name, exec := cdcTable(t, pg, "sqlcdc", "id bigint PRIMARY KEY, owner text, balance numeric(12,2), active boolean")
 	exec("INSERT INTO " + name + " SELECT g, 'owner ' || g, g * 1.25, g % 3 = 0 FROM generate_series(1, 200) g")
-	t.Cleanup(func() {
-		c := context.Background()
-		for range 50 {
-			if _, err := pg.Exec(c, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", name); err == nil {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		_, _ = pg.Exec(c, "DROP PUBLICATION IF EXISTS "+name)
-		_, _ = pg.Exec(c, "DROP TABLE IF EXISTS "+name+", "+name+"_replica, "+name+"_replica__ingest_staging")
-	})
 	script := strings.NewReplacer("'accounts'", "'"+name+"'", "'ingest_accounts'", "'"+name+"'", "'accounts_replica'", "'"+name+"_replica'").Replace(ex[1])
 	dir := t.TempDir()
 	load := func(extra string) *config.Pipeline {
