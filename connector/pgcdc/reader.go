@@ -193,9 +193,11 @@ func (r *reader) stopPosition(ctx context.Context) (pglogrepl.LSN, error) {
 	return pglogrepl.ParseLSN(s)
 }
 
-// stopAt is where the stream ends under stop_at latest (0: never): past
-// Stop, and past every snapshot's point, so that every change of a key a
-// later snapshot read before Stop... is either in it or emitted.
+// stopAt is where the stream ends under stop_at latest (0: never): at Stop,
+// or at the newest snapshot's point when that is later. A transaction
+// between Stop and that point may touch keys of an older snapshot (the old
+// half of a key change): ending at Stop would drop it, while the newer
+// snapshot holds the other half.
 func (r *reader) stopAt() pglogrepl.LSN {
 	if r.pos.Stop == 0 {
 		return 0
