@@ -631,7 +631,7 @@ func (c *Coordinator) metadataWritten(now time.Time, e MetadataWritten, out []Ac
 		}
 	}
 	c.committing = append(c.committing, p.id)
-	out = append(out, CommitOutput{ID: p.id, Commits: slices.Clone(c.uncommitted), TriggeredAt: p.triggeredAt})
+	out = append(out, CommitOutput{ID: p.id, Commits: slices.Clone(c.uncommitted), TriggeredAt: p.triggeredAt, Final: p.final})
 	return c.startWrite(now, out)
 }
 

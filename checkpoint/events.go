@@ -117,6 +117,10 @@ type CommitOutput struct {
 	// Commits are published, output still staged from before then is
 	// abandoned (see Options.StagingMaxAge).
 	TriggeredAt time.Time
+	// Final says ID is the job's final checkpoint: nothing is staged after
+	// it, so a committer that holds output back for a later commit must
+	// publish it now (runtime.PublishNow).
+	Final bool
 }
 
 // Abort reports that checkpoint ID failed and will never complete. Subtasks

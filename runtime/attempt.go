@@ -598,6 +598,9 @@ func (a *attempt) publish(x checkpoint.CommitOutput) error {
 		return err
 	}
 	ctx := a.job.commitContext(context.WithoutCancel(a.ctx))
+	if x.Final {
+		ctx = withPublishNow(ctx)
+	}
 	for _, c := range x.Commits {
 		var cm Committer
 		for _, n := range a.job.plan.Nodes {

@@ -80,6 +80,26 @@ func LostOutputAccepted(ctx context.Context) bool {
 	return ok
 }
 
+// publishNowKey is the context key of withPublishNow.
+type publishNowKey struct{}
+
+// withPublishNow marks ctx for PublishNow.
+func withPublishNow(ctx context.Context) context.Context {
+	return context.WithValue(ctx, publishNowKey{}, true)
+}
+
+// PublishNow reports whether a Commit must publish everything it is given
+// at once: it re-publishes the recovery point at a recovery (the subtasks
+// start afresh and never offer that output again), or it publishes the job's
+// final checkpoint (nothing follows it). A committer that groups several
+// checkpoints' output into one publication (a commit interval longer than
+// the checkpoint interval) may hold a commit back only when PublishNow is
+// false: its subtasks then offer the output again at their next barrier.
+func PublishNow(ctx context.Context) bool {
+	ok, _ := ctx.Value(publishNowKey{}).(bool)
+	return ok
+}
+
 // loggerKey is the context key of WithLogger.
 type loggerKey struct{}
 

@@ -121,7 +121,7 @@ func (j *Job) publishRecoveryPoint(ctx context.Context, rec *recovery) error {
 			if cm == nil {
 				return incompatible(fmt.Errorf("checkpoint %d holds output of sink %q that the pipeline no longer has as a transactional sink", rec.meta.ID, c.Sink))
 			}
-			if err := cm.Commit(j.commitContext(ctx), rec.jobID, c); err != nil {
+			if err := cm.Commit(withPublishNow(j.commitContext(ctx)), rec.jobID, c); err != nil {
 				return fmt.Errorf("re-committing output of checkpoint %d, sink %s, at recovery: %w", c.Checkpoint, c.Sink, err)
 			}
 		}
