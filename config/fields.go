@@ -207,7 +207,17 @@ func (m *mapping) size(key string, def int64) int64 {
 	if !ok {
 		return def
 	}
-	s := strings.ReplaceAll(strings.TrimSpace(v.Value), "_", "")
+	n, err := parseSize(v.Value)
+	if err != nil {
+		m.fail(key, v, "%q is not a size (a whole number of bytes, or with a unit: 512MiB, 2GiB, 100MB)", v.Value)
+		return def
+	}
+	return n
+}
+
+// parseSize reads a size as mapping.size does.
+func parseSize(text string) (int64, error) {
+	s := strings.ReplaceAll(strings.TrimSpace(text), "_", "")
 	mult := int64(1)
 	for _, u := range []struct {
 		suffix string
@@ -220,10 +230,9 @@ func (m *mapping) size(key string, def int64) int64 {
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n < 0 || (n > 0 && mult > math.MaxInt64/n) {
-		m.fail(key, v, "%q is not a size (a whole number of bytes, or with a unit: 512MiB, 2GiB, 100MB)", v.Value)
-		return def
+		return 0, fmt.Errorf("%q is not a size", text)
 	}
-	return n * mult
+	return n * mult, nil
 }
 
 func (m *mapping) float(key string, def float64) float64 {

@@ -105,7 +105,7 @@ func sameDefault(spec string, def any) bool {
 		if spec == "" {
 			return d == 0
 		}
-		n, err := strconv.ParseInt(spec, 10, 64)
+		n, err := parseSize(spec) // a plain integer, or a size with a unit
 		return err == nil && n == d
 	case float64:
 		if spec == "" {

@@ -351,7 +351,7 @@ func pkBinary(t *testing.T) string {
 			return
 		}
 		pkBin.path = filepath.Join(pkBin.dir, "ingest")
-		out, err := exec.Command("go", "build", "-o", pkBin.path, "github.com/ingest-engine/ingest/cmd/ingest").CombinedOutput()
+		out, err := exec.Command("go", append(append([]string{"build"}, binaryTags...), "-o", pkBin.path, "github.com/ingest-engine/ingest/cmd/ingest")...).CombinedOutput()
 		if err != nil {
 			pkBin.err = fmt.Errorf("go build of cmd/ingest: %v\n%s", err, out)
 		}

@@ -51,39 +51,11 @@ func TestPostgresCDCKillNine(t *testing.T) {
 func cdcScenario(t *testing.T, bin string, seed uint64) soakResult {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, pkDSN)
-	nkNeedService(t, "PostgreSQL", err)
-	t.Cleanup(func() { _ = conn.Close(context.Background()) })
-	var level string
-	if err := conn.QueryRow(ctx, "SHOW wal_level").Scan(&level); err != nil || level != "logical" {
-		nkNeedService(t, "PostgreSQL with wal_level = logical", fmt.Errorf("wal_level is %q (%v): ALTER SYSTEM SET wal_level = logical and restart the server", level, err))
-	}
-
-	suffix := fmt.Sprintf("%d", time.Now().UnixNano()%1_000_000_000)
-	schema, slot := "cdckill_"+suffix, "cdckill_"+suffix
-	pipeline := "cdc-killnine-" + suffix
-	exec := func(c context.Context, sql string, args ...any) {
-		t.Helper()
-		if _, err := conn.Exec(c, sql, args...); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
-	exec(ctx, "CREATE SCHEMA "+schema)
-	exec(ctx, "CREATE TABLE "+schema+".accounts (id bigint PRIMARY KEY, owner text NOT NULL, balance bigint NOT NULL, note text, updated timestamptz NOT NULL DEFAULT now())")
-	exec(ctx, fmt.Sprintf("INSERT INTO %s.accounts SELECT g, 'owner ' || g, g * 10, NULL, now() FROM generate_series(1, %d) g", schema, cdcRows))
+	fx := newCDCFixture(t, ctx, "cdckill_", "cdc-killnine-")
+	conn, schema, slot, pipeline := fx.conn, fx.schema, fx.slot, fx.pipeline
 	t.Cleanup(func() {
 		c, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		// The slot stays active for a moment after its process dies.
-		for i := 0; i < 50; i++ {
-			_, err := conn.Exec(c, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", slot)
-			if err == nil {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		_, _ = conn.Exec(c, "DROP PUBLICATION IF EXISTS "+slot)
-		_, _ = conn.Exec(c, "DROP SCHEMA "+schema+" CASCADE")
 		_, _ = conn.Exec(c, "DELETE FROM ingest_sink_progress WHERE pipeline = $1", pipeline)
 		_, _ = conn.Exec(c, "DELETE FROM ingest_sink_writers WHERE pipeline = $1", pipeline)
 	})
@@ -193,6 +165,53 @@ sources:
 		t.Fatalf("the target has %d rows, fewer than half of the source's initial %d: the test did not replicate", n, cdcRows)
 	}
 	return res
+}
+
+// cdcFixture is a CDC kill test's source: schema.accounts with cdcRows
+// rows, and the names of its slot (also its publication) and pipeline.
+type cdcFixture struct {
+	conn                   *pgx.Conn
+	schema, slot, pipeline string
+}
+
+// newCDCFixture connects to PostgreSQL (failing or skipping the test
+// without it, or without wal_level = logical), creates the source table and
+// drops it with the slot and publication when the test ends.
+func newCDCFixture(t *testing.T, ctx context.Context, prefix, pipelinePrefix string) *cdcFixture {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, pkDSN)
+	nkNeedService(t, "PostgreSQL", err)
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	var level string
+	if err := conn.QueryRow(ctx, "SHOW wal_level").Scan(&level); err != nil || level != "logical" {
+		nkNeedService(t, "PostgreSQL with wal_level = logical", fmt.Errorf("wal_level is %q (%v): ALTER SYSTEM SET wal_level = logical and restart the server", level, err))
+	}
+	suffix := fmt.Sprintf("%d", time.Now().UnixNano()%1_000_000_000)
+	fx := &cdcFixture{conn: conn, schema: prefix + suffix, slot: prefix + suffix, pipeline: pipelinePrefix + suffix}
+	for _, q := range []string{
+		"CREATE SCHEMA " + fx.schema,
+		"CREATE TABLE " + fx.schema + ".accounts (id bigint PRIMARY KEY, owner text NOT NULL, balance bigint NOT NULL, note text, updated timestamptz NOT NULL DEFAULT now())",
+		fmt.Sprintf("INSERT INTO %s.accounts SELECT g, 'owner ' || g, g * 10, NULL, now() FROM generate_series(1, %d) g", fx.schema, cdcRows),
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	t.Cleanup(func() {
+		c, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		// The slot stays active for a moment after its process dies.
+		for i := 0; i < 50; i++ {
+			_, err := conn.Exec(c, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", fx.slot)
+			if err == nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		_, _ = conn.Exec(c, "DROP PUBLICATION IF EXISTS "+fx.slot)
+		_, _ = conn.Exec(c, "DROP SCHEMA "+fx.schema+" CASCADE")
+	})
+	return fx
 }
 
 // cdcLoad changes the source table until stopped.

@@ -1,0 +1,302 @@
+//go:build iceberg
+
+package iceberg
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
+
+	"github.com/ingest-engine/ingest/checkpoint"
+	"github.com/ingest-engine/ingest/internal/failpoint"
+	"github.com/ingest-engine/ingest/runtime"
+)
+
+// The snapshot summary properties and the table property the committer
+// writes.
+const (
+	propPipeline   = "ingest.pipeline"
+	propSink       = "ingest.sink"
+	propJob        = "ingest.job-id"
+	propCheckpoint = "ingest.checkpoint-id"
+	propPrepared   = "ingest.prepared-at"
+	// propProgress + "<pipeline>.<sink>" is a table property holding the
+	// job and the checkpoint its last commit published (progress, JSON).
+	// It survives the expiry of the snapshots that record the same.
+	propProgress = "ingest.sink."
+)
+
+// progress is the value of the table's progress property.
+type progress struct {
+	Job        string `json:"job"`
+	Checkpoint int64  `json:"checkpoint"`
+}
+
+// commitAttempts is how many times a commit that lost a race with another
+// writer's (after iceberg-go's own retries) is tried again from the table's
+// fresh metadata.
+const commitAttempts = 5
+
+// committer publishes the files of complete checkpoints. It keeps no state
+// that a recovery needs: the table says what it published.
+type committer struct {
+	s    *Sink
+	mu   sync.Mutex
+	last time.Time // when this process last published
+}
+
+// Commit publishes the files c's committables name that the table does not
+// hold yet, in one catalog transaction (see the package documentation). A
+// commit within the commit interval of the last one is held back, unless
+// runtime.PublishNow. A checkpoint the table records for the job is
+// recognised by its snapshot summaries (or the progress property) and not
+// published again.
+func (c *committer) Commit(ctx context.Context, jobID string, cm checkpoint.Commit) error {
+	s := c.s
+	var files []pendingFile
+	seen := map[string]bool{}
+	for _, data := range cm.Committables {
+		fs, err := decodeCommittable(data)
+		if err != nil {
+			return s.errorf("committing checkpoint %d: %w (%w)", cm.Checkpoint, err, runtime.ErrIncompatible)
+		}
+		for _, f := range fs {
+			if !seen[f.Path] {
+				seen[f.Path] = true
+				files = append(files, f)
+			}
+		}
+	}
+	if len(files) == 0 {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s.cfg.CommitInterval > 0 && !runtime.PublishNow(ctx) && !c.last.IsZero() && time.Since(c.last) < s.cfg.CommitInterval {
+		return nil // the subtasks offer the files again at their next barrier
+	}
+	var err error
+	for attempt := 1; ; attempt++ {
+		err = c.publish(ctx, jobID, cm.Checkpoint, files)
+		if err == nil || !errors.Is(err, table.ErrCommitFailed) || attempt == commitAttempts {
+			break
+		}
+		runtime.LoggerFrom(ctx).Warn("iceberg commit lost a race with another writer; trying again from the table's new metadata",
+			"sink", s.name, "checkpoint", cm.Checkpoint, "attempt", attempt, "err", err)
+	}
+	if err != nil {
+		return s.errorf("committing checkpoint %d (job %s, %d files): %w", cm.Checkpoint, jobID, len(files), err)
+	}
+	c.last = time.Now()
+	for {
+		p := s.published.Load()
+		if p >= cm.Checkpoint || s.published.CompareAndSwap(p, cm.Checkpoint) {
+			break
+		}
+	}
+	return nil
+}
+
+// publish makes one attempt at the catalog transaction.
+func (c *committer) publish(ctx context.Context, jobID string, id int64, files []pendingFile) error {
+	s := c.s
+	tbl, err := s.loadTable(ctx, false)
+	if err != nil {
+		return err
+	}
+	done := s.publishedBy(tbl, jobID)
+	if done >= id {
+		return nil // published before a crash, or by a recovery
+	}
+	// Every file prepared at or before done is in the table already.
+	var fresh []pendingFile
+	for _, f := range files {
+		if f.PreparedAt > done {
+			fresh = append(fresh, f)
+		}
+	}
+	if len(fresh) == 0 {
+		return nil
+	}
+	meta := tbl.Metadata()
+	// A changelog's checkpoints are applied in order, one snapshot each, so
+	// that a checkpoint's equality deletes remove the rows of the earlier
+	// ones (a delete applies to files of older sequence numbers only).
+	// Appends go in one snapshot.
+	groups := map[int64][]pendingFile{}
+	var order []int64
+	for _, f := range fresh {
+		g := f.PreparedAt
+		if s.cfg.Key == nil {
+			g = 0
+		}
+		if _, ok := groups[g]; !ok {
+			order = append(order, g)
+		}
+		groups[g] = append(groups[g], f)
+	}
+	slices.Sort(order)
+	tx := tbl.NewTransaction()
+	for _, g := range order {
+		props := iceberg.Properties{propPipeline: s.cfg.Pipeline, propSink: s.name, propJob: jobID, propCheckpoint: strconv.FormatInt(id, 10)}
+		if g > 0 {
+			props[propPrepared] = strconv.FormatInt(g, 10)
+		}
+		rd := tx.NewRowDelta(props)
+		for _, f := range groups[g] {
+			df, err := f.dataFile(meta)
+			if err != nil {
+				return fmt.Errorf("%w (%w)", err, runtime.ErrIncompatible)
+			}
+			if f.Deletes {
+				rd.AddDeletes(df)
+			} else {
+				rd.AddRows(df)
+			}
+		}
+		if err := rd.Commit(ctx); err != nil {
+			return fmt.Errorf("staging the files prepared at checkpoint %d: %w", g, err)
+		}
+	}
+	pv, _ := json.Marshal(progress{Job: jobID, Checkpoint: id}) // strings and an integer always marshal
+	if err := tx.SetProperties(iceberg.Properties{s.progressKey(): string(pv)}); err != nil {
+		return err
+	}
+	if err := failpoint.Inject("sink/iceberg/commit"); err != nil {
+		return err
+	}
+	_, err = tx.Commit(ctx)
+	return err
+}
+
+func (s *Sink) progressKey() string { return propProgress + s.cfg.Pipeline + "." + s.name }
+
+// publishedBy is the newest checkpoint the table records for job jobID of
+// this sink: in its progress property, or in the summary of a snapshot the
+// sink made. 0 when none.
+func (s *Sink) publishedBy(tbl *table.Table, jobID string) int64 {
+	var done int64
+	if p, ok := s.progressOf(tbl); ok && p.Job == jobID {
+		done = p.Checkpoint
+	}
+	for _, snap := range tbl.Metadata().Snapshots() {
+		if id, job, ok := s.summaryOf(snap); ok && job == jobID && id > done {
+			done = id
+		}
+	}
+	return done
+}
+
+func (s *Sink) progressOf(tbl *table.Table) (progress, bool) {
+	v, ok := tbl.Properties()[s.progressKey()]
+	if !ok {
+		return progress{}, false
+	}
+	var p progress
+	if json.Unmarshal([]byte(v), &p) != nil {
+		return progress{}, false
+	}
+	return p, true
+}
+
+// summaryOf reads the checkpoint and job of a snapshot this sink made.
+func (s *Sink) summaryOf(snap table.Snapshot) (int64, string, bool) {
+	if snap.Summary == nil {
+		return 0, "", false
+	}
+	p := snap.Summary.Properties
+	if p[propPipeline] != s.cfg.Pipeline || p[propSink] != s.name {
+		return 0, "", false
+	}
+	id, err := strconv.ParseInt(p[propCheckpoint], 10, 64)
+	if err != nil {
+		return 0, "", false
+	}
+	return id, p[propJob], true
+}
+
+// LastCommitted returns the newest checkpoint the table records for the
+// job (runtime.CommitTracker).
+func (c *committer) LastCommitted(ctx context.Context, jobID, sink string) (int64, error) {
+	tbl, err := c.s.loadTable(ctx, false)
+	if errors.Is(err, catalog.ErrNoSuchTable) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, c.s.errorf("reading the newest published checkpoint of job %s: %w", jobID, err)
+	}
+	return c.s.publishedBy(tbl, jobID), nil
+}
+
+// Claim returns the job that last published to the table through this
+// sink, when it is not jobID (runtime.DestinationClaimer): the runtime lets
+// this job take the table over only if that job published nothing, since
+// this one starts from other checkpoints and would publish the same records
+// again.
+func (c *committer) Claim(ctx context.Context, pipeline, sink, jobID string) (string, error) {
+	tbl, err := c.s.loadTable(ctx, false)
+	if errors.Is(err, catalog.ErrNoSuchTable) {
+		return "", nil
+	}
+	if err != nil {
+		return "", c.s.errorf("claiming the table: %w", err)
+	}
+	if p, ok := c.s.progressOf(tbl); ok {
+		if p.Job != jobID {
+			return p.Job, nil
+		}
+		return "", nil
+	}
+	var newest *table.Snapshot
+	for _, snap := range tbl.Metadata().Snapshots() {
+		if _, _, ok := c.s.summaryOf(snap); ok && (newest == nil || snap.SequenceNumber > newest.SequenceNumber) {
+			newest = &snap
+		}
+	}
+	if newest != nil && newest.Summary.Properties[propJob] != jobID {
+		return newest.Summary.Properties[propJob], nil
+	}
+	return "", nil
+}
+
+// Reclaim: the job's first commit records it in the progress property.
+func (c *committer) Reclaim(ctx context.Context, pipeline, sink, jobID string) error { return nil }
+
+// Abandon deletes the files under the job's data directory that no snapshot
+// of the table references: files of checkpoints that never completed, and
+// files a failed commit left. It runs at a recovery after the recovery point
+// was published and before any subtask writes.
+func (c *committer) Abandon(ctx context.Context, jobID string) (int, error) {
+	s := c.s
+	tbl, err := s.loadTable(ctx, false)
+	if errors.Is(err, catalog.ErrNoSuchTable) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, s.errorf("deleting unpublished files: %w", err)
+	}
+	dir := s.dataDir(tbl, jobID)
+	iofs, err := tbl.FS(ctx)
+	if err != nil {
+		return 0, s.errorf("deleting unpublished files: %w", err)
+	}
+	if _, err := iofs.Open(dir); errors.Is(err, fs.ErrNotExist) || errors.Is(err, os.ErrNotExist) {
+		return 0, nil // the job wrote nothing yet
+	}
+	res, err := tbl.DeleteOrphanFiles(ctx, table.WithLocation(dir), table.WithFilesOlderThan(0))
+	if err != nil {
+		return len(res.DeletedFiles), s.errorf("deleting unpublished files under %s: %w", dir, err)
+	}
+	return len(res.DeletedFiles), nil
+}
