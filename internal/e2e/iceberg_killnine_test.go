@@ -243,11 +243,10 @@ func checkIcebergSnapshots(t *testing.T, ctx context.Context, tbl *table.Table, 
 			t.Fatal(err)
 		}
 		for _, m := range mans {
-			entries, err := m.FetchEntries(iofs, false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, e := range entries {
+			for e, err := range m.Entries(iofs, false) {
+				if err != nil {
+					t.Fatal(err)
+				}
 				referenced[e.DataFile().FilePath()] = true
 			}
 		}

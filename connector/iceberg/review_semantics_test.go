@@ -1,0 +1,162 @@
+//go:build iceberg
+
+package iceberg_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/ingest-engine/ingest/row"
+)
+
+var kvSchema = &row.Schema{Fields: []row.Field{{Name: "k", Kind: row.Int}, {Name: "v", Kind: row.Int}}}
+
+// TestReviewAbandonKeepsPublishedFiles: a pipeline whose name holds
+// characters that url.PathEscape changes. After a commit, Abandon (what a
+// recovery runs) must delete none of the files the table references.
+func TestReviewAbandonKeepsPublishedFiles(t *testing.T) {
+	for _, name := range []string{"plain", "my pipeline", "orders/v2", "100%", "café"} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			tbl := fmt.Sprintf("t%d", time.Now().UnixNano())
+			cfg := f.config(tbl, kvSchema)
+			cfg.Pipeline = name
+			h := newHarness(t, cfg, "job1", 1)
+			h.write(0, ints(1, 10), ints(2, 20))
+			ctx := context.Background()
+			if err := h.commit(ctx, h.barrier(1)); err != nil {
+				t.Fatal(err)
+			}
+			if got := len(f.scan(t, tbl, "k", "v")); got != 2 {
+				t.Fatalf("before Abandon: %d rows, want 2", got)
+			}
+			n, err := h.cm.Abandon(ctx, "job1")
+			if err != nil {
+				t.Fatalf("Abandon: %v", err)
+			}
+			if n != 0 {
+				t.Errorf("Abandon deleted %d files, but every file the job wrote is published", n)
+			}
+			rows := f.scan(t, tbl, "k", "v")
+			if len(rows) != 2 {
+				t.Fatalf("after Abandon: %d rows, want 2", len(rows))
+			}
+		})
+	}
+}
+
+// TestReviewChangelogGroupedCommit: one commit publishes the files of
+// several checkpoints (commit_interval grouping: the earlier commits were
+// held back). Each checkpoint's changes must apply in order.
+func TestReviewChangelogGroupedCommit(t *testing.T) {
+	type step []row.Row // the changes of one checkpoint
+	cases := []struct {
+		name  string
+		steps []step
+		want  map[int64]int64
+	}{
+		{"insert/delete/reinsert", []step{{change(1, 1, "insert")}, {change(1, 1, "delete")}, {change(1, 3, "insert")}}, map[int64]int64{1: 3}},
+		{"insert/update/update", []step{{change(1, 1, "insert")}, {change(1, 2, "update")}, {change(1, 3, "update")}}, map[int64]int64{1: 3}},
+		{"insert/delete", []step{{change(1, 1, "insert"), change(2, 2, "insert")}, {change(1, 1, "delete")}}, map[int64]int64{2: 2}},
+		{"same checkpoint delete+insert", []step{{change(1, 1, "insert")}, {change(1, 1, "delete"), change(1, 5, "insert")}}, map[int64]int64{1: 5}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			cfg := f.config("changes", changelogSchema)
+			cfg.Key, cfg.Op = []string{"k"}, "_op"
+			cfg.CommitInterval = time.Hour
+			h := newHarness(t, cfg, "job1", 1)
+			ctx := context.Background()
+			var last = int64(len(tc.steps))
+			for i, st := range tc.steps {
+				id := int64(i + 1)
+				h.write(0, st...)
+				c := h.barrier(id)
+				if id == last {
+					// a fresh committer has no last commit: it publishes
+					// at once (as the final checkpoint's would)
+					h.cm = h.sink.Committer()
+				}
+				if err := h.commit(ctx, c); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := map[int64]int64{}
+			dups := 0
+			for _, r := range f.scan(t, "changes", "k", "v") {
+				if _, ok := got[r[0].(int64)]; ok {
+					dups++
+				}
+				got[r[0].(int64)] = r[1].(int64)
+			}
+			if dups > 0 || fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("table %v (%d duplicate keys), want %v; %d snapshots", got, dups, tc.want, len(f.table(t, "changes").Metadata().Snapshots()))
+			}
+		})
+	}
+}
+
+// TestReviewFloatKeys: a changelog keyed by a float column with NaN and
+// signed zeros.
+func TestReviewFloatKeys(t *testing.T) {
+	sch := &row.Schema{Fields: []row.Field{{Name: "k", Kind: row.Float}, {Name: "v", Kind: row.Int}, {Name: "_op", Kind: row.String}}}
+	fc := func(k float64, v int64, op string) row.Row {
+		return row.Row{row.FloatValue(k), row.IntValue(v), row.StringValue(op)}
+	}
+	f := newFixture(t)
+	cfg := f.config("fk", sch)
+	cfg.Key, cfg.Op = []string{"k"}, "_op"
+	h := newHarness(t, cfg, "job1", 1)
+	ctx := context.Background()
+	h.write(0, fc(math.NaN(), 1, "insert"), fc(0, 2, "insert"), fc(math.Copysign(0, -1), 3, "insert"), fc(1.5, 4, "insert"))
+	if err := h.commit(ctx, h.barrier(1)); err != nil {
+		t.Fatal(err)
+	}
+	h.write(0, fc(math.NaN(), 1, "delete"), fc(math.Copysign(0, -1), 3, "delete"), fc(1.5, 4, "delete"))
+	if err := h.commit(ctx, h.barrier(2)); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range f.scan(t, "fk", "k", "v") {
+		got = append(got, fmt.Sprint(r[0], "=", r[1]))
+	}
+	sort.Strings(got)
+	// left: only key +0 (v=2)
+	if len(got) != 1 || got[0] != "0=2" {
+		t.Errorf("after deleting NaN, -0 and 1.5 the table holds %v, want [0=2]", got)
+	}
+}
+
+// TestReviewTimeKeySubMicro: keys that differ below a microsecond are two
+// keys to the sink, one to the table (microseconds).
+func TestReviewTimeKeySubMicro(t *testing.T) {
+	sch := &row.Schema{Fields: []row.Field{{Name: "k", Kind: row.Time}, {Name: "v", Kind: row.Int}, {Name: "_op", Kind: row.String}}}
+	tc := func(ns int64, v int64, op string) row.Row {
+		return row.Row{row.TimeValue(ns), row.IntValue(v), row.StringValue(op)}
+	}
+	f := newFixture(t)
+	cfg := f.config("tk", sch)
+	cfg.Key, cfg.Op = []string{"k"}, "_op"
+	h := newHarness(t, cfg, "job1", 1)
+	ctx := context.Background()
+	base := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	h.write(0, tc(base+100, 1, "insert"), tc(base+900, 2, "insert"))
+	if err := h.commit(ctx, h.barrier(1)); err != nil {
+		t.Fatal(err)
+	}
+	rows := f.scan(t, "tk", "k", "v")
+	t.Logf("after two inserts of keys %d ns apart: %v", 800, rows)
+	h.write(0, tc(base+100, 1, "delete"))
+	if err := h.commit(ctx, h.barrier(2)); err != nil {
+		t.Fatal(err)
+	}
+	rows = f.scan(t, "tk", "k", "v")
+	if len(rows) != 1 {
+		t.Errorf("after deleting one of two keys, the table holds %d rows: %v (want the other key's row)", len(rows), rows)
+	}
+}
