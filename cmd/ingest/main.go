@@ -74,8 +74,15 @@ func rootCmd() *cobra.Command {
 	}
 	root.SetVersionTemplate("{{.Version}}")
 	root.AddCommand(runCmd(), validateCmd(), checkpointsCmd(), nexmarkCmd(), benchCmd(), devCmd(), connectorsCmd(), versionCmd())
+	for _, c := range taggedCommands {
+		root.AddCommand(c())
+	}
 	return root
 }
+
+// taggedCommands are the subcommands of files built only with a build tag
+// (iceberg.go: ingest iceberg, with -tags iceberg).
+var taggedCommands []func() *cobra.Command
 
 // exactArgs is cobra.ExactArgs(n) with the command's usage line in its
 // error, so a missing FILE says how the command is written.

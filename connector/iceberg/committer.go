@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -89,7 +90,7 @@ func (c *committer) Commit(ctx context.Context, jobID string, cm checkpoint.Comm
 	var err error
 	for attempt := 1; ; attempt++ {
 		err = c.publish(ctx, jobID, cm.Checkpoint, files)
-		if err == nil || !errors.Is(err, table.ErrCommitFailed) || attempt == commitAttempts {
+		if err == nil || !lostRace(err) || attempt == commitAttempts {
 			break
 		}
 		runtime.LoggerFrom(ctx).Warn("iceberg commit lost a race with another writer; trying again from the table's new metadata",
@@ -178,6 +179,14 @@ func (c *committer) publish(ctx context.Context, jobID string, id int64, files [
 	}
 	_, err = tx.Commit(ctx)
 	return err
+}
+
+// lostRace says a commit failed because another writer committed first, and
+// left the table as it was: iceberg-go's ErrCommitFailed, or a requirement
+// its catalog client checked against the table's new metadata (the SQL
+// catalog returns those without a sentinel error to match).
+func lostRace(err error) bool {
+	return errors.Is(err, table.ErrCommitFailed) || strings.Contains(err.Error(), "requirement failed: ")
 }
 
 func (s *Sink) progressKey() string { return propProgress + s.cfg.Pipeline + "." + s.name }

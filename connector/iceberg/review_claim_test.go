@@ -18,9 +18,12 @@ import (
 	"github.com/ingest-engine/ingest/stream"
 )
 
-func reviewAppendPipeline(t *testing.T, f *fixture, n int64, rate float64) *stream.Pipeline {
+func reviewAppendPipeline(t *testing.T, f *fixture, n int64, rate float64, interval ...time.Duration) *stream.Pipeline {
 	t.Helper()
 	cfg := f.config("claim", genSchema)
+	if len(interval) > 0 {
+		cfg.CommitInterval = interval[0]
+	}
 	cfg.Pipeline = "icetest-claim"
 	sink, err := ice.NewSink("lake", cfg)
 	if err != nil {
@@ -111,3 +114,31 @@ func TestReviewRerunAfterCheckpointDirDeleted(t *testing.T) {
 }
 
 func removeAll(dir string) error { return os.RemoveAll(dir) }
+
+// TestReviewSinkReusedBySecondJob: a Go program runs one pipeline value
+// twice, the second time on a new checkpoint directory with
+// AllowDuplicates (take the table over, publishing the output again). The
+// second job's checkpoint ids start at 1 again, but Sink.published still
+// holds the first job's last checkpoint.
+func TestReviewSinkReusedBySecondJob(t *testing.T) {
+	const n = 3000
+	f := newFixture(t)
+	p := reviewAppendPipeline(t, f, n, 1500, 500*time.Millisecond)
+	if err := reviewRunJob(p, filepath.Join(t.TempDir(), "a")); err != nil {
+		t.Fatal(err)
+	}
+	ck := checkpoint.DefaultOptions()
+	ck.Interval = 100 * time.Millisecond
+	job, err := p.NewJob(stream.RunOptions{CheckpointDir: filepath.Join(t.TempDir(), "b"), Checkpoint: ck, AllowDuplicates: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := job.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rows := f.scan(t, "claim", "id")
+	t.Logf("table after two jobs: %d rows (first job %d)", len(rows), n)
+	if len(rows) != 2*n {
+		t.Errorf("the second job (duplicates allowed) published %d of its %d rows", len(rows)-n, n)
+	}
+}

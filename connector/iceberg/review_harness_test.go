@@ -92,3 +92,13 @@ func ints(vs ...int64) row.Row {
 func change(k, v int64, op string) row.Row {
 	return row.Row{row.IntValue(k), row.IntValue(v), row.StringValue(op)}
 }
+
+func batchOf(rows []row.Row) runtime.Batch[row.Row] {
+	var b runtime.Batch[row.Row]
+	for _, r := range rows {
+		b = append(b, runtime.Record[row.Row]{Value: r})
+	}
+	return b
+}
+
+func newSinkForTest(cfg ice.SinkConfig) (*ice.Sink, error) { return ice.NewSink("lake", cfg) }

@@ -160,3 +160,66 @@ func TestReviewTimeKeySubMicro(t *testing.T) {
 		t.Errorf("after deleting one of two keys, the table holds %d rows: %v (want the other key's row)", len(rows), rows)
 	}
 }
+
+// TestReviewAbandonOddWarehouse: a warehouse directory whose path holds a
+// space or a percent sign.
+func TestReviewAbandonOddWarehouse(t *testing.T) {
+	for _, sub := range []string{"my wh", "100%wh", "a#b"} {
+		t.Run(sub, func(t *testing.T) {
+			f := newFixture(t)
+			tbl := fmt.Sprintf("t%d", time.Now().UnixNano())
+			cfg := f.config(tbl, kvSchema)
+			cfg.Catalog.Warehouse = t.TempDir() + "/" + sub
+			h := newHarness(t, cfg, "job1", 1)
+			h.write(0, ints(1, 10), ints(2, 20))
+			ctx := context.Background()
+			if err := h.commit(ctx, h.barrier(1)); err != nil {
+				t.Fatal(err)
+			}
+			n, err := h.cm.Abandon(ctx, "job1")
+			rows := f.scan(t, tbl, "k", "v")
+			if err != nil || n != 0 || len(rows) != 2 {
+				t.Errorf("Abandon: deleted %d, err %v; table then %d rows, want 2", n, err, len(rows))
+			}
+		})
+	}
+}
+
+// TestReviewAbandonDeletesOnlyOrphans: a changelog job publishes two
+// checkpoints (data and equality delete files), stages a third that never
+// completes; Abandon deletes the third's files only, and a second job's
+// Abandon touches nothing of the first's.
+func TestReviewAbandonDeletesOnlyOrphans(t *testing.T) {
+	f := newFixture(t)
+	cfg := f.config("orph", changelogSchema)
+	cfg.Key, cfg.Op = []string{"k"}, "_op"
+	ctx := context.Background()
+	h := newHarness(t, cfg, "job1", 2)
+	h.write(0, change(1, 1, "insert"))
+	h.write(1, change(2, 1, "insert"))
+	if err := h.commit(ctx, h.barrier(1)); err != nil {
+		t.Fatal(err)
+	}
+	h.write(0, change(1, 2, "update"))
+	h.write(1, change(2, 1, "delete"))
+	if err := h.commit(ctx, h.barrier(2)); err != nil {
+		t.Fatal(err)
+	}
+	h.write(0, change(1, 3, "update"))
+	_ = h.barrier(3) // never completes
+	n, err := h.cm.Abandon(ctx, "job1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Errorf("Abandon deleted %d files, want the 2 of checkpoint 3", n)
+	}
+	n2, err := h.sink.Committer().Abandon(ctx, "job2")
+	if err != nil || n2 != 0 {
+		t.Errorf("another job's Abandon: %d, %v", n2, err)
+	}
+	rows := f.scan(t, "orph", "k", "v")
+	if len(rows) != 1 || rows[0][1].(int64) != 2 {
+		t.Errorf("table %v, want [[1 2]]", rows)
+	}
+}
