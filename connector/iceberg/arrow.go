@@ -3,6 +3,7 @@
 package iceberg
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -193,3 +194,32 @@ func (bt *batcher) take() arrow.RecordBatch {
 }
 
 func (bt *batcher) release() { bt.b.Release() }
+
+// checkChangelogTable refuses a table a changelog's equality deletes would
+// not apply to in full: one of format version 1, which has no deletes, or
+// one whose current snapshot holds files of an older partition spec (a
+// partitioned delete applies to files of its own spec only).
+func checkChangelogTable(ctx context.Context, tbl *table.Table) error {
+	if v := tbl.Metadata().Version(); v < 2 {
+		return fmt.Errorf("the table has format version %d, which has no deletes: a changelog needs version 2 or later (ALTER TABLE … SET TBLPROPERTIES ('format-version'='2'))", v)
+	}
+	snap := tbl.CurrentSnapshot()
+	if snap == nil {
+		return nil
+	}
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		return err
+	}
+	mans, err := snap.Manifests(fs)
+	if err != nil {
+		return fmt.Errorf("reading the current snapshot's manifests: %w", err)
+	}
+	spec := tbl.Spec()
+	for _, m := range mans {
+		if id := int(m.PartitionSpecID()); id != spec.ID() {
+			return fmt.Errorf("the table holds files of partition spec %d, and its current spec is %d: the changelog's deletes, written under the current spec, would not remove their rows; restore the table's former partition spec, or write the changelog to a new table", id, spec.ID())
+		}
+	}
+	return nil
+}

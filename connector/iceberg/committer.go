@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"strconv"
@@ -45,9 +46,10 @@ type progress struct {
 }
 
 // commitAttempts is how many times a commit that lost a race with another
-// writer's (after iceberg-go's own retries) is tried again from the table's
-// fresh metadata.
-const commitAttempts = 5
+// writer's (after iceberg-go's own retries) is tried, from the table's fresh
+// metadata each time, with random pauses of up to 10 ms, 20 ms, … 1.28 s
+// between tries.
+const commitAttempts = 10
 
 // committer publishes the files of complete checkpoints. It keeps no state
 // that a recovery needs: the table says what it published.
@@ -95,17 +97,20 @@ func (c *committer) Commit(ctx context.Context, jobID string, cm checkpoint.Comm
 		}
 		runtime.LoggerFrom(ctx).Warn("iceberg commit lost a race with another writer; trying again from the table's new metadata",
 			"sink", s.name, "checkpoint", cm.Checkpoint, "attempt", attempt, "err", err)
+		// A random pause, doubling, so that writers racing in step fall
+		// out of it.
+		pause := time.Duration(rand.Int64N(int64(10*time.Millisecond) << min(attempt, 7)))
+		select {
+		case <-ctx.Done():
+			return s.errorf("committing checkpoint %d: %w", cm.Checkpoint, ctx.Err())
+		case <-time.After(pause):
+		}
 	}
 	if err != nil {
 		return s.errorf("committing checkpoint %d (job %s, %d files): %w", cm.Checkpoint, jobID, len(files), err)
 	}
 	c.last = time.Now()
-	for {
-		p := s.published.Load()
-		if p >= cm.Checkpoint || s.published.CompareAndSwap(p, cm.Checkpoint) {
-			break
-		}
-	}
+	s.published.set(jobID, cm.Checkpoint)
 	return nil
 }
 
@@ -129,6 +134,14 @@ func (c *committer) publish(ctx context.Context, jobID string, id int64, files [
 	}
 	if len(fresh) == 0 {
 		return nil
+	}
+	if p, ok := s.progressOf(tbl); ok && p.Job != jobID {
+		return fmt.Errorf("the table's %s names job %s: another job of this pipeline took the table over, and this one stops rather than publish its records as well: %w",
+			s.progressKey(), p.Job, runtime.ErrUnrecoverable)
+	}
+	fresh, err = c.present(ctx, tbl, id, fresh)
+	if err != nil || len(fresh) == 0 {
+		return err
 	}
 	meta := tbl.Metadata()
 	// A changelog's checkpoints are applied in order, one snapshot each, so
@@ -187,6 +200,40 @@ func (c *committer) publish(ctx context.Context, jobID string, id int64, files [
 // catalog returns those without a sentinel error to match).
 func lostRace(err error) bool {
 	return errors.Is(err, table.ErrCommitFailed) || strings.Contains(err.Error(), "requirement failed: ")
+}
+
+// ErrStagedOutputLost marks a commit whose staged file is gone: it was
+// deleted outside the protocol. The commit fails rather than publish a file
+// readers could not read, or a checkpoint without part of its rows.
+var ErrStagedOutputLost = errors.New("staged output lost")
+
+// present checks that every file to publish exists. A missing one fails the
+// commit, unless ctx accepts lost output (runtime.WithLostOutputAccepted):
+// it is then left out and logged.
+func (c *committer) present(ctx context.Context, tbl *table.Table, id int64, files []pendingFile) ([]pendingFile, error) {
+	iofs, err := tbl.FS(ctx)
+	if err != nil {
+		return nil, err
+	}
+	kept := files[:0:0]
+	for _, f := range files {
+		fh, err := iofs.Open(f.Path)
+		if err == nil {
+			_ = fh.Close()
+			kept = append(kept, f)
+			continue
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("checking staged file %s: %w", f.Path, err)
+		}
+		if !runtime.LostOutputAccepted(ctx) {
+			return nil, fmt.Errorf("checkpoint %d: staged file %s (prepared at checkpoint %d) is missing: %w. It was deleted outside the engine, and publishing the checkpoint without it would lose its rows silently. "+
+				"Restore the file, or run with --accept-lost-output to publish the rest and lose that file's rows (logged) (%w)", id, f.Path, f.PreparedAt, ErrStagedOutputLost, runtime.ErrUnrecoverable)
+		}
+		runtime.LoggerFrom(ctx).Warn("publishing a checkpoint without a staged file that was lost (--accept-lost-output): its rows are lost",
+			"sink", c.s.name, "checkpoint", id, "file", f.Path, "err", err)
+	}
+	return kept, nil
 }
 
 func (s *Sink) progressKey() string { return propProgress + s.cfg.Pipeline + "." + s.name }
@@ -248,15 +295,19 @@ func (c *committer) LastCommitted(ctx context.Context, jobID, sink string) (int6
 	return c.s.publishedBy(tbl, jobID), nil
 }
 
-// Claim returns the job that last published to the table through this
-// sink, when it is not jobID (runtime.DestinationClaimer): the runtime lets
-// this job take the table over only if that job published nothing, since
-// this one starts from other checkpoints and would publish the same records
-// again.
+// Claim makes the table this sink's for job jobID (runtime.DestinationClaimer):
+// it returns the job the table's progress property (or, without one, the
+// newest snapshot of this sink) names when that is another job; the runtime
+// lets this job take the table over (Reclaim) only if that job published
+// nothing, since this one starts from other checkpoints and would publish the
+// same records again. A table no job of the sink has claimed is claimed at
+// once, by setting the property to this job: a second job that starts later
+// finds it, and a job whose table was taken over stops at its next commit
+// (publish refuses when the property names another job).
 func (c *committer) Claim(ctx context.Context, pipeline, sink, jobID string) (string, error) {
 	tbl, err := c.s.loadTable(ctx, false)
 	if errors.Is(err, catalog.ErrNoSuchTable) {
-		return "", nil
+		return "", nil // the first subtask creates it; the first commit claims it
 	}
 	if err != nil {
 		return "", c.s.errorf("claiming the table: %w", err)
@@ -276,11 +327,35 @@ func (c *committer) Claim(ctx context.Context, pipeline, sink, jobID string) (st
 	if newest != nil && newest.Summary.Properties[propJob] != jobID {
 		return newest.Summary.Properties[propJob], nil
 	}
-	return "", nil
+	return "", c.mark(ctx, tbl, jobID)
 }
 
-// Reclaim: the job's first commit records it in the progress property.
-func (c *committer) Reclaim(ctx context.Context, pipeline, sink, jobID string) error { return nil }
+// Reclaim records jobID as the table's job in place of the one Claim
+// returned.
+func (c *committer) Reclaim(ctx context.Context, pipeline, sink, jobID string) error {
+	tbl, err := c.s.loadTable(ctx, false)
+	if errors.Is(err, catalog.ErrNoSuchTable) {
+		return nil
+	}
+	if err == nil {
+		err = c.mark(ctx, tbl, jobID)
+	}
+	if err != nil {
+		return c.s.errorf("taking the table over: %w", err)
+	}
+	return nil
+}
+
+// mark sets the progress property to jobID with nothing published.
+func (c *committer) mark(ctx context.Context, tbl *table.Table, jobID string) error {
+	pv, _ := json.Marshal(progress{Job: jobID}) // strings and an integer always marshal
+	tx := tbl.NewTransaction()
+	if err := tx.SetProperties(iceberg.Properties{c.s.progressKey(): string(pv)}); err != nil {
+		return err
+	}
+	_, err := tx.Commit(ctx)
+	return err
+}
 
 // Abandon deletes the files under the job's data directory that no snapshot
 // of the table references: files of checkpoints that never completed, and

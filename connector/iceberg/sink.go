@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/apache/iceberg-go"
@@ -40,10 +39,39 @@ type Sink struct {
 	catOnce sync.Mutex
 	cat     catalog.Catalog
 
-	// published is the newest checkpoint whose files this process knows
-	// are in the table: subtasks stop offering files prepared at or before
-	// it.
-	published atomic.Int64
+	// published is the newest checkpoint of a job whose files this process
+	// knows are in the table: that job's subtasks stop offering files
+	// prepared at or before it.
+	published publishedMark
+}
+
+// publishedMark is Sink.published: a job and its newest published
+// checkpoint. A Sink may run several jobs one after another (a Go program
+// running one pipeline value twice), whose checkpoint ids are unrelated.
+type publishedMark struct {
+	mu  sync.Mutex
+	job string
+	id  int64
+}
+
+// set records checkpoint id of job as published.
+func (m *publishedMark) set(job string, id int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.job != job {
+		m.job, m.id = job, 0
+	}
+	m.id = max(m.id, id)
+}
+
+// of returns the newest published checkpoint of job, 0 when none.
+func (m *publishedMark) of(job string) int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.job != job {
+		return 0
+	}
+	return m.id
 }
 
 // column is an input field the sink writes.
@@ -61,6 +89,9 @@ func NewSink(name string, cfg SinkConfig) (*Sink, error) {
 	}
 	s := &Sink{cfg: cfg, name: name, op: -1}
 	if cfg.Key != nil {
+		if len(cfg.Key) == 0 {
+			return nil, fmt.Errorf("iceberg sink %s: the changelog has no key (a single group, key: []): equality deletes need key columns; write it to a sink that replaces its one row, or group it by a field", name)
+		}
 		s.op = cfg.Schema.Index(cfg.Op)
 		if s.op < 0 {
 			return nil, fmt.Errorf("iceberg sink %s: the changelog has no operation field %q", name, cfg.Op)
@@ -69,6 +100,9 @@ func NewSink(name string, cfg SinkConfig) (*Sink, error) {
 			i := cfg.Schema.Index(k)
 			if i < 0 {
 				return nil, fmt.Errorf("iceberg sink %s: the changelog has no key field %q", name, k)
+			}
+			if f := cfg.Schema.Fields[i]; f.Kind == row.Float {
+				return nil, fmt.Errorf("iceberg sink %s: the changelog's key field %q is a float, which Iceberg does not take as an equality delete key", name, k)
 			}
 			s.key = append(s.key, i)
 		}
@@ -185,15 +219,22 @@ func (s *Sink) loadTable(ctx context.Context, create bool) (*table.Table, error)
 		return nil, err
 	}
 	ns := catalog.ToIdentifier(strings.Split(s.cfg.Namespace, ".")...)
+	// Another subtask, or another pipeline, may create them at the same
+	// time: whatever the error says, one that exists now is taken.
 	if err := cat.CreateNamespace(ctx, ns, nil); err != nil && !errors.Is(err, catalog.ErrNamespaceAlreadyExists) {
-		return nil, fmt.Errorf("creating namespace %s: %w", s.cfg.Namespace, err)
+		if ok, e := cat.CheckNamespaceExists(ctx, ns); e != nil || !ok {
+			return nil, fmt.Errorf("creating namespace %s: %w", s.cfg.Namespace, err)
+		}
 	}
 	tbl, err = cat.CreateTable(ctx, s.ident(), sch, catalog.WithPartitionSpec(&spec),
 		catalog.WithProperties(iceberg.Properties{"format-version": "2", "write.parquet.compression-codec": "zstd"}))
-	if errors.Is(err, catalog.ErrTableAlreadyExists) {
-		return cat.LoadTable(ctx, s.ident())
+	if err != nil {
+		if t, e := cat.LoadTable(ctx, s.ident()); e == nil {
+			return t, nil
+		}
+		return nil, fmt.Errorf("creating the table: %w", err)
 	}
-	return tbl, err
+	return tbl, nil
 }
 
 // icebergType is the Iceberg type of a row kind.

@@ -31,6 +31,7 @@ const batchRows = 8192
 type writer struct {
 	s     *Sink
 	task  checkpoint.TaskID
+	job   string
 	log   *slog.Logger
 	ctx   context.Context
 	stop  context.CancelFunc
@@ -48,16 +49,16 @@ type writer struct {
 }
 
 // change is the net effect of a checkpoint's changes to one key: the row
-// the key ends with (nil: none), and whether the table may hold an older row
-// of the key, which an equality delete must remove: the first change of the
-// key in the checkpoint was an update or a delete, not an insert.
+// the key ends with (nil: none). Every changed key gets an equality delete
+// of the rows older checkpoints wrote, inserts too: an insert of a key the
+// table holds (a changelog restarted without its state) replaces the row
+// instead of adding a second one.
 type change struct {
-	row         row.Row
-	deleteOlder bool
+	row row.Row
 }
 
 func (w *writer) Open(ctx *runtime.Context) error {
-	w.task = ctx.Task
+	w.task, w.job = ctx.Task, ctx.JobID
 	w.log = ctx.Log
 	if w.log == nil {
 		w.log = slog.New(slog.DiscardHandler)
@@ -68,6 +69,9 @@ func (w *writer) Open(ctx *runtime.Context) error {
 		return w.s.errorf("subtask %v: %w", w.task, err)
 	}
 	w.l, err = w.s.planLayout(tbl)
+	if err == nil && w.s.cfg.Key != nil {
+		err = checkChangelogTable(w.ctx, tbl)
+	}
 	if err != nil {
 		return w.s.errorf("%w", err)
 	}
@@ -133,18 +137,17 @@ func (w *writer) fold(batch runtime.Batch[row.Row]) error {
 			if v.Kind() == row.Null {
 				return w.s.errorf("subtask %v: the record with event time %s has a NULL key field %q", w.task, formatTime(rec.Time), w.s.cfg.Schema.Fields[k].Name)
 			}
+			if v.Kind() == row.Time && v.Int()%1000 != 0 {
+				// The table keeps microseconds: two keys that differ below
+				// one would be one key there.
+				return w.s.errorf("subtask %v: the record with event time %s has key field %q = %s, finer than the microseconds Iceberg keeps: keys that differ below a microsecond would be one row",
+					w.task, formatTime(rec.Time), w.s.cfg.Schema.Fields[k].Name, formatTime(v.Int()))
+			}
 			w.kbuf = row.ValueCodec{}.Append(w.kbuf, v)
 		}
 		c := w.net[string(w.kbuf)]
 		if c == nil {
 			c = &change{}
-			switch op.Str() {
-			case "insert":
-			case "update", "delete":
-				c.deleteOlder = true
-			default:
-				return w.s.errorf("subtask %v: the record with event time %s has operation %v; want insert, update or delete", w.task, formatTime(rec.Time), op)
-			}
 			key := string(w.kbuf)
 			w.net[key] = c
 			w.order = append(w.order, key)
@@ -183,7 +186,7 @@ func (w *writer) ProcessWatermark(int64) error { return nil }
 // Snapshot closes the files written since the last barrier and offers, as
 // one committable prepared at id, every file not known to be in the table.
 func (w *writer) Snapshot(id int64) (runtime.Snapshot, error) {
-	w.drop(w.s.published.Load())
+	w.drop(w.s.published.of(w.job))
 	var files []iceberg.DataFile
 	var err error
 	if w.net != nil {
@@ -217,7 +220,8 @@ func (w *writer) Snapshot(id int64) (runtime.Snapshot, error) {
 }
 
 // writeNet writes the checkpoint's net changes: the rows keys end with, and
-// an equality delete of every key whose older row the table may hold.
+// an equality delete of every changed key, which removes the rows older
+// checkpoints wrote for it.
 func (w *writer) writeNet() ([]iceberg.DataFile, error) {
 	if len(w.order) == 0 {
 		return nil, nil
@@ -232,19 +236,12 @@ func (w *writer) writeNet() ([]iceberg.DataFile, error) {
 	}()
 	for _, k := range w.order {
 		c := w.net[k]
-		if c.deleteOlder {
-			r := c.row
-			if r == nil {
-				// A deleted key: its key fields are in the delete record,
-				// which the fold kept.
-				r = w.deleted(k)
-			}
-			if err := keys.add(func(i int) row.Value { return at(r, w.s.cols[w.l.keyCols[i]].index) }); err != nil {
-				return nil, err
-			}
-			if keys.rows >= batchRows {
-				dels = append(dels, keys.take())
-			}
+		kr := w.keyRow(k)
+		if err := keys.add(func(i int) row.Value { return at(kr, w.s.cols[w.l.keyCols[i]].index) }); err != nil {
+			return nil, err
+		}
+		if keys.rows >= batchRows {
+			dels = append(dels, keys.take())
 		}
 		if c.row != nil {
 			r := c.row
@@ -289,9 +286,9 @@ func (w *writer) writeNet() ([]iceberg.DataFile, error) {
 	return out, nil
 }
 
-// deleted returns a row holding key k's fields, decoded from the net map's
+// keyRow returns a row holding key k's fields, decoded from the net map's
 // key (a deleted key keeps no row).
-func (w *writer) deleted(k string) row.Row {
+func (w *writer) keyRow(k string) row.Row {
 	r := make(row.Row, len(w.s.cfg.Schema.Fields))
 	src := []byte(k)
 	for _, i := range w.s.key {
@@ -344,7 +341,7 @@ func (w *writer) NotifyComplete(id int64) error {
 	if w.s.cfg.CommitInterval <= 0 {
 		w.drop(id)
 	} else {
-		w.drop(w.s.published.Load())
+		w.drop(w.s.published.of(w.job))
 	}
 	return nil
 }

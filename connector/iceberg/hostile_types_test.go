@@ -17,9 +17,9 @@ import (
 
 var tsSchema = &row.Schema{Fields: []row.Field{{Name: "id", Kind: row.Int}, {Name: "ts", Kind: row.Time}, {Name: "s", Kind: row.String}}}
 
-// TestReviewTimesFarAway: times before 1970 and far in the future in a
+// TestIcebergTimesFarAway: times before 1970 and far in the future in a
 // table partitioned by a time transform; a filtered scan must find them.
-func TestReviewTimesFarAway(t *testing.T) {
+func TestIcebergTimesFarAway(t *testing.T) {
 	times := []time.Time{
 		time.Date(1969, 12, 31, 23, 59, 59, 999_999_000, time.UTC),
 		time.Date(1969, 12, 31, 23, 0, 0, 1000, time.UTC),
@@ -59,10 +59,10 @@ func TestReviewTimesFarAway(t *testing.T) {
 	}
 }
 
-// TestReviewHugeStrings: a value of many MiB, and a string column whose
+// TestIcebergHugeStrings: a value of many MiB, and a string column whose
 // values share a long prefix (bounds truncation), with equality deletes on
 // a long string key.
-func TestReviewHugeStrings(t *testing.T) {
+func TestIcebergHugeStrings(t *testing.T) {
 	f := newFixture(t)
 	h := newHarness(t, f.config("big", tsSchema), "job1", 1)
 	big := strings.Repeat("é", 24<<20) // 48 MiB
@@ -97,11 +97,11 @@ func TestReviewHugeStrings(t *testing.T) {
 	}
 }
 
-// TestReviewOddStringKeys: string keys that are not valid UTF-8, or long
+// TestIcebergOddStringKeys: string keys that are not valid UTF-8, or long
 // with a shared prefix ending in the largest bytes, updated and deleted in
 // a later checkpoint (equality deletes are matched to data files by their
 // column bounds).
-func TestReviewOddStringKeys(t *testing.T) {
+func TestIcebergOddStringKeys(t *testing.T) {
 	sch := &row.Schema{Fields: []row.Field{{Name: "k", Kind: row.String}, {Name: "v", Kind: row.Int}, {Name: "_op", Kind: row.String}}}
 	f := newFixture(t)
 	cfg := f.config("oddkeys", sch)

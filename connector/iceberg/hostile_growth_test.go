@@ -8,11 +8,11 @@ import (
 	"time"
 )
 
-// TestReviewHeldBackGrowth: with a commit interval far longer than the
+// TestIcebergHeldBackGrowth: with a commit interval far longer than the
 // checkpoint interval, every barrier re-offers every held-back file: the
 // committable (encoded on the task goroutine, stored in every checkpoint's
 // metadata) grows with each checkpoint.
-func TestReviewHeldBackGrowth(t *testing.T) {
+func TestIcebergHeldBackGrowth(t *testing.T) {
 	f := newFixture(t)
 	cfg := f.config("growth", kvSchema)
 	cfg.CommitInterval = time.Hour

@@ -17,18 +17,18 @@ import (
 	"github.com/ingest-engine/ingest/stream"
 )
 
-// TestReviewTwoPipelinesOneTable: two different pipelines append to one
+// TestIcebergTwoPipelinesOneTable: two different pipelines append to one
 // table at once, each committing every checkpoint. Their commits race in
 // the catalog; the sink says it retries a commit that lost a race. Count
 // how many restarts the races cost, and check every row of both is there.
-func TestReviewTwoPipelinesOneTable(t *testing.T) {
+func TestIcebergTwoPipelinesOneTable(t *testing.T) {
 	const n = 6000
 	f := newFixture(t)
 	var wg sync.WaitGroup
 	stats := make([]runtime.Stats, 2)
 	errs := make([]error, 2)
 	for i := range 2 {
-		name := []string{"review-a", "review-b"}[i]
+		name := []string{"pipeline-a", "pipeline-b"}[i]
 		cfg := f.config("shared", genSchema)
 		cfg.Pipeline = name
 		sink, err := ice.NewSink("lake", cfg)

@@ -57,11 +57,11 @@ func (f *fixture) foreignAppend(t *testing.T, name string, keys []int64, v int64
 	return err
 }
 
-// TestReviewCommitRacesForeignWriter: another writer appends to the table
+// TestIcebergCommitRacesForeignWriter: another writer appends to the table
 // between the committer's load of the table and its catalog commit. Both
 // writers' rows must be in the table afterwards (or the commit must fail
 // loudly); none may vanish.
-func TestReviewCommitRacesForeignWriter(t *testing.T) {
+func TestIcebergCommitRacesForeignWriter(t *testing.T) {
 	for _, mode := range []string{"appends", "changelog", "changelog-grouped"} {
 		t.Run(mode, func(t *testing.T) {
 			f := newFixture(t)

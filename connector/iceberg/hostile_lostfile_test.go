@@ -10,12 +10,12 @@ import (
 	"testing"
 )
 
-// TestReviewMissingStagedFile: a data file a committable names is gone
+// TestIcebergMissingStagedFile: a data file a committable names is gone
 // before the commit (deleted by an operator cleaning the warehouse, lost by
 // the object store). The commit must fail (or, with lost output accepted,
 // leave the file out); it must not publish a reference to a missing file,
 // which makes every scan of the table fail.
-func TestReviewMissingStagedFile(t *testing.T) {
+func TestIcebergMissingStagedFile(t *testing.T) {
 	f := newFixture(t)
 	h := newHarness(t, f.config("lost", kvSchema), "job1", 1)
 	ctx := context.Background()

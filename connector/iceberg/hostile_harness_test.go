@@ -41,6 +41,28 @@ func newHarness(t *testing.T, cfg ice.SinkConfig, job string, parallelism int) *
 	return h
 }
 
+// openErr returns the error of making the sink of cfg and opening a
+// subtask of it, nil when both succeed.
+func openErr(t *testing.T, cfg ice.SinkConfig, job string) error {
+	t.Helper()
+	s, err := ice.NewSink("lake", cfg)
+	if err != nil {
+		return err
+	}
+	w := s.NewSubtask()
+	t.Cleanup(func() { _ = w.Close() })
+	return w.Open(&runtime.Context{Task: checkpoint.TaskID{Operator: "lake", Subtask: 0}, Parallelism: 1, JobID: job})
+}
+
+// writeErr hands rows to subtask i and returns Write's error.
+func (h *harness) writeErr(i int, rows ...row.Row) error {
+	var b runtime.Batch[row.Row]
+	for _, r := range rows {
+		b = append(b, runtime.Record[row.Row]{Value: r})
+	}
+	return h.subs[i].Write(b)
+}
+
 // write hands rows to subtask i.
 func (h *harness) write(i int, rows ...row.Row) {
 	h.t.Helper()

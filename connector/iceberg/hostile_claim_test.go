@@ -18,7 +18,7 @@ import (
 	"github.com/ingest-engine/ingest/stream"
 )
 
-func reviewAppendPipeline(t *testing.T, f *fixture, n int64, rate float64, interval ...time.Duration) *stream.Pipeline {
+func appendPipeline(t *testing.T, f *fixture, n int64, rate float64, interval ...time.Duration) *stream.Pipeline {
 	t.Helper()
 	cfg := f.config("claim", genSchema)
 	if len(interval) > 0 {
@@ -40,7 +40,7 @@ func reviewAppendPipeline(t *testing.T, f *fixture, n int64, rate float64, inter
 	return p
 }
 
-func reviewRunJob(p *stream.Pipeline, dir string) error {
+func runJobIn(p *stream.Pipeline, dir string) error {
 	ck := checkpoint.DefaultOptions()
 	ck.Interval = 100 * time.Millisecond
 	job, err := p.NewJob(stream.RunOptions{
@@ -55,22 +55,22 @@ func reviewRunJob(p *stream.Pipeline, dir string) error {
 	return job.Run(ctx)
 }
 
-// TestReviewTwoJobsSameTable: the same pipeline started twice at once with
+// TestIcebergTwoJobsSameTable: the same pipeline started twice at once with
 // two checkpoint directories (two hosts, or a copy of the spec with another
 // checkpoint dir). Each reads the whole bounded source. At most one of them
 // may publish: the table must hold every row once, or a job must fail.
-func TestReviewTwoJobsSameTable(t *testing.T) {
+func TestIcebergTwoJobsSameTable(t *testing.T) {
 	const n = 3000
 	f := newFixture(t)
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
 	for i := range 2 {
-		p := reviewAppendPipeline(t, f, n, 3000)
+		p := appendPipeline(t, f, n, 3000)
 		dir := filepath.Join(t.TempDir(), "ckpts")
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = reviewRunJob(p, dir)
+			errs[i] = runJobIn(p, dir)
 		}()
 	}
 	wg.Wait()
@@ -92,20 +92,20 @@ func TestReviewTwoJobsSameTable(t *testing.T) {
 	}
 }
 
-// TestReviewRerunAfterCheckpointDirDeleted: a bounded run completes; the
+// TestIcebergRerunAfterCheckpointDirDeleted: a bounded run completes; the
 // checkpoint directory is deleted and the pipeline is run again. The rerun
 // must refuse (it would publish every row again).
-func TestReviewRerunAfterCheckpointDirDeleted(t *testing.T) {
+func TestIcebergRerunAfterCheckpointDirDeleted(t *testing.T) {
 	const n = 1000
 	f := newFixture(t)
 	dir := filepath.Join(t.TempDir(), "ckpts")
-	if err := reviewRunJob(reviewAppendPipeline(t, f, n, 20000), dir); err != nil {
+	if err := runJobIn(appendPipeline(t, f, n, 20000), dir); err != nil {
 		t.Fatal(err)
 	}
 	if err := removeAll(dir); err != nil {
 		t.Fatal(err)
 	}
-	err := reviewRunJob(reviewAppendPipeline(t, f, n, 20000), dir)
+	err := runJobIn(appendPipeline(t, f, n, 20000), dir)
 	rows := f.scan(t, "claim", "id")
 	t.Logf("rerun: err=%v; table %d rows", err, len(rows))
 	if err == nil || len(rows) != n {
@@ -115,16 +115,16 @@ func TestReviewRerunAfterCheckpointDirDeleted(t *testing.T) {
 
 func removeAll(dir string) error { return os.RemoveAll(dir) }
 
-// TestReviewSinkReusedBySecondJob: a Go program runs one pipeline value
+// TestIcebergSinkReusedBySecondJob: a Go program runs one pipeline value
 // twice, the second time on a new checkpoint directory with
 // AllowDuplicates (take the table over, publishing the output again). The
 // second job's checkpoint ids start at 1 again, but Sink.published still
 // holds the first job's last checkpoint.
-func TestReviewSinkReusedBySecondJob(t *testing.T) {
+func TestIcebergSinkReusedBySecondJob(t *testing.T) {
 	const n = 3000
 	f := newFixture(t)
-	p := reviewAppendPipeline(t, f, n, 1500, 500*time.Millisecond)
-	if err := reviewRunJob(p, filepath.Join(t.TempDir(), "a")); err != nil {
+	p := appendPipeline(t, f, n, 1500, 500*time.Millisecond)
+	if err := runJobIn(p, filepath.Join(t.TempDir(), "a")); err != nil {
 		t.Fatal(err)
 	}
 	ck := checkpoint.DefaultOptions()
