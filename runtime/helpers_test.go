@@ -40,6 +40,15 @@ type txStore[T any] struct {
 	// unstaged counts values sink subtasks still held when they closed:
 	// received after their last barrier.
 	unstaged int
+	// publishNow records, per Commit call, its checkpoint and whether its
+	// context said runtime.PublishNow.
+	publishNow []publishNowCall
+}
+
+// publishNowCall is one Commit call as txStore.publishNow records it.
+type publishNowCall struct {
+	checkpoint int64
+	now        bool
 }
 
 // txCommit is one publication: the output a Commit made visible.
@@ -151,10 +160,11 @@ func (s *txStore[T]) unstagedValues() int {
 
 type txCommitter[T any] struct{ store *txStore[T] }
 
-func (c txCommitter[T]) Commit(_ context.Context, _ string, cm checkpoint.Commit) error {
+func (c txCommitter[T]) Commit(ctx context.Context, _ string, cm checkpoint.Commit) error {
 	s := c.store
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.publishNow = append(s.publishNow, publishNowCall{checkpoint: cm.Checkpoint, now: runtime.PublishNow(ctx)})
 	var vals []T
 	for _, data := range cm.Committables {
 		key := string(data)
