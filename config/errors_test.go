@@ -114,7 +114,7 @@ func TestErrorsNameFileLineAndField(t *testing.T) {
 		{"bad aggregate", edit(13, "      c: median(value)"), `p.yaml:13: transforms.w.aggregates.c: "median(value)": unknown aggregate median`},
 		{"unknown transform type", edit(8, "    type: union"), `p.yaml:8: transforms.w.type: unknown transform type "union" (known: aggregate, filter, join, map, top_n, window)`},
 		{"unknown transform input", edit(9, "    input: nowhere"), `p.yaml:9: transforms.w.input: "nowhere" is not a source or transform`},
-		{"unknown sink type", edit(16, "    type: s3"), `p.yaml:16: sinks.out.type: unknown sink type "s3" (known: blackhole, file, kafka, postgres, stdout)`},
+		{"unknown sink type", edit(16, "    type: s3"), `p.yaml:16: sinks.out.type: unknown sink type "s3" (known: blackhole, file, iceberg, kafka, postgres, stdout)`},
 		{"unknown sink input", edit(17, "    input: nowhere"), `p.yaml:17: sinks.out.input: "nowhere" is not a source or transform (known: events, w)`},
 		{"unknown sink field", edit(18, "    paht: out"), "p.yaml:18: sinks.out.paht: unknown field"},
 		{"unknown top-level field", edit(1, "pipline: p"), "p.yaml:1: pipline: unknown field"},
