@@ -18,7 +18,7 @@ import (
 	"github.com/ingest-engine/ingest/stream"
 )
 
-// BenchmarkIcebergSink writes benchRows generated rows per iteration into a
+// BenchmarkIcebergSink writes 20 million generated rows per iteration into a
 // fresh table with checkpoints every second, as appends and as a changelog
 // of updates to 100,000 keys, and reports rows per second and per CPU
 // second of this process (the catalog's database is another process), and
@@ -26,7 +26,7 @@ import (
 //
 //	go test -tags iceberg ./connector/iceberg -run '^$' -bench . -benchtime 1x
 func BenchmarkIcebergSink(b *testing.B) {
-	const benchRows = 3_000_000
+	const benchRows = 20_000_000
 	for _, mode := range []string{"append", "changelog"} {
 		for _, par := range []int{1, 2} {
 			b.Run(fmt.Sprintf("%s/parallelism=%d", mode, par), func(b *testing.B) {

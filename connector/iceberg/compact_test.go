@@ -21,16 +21,7 @@ import (
 // the table ends with exactly each key's last row.
 func TestIcebergCompactWhileWriting(t *testing.T) {
 	const n, keys = 6037, 50
-	want := map[int64]int64{}
-	gen := changelogRow(keys)
-	for id := int64(0); id < n; id++ {
-		r := gen(id, 0, 0)
-		if r[2].Str() == "delete" {
-			delete(want, r[0].Int())
-		} else {
-			want[r[0].Int()] = r[1].Int()
-		}
-	}
+	gen, want := changelogRow(keys), changelogWant(n, keys)
 	f := newFixture(t)
 	failure{point: "sink/iceberg/commit", at: []int64{3, 9}}.inject(t)
 	cfg := f.config("compacted", changelogSchema)
@@ -87,24 +78,7 @@ func TestIcebergCompactWhileWriting(t *testing.T) {
 	if rewrites == 0 {
 		t.Log("no compaction landed while the job ran: the check below covers the final one only")
 	}
-	got := map[int64]int64{}
-	for _, r := range f.scan(t, "compacted", "k", "v") {
-		k, v := r[0].(int64), r[1].(int64)
-		if old, dup := got[k]; dup {
-			t.Errorf("key %d has two rows: v=%d and v=%d", k, old, v)
-		}
-		got[k] = v
-	}
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("key %d: v=%d in the table, want %d", k, got[k], v)
-		}
-	}
-	for k, v := range got {
-		if _, ok := want[k]; !ok {
-			t.Errorf("key %d (v=%d) is in the table, but its last change deleted it", k, v)
-		}
-	}
+	checkChangelog(t, f, "compacted", want)
 }
 
 // isMissingTable says err is the table not existing yet (the sink creates

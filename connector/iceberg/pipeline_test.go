@@ -288,15 +288,9 @@ var changelogSchema = &row.Schema{Fields: []row.Field{{Name: "k", Kind: row.Int}
 // exactly each key's last row, and no deleted key.
 func TestIcebergChangelogExactlyOnce(t *testing.T) {
 	const n, keys = 6037, 50 // keys below 37 end inserted again, the others deleted
-	want := map[int64]int64{}
-	gen := changelogRow(keys)
-	for id := int64(0); id < n; id++ {
-		r := gen(id, 0, 0)
-		if r[2].Str() == "delete" {
-			delete(want, r[0].Int())
-		} else {
-			want[r[0].Int()] = r[1].Int()
-		}
+	gen, want := changelogRow(keys), changelogWant(n, keys)
+	if len(want) != 37 {
+		t.Fatalf("the oracle keeps %d keys, want 37", len(want))
 	}
 	for _, interval := range []time.Duration{0, 40 * time.Millisecond} {
 		for _, fl := range failures {
@@ -320,31 +314,52 @@ func TestIcebergChangelogExactlyOnce(t *testing.T) {
 				if fl.point != "" && calls.Load() < fl.at[0] {
 					t.Fatalf("failpoint %s reached %d times, never at %v", fl.point, calls.Load(), fl.at)
 				}
-				if len(want) != 37 {
-					t.Fatalf("the oracle keeps %d keys, want 37", len(want))
-				}
-				got := map[int64]int64{}
-				for _, r := range f.scan(t, "changes", "k", "v") {
-					k, v := r[0].(int64), r[1].(int64)
-					if old, dup := got[k]; dup {
-						t.Errorf("key %d has two rows: v=%d and v=%d", k, old, v)
-					}
-					got[k] = v
-				}
-				for k, v := range want {
-					if got[k] != v {
-						t.Errorf("key %d: v=%d in the table, want %d", k, got[k], v)
-					}
-				}
-				for k, v := range got {
-					if _, ok := want[k]; !ok {
-						t.Errorf("key %d (v=%d) is in the table, but its last change deleted it", k, v)
-					}
-				}
+				got := checkChangelog(t, f, "changes", want)
 				snaps := f.table(t, "changes").Metadata().Snapshots()
 				t.Logf("%d keys, %d snapshots, %d restarts", len(got), len(snaps), st.Restarts)
 				checkSummaries(t, f.table(t, "changes"), "icetest-changes")
 			})
 		}
 	}
+}
+
+// changelogWant is each key's last value after the first n changes of
+// changelogRow(keys); a key whose last change deleted it is absent.
+func changelogWant(n, keys int64) map[int64]int64 {
+	want := map[int64]int64{}
+	gen := changelogRow(keys)
+	for id := int64(0); id < n; id++ {
+		r := gen(id, 0, 0)
+		if r[2].Str() == "delete" {
+			delete(want, r[0].Int())
+		} else {
+			want[r[0].Int()] = r[1].Int()
+		}
+	}
+	return want
+}
+
+// checkChangelog checks that table name of f holds exactly one row (k, v)
+// per key of want, with its value, and returns what it holds.
+func checkChangelog(t *testing.T, f *fixture, name string, want map[int64]int64) map[int64]int64 {
+	t.Helper()
+	got := map[int64]int64{}
+	for _, r := range f.scan(t, name, "k", "v") {
+		k, v := r[0].(int64), r[1].(int64)
+		if old, dup := got[k]; dup {
+			t.Errorf("key %d has two rows: v=%d and v=%d", k, old, v)
+		}
+		got[k] = v
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("key %d: v=%d in the table, want %d", k, got[k], v)
+		}
+	}
+	for k, v := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("key %d (v=%d) is in the table, but its last change deleted it", k, v)
+		}
+	}
+	return got
 }
