@@ -157,16 +157,13 @@ func (s *Sink) catalog(ctx context.Context) (catalog.Catalog, error) {
 	var cat catalog.Catalog
 	switch c.Type {
 	case "sql":
-		db, err := sql.Open("pgx", c.URI)
+		db, err := catalogDB(c.URI)
 		if err != nil {
 			return nil, fmt.Errorf("opening the SQL catalog: %w", err)
 		}
-		db.SetMaxIdleConns(2)
-		db.SetConnMaxIdleTime(time.Minute)
 		props["init_catalog_tables"] = "true"
 		sc, err := sqlcat.NewCatalog(c.Name, db, sqlcat.Postgres, props)
 		if err != nil {
-			_ = db.Close()
 			return nil, fmt.Errorf("opening the SQL catalog: %w", err)
 		}
 		cat = sc
@@ -185,6 +182,35 @@ func (s *Sink) catalog(ctx context.Context) (catalog.Catalog, error) {
 	}
 	s.cat = cat
 	return cat, nil
+}
+
+// catalogDBs are the SQL catalogs' connection pools, one per connection
+// string for the whole process: every sink (and every pipeline a process
+// builds) shares it, so sinks never add up to more connections than one
+// pool keeps.
+var catalogDBs struct {
+	sync.Mutex
+	m map[string]*sql.DB
+}
+
+// catalogDB returns the process's pool for uri, opening it on first use.
+func catalogDB(uri string) (*sql.DB, error) {
+	catalogDBs.Lock()
+	defer catalogDBs.Unlock()
+	if db, ok := catalogDBs.m[uri]; ok {
+		return db, nil
+	}
+	db, err := sql.Open("pgx", uri)
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxIdleConns(4)
+	db.SetConnMaxIdleTime(30 * time.Second)
+	if catalogDBs.m == nil {
+		catalogDBs.m = map[string]*sql.DB{}
+	}
+	catalogDBs.m[uri] = db
+	return db, nil
 }
 
 // warehouseURL makes a directory a file:// URL; URLs are kept.
