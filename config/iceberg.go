@@ -1,6 +1,7 @@
 package config
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/ingest-engine/ingest/connector/iceberg"
@@ -76,7 +77,7 @@ func (b *builder) icebergSink(name string, m *mapping, in named, ok bool, par st
 	if in.changelog != nil {
 		cfg.Key, cfg.Op = in.changelog, aggregate.OpField
 		for _, p := range cfg.PartitionBy {
-			if !contains(cfg.Key, p.Column) {
+			if !slices.Contains(cfg.Key, p.Column) {
 				m.fail("partition_by", m.get("partition_by"), "partition %s: %s is a changelog keyed by [%s], and a delete carries only the key: partition by key fields only",
 					p, m.str("input", ""), strings.Join(cfg.Key, ", "))
 				return
@@ -87,15 +88,6 @@ func (b *builder) icebergSink(name string, m *mapping, in named, ok bool, par st
 		return
 	}
 	b.buildIceberg(name, m, in, cfg, par)
-}
-
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }
 
 // joinSplitCalls joins the items a YAML flow sequence split inside

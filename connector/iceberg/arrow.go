@@ -5,6 +5,7 @@ package iceberg
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -82,7 +83,7 @@ func (s *Sink) planLayout(tbl *table.Table) (*layout, error) {
 		if s.cfg.Key == nil {
 			break
 		}
-		if !containsInt(l.keyIDs, p.SourceID()) {
+		if !slices.Contains(l.keyIDs, p.SourceID()) {
 			f, _ := sch.FindFieldByID(p.SourceID())
 			return nil, fmt.Errorf("the table is partitioned by %s of column %q, which is not in the changelog's key [%s]: a delete carries only the key, so it could not find its partition", p.Transform, f.Name, strings.Join(s.cfg.Key, ", "))
 		}
@@ -97,15 +98,6 @@ func (s *Sink) colIndex(name string) int {
 		}
 	}
 	return -1
-}
-
-func containsInt(xs []int, x int) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }
 
 func columnNames(sch *iceberg.Schema) string {

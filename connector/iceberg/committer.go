@@ -67,6 +67,14 @@ type committer struct {
 // published again.
 func (c *committer) Commit(ctx context.Context, jobID string, cm checkpoint.Commit) error {
 	s := c.s
+	if len(cm.Committables) == 0 {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s.cfg.CommitInterval > 0 && !runtime.PublishNow(ctx) && !c.last.IsZero() && time.Since(c.last) < s.cfg.CommitInterval {
+		return nil // the subtasks offer the files again at their next barrier
+	}
 	var files []pendingFile
 	seen := map[string]bool{}
 	for _, data := range cm.Committables {
@@ -80,14 +88,6 @@ func (c *committer) Commit(ctx context.Context, jobID string, cm checkpoint.Comm
 				files = append(files, f)
 			}
 		}
-	}
-	if len(files) == 0 {
-		return nil
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if s.cfg.CommitInterval > 0 && !runtime.PublishNow(ctx) && !c.last.IsZero() && time.Since(c.last) < s.cfg.CommitInterval {
-		return nil // the subtasks offer the files again at their next barrier
 	}
 	var err error
 	for attempt := 1; ; attempt++ {
