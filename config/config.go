@@ -631,8 +631,10 @@ func (b *builder) transform(name string, k *yaml.Node, m *mapping) {
 		b.aggregate(name, m)
 	case "top_n":
 		b.topN(name, m)
+	case "window_top":
+		b.windowTop(name, m)
 	default:
-		m.unknownType("transform", typ, "aggregate, filter, join, map, top_n, window")
+		m.unknownType("transform", typ, "aggregate, filter, join, map, top_n, window, window_top")
 	}
 	b.failed(name)
 	m.done()

@@ -63,6 +63,10 @@ func planSQL(path string, script *sql.Script, emb *embedding) (*Pipeline, error)
 			return nil, err
 		}
 	}
+	if emb == nil {
+		// (Go code embedding the script may read any view.)
+		p.dropAbsorbedViews()
+	}
 	for _, k := range []string{"sources", "transforms", "sinks"} {
 		if n := p.sections[k]; n != nil {
 			p.top.Content = append(p.top.Content, scalarNode(k, n.Line, n.Column), n)
@@ -138,6 +142,12 @@ type planner struct {
 	top      *yaml.Node
 	sections map[string]*yaml.Node
 	rels     map[string]*relation
+	// views are the CREATE VIEWs' queries as written, before planning
+	// (windowTopJoin reads how a view was made).
+	views map[string]*sql.Select
+	// absorbed are views a query computes otherwise than by reading them
+	// (windowTopJoin): when nothing else reads them they are not run.
+	absorbed []string
 	// joinTTL is SET join.ttl: how long an inner join keeps each side's
 	// records, in event time ("" for the default, forever).
 	joinTTL string
@@ -227,6 +237,12 @@ func (p *planner) statement(st sql.Statement) error {
 	case *sql.CreateSource:
 		return p.source(s)
 	case *sql.CreateView:
+		if p.views == nil {
+			p.views = map[string]*sql.Select{}
+		}
+		q := *s.Query
+		q.Items, q.GroupBy = slices.Clone(q.Items), slices.Clone(q.GroupBy)
+		p.views[s.Name] = &q
 		_, err := p.query(s.Name, s.Query)
 		return err
 	case *sql.CreateSink:

@@ -69,6 +69,9 @@ func (p *planner) groupedJoin(name string, q *sql.Select, js *joinScope) (string
 
 // joinQuery plans q, whose FROM is a join, as node name.
 func (p *planner) joinQuery(name string, q *sql.Select) (string, error) {
+	if node, ok, err := p.windowTopJoin(name, q); ok || err != nil {
+		return node, err
+	}
 	j := q.From.Join
 	inputs := [2]sql.JoinInput{j.Left, j.Right}
 	var rels [2]*relation

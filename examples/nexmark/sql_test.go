@@ -184,6 +184,35 @@ func TestQ8PairsWindowsWithAnIntervalJoin(t *testing.T) {
 	}
 }
 
+// q7's join of the bids with their window's highest price, and q5's join
+// of the counts with their window's highest count, are planned as
+// window_top (each window keeps its best value and the rows at it), not as
+// joins that keep every row of a window; q5's max_bids view, which the
+// window_top computes otherwise, does not run; no warning.
+func TestQ5AndQ7JoinTheirWindowsBestAsWindowTop(t *testing.T) {
+	t.Setenv("NEXMARK_EVENTS", "1000")
+	for _, tc := range []struct{ name, want string }{
+		{"q7", "rows at the highest price of each 10s tumbling window, ties included, rows at a window's end instant included"},
+		{"q5", "rows at the highest num of each 2s tumbling window, ties included {"},
+	} {
+		p, err := config.Load(tc.name + ".sql")
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan, err := p.Stream.Plan()
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := plan.Describe()
+		if !strings.Contains(d, tc.want) || strings.Contains(d, "join") || strings.Contains(d, "max_bids") {
+			t.Errorf("%s plan:\n%s\nwant %q, no join and no max_bids", tc.name, d, tc.want)
+		}
+		if len(p.Warnings) != 0 {
+			t.Errorf("%s warnings %v", tc.name, p.Warnings)
+		}
+	}
+}
+
 // q10, which has no Go API version, gives what a direct computation over
 // the generator's events gives: every bid with its day, minute and hour.
 func TestSQLQ10AgainstTheGenerator(t *testing.T) {
