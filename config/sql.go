@@ -58,6 +58,16 @@ func planSQL(path string, script *sql.Script, emb *embedding) (*Pipeline, error)
 		}
 		p.rels[name] = rel
 	}
+	if emb == nil {
+		// (Go code embedding the script may read any column of a view.)
+		sources := map[string]bool{}
+		for _, st := range script.Statements {
+			if s, ok := st.(*sql.CreateSource); ok {
+				sources[s.Name] = true
+			}
+		}
+		p.reads = scriptReads(sources, script.Statements)
+	}
 	for _, st := range script.Statements {
 		if err := p.statement(st); err != nil {
 			return nil, err
@@ -145,6 +155,9 @@ type planner struct {
 	// views are the CREATE VIEWs' queries as written, before planning
 	// (windowTopJoin reads how a view was made).
 	views map[string]*sql.Select
+	// reads are the columns the script may read (nil: any), which a
+	// nexmark source generates alone (sql_prune.go).
+	reads *readColumns
 	// absorbed are views a query computes otherwise than by reading them
 	// (windowTopJoin): when nothing else reads them they are not run.
 	absorbed []string
@@ -438,28 +451,43 @@ func (p *planner) nexmarkSource(s *sql.CreateSource, m *yaml.Node, rel *relation
 	if all == nil {
 		return p.errorf(s.Pos, "source %s: nexmark.table.type must be Person, Auction or Bid", s.Name)
 	}
-	if len(s.Columns) > 0 {
-		cols := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Line: s.Pos.Line, Column: s.Pos.Column}
-		for _, c := range s.Columns {
-			i := slices.IndexFunc(all, func(f row.Field) bool { return f.Name == c.Name })
-			if i < 0 {
-				var names []string
-				for _, f := range all {
-					names = append(names, f.Name)
-				}
-				return p.errorf(c.Pos, "column %s: the nexmark %s table has no such column (columns: %s)", c.Name, table, strings.Join(names, ", "))
-			}
-			if want := all[i].Kind.String(); columnKinds[c.Type] != want {
-				return p.errorf(c.Pos, "column %s %s: it is a %s column of the nexmark %s table", c.Name, strings.ToUpper(c.Type), want, table)
-			}
-			cols.Content = append(cols.Content, scalarNode(c.Name, c.Pos.Line, c.Pos.Column))
-			rel.add(c.Name, nexmarkType(all[i]))
-		}
-		setPath(m, []string{"columns"}, cols, s.Pos)
-	} else {
+	declared := s.Columns
+	if len(declared) == 0 {
 		for _, f := range all {
-			rel.add(f.Name, nexmarkType(f))
+			declared = append(declared, sql.ColumnDef{Name: f.Name, Type: strings.ToLower(f.Kind.String()), Pos: s.Pos})
 		}
+	}
+	// The source generates the declared columns the script reads (every
+	// one when it may read any), and its event time.
+	cols := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Line: s.Pos.Line, Column: s.Pos.Column}
+	for _, c := range declared {
+		i := slices.IndexFunc(all, func(f row.Field) bool { return f.Name == c.Name })
+		if i < 0 {
+			var names []string
+			for _, f := range all {
+				names = append(names, f.Name)
+			}
+			return p.errorf(c.Pos, "column %s: the nexmark %s table has no such column (columns: %s)", c.Name, table, strings.Join(names, ", "))
+		}
+		if want := all[i].Kind.String(); len(s.Columns) > 0 && columnKinds[c.Type] != want {
+			return p.errorf(c.Pos, "column %s %s: it is a %s column of the nexmark %s table", c.Name, strings.ToUpper(c.Type), want, table)
+		}
+		if !p.reads.reads(c.Name) && c.Name != "date_time" {
+			continue
+		}
+		cols.Content = append(cols.Content, scalarNode(c.Name, c.Pos.Line, c.Pos.Column))
+		rel.add(c.Name, nexmarkType(all[i]))
+	}
+	if len(cols.Content) == 0 {
+		// Nothing named and no event time declared: one column, so that
+		// rows have a width.
+		c := declared[0]
+		i := slices.IndexFunc(all, func(f row.Field) bool { return f.Name == c.Name })
+		cols.Content = append(cols.Content, scalarNode(c.Name, c.Pos.Line, c.Pos.Column))
+		rel.add(c.Name, nexmarkType(all[i]))
+	}
+	if len(s.Columns) > 0 || len(rel.columns) < len(all) {
+		setPath(m, []string{"columns"}, cols, s.Pos)
 	}
 	if slices.Contains(rel.columns, "date_time") {
 		rel.timeCol = "date_time"

@@ -117,7 +117,15 @@ func (g *Generator) Count(typ EventType, n int64) int64 {
 
 // Event returns event n (Beam's Generator.nextEvent after n events), or the
 // zero Event (Type NoEvent) when n is outside [0, Limit()).
-func (g *Generator) Event(n int64) Event {
+func (g *Generator) Event(n int64) Event { return g.event(n, true) }
+
+// EventWithoutBidExtra is Event(n) but for a bid's Extra, which it leaves
+// empty without drawing it: a bid's extra is drawn last from the event's own
+// random stream, so every other field is Event(n)'s. A source that does not
+// output the extra column saves its generation.
+func (g *Generator) EventWithoutBidExtra(n int64) Event { return g.event(n, false) }
+
+func (g *Generator) event(n int64, bidExtra bool) Event {
 	if n < 0 || n >= g.limit {
 		return Event{}
 	}
@@ -132,7 +140,7 @@ func (g *Generator) Event(n int64) Event {
 		return Event{Type: AuctionEvent, EventID: id, Auction: g.auction(id, adj, ts, &r)}
 	}
 	e := Event{Type: BidEvent, EventID: id}
-	g.bid(&e.Bid, id, ts, &r)
+	g.bid(&e.Bid, id, ts, &r, bidExtra)
 	return e
 }
 
@@ -274,7 +282,7 @@ func (g *Generator) auction(id, adj, ts int64, r *Random) *Auction {
 const bidSize = 8 + 8 + 8 + 8
 
 // bid is BidGenerator.nextBid, written into b.
-func (g *Generator) bid(b *Bid, id, ts int64, r *Random) {
+func (g *Generator) bid(b *Bid, id, ts int64, r *Random, extra bool) {
 	// P(the bid is on the hot auction) = 1 - 1/HotAuctionRatio.
 	if r.NextIntN(int32(g.cfg.HotAuctionRatio)) > 0 {
 		b.Auction = (lastBase0AuctionID(id) / hotAuctionRatio) * hotAuctionRatio
@@ -292,6 +300,9 @@ func (g *Generator) bid(b *Bid, id, ts int64, r *Random) {
 	b.Bidder += FirstPersonID
 	b.Price = nextPrice(r)
 	b.DateTime = ts
+	if !extra {
+		return
+	}
 	if n := nextExtraLen(r, bidSize, int32(g.cfg.AvgBidByteSize)); n > 0 {
 		s := make([]byte, n)
 		fillExactString(s, r)

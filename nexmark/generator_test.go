@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"math"
 	"math/big"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -306,5 +307,31 @@ func TestEventShape(t *testing.T) {
 		if share := float64(c.got) / float64(c.of); math.Abs(share-c.want) > c.tol {
 			t.Errorf("%s: %.3f, the README says %.3f", c.name, share, c.want)
 		}
+	}
+}
+
+// EventWithoutBidExtra is Event but for a bid's Extra, which is empty:
+// every other field of every event, people and auctions whole, is Event's.
+func TestEventWithoutBidExtra(t *testing.T) {
+	g, err := nexmark.NewGenerator(nexmark.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bids := 0
+	for n := range int64(20000) {
+		want, got := g.Event(n), g.EventWithoutBidExtra(n)
+		if want.Type == nexmark.BidEvent {
+			bids++
+			if got.Bid.Extra != "" {
+				t.Fatalf("event %d: bid extra %q, want none", n, got.Bid.Extra)
+			}
+			want.Bid.Extra = ""
+		}
+		if !reflect.DeepEqual(want, got) {
+			t.Fatalf("event %d:\n got %+v\nwant %+v", n, got, want)
+		}
+	}
+	if bids < 10000 {
+		t.Fatalf("%d bids of 20000 events", bids)
 	}
 }

@@ -104,6 +104,10 @@ func (t *TableSource) Descriptor() connector.Descriptor { return t.src.Descripto
 func (t *TableSource) NewSubtask() runtime.SourceSubtask[row.Row] {
 	only := map[Table]EventType{PersonTable: PersonEvent, AuctionTable: AuctionEvent, BidTable: BidEvent}[t.table]
 	width := len(t.cols)
+	event := func(g *Generator, n int64) Event { return g.Event(n) }
+	if !slices.Contains(t.schema.Names(), "extra") {
+		event = func(g *Generator, n int64) Event { return g.EventWithoutBidExtra(n) }
+	}
 	// fill emits the lane's events of the table's type as rows and skips the
 	// others without generating them. Rows are cut from slabs of up to 256;
 	// a slab is never reused, since receivers may keep the rows.
@@ -116,7 +120,7 @@ func (t *TableSource) NewSubtask() runtime.SourceSubtask[row.Row] {
 				id += st.p
 				continue
 			}
-			e := st.gen.Event(id)
+			e := event(st.gen, id)
 			if len(slab) < width {
 				// Room for the rest of the batch, at most 256 rows: a sparse
 				// table (people are 2% of events) allocates little.
