@@ -90,7 +90,12 @@ func (b *builder) join(name string, m *mapping) {
 		ok[i] = ok[i] && b.appendOnly(m, side, "a join", in[i])
 	}
 	kind := m.required("kind")
-	d, shapeOK := b.joinShape(m, kind)
+	// upper: left.<field> bounds each pair by the left row's own time.
+	var upperField string
+	if v, isScalar := m.scalar("upper"); isScalar && kind == "interval" && strings.HasPrefix(v.Value, "left.") {
+		upperField = strings.TrimPrefix(v.Value, "left.")
+	}
+	d, shapeOK := b.joinShape(m, kind, upperField != "")
 	par := b.parallelism(m)
 	keys, keysOK := b.joinOn(name, m, in, ok)
 	var schema *row.Schema
@@ -122,7 +127,20 @@ func (b *builder) join(name string, m *mapping) {
 	var out stream.Stream[row.Row]
 	switch kind {
 	case "interval":
-		out = join.Interval(keys[0].keyed, keys[1].keyed, name, d["lower"], d["upper"], output, opts...)
+		if upperField == "" {
+			out = join.Interval(keys[0].keyed, keys[1].keyed, name, d["lower"], d["upper"], output, opts...)
+			break
+		}
+		f := in[0].schema.Index(upperField)
+		if f < 0 || in[0].schema.Fields[f].Kind != row.Time {
+			b.e.add(m.get("upper"), m.field("upper"), "%q: want a duration or left.<a time field of input %s> (its time fields: %s)", "left."+upperField, m.str("left", ""), strings.Join(timeFields(in[0].schema), ", "))
+			return
+		}
+		until := func(l row.Row) (int64, bool) {
+			v := l[f]
+			return v.Int(), v.Kind() == row.Time
+		}
+		out = join.IntervalUntil(keys[0].keyed, keys[1].keyed, name, d["lower"], until, upperField, output, opts...)
 	case "window":
 		out = join.Window(keys[0].keyed, keys[1].keyed, name, d["size"], output, opts...)
 	case "inner":
@@ -135,7 +153,7 @@ func (b *builder) join(name string, m *mapping) {
 // or ttl) and rejects the other kinds'; ok is false when one is missing or
 // invalid, which it reports. It warns of an inner join that keeps its state
 // forever.
-func (b *builder) joinShape(m *mapping, kind string) (d map[string]time.Duration, ok bool) {
+func (b *builder) joinShape(m *mapping, kind string, upperField bool) (d map[string]time.Duration, ok bool) {
 	fields, known := joinKinds[kind]
 	if kind != "" && !known {
 		m.fail("kind", m.get("kind"), "unknown join kind %q (known: inner, interval, window)", kind)
@@ -146,6 +164,8 @@ func (b *builder) joinShape(m *mapping, kind string) (d map[string]time.Duration
 		switch {
 		case !known:
 			m.has(f) // unknown kind: nothing to check the field against
+		case f == "upper" && upperField:
+			m.has(f) // a left field, which join checks
 		case slices.Contains(fields, f):
 			if f == "ttl" {
 				d[f] = m.duration(f, 0) // 0, the default, keeps records forever
@@ -167,7 +187,7 @@ func (b *builder) joinShape(m *mapping, kind string) (d map[string]time.Duration
 		}
 	}
 	switch {
-	case kind == "interval" && ok && d["lower"] > d["upper"]:
+	case kind == "interval" && ok && d["lower"] > d["upper"] && !upperField:
 		m.fail("lower", m.get("lower"), "%v is after upper %v: a right record joins a left one when right time - left time is in [lower, upper]", d["lower"], d["upper"])
 		ok = false
 	case kind == "interval" && ok && d["lower"] == math.MinInt64:
@@ -413,4 +433,15 @@ func (b *builder) joinRef(ref string, in [2]named, key row.Kind, n *yaml.Node, f
 		return joinField{}, false
 	}
 	return joinField{name: name, side: i, index: j, kind: in[i].schema.Fields[j].Kind}, true
+}
+
+// timeFields names the time fields of s.
+func timeFields(s *row.Schema) []string {
+	var out []string
+	for _, f := range s.Fields {
+		if f.Kind == row.Time {
+			out = append(out, f.Name)
+		}
+	}
+	return out
 }

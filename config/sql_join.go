@@ -8,6 +8,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/ingest-engine/ingest/row"
 	"github.com/ingest-engine/ingest/sql"
 )
 
@@ -168,6 +169,37 @@ func (p *planner) joinQuery(name string, q *sql.Select) (string, error) {
 			post = append(post, timed...)
 		}
 	}
+	// right.t <= left.c, with c a time column of the left side (an
+	// auction's expiry), and a lower bound: an interval join whose upper
+	// bound is each left row's own, whose state the watermark frees.
+	var upperCol string
+	if bounds[1] == nil {
+		for i, c := range post {
+			col, ok := js.untilBound(c)
+			if !ok {
+				continue
+			}
+			// The lower bound: from ON, or a condition of post.
+			b := bounds
+			var lower sql.Expr
+			for k, o := range post {
+				if k == i || b[0] != nil {
+					continue
+				}
+				if isBound, err := js.timeBound(o, &b); err == nil && isBound && b[1] == nil {
+					lower = o
+				} else {
+					b = bounds // an upper bound, or none
+				}
+			}
+			if b[0] == nil {
+				continue
+			}
+			bounds, upperCol = b, col
+			post = slices.DeleteFunc(post, func(e sql.Expr) bool { return e == c || e == lower })
+			break
+		}
+	}
 	if key[0] == nil {
 		key = boundKey
 	}
@@ -218,6 +250,10 @@ func (p *planner) joinQuery(name string, q *sql.Select) (string, error) {
 	kv(on, "right", str(key[1].Name))
 	kv(m, "on", on)
 	switch {
+	case bounds[0] != nil && upperCol != "":
+		kv(m, "kind", str("interval"))
+		kv(m, "lower", str(bounds[0].String()))
+		kv(m, "upper", str("left."+upperCol))
 	case bounds[0] != nil && bounds[1] != nil:
 		kv(m, "kind", str("interval"))
 		kv(m, "lower", str(bounds[0].String()))
@@ -464,4 +500,32 @@ func (js *joinScope) timeBound(e sql.Expr, bounds *[2]*time.Duration) (bool, err
 	}
 	bounds[i] = &d
 	return true, nil
+}
+
+// untilBound recognises `right.t <= left.c` (or `left.c >= right.t`), with t
+// the right side's event time and c a time column of the left side other
+// than its event time: an upper bound of the pair that is the left row's
+// own. It returns c.
+func (js *joinScope) untilBound(e sql.Expr) (string, bool) {
+	b, ok := e.(*sql.Binary)
+	if !ok || (b.Op != "<=" && b.Op != ">=") {
+		return "", false
+	}
+	x, y := b.L, b.R
+	if b.Op == ">=" {
+		x, y = y, x
+	}
+	rt, ok1 := x.(*sql.Column)
+	lc, ok2 := y.(*sql.Column)
+	if !ok1 || !ok2 {
+		return "", false
+	}
+	if s, err := js.side(rt); err != nil || s != 1 || rt.Name != js.rels[1].timeCol || js.rels[1].timeCol == "" {
+		return "", false
+	}
+	if s, err := js.side(lc); err != nil || s != 0 || lc.Name == js.rels[0].timeCol || !slices.Contains(js.rels[0].columns, lc.Name) ||
+		js.rels[0].types[lc.Name].kind != row.Time {
+		return "", false
+	}
+	return lc.Name, true
 }

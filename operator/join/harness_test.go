@@ -82,6 +82,8 @@ func harnessSpecs() []spec {
 		windowSpec(25 * time.Millisecond),
 		innerSpec(15 * time.Millisecond),
 		innerSpec(0),
+		untilSpec(0),
+		untilSpec(-8 * time.Millisecond),
 	}
 }
 

@@ -353,9 +353,47 @@ type spec struct {
 	// match and at define the join's result (see bruteForce).
 	match func(l, r int64) bool
 	at    func(l, r int64) int64
+	// matchRec, when set, replaces match: a join whose pairs depend on the
+	// left record's value.
+	matchRec func(l runtime.Record[lrec], r runtime.Record[rrec]) bool
 }
 
-func (s spec) expect(in input) []timed { return bruteForce(in, s.match, s.at) }
+func (s spec) expect(in input) []timed {
+	if s.matchRec == nil {
+		return bruteForce(in, s.match, s.at)
+	}
+	var out []timed
+	for _, l := range in.left {
+		for _, r := range in.right {
+			if l.Value.Key == r.Value.Key && s.matchRec(l, r) {
+				out = append(out, timed{l.Value.ID, r.Value.ID, s.at(l.Time, r.Time)})
+			}
+		}
+	}
+	slices.SortFunc(out, timed.compare)
+	return out
+}
+
+// untilSpec is IntervalUntil with the given lower bound, each left record's
+// upper bound a time its id gives: from 5ms before the record's nominal time
+// (an empty interval, when the record is late enough) to 25ms after, and
+// none (NULL) for every ninth id.
+func untilSpec(lower time.Duration) spec {
+	until := func(l lrec) (int64, bool) {
+		return base + l.ID*int64(time.Millisecond) + (l.ID%4)*int64(10*time.Millisecond) - int64(5*time.Millisecond), l.ID%9 != 0
+	}
+	return spec{
+		name: fmt.Sprintf("until[%v]", lower),
+		build: func(lk stream.KeyedStream[lrec, int64], rk stream.KeyedStream[rrec, int64], id string, opts ...join.Option) stream.Stream[pair] {
+			return join.IntervalUntil(lk, rk, id, lower, until, "id-bound", pairOf, opts...)
+		},
+		matchRec: func(l runtime.Record[lrec], r runtime.Record[rrec]) bool {
+			u, ok := until(l.Value)
+			return ok && r.Time >= l.Time+int64(lower) && r.Time <= u
+		},
+		at: maxTime,
+	}
+}
 
 func maxTime(l, r int64) int64 { return max(l, r) }
 
