@@ -183,6 +183,11 @@ func (p *planner) matchWindowTop(side, agg sql.JoinInput, conds []sql.Expr) *win
 			if !ok || !slices.Contains(rel.columns, c.Name) || (c.Table != "" && c.Table != ws.From.Alias && c.Table != ws.From.Relation) {
 				return nil
 			}
+			if k := rel.types[c.Name].kind; k != row.Int && k != row.Time {
+				// Floats order NaN apart from the aggregates, and max of a
+				// bool is refused: the join plans (or refuses) those.
+				return nil
+			}
 			m.field, m.lowest = c.Name, x.Name == "min"
 			m.cols[it.Alias] = c.Name
 		case *sql.Column:
@@ -206,12 +211,15 @@ func (p *planner) matchWindowTop(side, agg sql.JoinInput, conds []sql.Expr) *win
 	// Every condition is the value's match or places the row in its
 	// window; anything else (a filter of either side, another key) would
 	// change which rows the aggregate sees or joins.
-	var matched, sameWindow bool
+	var matched, atLeast, sameWindow bool
 	var lower, upper *time.Duration
 	for _, c := range conds {
 		switch {
 		case m.valueMatch(c):
 			matched = true
+			if b := c.(*sql.Binary); b.Op != "=" {
+				atLeast = true
+			}
 		case boundCol != "" && m.boundMatch(c, boundCol):
 			sameWindow = true
 		case boundCol == "":
@@ -236,7 +244,10 @@ func (p *planner) matchWindowTop(side, agg sql.JoinInput, conds []sql.Expr) *win
 	if boundCol == "" {
 		sameWindow = lower != nil && upper != nil && *lower == 0 && *upper == m.size
 	}
-	if !matched || !sameWindow {
+	// A row at a window's end instant belongs to the next window: at or
+	// above this window's maximum it joins it under >=, which window_top
+	// (the rows at the maximum) would not give.
+	if !matched || !sameWindow || atLeast && m.through {
 		return nil
 	}
 	return m

@@ -28,17 +28,23 @@
 //
 // # Late rows and NULL
 //
-// A row at or before the watermark is dropped as late (counted as a window
-// drops it): its window may have been emitted. A row whose value is NULL
-// equals no best value and is dropped. A row whose window would end after
-// the latest representable time (2262-04-11) stops the job with an error
-// naming its time.
+// A row is counted in its window, as a window aggregate of the same size
+// counts it, while the watermark is before the window's last instant: later
+// it is dropped as late (counted as a window drops it). A row at a window's
+// end instant competes in the window ending there (ThroughEnd) only when it
+// is after the watermark. A row whose value is NULL equals no best value and
+// is dropped. A row whose window would end after the latest representable
+// time (2262-04-11) stops the job with an error naming its time; the times
+// before the first whole window after the earliest (1677-09-21) fall in a
+// window starting at the earliest, as the window operator has it.
 //
 // # Output
 //
 // Each emitted row is the input row followed by its window's start and end
-// (row.Time), at the event time end - 1ns, as a window's results are. The
-// rows of one window are emitted in no particular order.
+// (row.Time), at the event time the window closes: end - 1ns, as a window's
+// results are, or end with ThroughEnd (so that no event-time operator
+// downstream takes them for late). The rows of one window are emitted in no
+// particular order.
 package windowtop
 
 import (
@@ -192,25 +198,27 @@ func (f *partials) codecName(what string) string {
 // with ThroughEnd when r is at its window's start instant, to the window
 // ending there.
 func (f *partials) ProcessRecord(c *process.Context[int64, partial], r row.Row) error {
-	t := c.Time()
-	if t <= c.Watermark() {
-		c.DropLate() // its window may have been emitted
+	t, wm, size := c.Time(), c.Watermark(), f.cfg.Size
+	start := windowStart(t, size)
+	if start > math.MaxInt64-size {
+		return fmt.Errorf("window top: a row at %s (%d ns) falls in a window that ends after the latest time there is (%s)",
+			time.Unix(0, t).UTC().Format(time.RFC3339Nano), t, time.Unix(0, math.MaxInt64).UTC().Format(time.RFC3339Nano))
+	}
+	if start+size-1 <= wm {
+		// Its window was emitted, or closed as a window closes (a window
+		// aggregate of the same size has dropped the row).
+		c.DropLate()
 		return nil
 	}
 	v := r[f.cfg.Field]
 	if v.Kind() == row.Null {
 		return nil
 	}
-	start := windowStart(t, f.cfg.Size)
-	if start > math.MaxInt64-f.cfg.Size {
-		return fmt.Errorf("window top: a row at %s (%d ns) falls in a window that ends after the latest time there is (%s)",
-			time.Unix(0, t).UTC().Format(time.RFC3339Nano), t, time.Unix(0, math.MaxInt64).UTC().Format(time.RFC3339Nano))
-	}
 	f.offer(c, start, r, v, false)
-	if f.cfg.ThroughEnd && t == start {
+	if f.cfg.ThroughEnd && t == start && t > wm && start >= math.MinInt64+size {
 		// The previous window closes when the watermark reaches t, which
-		// it has not (t is after the watermark).
-		f.offer(c, start-f.cfg.Size, r, v, true)
+		// it has not.
+		f.offer(c, start-size, r, v, true)
 	}
 	return nil
 }
@@ -294,16 +302,21 @@ func (f *merger) OnTimer(c *process.Context[int64, row.Row], _ process.Domain) e
 			continue
 		}
 		out := make(row.Row, 0, len(r)+2)
-		c.EmitAt(append(append(out, r...), row.TimeValue(start), row.TimeValue(end)), end-1)
+		c.Emit(append(append(out, r...), row.TimeValue(start), row.TimeValue(end)))
 	}
 	return nil
 }
 
-// windowStart is the start of the tumbling window of size holding t.
+// windowStart is the start of the tumbling window of size holding t,
+// saturated at the earliest time (as the window operator's is) for the
+// times before the first whole window.
 func windowStart(t, size int64) int64 {
 	r := t % size
 	if r < 0 {
 		r += size
+	}
+	if t < math.MinInt64+r {
+		return math.MinInt64
 	}
 	return t - r
 }
