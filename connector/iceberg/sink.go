@@ -263,6 +263,51 @@ func (s *Sink) loadTable(ctx context.Context, create bool) (*table.Table, error)
 	return tbl, nil
 }
 
+// addColumns adds to tbl, a table the sink creates when it is missing
+// (create_table), an optional column for each field of the input the table
+// lacks, as it would have made them: a column added to the source (a CDC
+// table's, after the pipeline was loaded again) flows on into the table.
+// Rows written before read it as NULL. Subtasks adding the same columns at
+// once race: the losers load the table again and find them added.
+func (s *Sink) addColumns(ctx context.Context, tbl *table.Table) (*table.Table, error) {
+	for attempt := 1; ; attempt++ {
+		sch := tbl.Schema()
+		var missing []column
+		for _, c := range s.cols {
+			if _, ok := sch.FindFieldByName(c.name); !ok {
+				missing = append(missing, c)
+			}
+		}
+		if len(missing) == 0 {
+			return tbl, nil
+		}
+		tx := tbl.NewTransaction()
+		us := tx.UpdateSchema(true, false)
+		var names []string
+		for _, c := range missing {
+			t, ok := icebergType(c.kind)
+			if !ok {
+				return nil, fmt.Errorf("the table has no column %q, a field of the input of kind %v, which no Iceberg column takes: declare its type (fields:)", c.name, c.kind)
+			}
+			us.AddColumn([]string{c.name}, t, "", false, nil)
+			names = append(names, c.name)
+		}
+		err := us.Commit()
+		if err == nil {
+			var t *table.Table
+			if t, err = tx.Commit(ctx); err == nil {
+				return t, nil
+			}
+		}
+		if !lostRace(err) || attempt == commitAttempts {
+			return nil, fmt.Errorf("adding the input's columns %s to the table: %w", strings.Join(names, ", "), err)
+		}
+		if tbl, err = s.loadTable(ctx, false); err != nil {
+			return nil, err
+		}
+	}
+}
+
 // icebergType is the Iceberg type of a row kind.
 func icebergType(k row.Kind) (iceberg.Type, bool) {
 	switch k {

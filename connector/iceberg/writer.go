@@ -69,6 +69,9 @@ func (w *writer) Open(ctx *runtime.Context) error {
 	}
 	w.ctx, w.stop = context.WithCancel(context.Background())
 	tbl, err := w.s.loadTable(w.ctx, true)
+	if err == nil && w.s.cfg.CreateTable {
+		tbl, err = w.s.addColumns(w.ctx, tbl)
+	}
 	if err != nil {
 		return w.s.errorf("subtask %v: %w", w.task, err)
 	}
