@@ -40,6 +40,10 @@ func (b *builder) icebergSink(name string, m *mapping, in named, ok bool, par st
 	}
 	switch cfg.Catalog.Type {
 	case "sql":
+		// sqlite:<path>: a relative path is the pipeline file's.
+		if path, ok := strings.CutPrefix(cfg.Catalog.URI, iceberg.SQLitePrefix); ok && path != "" {
+			cfg.Catalog.URI = iceberg.SQLitePrefix + b.path(path)
+		}
 		if cfg.Catalog.Warehouse == "" {
 			cm.fail("warehouse", cm.node, "a sql catalog needs a warehouse: the directory new tables are written to")
 			ok = false

@@ -39,15 +39,20 @@ type SinkConfig struct {
 
 // CatalogConfig says where a table's metadata is kept.
 type CatalogConfig struct {
-	// Type is "sql" (a PostgreSQL database) or "rest".
+	// Type is "sql" (a PostgreSQL or SQLite database) or "rest".
 	Type string
-	// URI is the database's connection string or the REST catalog's URL.
+	// URI is the database's connection string (PostgreSQL), SQLitePrefix
+	// and the path of a SQLite file, or the REST catalog's URL.
 	URI string
 	// Warehouse is where new tables are written.
 	Warehouse string
 	// Name is the catalog's name.
 	Name string
 }
+
+// SQLitePrefix starts the URI of a SQL catalog kept in a SQLite file:
+// sqlite:<path>.
+const SQLitePrefix = "sqlite:"
 
 // ParseTable splits `namespace.table`; the namespace may have several
 // levels (a.b.table).

@@ -40,6 +40,7 @@ func dsn() string {
 // when the test ends.
 type fixture struct {
 	cat       *sqlcat.Catalog
+	uri       string // the sinks' catalog uri
 	warehouse string
 	ns        string
 }
@@ -60,7 +61,7 @@ func newFixture(t testing.TB) *fixture {
 		t.Skip(msg)
 	}
 	t.Cleanup(func() { _ = db.Close() })
-	f := &fixture{warehouse: t.TempDir(), ns: fmt.Sprintf("icetest_%d", time.Now().UnixNano())}
+	f := &fixture{uri: dsn(), warehouse: t.TempDir(), ns: fmt.Sprintf("icetest_%d", time.Now().UnixNano())}
 	f.cat, err = sqlcat.NewCatalog("ingest", db, sqlcat.Postgres, iceberg.Properties{"init_catalog_tables": "true", "warehouse": "file://" + f.warehouse})
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +81,7 @@ func newFixture(t testing.TB) *fixture {
 // config is a sink configuration for table name of the fixture's namespace.
 func (f *fixture) config(name string, schema *row.Schema) ice.SinkConfig {
 	return ice.SinkConfig{
-		Catalog:   ice.CatalogConfig{Type: "sql", URI: dsn(), Warehouse: f.warehouse, Name: "ingest"},
+		Catalog:   ice.CatalogConfig{Type: "sql", URI: f.uri, Warehouse: f.warehouse, Name: "ingest"},
 		Namespace: f.ns, Table: name, CreateTable: true, Schema: schema, Pipeline: "icetest-" + name,
 		TargetFileSize: 512 << 20,
 	}

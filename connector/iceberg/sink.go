@@ -157,12 +157,12 @@ func (s *Sink) catalog(ctx context.Context) (catalog.Catalog, error) {
 	var cat catalog.Catalog
 	switch c.Type {
 	case "sql":
-		db, err := catalogDB(c.URI)
+		db, dialect, err := catalogDB(c.URI)
 		if err != nil {
 			return nil, fmt.Errorf("opening the SQL catalog: %w", err)
 		}
 		props["init_catalog_tables"] = "true"
-		sc, err := sqlcat.NewCatalog(c.Name, db, sqlcat.Postgres, props)
+		sc, err := sqlcat.NewCatalog(c.Name, db, dialect, props)
 		if err != nil {
 			return nil, fmt.Errorf("opening the SQL catalog: %w", err)
 		}
@@ -194,23 +194,46 @@ var catalogDBs struct {
 }
 
 // catalogDB returns the process's pool for uri, opening it on first use.
-func catalogDB(uri string) (*sql.DB, error) {
+func catalogDB(uri string) (*sql.DB, sqlcat.SupportedDialect, error) {
 	catalogDBs.Lock()
 	defer catalogDBs.Unlock()
+	dialect := sqlcat.Postgres
+	path, isSQLite := strings.CutPrefix(uri, SQLitePrefix)
+	if isSQLite {
+		dialect = sqlcat.SQLite
+	}
 	if db, ok := catalogDBs.m[uri]; ok {
-		return db, nil
+		return db, dialect, nil
 	}
-	db, err := sql.Open("pgx", uri)
+	var db *sql.DB
+	var err error
+	if isSQLite {
+		if path == "" {
+			return nil, "", fmt.Errorf("%q names no file: want %s<path of the catalog's database file>", uri, SQLitePrefix)
+		}
+		// One connection: the process's subtasks and committer take turns
+		// (SQLite has one writer), and other processes sharing the file
+		// wait for its lock rather than fail at once.
+		u := url.URL{Scheme: "file", Path: path, RawQuery: "_pragma=busy_timeout(30000)&_pragma=journal_mode(wal)&_txlock=immediate"}
+		db, err = sql.Open("sqlite3", u.String())
+		if err == nil {
+			db.SetMaxOpenConns(1)
+		}
+	} else {
+		db, err = sql.Open("pgx", uri)
+		if err == nil {
+			db.SetMaxIdleConns(4)
+			db.SetConnMaxIdleTime(30 * time.Second)
+		}
+	}
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	db.SetMaxIdleConns(4)
-	db.SetConnMaxIdleTime(30 * time.Second)
 	if catalogDBs.m == nil {
 		catalogDBs.m = map[string]*sql.DB{}
 	}
 	catalogDBs.m[uri] = db
-	return db, nil
+	return db, dialect, nil
 }
 
 // warehouseURL makes a directory a file:// URL; URLs are kept.

@@ -11,8 +11,8 @@ var SinkSpec = connector.Spec{
 		"Built with `go build -tags iceberg ./cmd/ingest` (docs/connectors/iceberg.md).",
 	Fields: []connector.Field{
 		{Name: "catalog", Kind: connector.Mapping, Required: true, Doc: "Where the table's metadata is kept.", Fields: []connector.Field{
-			{Name: "type", Kind: connector.String, Default: "sql", Values: []string{"sql", "rest"}, Doc: "`sql`: a catalog in a PostgreSQL database (the tables iceberg_tables and iceberg_namespace_properties, created when missing); `rest`: an Iceberg REST catalog."},
-			{Name: "uri", Kind: connector.String, Required: true, Doc: "`sql`: the database's connection string (postgres://…); `rest`: the catalog's URL."},
+			{Name: "type", Kind: connector.String, Default: "sql", Values: []string{"sql", "rest"}, Doc: "`sql`: a catalog in a PostgreSQL database or a SQLite file (the tables iceberg_tables and iceberg_namespace_properties, created when missing); `rest`: an Iceberg REST catalog."},
+			{Name: "uri", Kind: connector.String, Required: true, Doc: "`sql`: the PostgreSQL database's connection string (postgres://…), or `sqlite:` and the path of a SQLite file (created when missing; relative to the pipeline file); `rest`: the catalog's URL."},
 			{Name: "warehouse", Kind: connector.String, Doc: "Where new tables are written: a directory (or file:// URL). Required for `sql`; `rest` catalogs may choose it themselves."},
 			{Name: "name", Kind: connector.String, Default: "ingest", Doc: "The catalog's name, as other engines that share the catalog know it."},
 		}},
