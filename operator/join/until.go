@@ -163,9 +163,8 @@ func (j *untilJoin[L, R, K, O]) ProcessBatch(input int, r runtime.Records) error
 			}
 			key := j.keyL(l.Value)
 			bk := bucketKey[K]{key: key, hash: j.hash(key)}
-			lo := satAdd(l.Time, j.lower)
 			for _, p := range j.right.Get(bk) {
-				if p.Time >= lo && p.Time <= until {
+				if atLeastLower(p.Time, l.Time, j.lower) && p.Time <= until {
 					out = append(out, runtime.Record[O]{Value: j.output(key, l.Value, p.Value), Time: max(l.Time, p.Time)})
 				}
 			}
@@ -189,7 +188,7 @@ func (j *untilJoin[L, R, K, O]) ProcessBatch(input int, r runtime.Records) error
 			bk := bucketKey[K]{key: key, hash: j.hash(key)}
 			exp := j.expiryR(rr)
 			for _, p := range j.left.Get(bk) {
-				if until, ok := j.expiryL(p); ok && p.Time <= exp && rr.Time <= until {
+				if until, ok := j.expiryL(p); ok && atLeastLower(rr.Time, p.Time, j.lower) && rr.Time <= until {
 					out = append(out, runtime.Record[O]{Value: j.output(key, p.Value, rr.Value), Time: max(p.Time, rr.Time)})
 				}
 			}
@@ -234,6 +233,16 @@ func (j *untilJoin[L, R, K, O]) ProcessWatermark(wm int64) error {
 		return nil
 	})
 	return nil
+}
+
+// atLeastLower reports whether r - l >= lower, exactly: both sides of a
+// pair decide it alike, at the ends of representable time too (a saturated
+// l + lower would not).
+func atLeastLower(r, l, lower int64) bool {
+	if lower >= 0 {
+		return l <= math.MaxInt64-lower && r >= l+lower
+	}
+	return l < math.MinInt64-lower || r >= l+lower
 }
 
 // dropExpired returns the records of recs that are not expired, in a new
