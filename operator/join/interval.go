@@ -1,7 +1,6 @@
 package join
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -214,12 +213,8 @@ func (j *bucketJoin[L, R, K, O]) Open(ctx *runtime.Context) error {
 	if j.hash, err = state.Hasher[K](); err != nil {
 		return fmt.Errorf("%s: %w", j.task, err)
 	}
-	kc := bucketKeyCodec[K]{key: j.keyCodec, hash: j.hash, name: j.schema}
-	if j.left, err = state.NewListState(ctx.State, "left", kc, state.Codec[runtime.Record[L]](recordCodec[L]{j.codecL})); err != nil {
-		return j.restoreError(err)
-	}
-	if j.right, err = state.NewListState(ctx.State, "right", kc, state.Codec[runtime.Record[R]](recordCodec[R]{j.codecR})); err != nil {
-		return j.restoreError(err)
+	if j.left, j.right, err = openSides(ctx, j.task, j.schema, j.sides, j.hash); err != nil {
+		return err
 	}
 	// Earlier builds kept a cleanup timer per key and bucket: the bucket
 	// index replaces them. (Such a build restoring a checkpoint of this one
@@ -242,15 +237,6 @@ func (j *bucketJoin[L, R, K, O]) Open(ctx *runtime.Context) error {
 		})
 	}
 	return nil
-}
-
-// restoreError explains a state registration failure; a mismatch with the
-// restored state means the join changed since the checkpoint.
-func (j *bucketJoin[L, R, K, O]) restoreError(err error) error {
-	if errors.Is(err, state.ErrStateMismatch) {
-		return fmt.Errorf("%s: the checkpoint holds state of a join with other parameters or record codecs (this one is %s): %w", j.task, j.schema, err)
-	}
-	return fmt.Errorf("%s: %w", j.task, err)
 }
 
 // BorrowsBatches implements runtime.BatchBorrower: stored records are

@@ -146,3 +146,28 @@ func (l *lateCount) report() {
 			"dropped", l.n[0]+l.n[1], "left", l.n[0], "right", l.n[1])
 	}
 }
+
+// openSides registers the two record lists of an interval, inner or until
+// join, "left" and "right", keyed by bucketKey under schema (the join's
+// kind and parameters): a checkpoint of a join with other parameters or
+// record codecs is refused, naming this one's schema. task names the
+// subtask in errors.
+func openSides[L, R any, K comparable](ctx *runtime.Context, task, schema string, s sides[L, R, K], hash func(K) uint64) (
+	*state.ListState[bucketKey[K], runtime.Record[L]], *state.ListState[bucketKey[K], runtime.Record[R]], error) {
+	kc := bucketKeyCodec[K]{key: s.keyCodec, hash: hash, name: schema}
+	restoreError := func(err error) error {
+		if errors.Is(err, state.ErrStateMismatch) {
+			return fmt.Errorf("%s: the checkpoint holds state of a join with other parameters or record codecs (this one is %s): %w", task, schema, err)
+		}
+		return fmt.Errorf("%s: %w", task, err)
+	}
+	left, err := state.NewListState(ctx.State, "left", kc, state.Codec[runtime.Record[L]](recordCodec[L]{s.codecL}))
+	if err != nil {
+		return nil, nil, restoreError(err)
+	}
+	right, err := state.NewListState(ctx.State, "right", kc, state.Codec[runtime.Record[R]](recordCodec[R]{s.codecR}))
+	if err != nil {
+		return nil, nil, restoreError(err)
+	}
+	return left, right, nil
+}

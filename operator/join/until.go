@@ -1,7 +1,6 @@
 package join
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -108,18 +107,8 @@ func (j *untilJoin[L, R, K, O]) Open(ctx *runtime.Context) error {
 	if j.hash, err = state.Hasher[K](); err != nil {
 		return fmt.Errorf("%s: %w", j.task, err)
 	}
-	kc := bucketKeyCodec[K]{key: j.keyCodec, hash: j.hash, name: j.schema}
-	restoreError := func(err error) error {
-		if errors.Is(err, state.ErrStateMismatch) {
-			return fmt.Errorf("%s: the checkpoint holds state of a join with other parameters or record codecs (this one is %s): %w", j.task, j.schema, err)
-		}
-		return fmt.Errorf("%s: %w", j.task, err)
-	}
-	if j.left, err = state.NewListState(ctx.State, "left", kc, state.Codec[runtime.Record[L]](recordCodec[L]{j.codecL})); err != nil {
-		return restoreError(err)
-	}
-	if j.right, err = state.NewListState(ctx.State, "right", kc, state.Codec[runtime.Record[R]](recordCodec[R]{j.codecR})); err != nil {
-		return restoreError(err)
+	if j.left, j.right, err = openSides(ctx, j.task, j.schema, j.sides, j.hash); err != nil {
+		return err
 	}
 	j.left.All(func(bk bucketKey[K], recs []runtime.Record[L]) bool {
 		for _, r := range recs {
