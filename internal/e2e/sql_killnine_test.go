@@ -203,7 +203,7 @@ func TestSQLJoinKillNine(t *testing.T) {
 	bin := knBuild(t, t.TempDir())
 	work, _ := scenarioDir(t, "pipeline: unused\n")
 	path := filepath.Join(work, "pipeline.sql")
-	if err := os.WriteFile(path, []byte(joinSQL(2500)), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(joinSQL(1200)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	kills, aimed := killSchedule{
