@@ -117,9 +117,10 @@ func Inner[L, R any, K comparable, O any](left stream.KeyedStream[L, K], right s
 // it keeps records; fixed when the join is built.
 type geometry struct {
 	// A record of side s (0 left, 1 right) at time t matches the records of
-	// the other side with times in [t+lo[s], t+hi[s]] (sums saturated, which
-	// keeps every comparison with a representable time exact), and is kept
-	// until the watermark passes t+hi[s].
+	// the other side with times in [t+lo[s], t+hi[s]] (decided on the
+	// times' difference exactly, so both sides agree at the ends of int64
+	// too: atLeastLower, atMostUpper), and is kept until the watermark
+	// passes t+hi[s] (saturated).
 	// INVARIANT: lo[0] <= hi[0], lo[1] == -hi[0], hi[1] == -lo[0] (exactly:
 	// no bound is MinInt64), so both sides agree on every pair; or, when
 	// width == 0, every bound is infinite.
@@ -294,7 +295,7 @@ func probeAndStore[L, R any, K comparable, O any, T, U any](j *bucketJoin[L, R, 
 		lo, hi := satAdd(t, g.lo[s]), satAdd(t, g.hi[s])
 		for b, last := g.bucket(lo), g.bucket(hi); ; b++ {
 			for _, p := range theirs.Get(bucketKey[K]{key: key, slot: b, hash: h}) {
-				if !bounded || (p.Time >= lo && p.Time <= hi) {
+				if !bounded || (atLeastLower(p.Time, t, g.lo[s]) && atMostUpper(p.Time, t, g.hi[s])) {
 					out = append(out, runtime.Record[O]{Value: pair(key, rec.Value, p.Value), Time: max(t, p.Time)})
 				}
 			}

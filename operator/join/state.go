@@ -171,3 +171,21 @@ func openSides[L, R any, K comparable](ctx *runtime.Context, task, schema string
 	}
 	return left, right, nil
 }
+
+// atLeastLower reports whether r - l >= lower, exactly: both sides of a
+// pair decide it alike, at the ends of representable time too (a saturated
+// l + lower would not).
+func atLeastLower(r, l, lower int64) bool {
+	if lower >= 0 {
+		return l <= math.MaxInt64-lower && r >= l+lower
+	}
+	return l < math.MinInt64-lower || r >= l+lower
+}
+
+// atMostUpper reports whether r - l <= upper, exactly (see atLeastLower).
+func atMostUpper(r, l, upper int64) bool {
+	if upper >= 0 {
+		return l > math.MaxInt64-upper || r <= l+upper
+	}
+	return l >= math.MinInt64-upper && r <= l+upper
+}

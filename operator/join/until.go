@@ -224,16 +224,6 @@ func (j *untilJoin[L, R, K, O]) ProcessWatermark(wm int64) error {
 	return nil
 }
 
-// atLeastLower reports whether r - l >= lower, exactly: both sides of a
-// pair decide it alike, at the ends of representable time too (a saturated
-// l + lower would not).
-func atLeastLower(r, l, lower int64) bool {
-	if lower >= 0 {
-		return l <= math.MaxInt64-lower && r >= l+lower
-	}
-	return l < math.MinInt64-lower || r >= l+lower
-}
-
 // dropExpired returns the records of recs that are not expired, in a new
 // slice (the stored one may belong to a checkpoint being written), or recs
 // itself when none is.

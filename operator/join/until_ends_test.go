@@ -63,3 +63,39 @@ func TestUntilArrivalOrderAtTheEndsOfTime(t *testing.T) {
 		})
 	}
 }
+
+// The same for Interval (lower 10ns, upper 20ns): both sides decide a pair
+// exactly at the ends of int64, whichever arrives first.
+func TestIntervalArrivalOrderAtTheEndsOfTime(t *testing.T) {
+	const hi, lo = math.MaxInt64, math.MinInt64
+	const lower, upper = 10, 20
+	build := func(lk stream.KeyedStream[lrec, int64], rk stream.KeyedStream[rrec, int64], id string, opts ...join.Option) stream.Stream[pair] {
+		return join.Interval(lk, rk, id, lower, upper, pairOf, opts...)
+	}
+	newOp := newOp(t, build, keyL, keyR)
+	for _, c := range []struct {
+		name   string
+		lt, rt int64
+	}{
+		{"top, below the interval", hi - 5, hi},
+		{"top, in it", hi - 15, hi},
+		{"bottom, below the interval", lo, lo + 5},
+		{"bottom, in it", lo, lo + 15},
+		{"bottom, above it", lo, lo + 25},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := new(big.Int).Sub(big.NewInt(c.rt), big.NewInt(c.lt))
+			w := 0
+			if d.Cmp(big.NewInt(lower)) >= 0 && d.Cmp(big.NewInt(upper)) <= 0 {
+				w = 1
+			}
+			h := open[lrec, rrec, pair](t, newOp, nil)
+			leftFirst := len(h.left(t, lr(1, 1, c.lt))) + len(h.right(t, rr(1, 1, c.rt)))
+			h = open[lrec, rrec, pair](t, newOp, nil)
+			rightFirst := len(h.right(t, rr(1, 1, c.rt))) + len(h.left(t, lr(1, 1, c.lt)))
+			if leftFirst != w || rightFirst != w {
+				t.Fatalf("l.Time %d, r.Time %d: %d pairs when the left comes first, %d when the right does; want %d", c.lt, c.rt, leftFirst, rightFirst, w)
+			}
+		})
+	}
+}
