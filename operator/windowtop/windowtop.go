@@ -186,12 +186,15 @@ type partials struct {
 // Open implements process.Function.
 func (f *partials) Open(s process.Setup[int64]) error {
 	var err error
-	f.state, err = state.NewValueState(s.State, "partials", partKeyCodec{}, partialCodec{name: f.codecName("partial")})
+	f.state, err = state.NewValueState(s.State, "partials", partKeyCodec{}, partialCodec{name: f.cfg.codecName("partial")})
 	return err
 }
 
-func (f *partials) codecName(what string) string {
-	return fmt.Sprintf("windowtop.%s.v1[%d parts, size %d, field %d, lowest %t, through end %t, %s]", what, Partitions, f.cfg.Size, f.cfg.Field, f.cfg.Lowest, f.cfg.ThroughEnd, f.cfg.Signature)
+// codecName names a stage's state codec (what) with every parameter that
+// gives the state its meaning, so a checkpoint of other parameters is
+// refused.
+func (cfg *Config) codecName(what string) string {
+	return fmt.Sprintf("windowtop.%s.v1[%d parts, size %d, field %d, lowest %t, through end %t, %s]", what, Partitions, cfg.Size, cfg.Field, cfg.Lowest, cfg.ThroughEnd, cfg.Signature)
 }
 
 // ProcessRecord implements process.Function: it offers r to its window and,
@@ -257,7 +260,7 @@ type merger struct {
 // Open implements process.Function.
 func (f *merger) Open(s process.Setup[int64]) error {
 	var err error
-	f.state, err = state.NewValueState(s.State, "merged", s.KeyCodec, partialCodec{name: (&partials{cfg: f.cfg}).codecName("merged")})
+	f.state, err = state.NewValueState(s.State, "merged", s.KeyCodec, partialCodec{name: f.cfg.codecName("merged")})
 	return err
 }
 
