@@ -34,6 +34,10 @@ type killSchedule struct {
 	Seed  uint64
 
 	Kills, AimedKills int
+	// RandomFirst is how many runs at the start are never aimed: their kills
+	// land at a random delay (a test that must kill inside a phase that
+	// precedes the Aim failpoint, such as a snapshot, sets it).
+	RandomFirst int
 	// Aim is the failpoint the aimed kills wait for, Pause its pause.
 	Aim   string
 	Pause time.Duration
@@ -69,7 +73,7 @@ func (s killSchedule) run(t *testing.T) (kills, aimedKills int) {
 	rng := rand.New(rand.NewPCG(s.Seed, 0x6b696c6c))
 	aimed := map[int]bool{}
 	for len(aimed) < s.AimedKills {
-		aimed[rng.IntN(s.Kills)] = true
+		aimed[s.RandomFirst+rng.IntN(s.Kills-s.RandomFirst)] = true
 	}
 	var (
 		log      []string
