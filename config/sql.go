@@ -1055,6 +1055,8 @@ func walk(e sql.Expr, f func(sql.Expr) bool) {
 		walk(x.X, f)
 	case *sql.Cast:
 		walk(x.X, f)
+	case *sql.Subscript:
+		walk(x.X, f)
 	case *sql.Case:
 		for _, w := range x.Whens {
 			walk(w.Cond, f)

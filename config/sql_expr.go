@@ -198,6 +198,8 @@ func (t *translator) tx(e sql.Expr) (tx, error) {
 		return t.cast(x)
 	case *sql.Call:
 		return t.call(x)
+	case *sql.Subscript:
+		return t.subscript(x)
 	}
 	return tx{}, t.p.errorf(e.At(), "unsupported expression")
 }
@@ -441,6 +443,52 @@ var scalarFuncs = map[string]struct {
 	"length": {"len", row.Int}, "char_length": {"len", row.Int},
 }
 
+// stringish and intish say whether an argument is a string (an int), or a
+// NULL constant, whose kind is not known.
+func stringish(a tx) bool { return a.kind == row.String || a.kind == row.Null }
+func intish(a tx) bool    { return a.kind == row.Int || a.kind == row.Null }
+
+// subscript translates (regexp_match(s, pattern))[n], the one array the
+// dialect has: group n of pattern's first match, NULL without one. The
+// pattern is a constant, compiled when the script is loaded.
+func (t *translator) subscript(x *sql.Subscript) (tx, error) {
+	c, ok := x.X.(*sql.Call)
+	if !ok || c.Name != "regexp_match" {
+		return tx{}, t.p.errorf(x.Pos, "subscripts apply only to regexp_match's result: (regexp_match(s, pattern))[n]")
+	}
+	if len(c.Args) == 3 {
+		return tx{}, t.p.errorf(c.Args[2].At(), "regexp_match: flags are not supported; write them into the pattern, e.g. '(?i)…' for case-insensitive")
+	}
+	if len(c.Args) != 2 {
+		return tx{}, t.p.errorf(c.Pos, "regexp_match takes a string and a constant pattern")
+	}
+	lit, ok := c.Args[1].(*sql.Literal)
+	var pat string
+	if ok {
+		pat, ok = lit.Value.(string)
+	}
+	if !ok {
+		return tx{}, t.p.errorf(c.Args[1].At(), "regexp_match's pattern is a constant string")
+	}
+	re, err := regexp.Compile(pat)
+	if err != nil {
+		return tx{}, t.p.errorf(c.Args[1].At(), "regexp_match pattern %q (Go's RE2 syntax: no backreferences or lookaround): %v", pat, err)
+	}
+	if x.Index < 1 || x.Index > int64(max(1, re.NumSubexp())) {
+		return tx{}, t.p.errorf(x.Pos, "regexp_match pattern %q has %d groups: [%d] is always NULL", pat, re.NumSubexp(), x.Index)
+	}
+	a, err := t.tx(c.Args[0])
+	if err != nil {
+		return tx{}, err
+	}
+	if !stringish(a) {
+		return tx{}, t.p.errorf(c.Args[0].At(), "regexp_match takes a string, not %s", a.kind)
+	}
+	return tx{code: t.guarded(func() string {
+		return "regexpGroup(" + a.code + ", " + strconv.Quote(pat) + ", " + strconv.FormatInt(x.Index, 10) + ")"
+	}, &a), null: true, kind: row.String}, nil
+}
+
 func (t *translator) call(c *sql.Call) (tx, error) {
 	if slices.Contains(aggregateFuncs, c.Name) {
 		if t.window == nil {
@@ -530,6 +578,33 @@ func (t *translator) call(c *sql.Call) (tx, error) {
 			kind, build = row.Float, func() string { return "(float((" + a.code + ").Unix()) + float((" + a.code + ").Nanosecond()) / 1e9)" }
 		}
 		return tx{code: t.guarded(build, &a), null: null, kind: kind}, nil
+	case "regexp_match":
+		return tx{}, t.p.errorf(c.Pos, "regexp_match returns an array, which no column can hold: take one group with (regexp_match(s, pattern))[n]")
+	case "split_part":
+		if len(args) != 3 || !stringish(args[0]) || !stringish(args[1]) || !intish(args[2]) {
+			return tx{}, t.p.errorf(c.Pos, "split_part takes a string, a delimiter and a field number, e.g. split_part(url, '/', 4)")
+		}
+		if lit, ok := c.Args[2].(*sql.Literal); ok && lit.Value == int64(0) {
+			return tx{}, t.p.errorf(c.Args[2].At(), "split_part: field position must not be zero")
+		}
+		a, d, n := args[0], args[1], args[2]
+		return tx{code: t.guarded(func() string { return "splitPart(" + a.code + ", " + d.code + ", " + n.code + ")" }, &a, &d, &n),
+			null: a.null || d.null || n.null, kind: row.String}, nil
+	case "replace":
+		if len(args) != 3 || !stringish(args[0]) || !stringish(args[1]) || !stringish(args[2]) {
+			return tx{}, t.p.errorf(c.Pos, "replace takes three strings: replace(s, from, to)")
+		}
+		a, from, to := args[0], args[1], args[2]
+		// PostgreSQL leaves s as it is for an empty from, where Go's
+		// ReplaceAll would insert to between every character.
+		return tx{code: t.guarded(func() string {
+			if plainCode(from.code) {
+				return "((" + from.code + ") == \"\" ? (" + a.code + ") : replace(" + a.code + ", " + from.code + ", " + to.code + "))"
+			}
+			t.vars++
+			v := fmt.Sprintf("_sql_v%d", t.vars)
+			return "(let " + v + " = " + from.code + "; " + v + " == \"\" ? (" + a.code + ") : replace(" + a.code + ", " + v + ", " + to.code + "))"
+		}, &a, &from, &to), null: a.null || from.null || to.null, kind: row.String}, nil
 	case "btrim", "trim":
 		if len(args) != 1 {
 			return tx{}, t.p.errorf(c.Pos, "trim takes one argument (trimming other characters is not supported)")
@@ -548,7 +623,7 @@ func (t *translator) call(c *sql.Call) (tx, error) {
 				}
 			}
 		})
-		return tx{}, t.p.errorf(c.Pos, "function %s is not supported (known: %s, coalesce, now, trim; aggregates: %s)", c.Name, strings.Join(known, ", "), strings.Join(aggregateFuncs, ", "))
+		return tx{}, t.p.errorf(c.Pos, "function %s is not supported (known: %s, coalesce, now, trim, replace, split_part, regexp_match; aggregates: %s)", c.Name, strings.Join(known, ", "), strings.Join(aggregateFuncs, ", "))
 	}
 	if len(args) != 1 {
 		return tx{}, t.p.errorf(c.Pos, "%s takes one argument", c.Name)

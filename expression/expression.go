@@ -208,7 +208,7 @@ func Compile(schema *row.Schema, source string, want row.Kind) (p *Program, err 
 	for _, f := range schema.Fields {
 		env[f.Name] = goType(f.Kind)
 	}
-	prog, err := expr.Compile(source, expr.Env(env))
+	prog, err := expr.Compile(source, append([]expr.Option{expr.Env(env)}, functions...)...)
 	if err != nil {
 		e := fromExpr(err)
 		if strings.HasPrefix(e.Msg, "unknown name ") {

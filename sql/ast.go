@@ -229,6 +229,14 @@ type Cast struct {
 	Pos  Pos
 }
 
+// Subscript is `(X)[Index]`: one element of an array, counted from 1. The
+// only array the dialect has is regexp_match's; the planner refuses others.
+type Subscript struct {
+	X     Expr
+	Index int64
+	Pos   Pos
+}
+
 // Call is a function call: a scalar function, or an aggregate with its
 // options (count(*), count(DISTINCT x), sum(x) FILTER (WHERE …)).
 type Call struct {
@@ -259,12 +267,13 @@ type OrderItem struct {
 }
 
 // At returns the node's position.
-func (e *Column) At() Pos   { return e.Pos }
-func (e *Literal) At() Pos  { return e.Pos }
-func (e *Interval) At() Pos { return e.Pos }
-func (e *Binary) At() Pos   { return e.Pos }
-func (e *Unary) At() Pos    { return e.Pos }
-func (e *IsNull) At() Pos   { return e.Pos }
-func (e *Case) At() Pos     { return e.Pos }
-func (e *Cast) At() Pos     { return e.Pos }
-func (e *Call) At() Pos     { return e.Pos }
+func (e *Column) At() Pos    { return e.Pos }
+func (e *Literal) At() Pos   { return e.Pos }
+func (e *Interval) At() Pos  { return e.Pos }
+func (e *Binary) At() Pos    { return e.Pos }
+func (e *Unary) At() Pos     { return e.Pos }
+func (e *IsNull) At() Pos    { return e.Pos }
+func (e *Case) At() Pos      { return e.Pos }
+func (e *Cast) At() Pos      { return e.Pos }
+func (e *Call) At() Pos      { return e.Pos }
+func (e *Subscript) At() Pos { return e.Pos }

@@ -124,6 +124,8 @@ func defaultName(e Expr) string {
 		return x.Name
 	case *Cast:
 		return defaultName(x.X)
+	case *Subscript:
+		return defaultName(x.X)
 	}
 	return "?column?"
 }
@@ -368,8 +370,37 @@ func (q *query) expr(n *pg.Node) (Expr, error) {
 		return c, nil
 	case n.GetSubLink() != nil:
 		return nil, q.errorf(n.GetSubLink().Location, "subqueries are not supported")
+	case n.GetAIndirection() != nil:
+		return q.subscript(n.GetAIndirection())
 	}
 	return nil, q.errorf(0, "unsupported expression %T", n.GetNode())
+}
+
+// subscript reads (x)[n] with a constant n: the only indirection the
+// dialect has (field selection, slices and subscripts of several dimensions
+// are refused).
+func (q *query) subscript(ind *pg.A_Indirection) (Expr, error) {
+	x, err := q.expr(ind.Arg)
+	if err != nil {
+		return nil, err
+	}
+	at := x.At()
+	if len(ind.Indirection) != 1 || ind.Indirection[0].GetAIndices() == nil || ind.Indirection[0].GetAIndices().IsSlice {
+		return nil, &Error{File: q.src.file, Pos: at, Msg: "only one subscript of an array, (x)[n], is supported (no slices, field selection or several dimensions)"}
+	}
+	idx, err := q.expr(ind.Indirection[0].GetAIndices().Uidx)
+	if err != nil {
+		return nil, err
+	}
+	lit, ok := idx.(*Literal)
+	n, isInt := int64(0), false
+	if ok {
+		n, isInt = lit.Value.(int64)
+	}
+	if !isInt {
+		return nil, &Error{File: q.src.file, Pos: idx.At(), Msg: "an array subscript is a constant integer, e.g. (regexp_match(url, '(\\w+)=(\\w+)'))[2]"}
+	}
+	return &Subscript{X: x, Index: n, Pos: at}, nil
 }
 
 func (q *query) constant(c *pg.A_Const) (Expr, error) {

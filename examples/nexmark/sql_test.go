@@ -345,7 +345,8 @@ func priceRank(p int64) int {
 	return 3
 }
 
-// The queries with no Go API version give, applied as the changelogs they
+// The queries with no Go API version (q14 and q22 included, though Beam's
+// bids make q22's directories NULL) give, applied as the changelogs they
 // are (or, for q20, as they are), exactly the table a direct computation
 // over the generator's events gives.
 func TestSQLQueriesAgainstTheGenerator(t *testing.T) {
@@ -483,6 +484,35 @@ func TestSQLQueriesAgainstTheGenerator(t *testing.T) {
 				out = append(out, map[string]any{"id": a.ID, "item_name": a.ItemName, "description": a.Description, "initial_bid": a.InitialBid,
 					"reserve": a.Reserve, "date_time": rfc3339(a.DateTime), "expires": rfc3339(a.Expires), "seller": a.Seller, "category": a.Category,
 					"extra": a.Extra, "auction": b.Auction, "bidder": b.Bidder, "price": b.Price, "bid_date_time": rfc3339(b.DateTime), "bid_extra": b.Extra})
+			}
+			return out
+		}},
+		{"q14", nil, func() []map[string]any {
+			var out []map[string]any
+			for _, b := range bids {
+				euros := 0.908 * float64(b.Price)
+				if euros <= 1000000 || euros >= 50000000 {
+					continue
+				}
+				part := "otherTime"
+				switch h := time.UnixMilli(b.DateTime).UTC().Hour(); {
+				case h >= 8 && h <= 18:
+					part = "dayTime"
+				case h <= 6 || h >= 20:
+					part = "nightTime"
+				}
+				out = append(out, map[string]any{"auction": b.Auction, "bidder": b.Bidder, "price": euros, "bidtimetype": part,
+					"date_time": rfc3339(b.DateTime), "extra": b.Extra, "c_counts": strings.Count(b.Extra, "c")})
+			}
+			return out
+		}},
+		{"q22", nil, func() []map[string]any {
+			// Beam's bids have no channel and no url: every bid, with NULL
+			// directories (TestSQLQ21AndQ22OverURLs gives them urls).
+			var out []map[string]any
+			for _, b := range bids {
+				out = append(out, map[string]any{"auction": b.Auction, "bidder": b.Bidder, "price": b.Price, "channel": nil,
+					"dir1": nil, "dir2": nil, "dir3": nil})
 			}
 			return out
 		}},
