@@ -121,6 +121,9 @@ type relation struct {
 	// it reads the time a record is processed, and TUMBLE over it is a
 	// processing-time window.
 	procCol string
+	// table, when set, says the relation is a bounded table that only
+	// lookup joins read (CREATE TABLE … WITH (connector = 'file')).
+	table *lookupTable
 }
 
 // windowInfo is the window a relation is the result of.
@@ -299,6 +302,9 @@ func (p *planner) source(s *sql.CreateSource) error {
 	}
 	if typ == "postgres-cdc" || typ == "postgres_cdc" {
 		return p.cdcSource(s)
+	}
+	if s.Table && typ == "file" {
+		return p.table(s)
 	}
 	if s.PrimaryKey != nil {
 		return p.errorf(s.KeyPos, "source %s: PRIMARY KEY is for a change-data-capture source (connector = 'postgres-cdc'); connector %s reads records, not a table's changes", s.Name, typ)
@@ -605,6 +611,9 @@ func (p *planner) query(name string, q *sql.Select) (string, error) {
 	in := p.rels[q.From.Relation]
 	if in == nil {
 		return "", p.errorf(q.From.RelationPos, "no source or view %s", q.From.Relation)
+	}
+	if in.table != nil {
+		return "", p.errorf(q.From.RelationPos, "%s is a table, which only lookup joins read: FROM s JOIN %s FOR SYSTEM_TIME AS OF PROCTIME() AS t ON …", q.From.Relation, q.From.Relation)
 	}
 	relName := q.From.Relation
 	if q.From.Alias != "" {

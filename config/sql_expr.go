@@ -580,6 +580,11 @@ func (t *translator) call(c *sql.Call) (tx, error) {
 		return tx{code: t.guarded(build, &a), null: null, kind: kind}, nil
 	case "regexp_match":
 		return tx{}, t.p.errorf(c.Pos, "regexp_match returns an array, which no column can hold: take one group with (regexp_match(s, pattern))[n]")
+	case "mod":
+		if len(c.Args) != 2 {
+			return tx{}, t.p.errorf(c.Pos, "mod takes two arguments: mod(a, b) is a %% b")
+		}
+		return t.binary(&sql.Binary{Op: "%", L: c.Args[0], R: c.Args[1], Pos: c.Pos})
 	case "split_part":
 		if len(args) != 3 || !stringish(args[0]) || !stringish(args[1]) || !intish(args[2]) {
 			return tx{}, t.p.errorf(c.Pos, "split_part takes a string, a delimiter and a field number, e.g. split_part(url, '/', 4)")
@@ -623,7 +628,7 @@ func (t *translator) call(c *sql.Call) (tx, error) {
 				}
 			}
 		})
-		return tx{}, t.p.errorf(c.Pos, "function %s is not supported (known: %s, coalesce, now, trim, replace, split_part, regexp_match; aggregates: %s)", c.Name, strings.Join(known, ", "), strings.Join(aggregateFuncs, ", "))
+		return tx{}, t.p.errorf(c.Pos, "function %s is not supported (known: %s, coalesce, now, trim, mod, replace, split_part, regexp_match; aggregates: %s)", c.Name, strings.Join(known, ", "), strings.Join(aggregateFuncs, ", "))
 	}
 	if len(args) != 1 {
 		return tx{}, t.p.errorf(c.Pos, "%s takes one argument", c.Name)

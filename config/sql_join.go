@@ -104,6 +104,9 @@ func (p *planner) joinQuery(name string, q *sql.Select) (string, error) {
 	if len(q.GroupBy) > 0 || q.Having != nil || slices.ContainsFunc(q.Items, func(it sql.SelectItem) bool { return (&translator{}).hasAggregate(it.Expr) }) {
 		return p.groupedJoin(name, q, js)
 	}
+	if inputs[0].Lookup || inputs[1].Lookup || rels[0].table != nil || rels[1].table != nil {
+		return p.lookupQuery(name, q, inputs, rels)
+	}
 	var pre [2][]sql.Expr
 	// post are the conditions on both sides that are neither the key nor a
 	// time bound: a filter after the join.

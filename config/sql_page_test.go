@@ -38,6 +38,11 @@ func TestSQLPageExamples(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, "bids.jsonl"), []byte(bids.String()), 0o644); err != nil {
 				t.Fatal(err)
 			}
+			// The table the lookup join's example reads.
+			names := `{"id": 0, "name": "zero"}` + "\n" + `{"id": 1, "name": "one"}` + "\n" + `{"id": 2, "name": "two"}` + "\n"
+			if err := os.WriteFile(filepath.Join(dir, "names.jsonl"), []byte(names), 0o644); err != nil {
+				t.Fatal(err)
+			}
 			path := filepath.Join(dir, "q.sql")
 			if err := os.WriteFile(path, []byte(ex[1]), 0o644); err != nil {
 				t.Fatal(err)

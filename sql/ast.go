@@ -31,6 +31,10 @@ type CreateSource struct {
 	PrimaryKey []string
 	KeyPos     Pos
 	Options    []Option
+	// Table is set for CREATE TABLE: with connector 'file', a bounded table
+	// that joins read with FOR SYSTEM_TIME AS OF PROCTIME(); with another
+	// connector, a source as CREATE SOURCE declares it.
+	Table bool
 	// Format and Encode are lower case ("plain", "json"), "" when absent.
 	Format, Encode string
 	EncodePos      Pos
@@ -158,7 +162,11 @@ type JoinInput struct {
 	// Subquery, when set, is the query read instead of Relation; Alias is
 	// then set.
 	Subquery *Select
-	Pos      Pos
+	// Lookup is set for `relation FOR SYSTEM_TIME AS OF PROCTIME()`: each
+	// row of the other side is joined with the relation, a bounded table,
+	// as it is when the row is processed.
+	Lookup bool
+	Pos    Pos
 }
 
 // Name is how the query refers to the side: its alias, else its relation.

@@ -176,7 +176,11 @@ func (s *source) statement(st statement) (Statement, error) {
 		what := l.next()
 		switch {
 		case what.is("source") || what.is("table"):
-			return l.createSource(first)
+			st, err := l.createSource(first)
+			if cs, ok := st.(*CreateSource); ok {
+				cs.Table = what.is("table")
+			}
+			return st, err
 		case what.is("sink"):
 			return l.createSink(first)
 		case what.is("view") || what.is("materialized") && l.peek().is("view"):

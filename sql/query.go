@@ -3,6 +3,7 @@ package sql
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -21,6 +22,56 @@ import (
 type query struct {
 	src  *source
 	base int
+	// text is the query's text as parsed; lookups are the offsets in it
+	// where a FOR SYSTEM_TIME AS OF PROCTIME() clause began, blanked out
+	// before parsing (PostgreSQL's grammar has no such clause), and used
+	// marks those a relation in FROM took.
+	text    string
+	lookups []int
+	used    map[int]bool
+}
+
+// systemTime matches the lookup clause (its parentheses may hold spaces).
+var systemTime = regexp.MustCompile(`(?i)\bFOR\s+SYSTEM_TIME\s+AS\s+OF\s+PROCTIME\s*\(\s*\)`)
+
+// blankLookups replaces every FOR SYSTEM_TIME AS OF PROCTIME() of text by
+// spaces (keeping line breaks, so positions stay), returning the new text
+// and where each clause began.
+func blankLookups(text string) (string, []int) {
+	var at []int
+	out := systemTime.ReplaceAllStringFunc(text, func(m string) string {
+		return strings.Map(func(r rune) rune {
+			if r == '\n' || r == '\r' {
+				return r
+			}
+			return ' '
+		}, m)
+	})
+	for _, loc := range systemTime.FindAllStringIndex(text, -1) {
+		at = append(at, loc[0])
+	}
+	return out, at
+}
+
+// lookupAfter says whether a lookup clause directly follows the relation
+// name at loc (only spaces between), marking it used.
+func (q *query) lookupAfter(loc int32, name string) bool {
+	end := int(loc) + len(name)
+	if end > len(q.text) || !strings.EqualFold(q.text[loc:end], name) {
+		// A quoted name: find its end by its closing quote.
+		if i := strings.IndexByte(q.text[min(int(loc)+1, len(q.text)):], '"'); int(loc) < len(q.text) && q.text[loc] == '"' && i >= 0 {
+			end = int(loc) + 2 + i
+		} else {
+			return false
+		}
+	}
+	for _, at := range q.lookups {
+		if at >= end && strings.TrimSpace(q.text[end:at]) == "" {
+			q.used[at] = true
+			return true
+		}
+	}
+	return false
 }
 
 func (q *query) pos(loc int32) Pos {
@@ -36,7 +87,9 @@ func (q *query) errorf(loc int32, format string, args ...any) *Error {
 
 // parseSelect parses text, which starts at byte offset base of the script.
 func (s *source) parseSelect(text string, base int) (*Select, error) {
-	q := &query{src: s, base: base}
+	q := &query{src: s, base: base, used: map[int]bool{}}
+	text, q.lookups = blankLookups(text)
+	q.text = text
 	tree, err := pgquery.Parse(text)
 	if err != nil {
 		var pe *pgparser.Error
@@ -48,7 +101,18 @@ func (s *source) parseSelect(text string, base int) (*Select, error) {
 	if len(tree.Stmts) != 1 || tree.Stmts[0].Stmt.GetSelectStmt() == nil {
 		return nil, q.errorf(0, "expected one SELECT query")
 	}
-	return q.selectStmt(tree.Stmts[0].Stmt.GetSelectStmt(), 0)
+	sel, err := q.selectStmt(tree.Stmts[0].Stmt.GetSelectStmt(), 0)
+	if err != nil {
+		return nil, err
+	}
+	// A clause no relation of a join took (after a subquery, inside a
+	// string constant) is refused rather than dropped.
+	for _, at := range q.lookups {
+		if !q.used[at] {
+			return nil, q.errorf(int32(at), "FOR SYSTEM_TIME AS OF PROCTIME() follows a table on one side of a join: FROM s JOIN t FOR SYSTEM_TIME AS OF PROCTIME() AS x ON …")
+		}
+	}
+	return sel, nil
 }
 
 func (q *query) selectStmt(st *pg.SelectStmt, loc int32) (*Select, error) {
@@ -217,7 +281,7 @@ func (q *query) join(je *pg.JoinExpr) (From, error) {
 		if rv == nil {
 			return From{}, q.errorf(q.location(n), "each side of a join is a source, a view or a subquery (a window function in a join is not supported yet: join views)")
 		}
-		sides[i] = JoinInput{Relation: rv.Relname, Pos: q.pos(rv.Location)}
+		sides[i] = JoinInput{Relation: rv.Relname, Pos: q.pos(rv.Location), Lookup: q.lookupAfter(rv.Location, rv.Relname)}
 		if rv.Alias != nil {
 			if len(rv.Alias.Colnames) > 0 {
 				return From{}, q.errorf(rv.Location, "renaming a relation's columns in FROM (%s(…)) is not supported: name them with AS in the select list", rv.Alias.Aliasname)

@@ -5,7 +5,8 @@ package nexmark
 
 import "embed"
 
-// Queries are the q*.sql files.
+// Queries are the q*.sql files and side_input.jsonl, the table q13 looks
+// up.
 //
-//go:embed *.sql
+//go:embed *.sql side_input.jsonl
 var Queries embed.FS

@@ -84,6 +84,14 @@ func sqlRows(t *testing.T, name string) []map[string]any {
 	if err := os.WriteFile(path, text, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// q13's table, beside the query as here.
+	side, err := os.ReadFile("side_input.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "side_input.jsonl"), side, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	t.Setenv("NEXMARK_EVENTS", "30000")
 	p, err := config.Load(path)
 	if err != nil {
@@ -513,6 +521,16 @@ func TestSQLQueriesAgainstTheGenerator(t *testing.T) {
 			for _, b := range bids {
 				out = append(out, map[string]any{"auction": b.Auction, "bidder": b.Bidder, "price": b.Price, "channel": nil,
 					"dir1": nil, "dir2": nil, "dir3": nil})
+			}
+			return out
+		}},
+		{"q13", nil, func() []map[string]any {
+			// Every bid with its auction id modulo 500 as text: the value
+			// side_input.jsonl holds for that key.
+			var out []map[string]any
+			for _, b := range bids {
+				out = append(out, map[string]any{"auction": b.Auction, "bidder": b.Bidder, "price": b.Price,
+					"date_time": rfc3339(b.DateTime), "value": fmt.Sprint(b.Auction % 500)})
 			}
 			return out
 		}},
