@@ -91,6 +91,7 @@ func (b *builder) postgresCDCSource(name string, m *mapping, par stream.NodeOpti
 		ChunkRows:   int(m.int("chunk_rows", 10000)),
 		Watermark:   b.watermarkStrategy(m),
 	}
+	cfg.BeforeImages = m.boolean("before_images", false)
 	m.positive("chunk_rows", cfg.ChunkRows > 0)
 	cfg.Key = m.strList("key")
 	if m.get("fields") != nil {

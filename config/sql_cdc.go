@@ -115,6 +115,14 @@ func (p *planner) cdcSource(s *sql.CreateSource) error {
 		key.Content = append(key.Content, scalarNode(k, s.KeyPos.Line, s.KeyPos.Column))
 	}
 	setPath(m, []string{"key"}, key, s.KeyPos)
+	// before_images = 'true' adds _before_<column> after the columns.
+	for _, o := range s.Options {
+		if o.Key == "before_images" && strings.EqualFold(o.Value, "true") {
+			for _, c := range slices.Clone(rel.columns) {
+				rel.add(pgcdc.BeforePrefix+c, colType{kind: rel.types[c].kind})
+			}
+		}
+	}
 	rel.add(pgcdc.TableField, colType{kind: row.String, notNull: true})
 	rel.add(pgcdc.LSNField, colType{kind: row.String, notNull: true})
 	rel.add(pgcdc.CommitTimeField, colType{kind: row.Time, notNull: true})

@@ -207,3 +207,36 @@ func TestSQLPostgresCDCRefusals(t *testing.T) {
 		})
 	}
 }
+
+// before_images = 'true' on a SQL CDC source gives queries its
+// _before_<column> columns; without it a query naming one is refused, and a
+// table without REPLICA IDENTITY FULL is refused naming the fix.
+func TestSQLPostgresCDCBeforeImages(t *testing.T) {
+	pg := cdcServer(t)
+	name, exec := cdcTable(t, pg, "sqlbefore", "id bigint PRIMARY KEY, v text")
+	script := func(before string) string {
+		return fmt.Sprintf(`CREATE SOURCE src (id BIGINT, v VARCHAR, PRIMARY KEY (id)) WITH (
+  connector = 'postgres-cdc', dsn = 'postgres://postgres@127.0.0.1:5432/test', table.name = '%s',
+  slot.name = '%s', publication.name = '%s'%s);
+CREATE SINK o AS SELECT _before_v, count(*) AS n FROM src GROUP BY _before_v WITH (connector = 'stdout');
+`, name, name, name, before)
+	}
+	load := func(text string) error {
+		path := filepath.Join(t.TempDir(), "q.sql")
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := config.Load(path)
+		return err
+	}
+	if err := load(script("")); err == nil || !strings.Contains(err.Error(), "no column _before_v") {
+		t.Fatalf("without before_images: %v, want the column refused", err)
+	}
+	if err := load(script(", before_images = 'true'")); err == nil || !strings.Contains(err.Error(), "REPLICA IDENTITY FULL") {
+		t.Fatalf("a DEFAULT identity table: %v, want a refusal naming REPLICA IDENTITY FULL", err)
+	}
+	exec("ALTER TABLE " + name + " REPLICA IDENTITY FULL")
+	if err := load(script(", before_images = 'true'")); err != nil {
+		t.Fatalf("with before_images: %v", err)
+	}
+}

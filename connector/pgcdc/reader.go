@@ -889,7 +889,11 @@ func (r *reader) message(t *tx, x pglogrepl.XLogData) (int, error) {
 	case *pglogrepl.InsertMessage:
 		return r.change(t, m.RelationID, nil, m.Tuple, "insert")
 	case *pglogrepl.UpdateMessage:
-		return r.change(t, m.RelationID, m.OldTuple, m.NewTuple, "update")
+		old := m.OldTuple
+		if r.cfg.BeforeImages && m.OldTupleType != pglogrepl.UpdateMessageTupleTypeOld {
+			old = nil // a key-only old row ('K') is no before-image: change refuses it
+		}
+		return r.change(t, m.RelationID, old, m.NewTuple, "update")
 	case *pglogrepl.DeleteMessage:
 		return r.change(t, m.RelationID, m.OldTuple, nil, "delete")
 	case *pglogrepl.TruncateMessage:
@@ -1042,6 +1046,12 @@ func (r *reader) change(t *tx, relID uint32, old, new *pglogrepl.TupleData, op s
 		}
 		return rec, key, nil
 	}
+	// before copies the old row's columns into rec's before-image fields.
+	before := func(rec, old row.Row) {
+		if r.cfg.BeforeImages {
+			copy(rec[r.src.data:2*r.src.data], old[:r.src.data])
+		}
+	}
 	emit := func(rec row.Row, key []row.Value, op string) error {
 		at, ok := snapshotLSN(segs, key)
 		if !ok {
@@ -1057,6 +1067,9 @@ func (r *reader) change(t *tx, relID uint32, old, new *pglogrepl.TupleData, op s
 	var oldRec, newRec row.Row
 	var oldKey, newKey []row.Value
 	var err error
+	if op == "update" && r.cfg.BeforeImages && (old == nil || unsentValue(old)) {
+		return 0, unrecoverable(fmt.Errorf("before_images: table %s, an update of the transaction committing at %v arrived without its whole old row: its REPLICA IDENTITY is no longer FULL (ALTER TABLE %s REPLICA IDENTITY FULL, then start over without checkpoints: the updates since carry no before-image)", tb.Qualified(), t.final, tb.quoted()))
+	}
 	if old != nil {
 		// A key-only old tuple has NULL in the other columns: a delete
 		// needs only the key.
@@ -1083,15 +1096,30 @@ func (r *reader) change(t *tx, relID uint32, old, new *pglogrepl.TupleData, op s
 		err = emit(oldRec, oldKey, "delete")
 		n++
 	case oldKey != nil && compareKeys(oldKey, newKey) != 0:
+		before(newRec, oldRec)
 		if err = emit(oldRec, oldKey, "delete"); err == nil {
 			err = emit(newRec, newKey, "insert")
 		}
 		n += 2
 	default:
+		if oldRec != nil {
+			before(newRec, oldRec)
+		}
 		err = emit(newRec, newKey, "update")
 		n++
 	}
 	return n, err
+}
+
+// unsentValue says whether a tuple has a column whose value was not sent
+// (an unchanged TOASTed value).
+func unsentValue(d *pglogrepl.TupleData) bool {
+	for _, c := range d.Columns {
+		if c.DataType == pglogrepl.TupleDataTypeToast {
+			return true
+		}
+	}
+	return false
 }
 
 // decodeOld decodes an old tuple, whose columns outside the key may be

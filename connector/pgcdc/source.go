@@ -32,6 +32,10 @@ const (
 	// CommitTimeField is the commit time, the record's event time; for a
 	// snapshot's rows, the time the snapshot was taken.
 	CommitTimeField = "_commit_time"
+	// BeforePrefix starts the name of a before-image field (Config.
+	// BeforeImages): _before_<column> is the column's value before an
+	// update.
+	BeforePrefix = "_before_"
 )
 
 // Config configures a Source.
@@ -66,6 +70,15 @@ type Config struct {
 	// Key, when set, must be the tables' primary key columns (a SQL
 	// source's declared PRIMARY KEY).
 	Key []string
+	// BeforeImages adds, after the columns, a field _before_<column> per
+	// column: an update's value of the column before it (the insert half
+	// of an update that changed the key included), NULL in every other
+	// record (inserts, deletes, snapshot rows). It needs REPLICA IDENTITY
+	// FULL on every table, so that each update carries its old row; a
+	// table without it is refused when the source is made, and an update
+	// arriving without its old row (the identity changed meanwhile) stops
+	// the job.
+	BeforeImages bool
 	// StatusInterval is how often the source reports its position to the
 	// server while streaming (default 10 s; the server's
 	// wal_sender_timeout, 60 s by default, must be longer).
@@ -113,8 +126,11 @@ type Source struct {
 	schema *row.Schema
 	// fields maps a table's column index to its record field index.
 	fields [][]int
-	key    []string
-	scrub  redact.Scrubber
+	// data is how many fields hold the tables' columns; with before-images
+	// the next data fields hold them before an update.
+	data  int
+	key   []string
+	scrub redact.Scrubber
 }
 
 // NewSource describes cfg's tables, connecting to the server: the
@@ -180,6 +196,17 @@ func (s *Source) plan(tables []*Table) error {
 	}
 	if err := s.keep(keys); err != nil {
 		return err
+	}
+	s.data = len(s.schema.Fields)
+	if s.cfg.BeforeImages {
+		for _, t := range tables {
+			if t.Identity != 'f' {
+				return unrecoverable(fmt.Errorf("before_images: table %s has REPLICA IDENTITY DEFAULT, so an update that keeps the key carries no old row: ALTER TABLE %s REPLICA IDENTITY FULL", t.Qualified(), t.quoted()))
+			}
+		}
+		for _, f := range s.schema.Fields[:s.data] {
+			s.schema.Fields = append(s.schema.Fields, row.Field{Name: BeforePrefix + f.Name, Kind: f.Kind})
+		}
 	}
 	s.schema.Fields = append(s.schema.Fields,
 		row.Field{Name: OpField, Kind: row.String}, row.Field{Name: TableField, Kind: row.String},
