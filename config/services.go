@@ -92,6 +92,8 @@ func (b *builder) postgresCDCSource(name string, m *mapping, par stream.NodeOpti
 		Watermark:   b.watermarkStrategy(m),
 	}
 	cfg.BeforeImages = m.boolean("before_images", false)
+	cfg.SnapshotParallelism = int(m.int("snapshot_parallelism", 4))
+	m.positive("snapshot_parallelism", cfg.SnapshotParallelism > 0)
 	m.positive("chunk_rows", cfg.ChunkRows > 0)
 	cfg.Key = m.strList("key")
 	if m.get("fields") != nil {
@@ -102,7 +104,7 @@ func (b *builder) postgresCDCSource(name string, m *mapping, par stream.NodeOpti
 		cfg.Fields = declared.Fields
 	}
 	latest, ok := m.stopAtLatest()
-	if !ok || cfg.DSN == "" || cfg.Slot == "" || cfg.Publication == "" || cfg.ChunkRows <= 0 {
+	if !ok || cfg.DSN == "" || cfg.Slot == "" || cfg.Publication == "" || cfg.ChunkRows <= 0 || cfg.SnapshotParallelism <= 0 {
 		return named{}, false
 	}
 	cfg.StopAtLatest = latest

@@ -74,6 +74,8 @@ type reader struct {
 	snapLSN  pglogrepl.LSN
 	snapTime time.Time
 	snapOpen bool
+	// fetch reads the snapshot's chunks ahead, while one is open.
+	fetch *fetcher
 
 	streaming bool
 	// received is the last WAL position the server reported as sent;
@@ -379,6 +381,11 @@ func (r *reader) checkPublished(ctx context.Context) error {
 		}
 		for _, c := range t.Columns {
 			if p.columns != nil && !contains(p.columns, c.Name) {
+				// A column dropped or renamed leaves the publication's
+				// list too: name that change, not a column list.
+				if err := r.checkTables(ctx); err != nil {
+					return err
+				}
 				return unrecoverable(fmt.Errorf("publication %s leaves column %s of %s out (a column list): its values would never arrive; publish the table without a column list", pub, c.Name, t.Qualified()))
 			}
 		}
@@ -480,8 +487,8 @@ func (r *reader) Read() (runtime.ReadResult, error) {
 		return r.result(0), nil
 	}
 	if !r.streaming {
-		if next, ok := r.nextSnapshotTable(); ok {
-			if err := r.snapshotChunk(next); err != nil {
+		if _, ok := r.nextSnapshotTable(); ok {
+			if err := r.snapshotChunk(); err != nil {
 				return runtime.ReadResult{}, r.fail(err)
 			}
 			return r.result(0), nil
@@ -542,54 +549,77 @@ func (r *reader) beginSnapshot(ctx context.Context) error {
 	if err := r.sql.QueryRow(ctx, "SELECT now()").Scan(&r.snapTime); err != nil {
 		return fmt.Errorf("reading the snapshot's time: %w", err)
 	}
+	// The readers of the chunks: a connection per table read at once,
+	// each importing the snapshot while its exporting slot's connection is
+	// still open.
+	var todo []int
+	var after [][]string
+	for i, t := range r.src.tables {
+		if segs := r.pos.Tables[t.Qualified()]; !done(segs) {
+			todo = append(todo, i)
+			var from []string
+			if len(segs) > 0 {
+				from = segs[len(segs)-1].Upto
+			}
+			after = append(after, from)
+		}
+	}
+	var conns []*pgx.Conn
+	closeAll := func() {
+		for _, c := range conns {
+			_ = c.Close(context.Background())
+		}
+	}
+	for range min(r.cfg.SnapshotParallelism, len(todo)) {
+		c, err := connectSQL(ctx, r.cfg.DSN)
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("connection for the snapshot: %w", err)
+		}
+		conns = append(conns, c)
+		if _, err := c.Exec(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"); err != nil {
+			closeAll()
+			return fmt.Errorf("beginning the snapshot: %w", err)
+		}
+		if _, err := c.Exec(ctx, "SET TRANSACTION SNAPSHOT '"+res.SnapshotName+"'"); err != nil {
+			closeAll()
+			return fmt.Errorf("importing snapshot %s: %w", res.SnapshotName, err)
+		}
+	}
+	r.fetch = startFetcher(r.src.tables, todo, after, conns, r.cfg.ChunkRows)
 	r.snapOpen = true
 	r.log.Info("postgres_cdc: snapshot", "slot", r.cfg.Slot, "lsn", r.snapLSN.String())
 	return nil
 }
 
-// snapshotChunk reads the next chunk of table ti's rows in key order under
-// the snapshot, emits them as inserts, and extends the table's segments.
-func (r *reader) snapshotChunk(ti int) error {
+// snapshotChunk emits the next chunk the fetcher read, of any table, as
+// inserts, and extends that table's segments; with none ready within
+// idleWait it returns, so that barriers pass while a query runs.
+func (r *reader) snapshotChunk() error {
 	if err := failpoint.Inject("source/postgres_cdc/snapshot-chunk"); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-	defer cancel()
 	if !r.snapOpen {
+		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		defer cancel()
 		if err := r.beginSnapshot(ctx); err != nil {
 			return err
 		}
 	}
+	var c chunk
+	select {
+	case c = <-r.fetch.chunks:
+	case <-time.After(idleWait):
+		return nil
+	}
+	if c.err != nil {
+		return c.err
+	}
+	ti := c.table
 	t := r.src.tables[ti]
 	segs := r.pos.Tables[t.Qualified()]
-	var after []string
-	if len(segs) > 0 {
-		after = segs[len(segs)-1].Upto
-	}
-	q, args := chunkQuery(t, after, r.cfg.ChunkRows)
-	// Every column in text form, from the types' output functions as
-	// pgoutput sends them (a ::text cast differs: true for t, inet's /32).
-	rows, err := r.sql.Query(ctx, q, append([]any{pgx.QueryResultFormats{pgx.TextFormatCode}}, args...)...)
-	if err != nil {
-		return fmt.Errorf("snapshot of %s: %w", t.Qualified(), err)
-	}
-	defer rows.Close()
 	lsn, ts := row.StringValue(r.snapLSN.String()), r.snapTime.UnixNano()
-	n := 0
-	text := make([]*string, len(t.Columns))
-	var last []string
-	for rows.Next() {
-		raw := rows.RawValues()
-		if len(raw) != len(text) {
-			return fmt.Errorf("snapshot of %s: %d columns for the %d planned", t.Qualified(), len(raw), len(text))
-		}
-		for i, b := range raw {
-			text[i] = nil
-			if b != nil {
-				v := string(b)
-				text[i] = &v
-			}
-		}
+	for _, text := range c.rows {
 		rec, err := r.record(ti, func(i int) (*string, bool) { return text[i], true }, "insert", lsn, ts)
 		if err != nil {
 			return unrecoverable(fmt.Errorf("snapshot of %s at LSN %v: %w", t.Qualified(), r.snapLSN, err))
@@ -597,14 +627,6 @@ func (r *reader) snapshotChunk(ti int) error {
 		if err := r.add(rec, ts); err != nil {
 			return err
 		}
-		n++
-		last = last[:0]
-		for _, k := range t.Key {
-			last = append(last, *text[k])
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("snapshot of %s: %w", t.Qualified(), err)
 	}
 	if err := r.flush(); err != nil {
 		return err
@@ -613,8 +635,9 @@ func (r *reader) snapshotChunk(ti int) error {
 	// one; a short chunk ends the table.
 	var upto []string
 	var decoded []row.Value
-	if n == r.cfg.ChunkRows {
-		upto = append([]string(nil), last...)
+	if len(c.rows) == r.cfg.ChunkRows {
+		upto = c.last
+		var err error
 		if decoded, err = t.keyOf(upto); err != nil {
 			return fmt.Errorf("snapshot of %s: %w", t.Qualified(), err)
 		}
@@ -713,6 +736,12 @@ func (r *reader) flush() error {
 func (r *reader) startStreaming() error {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
+	if r.fetch != nil {
+		if err := r.fetch.stop(); err != nil {
+			return fmt.Errorf("ending the snapshot's reads: %w", err)
+		}
+		r.fetch = nil
+	}
 	if r.snapOpen {
 		if _, err := r.sql.Exec(ctx, "COMMIT"); err != nil {
 			return fmt.Errorf("ending the snapshot: %w", err)
@@ -1219,6 +1248,10 @@ func (r *reader) NotifyComplete(id int64) error {
 
 func (r *reader) Close() error {
 	var errs []error
+	if r.fetch != nil {
+		errs = append(errs, r.fetch.stop())
+		r.fetch = nil
+	}
 	if r.repl != nil {
 		errs = append(errs, r.repl.Close(context.Background()))
 		r.repl = nil

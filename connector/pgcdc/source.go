@@ -57,6 +57,10 @@ type Config struct {
 	// ChunkRows is how many rows a snapshot reads per chunk, each chunk
 	// one read between barriers (default 10000).
 	ChunkRows int
+	// SnapshotParallelism is how many tables the snapshot reads at once,
+	// each on a connection of its own (default 4). Within a table, the
+	// next chunk is read while the last one is emitted.
+	SnapshotParallelism int
 	// StopAtLatest ends the source once it has emitted every transaction
 	// that committed before the job's first start (the server's WAL flush
 	// position then, kept in the checkpoints).
@@ -92,6 +96,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.ChunkRows == 0 {
 		c.ChunkRows = 10000
 	}
+	if c.SnapshotParallelism == 0 {
+		c.SnapshotParallelism = 4
+	}
 	if c.StatusInterval == 0 {
 		c.StatusInterval = 10 * time.Second
 	}
@@ -107,6 +114,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Publication == "" {
 		errs = append(errs, errors.New("publication is required"))
+	}
+	if c.SnapshotParallelism < 0 {
+		errs = append(errs, fmt.Errorf("snapshot_parallelism %d is negative", c.SnapshotParallelism))
 	}
 	if c.ChunkRows < 0 {
 		errs = append(errs, fmt.Errorf("chunk_rows %d is negative", c.ChunkRows))
