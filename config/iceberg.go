@@ -33,6 +33,14 @@ func (b *builder) icebergSink(name string, m *mapping, in named, ok bool, par st
 		CommitInterval: m.duration("commit_interval", 0),
 		Pipeline:       b.p.Name(),
 	}
+	if cm.get("properties") != nil {
+		pm := cm.sub("properties")
+		cfg.Catalog.Properties = map[string]string{}
+		for _, k := range pm.keys {
+			cfg.Catalog.Properties[k] = pm.str(k, "")
+		}
+		pm.done()
+	}
 	cm.done()
 	if !m.has("catalog") {
 		m.fail("catalog", m.node, "required field missing")

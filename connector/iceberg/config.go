@@ -48,6 +48,10 @@ type CatalogConfig struct {
 	Warehouse string
 	// Name is the catalog's name.
 	Name string
+	// Properties are more catalog properties, such as the FileIO's of an
+	// s3:// warehouse (s3.endpoint, s3.region, s3.path-style-access,
+	// s3.access-key-id, s3.secret-access-key).
+	Properties map[string]string
 }
 
 // SQLitePrefix starts the URI of a SQL catalog kept in a SQLite file:

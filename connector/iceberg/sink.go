@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"strings"
 	"sync"
@@ -151,6 +152,7 @@ func (s *Sink) catalog(ctx context.Context) (catalog.Catalog, error) {
 	}
 	c := s.cfg.Catalog
 	props := iceberg.Properties{}
+	maps.Copy(props, c.Properties)
 	if c.Warehouse != "" {
 		props["warehouse"] = warehouseURL(c.Warehouse)
 	}
@@ -171,6 +173,9 @@ func (s *Sink) catalog(ctx context.Context) (catalog.Catalog, error) {
 		var opts []rest.Option
 		if c.Warehouse != "" {
 			opts = append(opts, rest.WithWarehouseLocation(props["warehouse"]))
+		}
+		if len(c.Properties) > 0 {
+			opts = append(opts, rest.WithAdditionalProps(iceberg.Properties(maps.Clone(c.Properties))))
 		}
 		rc, err := rest.NewCatalog(ctx, c.Name, c.URI, opts...)
 		if err != nil {
