@@ -171,8 +171,17 @@ func (s *Sink) catalog(ctx context.Context) (catalog.Catalog, error) {
 		cat = sc
 	case "rest":
 		var opts []rest.Option
+		// A REST catalog names its warehouses (Polaris, Lakekeeper) or
+		// takes a location: the value goes as it is.
 		if c.Warehouse != "" {
-			opts = append(opts, rest.WithWarehouseLocation(props["warehouse"]))
+			opts = append(opts, rest.WithWarehouseLocation(c.Warehouse))
+		}
+		for key, opt := range map[string]func(string) rest.Option{
+			"credential": rest.WithCredential, "token": rest.WithOAuthToken, "prefix": rest.WithPrefix, "scope": rest.WithScope,
+		} {
+			if v := c.Properties[key]; v != "" {
+				opts = append(opts, opt(v))
+			}
 		}
 		if len(c.Properties) > 0 {
 			opts = append(opts, rest.WithAdditionalProps(iceberg.Properties(maps.Clone(c.Properties))))

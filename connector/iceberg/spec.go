@@ -13,9 +13,9 @@ var SinkSpec = connector.Spec{
 		{Name: "catalog", Kind: connector.Mapping, Required: true, Doc: "Where the table's metadata is kept.", Fields: []connector.Field{
 			{Name: "type", Kind: connector.String, Default: "sql", Values: []string{"sql", "rest"}, Doc: "`sql`: a catalog in a PostgreSQL database or a SQLite file (the tables iceberg_tables and iceberg_namespace_properties, created when missing); `rest`: an Iceberg REST catalog."},
 			{Name: "uri", Kind: connector.String, Required: true, Doc: "`sql`: the PostgreSQL database's connection string (postgres://…), or `sqlite:` and the path of a SQLite file (created when missing; relative to the pipeline file); `rest`: the catalog's URL."},
-			{Name: "warehouse", Kind: connector.String, Doc: "Where new tables are written: a directory (or file:// URL), or an `s3://bucket/path` URL. Required for `sql`; `rest` catalogs may choose it themselves."},
+			{Name: "warehouse", Kind: connector.String, Doc: "Where new tables are written: a directory (or file:// URL), or an `s3://bucket/path` URL. Required for `sql`; for `rest`, the catalog's warehouse name or location, passed as it is."},
 			{Name: "name", Kind: connector.String, Default: "ingest", Doc: "The catalog's name, as other engines that share the catalog know it."},
-			{Name: "properties", Kind: connector.Mapping, Doc: "More catalog properties, as strings: for an `s3://` warehouse, Iceberg's FileIO properties `s3.endpoint`, `s3.region`, `s3.path-style-access`, `s3.access-key-id` and `s3.secret-access-key` (without keys, the environment's AWS credentials)."},
+			{Name: "properties", Kind: connector.Mapping, Doc: "More catalog properties, as strings: for an `s3://` warehouse, Iceberg's FileIO properties `s3.endpoint`, `s3.region`, `s3.path-style-access`, `s3.access-key-id` and `s3.secret-access-key` (without keys, the environment's AWS credentials); for `rest`, `credential` (OAuth client id:secret), `token`, `scope` and `prefix`."},
 		}},
 		{Name: "table", Kind: connector.String, Required: true, Doc: "The table, `namespace.table`."},
 		{Name: "create_table", Kind: connector.Bool, Default: "false", Doc: "Create the table (and its namespace) from the input's fields when it does not exist: a format version 2 table whose identifier fields are a changelog's key."},
