@@ -39,6 +39,17 @@ func (b *builder) lookupJoin(name string, m *mapping) {
 	on := m.sub("on")
 	leftRef, rightRef := on.required("left"), on.required("right")
 	on.done()
+	// A field given but empty is as wrong as one missing.
+	for _, f := range []struct {
+		m    *mapping
+		key  string
+		what string
+	}{{tm, "path", "the table's file of JSON lines"}, {on, "left", "a field or an expression of the input"}, {on, "right", "a field of the table"}} {
+		if v := f.m.get(f.key); v != nil && strings.TrimSpace(f.m.str(f.key, "")) == "" {
+			b.e.add(v, f.m.field(f.key), "is empty: want %s", f.what)
+			ok = false
+		}
+	}
 	if !ok || schema == nil || path == "" || leftRef == "" || rightRef == "" {
 		m.has("select")
 		return

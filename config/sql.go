@@ -229,6 +229,9 @@ func scalarNode(v string, line, col int) *yaml.Node {
 
 // add adds node name with fields to section, refusing a second use of a name.
 func (p *planner) add(section, name string, at sql.Pos, fields *yaml.Node) error {
+	if err := p.nameFree(name, at); err != nil {
+		return err
+	}
 	s := p.section(section, at)
 	for _, sec := range p.sections {
 		for i := 0; i < len(sec.Content); i += 2 {
@@ -238,6 +241,14 @@ func (p *planner) add(section, name string, at sql.Pos, fields *yaml.Node) error
 		}
 	}
 	s.Content = append(s.Content, scalarNode(name, at.Line, at.Column), fields)
+	return nil
+}
+
+// nameFree refuses name when a table (which adds no node) took it.
+func (p *planner) nameFree(name string, at sql.Pos) error {
+	if r := p.rels[name]; r != nil && r.table != nil {
+		return p.errorf(at, "the name %s is already used at line %d", name, r.table.at.Line)
+	}
 	return nil
 }
 
@@ -251,8 +262,14 @@ func (p *planner) statement(st sql.Statement) error {
 		p.set(s.Name, s.Value, s.Pos)
 		return nil
 	case *sql.CreateSource:
+		if err := p.nameFree(s.Name, s.Pos); err != nil {
+			return err
+		}
 		return p.source(s)
 	case *sql.CreateView:
+		if err := p.nameFree(s.Name, s.Pos); err != nil {
+			return err
+		}
 		if p.views == nil {
 			p.views = map[string]*sql.Select{}
 		}
@@ -262,6 +279,9 @@ func (p *planner) statement(st sql.Statement) error {
 		_, err := p.query(s.Name, s.Query)
 		return err
 	case *sql.CreateSink:
+		if err := p.nameFree(s.Name, s.Pos); err != nil {
+			return err
+		}
 		return p.sink(s)
 	case *sql.Explain:
 		p.explain = true
@@ -543,6 +563,8 @@ func (p *planner) sink(s *sql.CreateSink) error {
 		in, rel = node, p.rels[s.Name+"-query"]
 	} else if rel = p.rels[in]; rel == nil {
 		return p.errorf(s.FromPos, "sink %s: no source or view %s", s.Name, in)
+	} else if rel.table != nil {
+		return p.errorf(s.FromPos, "sink %s: %s is a table, which only lookup joins read: FROM s JOIN %s FOR SYSTEM_TIME AS OF PROCTIME() AS t ON …", s.Name, in, in)
 	} else {
 		in = rel.node
 	}
@@ -705,7 +727,15 @@ func (p *planner) project(name, input string, q *sql.Select, tr *translator, out
 			return p.errorf(it.Pos, "column %s is selected twice: name one otherwise with AS", it.Alias)
 		}
 		out.add(it.Alias, colType{kind: e.kind, notNull: !e.null})
-		sel.Content = append(sel.Content, scalarNode(it.Alias, it.Pos.Line, it.Pos.Column), scalarNode(e.code, it.Pos.Line, it.Pos.Column))
+		v := scalarNode(e.code, it.Pos.Line, it.Pos.Column)
+		if e.code == "nil" && e.kind != row.Null {
+			// A NULL of a known type (a strict function of a NULL
+			// constant): the map cannot tell the type from nil.
+			v = mappingNode(it.Pos)
+			v.Content = append(v.Content, scalarNode("expr", it.Pos.Line, it.Pos.Column), scalarNode("nil", it.Pos.Line, it.Pos.Column),
+				scalarNode("type", it.Pos.Line, it.Pos.Column), scalarNode(e.kind.String(), it.Pos.Line, it.Pos.Column))
+		}
+		sel.Content = append(sel.Content, scalarNode(it.Alias, it.Pos.Line, it.Pos.Column), v)
 	}
 	for _, f := range keep {
 		sel.Content = append(sel.Content, scalarNode(f, q.Pos.Line, q.Pos.Column), scalarNode(f, q.Pos.Line, q.Pos.Column))

@@ -443,6 +443,13 @@ var scalarFuncs = map[string]struct {
 	"length": {"len", row.Int}, "char_length": {"len", row.Int},
 }
 
+// nullConstant says whether one of args is the constant NULL: a strict
+// function of it is NULL (and expr's checker refuses nil where a typed
+// function takes a string or an int).
+func nullConstant(args ...tx) bool {
+	return slices.ContainsFunc(args, func(a tx) bool { return a.code == "nil" })
+}
+
 // stringish and intish say whether an argument is a string (an int), or a
 // NULL constant, whose kind is not known.
 func stringish(a tx) bool { return a.kind == row.String || a.kind == row.Null }
@@ -470,10 +477,11 @@ func (t *translator) subscript(x *sql.Subscript) (tx, error) {
 	if !ok {
 		return tx{}, t.p.errorf(c.Args[1].At(), "regexp_match's pattern is a constant string")
 	}
-	re, err := regexp.Compile(pat)
+	goPat, err := pgPattern(pat)
 	if err != nil {
-		return tx{}, t.p.errorf(c.Args[1].At(), "regexp_match pattern %q (Go's RE2 syntax: no backreferences or lookaround): %v", pat, err)
+		return tx{}, t.p.errorf(c.Args[1].At(), "regexp_match pattern %q: %v", pat, err)
 	}
+	re := regexp.MustCompile(goPat)
 	if x.Index < 1 || x.Index > int64(max(1, re.NumSubexp())) {
 		return tx{}, t.p.errorf(x.Pos, "regexp_match pattern %q has %d groups: [%d] is always NULL", pat, re.NumSubexp(), x.Index)
 	}
@@ -484,8 +492,11 @@ func (t *translator) subscript(x *sql.Subscript) (tx, error) {
 	if !stringish(a) {
 		return tx{}, t.p.errorf(c.Args[0].At(), "regexp_match takes a string, not %s", a.kind)
 	}
+	if nullConstant(a) {
+		return tx{code: "nil", null: true, kind: row.String}, nil
+	}
 	return tx{code: t.guarded(func() string {
-		return "regexpGroup(" + a.code + ", " + strconv.Quote(pat) + ", " + strconv.FormatInt(x.Index, 10) + ")"
+		return "regexpGroup(" + a.code + ", " + strconv.Quote(goPat) + ", " + strconv.FormatInt(x.Index, 10) + ", true)"
 	}, &a), null: true, kind: row.String}, nil
 }
 
@@ -592,12 +603,18 @@ func (t *translator) call(c *sql.Call) (tx, error) {
 		if lit, ok := c.Args[2].(*sql.Literal); ok && lit.Value == int64(0) {
 			return tx{}, t.p.errorf(c.Args[2].At(), "split_part: field position must not be zero")
 		}
+		if nullConstant(args...) {
+			return tx{code: "nil", null: true, kind: row.String}, nil
+		}
 		a, d, n := args[0], args[1], args[2]
 		return tx{code: t.guarded(func() string { return "splitPart(" + a.code + ", " + d.code + ", " + n.code + ")" }, &a, &d, &n),
 			null: a.null || d.null || n.null, kind: row.String}, nil
 	case "replace":
 		if len(args) != 3 || !stringish(args[0]) || !stringish(args[1]) || !stringish(args[2]) {
 			return tx{}, t.p.errorf(c.Pos, "replace takes three strings: replace(s, from, to)")
+		}
+		if nullConstant(args...) {
+			return tx{code: "nil", null: true, kind: row.String}, nil
 		}
 		a, from, to := args[0], args[1], args[2]
 		// PostgreSQL leaves s as it is for an empty from, where Go's

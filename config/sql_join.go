@@ -53,6 +53,15 @@ func (p *planner) groupedJoin(name string, q *sql.Select, js *joinScope) (string
 	if err != nil {
 		return "", err
 	}
+	if len(joined.Items) == 0 {
+		// count(*) alone reads no column: the join still needs one to
+		// select, any of the left side's.
+		if len(js.rels[0].columns) == 0 {
+			return "", p.errorf(q.Pos, "the join's left side has no column")
+		}
+		c := js.rels[0].columns[0]
+		joined.Items = append(joined.Items, sql.SelectItem{Expr: &sql.Column{Table: js.inputs[0].Name(), Name: c, Pos: q.Pos}, Alias: "left__" + c, Pos: q.Pos})
+	}
 	// The join's columns as the GROUP BY reads them.
 	for _, c := range cols {
 		s, _ := js.side(c)
@@ -70,8 +79,10 @@ func (p *planner) groupedJoin(name string, q *sql.Select, js *joinScope) (string
 
 // joinQuery plans q, whose FROM is a join, as node name.
 func (p *planner) joinQuery(name string, q *sql.Select) (string, error) {
-	if node, ok, err := p.windowTopJoin(name, q); ok || err != nil {
-		return node, err
+	if lookup := q.From.Join.Left.Lookup || q.From.Join.Right.Lookup; !lookup {
+		if node, ok, err := p.windowTopJoin(name, q); ok || err != nil {
+			return node, err
+		}
 	}
 	j := q.From.Join
 	inputs := [2]sql.JoinInput{j.Left, j.Right}

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -28,11 +30,22 @@ type lookupTable struct {
 // source of its own, a relation only lookup joins read.
 func (p *planner) table(s *sql.CreateSource) error {
 	t := &lookupTable{name: s.Name, at: s.Pos}
+	for _, sec := range p.sections {
+		for i := 0; i < len(sec.Content); i += 2 {
+			if sec.Content[i].Value == s.Name {
+				return p.errorf(s.Pos, "the name %s is already used at line %d", s.Name, sec.Content[i].Line)
+			}
+		}
+	}
+	if err := p.nameFree(s.Name, s.Pos); err != nil {
+		return err
+	}
+	var pathAt sql.Pos
 	for _, o := range s.Options {
 		switch o.Key {
 		case "connector":
 		case "path":
-			t.path = o.Value
+			t.path, pathAt = o.Value, o.Pos
 		default:
 			return p.errorf(o.Pos, "table %s: option %s: a table of connector 'file' takes path only (JSON lines, read whole when the job starts)", s.Name, o.Key)
 		}
@@ -48,6 +61,15 @@ func (p *planner) table(s *sql.CreateSource) error {
 		return p.errorf(s.KeyPos, "table %s: PRIMARY KEY is not supported on a lookup table (its rows are joined as they are, repeated keys included): drop it", s.Name)
 	case s.Encode != "" && s.Encode != "json":
 		return p.errorf(s.EncodePos, "table %s: ENCODE %s is not supported for a table (known: JSON)", s.Name, strings.ToUpper(s.Encode))
+	}
+	// The file is read when the job starts; a missing one is named here,
+	// at its option, not at the join that reads it.
+	file := t.path
+	if !filepath.IsAbs(file) {
+		file = filepath.Join(filepath.Dir(p.file), file)
+	}
+	if _, err := os.Stat(file); err != nil {
+		return p.errorf(pathAt, "table %s: path: %v", s.Name, err)
 	}
 	rel := &relation{table: t}
 	t.fields = mappingNode(s.Pos)
@@ -203,9 +225,22 @@ func (p *planner) lookupQuery(name string, q *sql.Select, inputs [2]sql.JoinInpu
 		}
 		node = name + "-where"
 	}
-	out := &relation{node: name, timeCol: ""}
+	out := &relation{node: name}
 	if err := p.project(name, node, q, tr, out); err != nil {
 		return "", err
+	}
+	// Each row keeps its stream row's event time: the stream's time
+	// column, selected under its own name, is the view's.
+	if tc := rels[0].timeCol; tc != "" {
+		for _, it := range q.Items {
+			c, ok := it.Expr.(*sql.Column)
+			if !ok || c.Name != tc || (it.Alias != "" && it.Alias != tc) {
+				continue
+			}
+			if side, err := js.side(c); err == nil && side == 0 {
+				out.timeCol = tc
+			}
+		}
 	}
 	p.rels[name] = out
 	return name, nil

@@ -45,6 +45,17 @@ var stringCases = []struct {
 	{S: sp("xxcxcxx"), D: sp("xx"), N: 2, P: `c(x)c`, G: 1, From: sp("xx"), To: "y"},
 	{S: nil, D: sp("/"), N: 1, P: `a`, G: 1, From: sp("a"), To: "b"},
 	{S: sp("a/b"), D: nil, N: 1, P: `a`, G: 1, From: nil, To: "b"},
+	// Where Go's leftmost-first and PostgreSQL's leftmost-longest
+	// matching, or their dots, part: the translation keeps PostgreSQL's.
+	{S: sp("a\nb"), D: sp("/"), N: 1, P: `a.b`, G: 1, From: sp("x"), To: ""},
+	{S: sp("ab"), D: sp("/"), N: 1, P: `a|ab`, G: 1, From: sp("x"), To: ""},
+	{S: sp("aaa"), D: sp("/"), N: 1, P: `(a*)(a*)`, G: 2, From: sp("x"), To: ""},
+	{S: sp("&channel_id=9"), D: sp("/"), N: 1, P: `(&|^)&?channel_id=([^&]*)`, G: 1, From: sp("x"), To: ""},
+	{S: sp("xabyab"), D: sp("/"), N: 1, P: `([a-c]|y)+(b*)`, G: 1, From: sp("x"), To: ""},
+	{S: sp("aab"), D: sp("/"), N: 1, P: `(a+)(a*b)`, G: 1, From: sp("x"), To: ""},
+	{S: sp("abab"), D: sp("/"), N: 1, P: `(ab)*(b?)`, G: 1, From: sp("x"), To: ""},
+	{S: sp("Café"), D: sp("/"), N: 1, P: `(?i)(CAF.)`, G: 1, From: sp("x"), To: ""},
+	{S: sp("k=v; k2=v2"), D: sp("/"), N: 1, P: `([a-z0-9]+)=([^;]*)`, G: 2, From: sp("x"), To: ""},
 }
 
 func sp(s string) *string { return &s }
@@ -157,7 +168,15 @@ func TestSQLStringFunctionErrors(t *testing.T) {
 	head := "CREATE SOURCE t (s VARCHAR, n BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts) WITH (connector = 'file', path = 'in.jsonl');\n"
 	for _, c := range []struct{ sel, want string }{
 		{"regexp_match(s, 'a')", "q.sql:2:25: regexp_match returns an array, which no column can hold: take one group with (regexp_match(s, pattern))[n]"},
-		{"(regexp_match(s, '(?=a)b'))[1]", "q.sql:2:42: regexp_match pattern \"(?=a)b\" (Go's RE2 syntax: no backreferences or lookaround)"},
+		{"(regexp_match(s, '(?=a)b'))[1]", "q.sql:2:42: regexp_match pattern \"(?=a)b\": (?=a: of the (?…) forms only a leading (?i)"},
+		{"(regexp_match(s, 'Y*?([0-9]{1,3})'))[1]", "the non-greedy *? changes which match PostgreSQL picks"},
+		{"(regexp_match(s, '\\w+'))[1]", `\w follows the server's locale in PostgreSQL`},
+		{"(regexp_match(s, '\\bcat'))[1]", `\b: in PostgreSQL \b is a backspace`},
+		{"(regexp_match(s, '[[:alpha:]]+'))[1]", "character classes such as [[:alpha:]]"},
+		{"(regexp_match(s, '(a)\\1'))[1]", "back references"},
+		{"(regexp_match(s, 'a(?i)b'))[1]", "only a leading (?i)"},
+		{"(regexp_match(s, '(a|ab)(c|bcd)(d*)'))[2]", "alternatives other than single characters: PostgreSQL gives the earlier groups the longest text"},
+		{"(regexp_match(s, '(^|&)x'))[1]", "an anchor before other alternatives"},
 		{"(regexp_match(s, '(a)'))[2]", "q.sql:2:26: regexp_match pattern \"(a)\" has 1 groups: [2] is always NULL"},
 		{"(regexp_match(s, 'a'))[0]", "[0] is always NULL"},
 		{"(regexp_match(s, s))[1]", "q.sql:2:42: regexp_match's pattern is a constant string"},

@@ -303,6 +303,9 @@ type inspector struct {
 	safe  map[ast.Node]bool
 	reads map[string]bool
 	calls []*ast.BuiltinNode
+	// bad is the first call whose arguments are refused (a regexpGroup
+	// pattern that is no constant, or does not compile).
+	bad *Error
 }
 
 // Visit implements ast.Visitor. Walk visits children first.
@@ -310,6 +313,10 @@ func (in *inspector) Visit(n *ast.Node) {
 	switch x := (*n).(type) {
 	case *ast.IdentifierNode:
 		in.reads[x.Value] = true
+	case *ast.CallNode:
+		if id, ok := x.Callee.(*ast.IdentifierNode); ok && id.Value == "regexpGroup" && in.bad == nil {
+			in.bad = checkRegexpGroup(x)
+		}
 	case *ast.BuiltinNode:
 		if orderFree[x.Name] && len(x.Arguments) > 0 {
 			in.safe[x.Arguments[0]] = true
@@ -334,6 +341,9 @@ func (p *Program) inspect(node ast.Node) (err error) {
 	}()
 	in := &inspector{safe: map[ast.Node]bool{}, reads: map[string]bool{}}
 	ast.Walk(&node, in)
+	if in.bad != nil {
+		return in.bad
+	}
 	p.all = in.reads[envName]
 	for name := range in.reads {
 		if name == EventTime || p.schema.Index(name) >= 0 {

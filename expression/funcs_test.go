@@ -1,6 +1,7 @@
 package expression
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/ingest-engine/ingest/row"
@@ -53,5 +54,30 @@ func TestStringFunctionsInExpressions(t *testing.T) {
 	ev.Bind(row.Row{row.StringValue("a")}, 0)
 	if _, err := ev.Value(p); err == nil {
 		t.Fatal("splitPart with field 0 gave no error")
+	}
+}
+
+// A regexpGroup pattern is a constant checked when the expression
+// compiles: a bad one is an error then, not on every record, and one read
+// from a field (each distinct value compiled and cached) is refused.
+func TestRegexpGroupPatternIsAConstant(t *testing.T) {
+	urls := &row.Schema{Fields: []row.Field{{Name: "url", Kind: row.String}, {Name: "p", Kind: row.String}}}
+	for src, want := range map[string]string{
+		`regexpGroup(url, "(", 1)`:             "regexpGroup pattern \"(\"",
+		`regexpGroup(url, p, 1)`:               "regexpGroup's pattern is a constant string",
+		`regexpGroup(url, "a", 1, url == "x")`: "fourth argument, longest, is a constant",
+	} {
+		if _, err := Compile(urls, src, row.Null); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error containing %q", src, err, want)
+		}
+	}
+	p, err := Compile(urls, `regexpGroup(url, "a|ab", 0 + 1, true)`, row.Null)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, _ := NewEvaluator(p)
+	ev.Bind(row.Row{row.StringValue("ab"), row.Value{}}, 0)
+	if v, err := ev.Value(p); err != nil || v.Str() != "ab" {
+		t.Fatalf("leftmost-longest: %v %v, want ab", v, err)
 	}
 }

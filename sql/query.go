@@ -31,8 +31,31 @@ type query struct {
 	used    map[int]bool
 }
 
-// systemTime matches the lookup clause (its parentheses may hold spaces).
-var systemTime = regexp.MustCompile(`(?i)\bFOR\s+SYSTEM_TIME\s+AS\s+OF\s+PROCTIME\s*\(\s*\)`)
+// systemTime matches the lookup clause (its parentheses may hold spaces),
+// its keywords in any ASCII case: (?i) would also take ſ for s and K (the
+// Kelvin sign) for k, two bytes where blanking writes one space.
+var systemTime = regexp.MustCompile(asciiFold(`\bFOR\s+SYSTEM_TIME\s+AS\s+OF\s+PROCTIME\s*\(\s*\)`))
+
+// asciiFold makes every ASCII letter of pattern a class of its two cases.
+func asciiFold(pattern string) string {
+	var b strings.Builder
+	for i := 0; i < len(pattern); i++ {
+		c := pattern[i]
+		switch {
+		case c == '\\' && i+1 < len(pattern):
+			b.WriteByte(c)
+			i++
+			b.WriteByte(pattern[i])
+		case c >= 'A' && c <= 'Z':
+			b.WriteString("[" + string(c) + string(c+'a'-'A') + "]")
+		case c >= 'a' && c <= 'z':
+			b.WriteString("[" + string(c-'a'+'A') + string(c) + "]")
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
 
 // blankLookups replaces every FOR SYSTEM_TIME AS OF PROCTIME() of text by
 // spaces (keeping line breaks, so positions stay), returning the new text

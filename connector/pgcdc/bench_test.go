@@ -61,6 +61,48 @@ func BenchmarkSnapshot(b *testing.B) {
 	report(b, wall, cpu)
 }
 
+// BenchmarkSnapshotFourTables reads benchRows rows in four tables of a
+// quarter each by the chunked snapshot (the default snapshot_parallelism
+// reads them at once).
+func BenchmarkSnapshotFourTables(b *testing.B) {
+	conn, schema := benchSchema(b)
+	tables := []string{schema + ".t"}
+	for _, name := range []string{"t2", "t3", "t4"} {
+		benchExec(b, conn, "CREATE TABLE "+schema+"."+name+" (id bigint PRIMARY KEY, owner text, balance bigint, note text, updated timestamptz)")
+		tables = append(tables, schema+"."+name)
+	}
+	for _, t := range tables {
+		benchExec(b, conn, fmt.Sprintf("INSERT INTO %s SELECT g, 'owner ' || g, g * 10, 'a note of some length', now() FROM generate_series(1, %d) g", t, benchRows/4))
+	}
+	var wall time.Duration
+	var cpu float64
+	for i := range b.N {
+		slot := fmt.Sprintf("%s_%d", schema, i)
+		b.Cleanup(func() {
+			_, _ = conn.Exec(context.Background(), "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active", slot)
+		})
+		src, err := pgcdc.NewSource(context.Background(), pgcdc.Config{DSN: benchDSN(), Tables: tables, Slot: slot, Publication: schema, StopAtLatest: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var count atomic.Int64
+		p := stream.New("bench")
+		stream.To(stream.From(p, "cdc", src), "count", stream.Sink[row.Row](countSink{n: &count}))
+		began, cpu0 := time.Now(), cpuSeconds()
+		err = p.Run(context.Background(), stream.RunOptions{CheckpointDir: b.TempDir()})
+		wall += time.Since(began)
+		cpu += cpuSeconds() - cpu0
+		dropSlot(b, conn, slot)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if count.Load() != benchRows {
+			b.Fatalf("%d rows read, want %d", count.Load(), benchRows)
+		}
+	}
+	report(b, wall, cpu)
+}
+
 // BenchmarkStream streams benchRows inserted rows, in transactions of 1000,
 // from a running source: the time from the first insert to the last row
 // counted (the inserts overlap with the reading).
