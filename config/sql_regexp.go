@@ -46,10 +46,7 @@ func pgPattern(pat string) (string, error) {
 		}
 	}
 	// Flags: PostgreSQL takes embedded options only at the start.
-	body := pat
-	if strings.HasPrefix(body, "(?i)") {
-		body = body[len("(?i)"):]
-	}
+	body := strings.TrimPrefix(pat, "(?i)")
 	if i := strings.Index(body, "(?"); i >= 0 && !strings.HasPrefix(body[i:], "(?:") {
 		return "", fmt.Errorf("(?%s: of the (?…) forms only a leading (?i) and non-capturing groups (?:…) mean the same in PostgreSQL and here", strings.TrimPrefix(body[i:min(len(body), i+4)], "(?"))
 	}

@@ -93,11 +93,10 @@ func (f *s3Fixture) unreferenced(t *testing.T, name string) (files, data int) {
 			t.Fatal(err)
 		}
 		for _, m := range mans {
-			entries, err := m.FetchEntries(fsys, true)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, e := range entries {
+			for e, err := range m.Entries(fsys, true) {
+				if err != nil {
+					t.Fatal(err)
+				}
 				referenced[e.DataFile().FilePath()] = true
 			}
 		}

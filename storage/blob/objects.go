@@ -26,10 +26,8 @@ func OpenObjects(ctx context.Context, rawURL string) (*Objects, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, p := range []string{paramLease, paramTimeout} {
-		if loc.query.Has(p) {
-			return nil, fmt.Errorf("storage/blob: %s: parameter %s is for checkpoint storage", loc.base, p)
-		}
+	if loc.lease != 0 || loc.timeout != 0 {
+		return nil, fmt.Errorf("storage/blob: %s: parameters %s and %s are for checkpoint storage", loc.base, paramLease, paramTimeout)
 	}
 	b, owned, err := openBucket(ctx, loc)
 	if err != nil {
@@ -37,10 +35,6 @@ func OpenObjects(ctx context.Context, rawURL string) (*Objects, error) {
 	}
 	return &Objects{b: b, owned: owned, loc: loc}, nil
 }
-
-// Location is the bucket and prefix, for messages: no credentials, no
-// parameters.
-func (o *Objects) Location() string { return o.loc.base }
 
 func (o *Objects) fail(op, key string, err error) error {
 	if errors.Is(err, errNotExist) {
@@ -66,15 +60,6 @@ func (o *Objects) Get(ctx context.Context, key string) ([]byte, error) {
 		return nil, o.fail("get", key, err)
 	}
 	return data, nil
-}
-
-// Exists reports whether an object is stored under key.
-func (o *Objects) Exists(ctx context.Context, key string) (bool, error) {
-	ok, err := o.b.exists(ctx, o.loc.prefix+key)
-	if err != nil {
-		return false, o.fail("stat", key, err)
-	}
-	return ok, nil
 }
 
 // Delete deletes the object under key; a missing one is not an error.
