@@ -280,32 +280,9 @@ func (p *planner) joinQuery(name string, q *sql.Select) (string, error) {
 	}
 	// Output: the columns read, named side_column, then a map naming the
 	// query's columns (the join's select takes columns only).
-	sel := mappingNode(at)
-	var inner []string
-	types := map[string]colType{}
-	read := slices.Clone(post)
-	for _, it := range q.Items {
-		read = append(read, it.Expr)
-	}
-	for _, e := range read {
-		var err error
-		walk(e, func(x sql.Expr) bool {
-			c, ok := x.(*sql.Column)
-			if !ok || err != nil {
-				return err == nil
-			}
-			var n string
-			if n, err = js.columnName(c); err == nil && !slices.Contains(inner, n) {
-				inner = append(inner, n)
-				side, col, _ := strings.Cut(n, "__")
-				kv(sel, n, str(side+"."+col))
-				types[n] = js.rels[map[string]int{"left": 0, "right": 1}[side]].types[col]
-			}
-			return false
-		})
-		if err != nil {
-			return "", err
-		}
+	sel, inner, types, err := js.readColumns(q, post, at)
+	if err != nil {
+		return "", err
 	}
 	kv(m, "select", sel)
 	if err := p.add("transforms", name+"-join", at, m); err != nil {
@@ -542,4 +519,42 @@ func (js *joinScope) untilBound(e sql.Expr) (string, bool) {
 		return "", false
 	}
 	return lc.Name, true
+}
+
+// readColumns is the select of a join's node: every column of either side
+// that conds or q's items read, named side__column, as a mapping of those
+// names to side.column references; with the names in order and their
+// types, for the translator of what follows the join.
+func (js *joinScope) readColumns(q *sql.Select, conds []sql.Expr, at sql.Pos) (*yaml.Node, []string, map[string]colType, error) {
+	sel := mappingNode(at)
+	var inner []string
+	types := map[string]colType{}
+	read := slices.Clone(conds)
+	for _, it := range q.Items {
+		if it.Star {
+			return nil, nil, nil, js.p.errorf(it.Pos, "SELECT * over a join is not supported: list the columns")
+		}
+		read = append(read, it.Expr)
+	}
+	for _, e := range read {
+		var err error
+		walk(e, func(x sql.Expr) bool {
+			c, ok := x.(*sql.Column)
+			if !ok || err != nil {
+				return err == nil
+			}
+			var n string
+			if n, err = js.columnName(c); err == nil && !slices.Contains(inner, n) {
+				inner = append(inner, n)
+				side, col, _ := strings.Cut(n, "__")
+				sel.Content = append(sel.Content, scalarNode(n, at.Line, at.Column), scalarNode(side+"."+col, at.Line, at.Column))
+				types[n] = js.rels[map[string]int{"left": 0, "right": 1}[side]].types[col]
+			}
+			return false
+		})
+		if err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	return sel, inner, types, nil
 }

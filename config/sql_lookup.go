@@ -180,34 +180,9 @@ func (p *planner) lookupQuery(name string, q *sql.Select, inputs [2]sql.JoinInpu
 	kv(m, "on", on)
 	// Output: the columns read, named side_column, then a map naming the
 	// query's columns.
-	sel := mappingNode(at)
-	var inner []string
-	types := map[string]colType{}
-	read := slices.Clone(post)
-	for _, it := range q.Items {
-		if it.Star {
-			return "", p.errorf(it.Pos, "SELECT * over a join is not supported: list the columns")
-		}
-		read = append(read, it.Expr)
-	}
-	for _, e := range read {
-		walk(e, func(x sql.Expr) bool {
-			c, ok := x.(*sql.Column)
-			if !ok || err != nil {
-				return err == nil
-			}
-			var n string
-			if n, err = js.columnName(c); err == nil && !slices.Contains(inner, n) {
-				inner = append(inner, n)
-				side, col, _ := strings.Cut(n, "__")
-				kv(sel, n, str(side+"."+col))
-				types[n] = rels[map[string]int{"left": 0, "right": 1}[side]].types[col]
-			}
-			return false
-		})
-		if err != nil {
-			return "", err
-		}
+	sel, inner, types, err := js.readColumns(q, post, at)
+	if err != nil {
+		return "", err
 	}
 	if len(inner) == 0 {
 		kv(sel, "left__"+keyCol.Name, str("key")) // a row per match, of no column
