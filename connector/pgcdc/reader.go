@@ -549,6 +549,13 @@ func (r *reader) beginSnapshot(ctx context.Context) error {
 	if err := r.sql.QueryRow(ctx, "SELECT now()").Scan(&r.snapTime); err != nil {
 		return fmt.Errorf("reading the snapshot's time: %w", err)
 	}
+	// The readers below hold the snapshot; this connection, needed again
+	// by checkpoints' publication checks, leaves it (a session idle in a
+	// transaction for the whole snapshot would meet the server's
+	// idle_in_transaction_session_timeout).
+	if _, err := r.sql.Exec(ctx, "COMMIT"); err != nil {
+		return fmt.Errorf("beginning the snapshot: %w", err)
+	}
 	// The readers of the chunks: a connection per table read at once,
 	// each importing the snapshot while its exporting slot's connection is
 	// still open.
@@ -596,9 +603,6 @@ func (r *reader) beginSnapshot(ctx context.Context) error {
 // inserts, and extends that table's segments; with none ready within
 // idleWait it returns, so that barriers pass while a query runs.
 func (r *reader) snapshotChunk() error {
-	if err := failpoint.Inject("source/postgres_cdc/snapshot-chunk"); err != nil {
-		return err
-	}
 	if !r.snapOpen {
 		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 		defer cancel()
@@ -614,6 +618,11 @@ func (r *reader) snapshotChunk() error {
 	}
 	if c.err != nil {
 		return c.err
+	}
+	// Once per chunk, before it is emitted (a failure drops it: the
+	// restored position reads it again).
+	if err := failpoint.Inject("source/postgres_cdc/snapshot-chunk"); err != nil {
+		return err
 	}
 	ti := c.table
 	t := r.src.tables[ti]
@@ -737,17 +746,10 @@ func (r *reader) startStreaming() error {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	if r.fetch != nil {
-		if err := r.fetch.stop(); err != nil {
-			return fmt.Errorf("ending the snapshot's reads: %w", err)
-		}
+		r.fetch.stop()
 		r.fetch = nil
 	}
-	if r.snapOpen {
-		if _, err := r.sql.Exec(ctx, "COMMIT"); err != nil {
-			return fmt.Errorf("ending the snapshot: %w", err)
-		}
-		r.snapOpen = false
-	}
+	r.snapOpen = false
 	repl, err := connect(ctx, r.cfg.DSN, true)
 	if err != nil {
 		return fmt.Errorf("replication connection: %w", err)
@@ -1097,6 +1099,14 @@ func (r *reader) change(t *tx, relID uint32, old, new *pglogrepl.TupleData, op s
 	var oldKey, newKey []row.Value
 	var err error
 	if op == "update" && r.cfg.BeforeImages && (old == nil || unsentValue(old)) {
+		// An update the snapshot that read its key holds is not emitted:
+		// it needs no before-image (after starting over, the stream
+		// replays the very update that stopped the job).
+		if _, key, err := decode(new, "new"); err == nil {
+			if at, ok := snapshotLSN(segs, key); ok && t.final < at {
+				return 0, nil
+			}
+		}
 		return 0, unrecoverable(fmt.Errorf("before_images: table %s, an update of the transaction committing at %v arrived without its whole old row: its REPLICA IDENTITY is no longer FULL (ALTER TABLE %s REPLICA IDENTITY FULL, then start over without checkpoints: the updates since carry no before-image)", tb.Qualified(), t.final, tb.quoted()))
 	}
 	if old != nil {
@@ -1249,7 +1259,7 @@ func (r *reader) NotifyComplete(id int64) error {
 func (r *reader) Close() error {
 	var errs []error
 	if r.fetch != nil {
-		errs = append(errs, r.fetch.stop())
+		r.fetch.stop()
 		r.fetch = nil
 	}
 	if r.repl != nil {

@@ -2,7 +2,6 @@ package pgcdc
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 
@@ -33,7 +32,6 @@ type fetcher struct {
 	// chunks delivers the chunks, in key order per table.
 	chunks chan chunk
 	wg     sync.WaitGroup
-	conns  []*pgx.Conn
 }
 
 // startFetcher starts one goroutine per connection of conns, which have
@@ -42,7 +40,9 @@ type fetcher struct {
 // time each, in chunks of chunkRows rows, until a chunk is short.
 func startFetcher(tables []*Table, todo []int, after [][]string, conns []*pgx.Conn, chunkRows int) *fetcher {
 	ctx, cancel := context.WithCancel(context.Background())
-	f := &fetcher{cancel: cancel, chunks: make(chan chunk, len(conns)), conns: conns}
+	// One chunk waits while the reader emits another and each connection
+	// reads one: at most len(conns) + 2 chunks are in memory.
+	f := &fetcher{cancel: cancel, chunks: make(chan chunk, 1)}
 	queue := make(chan int, len(todo))
 	starts := map[int][]string{}
 	for i, ti := range todo {
@@ -54,6 +54,17 @@ func startFetcher(tables []*Table, todo []int, after [][]string, conns []*pgx.Co
 		f.wg.Add(1)
 		go func() {
 			defer f.wg.Done()
+			// A connection whose tables are read leaves the snapshot at
+			// once: none stays idle in its transaction.
+			defer conn.Close(context.Background())
+			defer func() {
+				if p := recover(); p != nil {
+					select {
+					case f.chunks <- chunk{err: fmt.Errorf("snapshot reader: panic: %v", p)}:
+					case <-ctx.Done():
+					}
+				}
+			}()
 			for ti := range queue {
 				if !f.table(ctx, conn, tables[ti], ti, starts[ti], chunkRows) {
 					return
@@ -125,14 +136,9 @@ func (f *fetcher) read(ctx context.Context, conn *pgx.Conn, t *Table, ti int, fr
 	return c
 }
 
-// stop stops the goroutines and closes their connections (ending the
+// stop stops the goroutines, which close their connections (ending the
 // snapshot's transactions).
-func (f *fetcher) stop() error {
+func (f *fetcher) stop() {
 	f.cancel()
 	f.wg.Wait()
-	var errs []error
-	for _, c := range f.conns {
-		errs = append(errs, c.Close(context.Background()))
-	}
-	return errors.Join(errs...)
 }

@@ -19,7 +19,7 @@ var SourceSpec = connector.Spec{
 		{Name: "publication", Kind: connector.String, Required: true, Doc: "The publication the slot decodes, created for the tables when missing; an existing one must publish every table and every kind of change."},
 		{Name: "fields", Kind: connector.Mapping, Doc: "The columns the records keep, in order, with their kinds (`{id: int, owner: string}`): each a column of the tables read as that kind, the primary key among them. Absent: every column."},
 		{Name: "key", Kind: connector.List, Doc: "When given, must be the tables' primary key columns: a load fails if the key changed."},
-		{Name: "snapshot_parallelism", Kind: connector.Int, Default: "4", Doc: "Tables the snapshot reads at once, each on a connection of its own that shares the snapshot; within a table the next chunk is read while the last is emitted."},
+		{Name: "snapshot_parallelism", Kind: connector.Int, Default: "4", Doc: "Tables the snapshot reads at once, each on a connection of its own that shares the snapshot; within a table the next chunk is read while the last is emitted. Up to snapshot_parallelism + 2 chunks are in memory at once."},
 		{Name: "before_images", Kind: connector.Bool, Default: "false", Doc: "Adds `_before_<column>` after the columns: an update's values before it (also on the insert an update of the key becomes), NULL in other records. Needs `REPLICA IDENTITY FULL` on every table."},
 		{Name: "chunk_rows", Kind: connector.Int, Default: "10000", Doc: "Rows the snapshot reads per chunk; a checkpoint can pass between two chunks."},
 		connector.StopAtField("the server's WAL position"),
