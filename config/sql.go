@@ -233,6 +233,13 @@ func (p *planner) add(section, name string, at sql.Pos, fields *yaml.Node) error
 		return err
 	}
 	s := p.section(section, at)
+	s.Content = append(s.Content, scalarNode(name, at.Line, at.Column), fields)
+	return nil
+}
+
+// nameFree refuses name when a node of any section, or a table (which adds
+// no node), took it.
+func (p *planner) nameFree(name string, at sql.Pos) error {
 	for _, sec := range p.sections {
 		for i := 0; i < len(sec.Content); i += 2 {
 			if sec.Content[i].Value == name {
@@ -240,12 +247,6 @@ func (p *planner) add(section, name string, at sql.Pos, fields *yaml.Node) error
 			}
 		}
 	}
-	s.Content = append(s.Content, scalarNode(name, at.Line, at.Column), fields)
-	return nil
-}
-
-// nameFree refuses name when a table (which adds no node) took it.
-func (p *planner) nameFree(name string, at sql.Pos) error {
 	if r := p.rels[name]; r != nil && r.table != nil {
 		return p.errorf(at, "the name %s is already used at line %d", name, r.table.at.Line)
 	}

@@ -30,16 +30,6 @@ type lookupTable struct {
 // source of its own, a relation only lookup joins read.
 func (p *planner) table(s *sql.CreateSource) error {
 	t := &lookupTable{name: s.Name, at: s.Pos}
-	for _, sec := range p.sections {
-		for i := 0; i < len(sec.Content); i += 2 {
-			if sec.Content[i].Value == s.Name {
-				return p.errorf(s.Pos, "the name %s is already used at line %d", s.Name, sec.Content[i].Line)
-			}
-		}
-	}
-	if err := p.nameFree(s.Name, s.Pos); err != nil {
-		return err
-	}
 	var pathAt sql.Pos
 	for _, o := range s.Options {
 		switch o.Key {
