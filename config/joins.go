@@ -273,39 +273,60 @@ func (b *builder) joinKey(join, side string, v *yaml.Node, field string, in name
 	if !ok {
 		return joinKey{}, false
 	}
-	s, index, k := in.s, -1, joinKey{}
-	if index = in.schema.Index(strings.TrimSpace(v.Value)); index >= 0 {
-		k.kind = in.schema.Fields[index].Kind
-		k.what = "field " + in.schema.Fields[index].Name
-		k.codec = newRowCodec(in.schema.Fields, k.what)
-	} else {
-		c := b.expression(v, field, in.schema, row.Null)
-		if c == nil {
-			return joinKey{}, false
-		}
-		if k.kind = c.prog.Kind(); k.kind == row.Null {
-			b.e.add(v, field, "the key's type is only known when it runs; convert it with int(), float() or string()")
-			return joinKey{}, false
-		}
-		k.what = "expression " + oneLine(c.prog.Source())
-		id := join + "-" + side + "-key"
-		if prev, taken := b.ids[id]; taken {
-			b.e.add(v, field, "a key expression runs in a node named %s, which the name at line %d takes", id, prev.Line)
-			return joinKey{}, false
-		}
-		b.ids[id] = v
-		index = len(in.schema.Fields)
-		width := index + 1
-		k.codec = newRowCodec(append(slices.Clone(in.schema.Fields), row.Field{Name: "key", Kind: k.kind}), k.what)
-		n := &runtime.Node{ID: id, Type: "map", Describe: fmt.Sprintf("%s key of join %s: %s", side, join, k.what),
-			NewOperator: func() runtime.Operator {
-				return &mapOp{fields: []*compiled{c}, pos: []int{index}, copyFrom: []int{-1}, keep: true, in: in.schema, width: width}
-			}}
-		// The key node runs beside its input (chained to it when it can be).
-		s = stream.Add[row.Row, row.Row](in.s, n, stream.Parallelism(in.s.Node().Parallelism))
+	kc, ok := b.keyColumn(join+"-"+side+"-key", side+" key of join "+join, v, field, in)
+	if !ok {
+		return joinKey{}, false
 	}
-	k.keyed = stream.KeyBy(s, func(r row.Row) row.Value { return r[index] })
+	k := joinKey{kind: kc.kind, what: kc.what}
+	fields := in.schema.Fields
+	if kc.index == len(fields) {
+		fields = append(slices.Clone(fields), row.Field{Name: "key", Kind: kc.kind})
+	}
+	k.codec = newRowCodec(fields, k.what)
+	index := kc.index
+	k.keyed = stream.KeyBy(kc.s, func(r row.Row) row.Value { return r[index] })
 	k.keyed.KeyCodec = row.ValueCodec{}
+	return k, true
+}
+
+// keyColumn is a key read from each row of an input: its rows, the key's
+// position in them, its kind and its name in messages.
+type keyColumn struct {
+	s     stream.Stream[row.Row]
+	index int
+	kind  row.Kind
+	what  string
+}
+
+// keyColumn reads a key from YAML value v of field: the name of a field of
+// in, or an expression over in's fields, which a map node named id (doing
+// what describe says) computes and appends to each row, beside its input.
+func (b *builder) keyColumn(id, describe string, v *yaml.Node, field string, in named) (keyColumn, bool) {
+	if index := in.schema.Index(strings.TrimSpace(v.Value)); index >= 0 {
+		f := in.schema.Fields[index]
+		return keyColumn{s: in.s, index: index, kind: f.Kind, what: "field " + f.Name}, true
+	}
+	c := b.expression(v, field, in.schema, row.Null)
+	if c == nil {
+		return keyColumn{}, false
+	}
+	k := keyColumn{kind: c.prog.Kind(), what: "expression " + oneLine(c.prog.Source()), index: len(in.schema.Fields)}
+	if k.kind == row.Null {
+		b.e.add(v, field, "the key's type is only known when it runs; convert it with int(), float() or string()")
+		return keyColumn{}, false
+	}
+	if prev, taken := b.ids[id]; taken {
+		b.e.add(v, field, "a key expression runs in a node named %s, which the name at line %d takes", id, prev.Line)
+		return keyColumn{}, false
+	}
+	b.ids[id] = v
+	index, width := k.index, k.index+1
+	n := &runtime.Node{ID: id, Type: "map", Describe: describe + ": " + k.what,
+		NewOperator: func() runtime.Operator {
+			return &mapOp{fields: []*compiled{c}, pos: []int{index}, copyFrom: []int{-1}, keep: true, in: in.schema, width: width}
+		}}
+	// The key node runs beside its input (chained to it when it can be).
+	k.s = stream.Add[row.Row, row.Row](in.s, n, stream.Parallelism(in.s.Node().Parallelism))
 	return k, true
 }
 

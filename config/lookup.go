@@ -12,7 +12,6 @@ import (
 	"github.com/ingest-engine/ingest/operator/lookup"
 	"github.com/ingest-engine/ingest/row"
 	"github.com/ingest-engine/ingest/runtime"
-	"github.com/ingest-engine/ingest/stream"
 )
 
 // This file builds the lookup_join transform: a stream joined, record by
@@ -65,32 +64,12 @@ func (b *builder) lookupJoin(name string, m *mapping) {
 		m.has("select")
 		return
 	}
-	s := routed(in)
-	fields := in.schema.Fields
-	key := in.schema.Index(strings.TrimSpace(leftRef))
-	keyKind := row.Null
-	if key >= 0 {
-		keyKind = fields[key].Kind
-	} else {
-		// An expression: a map node appends it to each row.
-		c := b.expression(on.get("left"), on.field("left"), in.schema, row.Null)
-		if c == nil {
-			m.has("select")
-			return
-		}
-		if keyKind = c.prog.Kind(); keyKind == row.Null {
-			b.e.add(on.get("left"), on.field("left"), "the key's type is only known when it runs; convert it with int(), float() or string()")
-			m.has("select")
-			return
-		}
-		key = len(fields)
-		width := key + 1
-		n := &runtime.Node{ID: name + "-key", Type: "map", Describe: "key of lookup join " + name + ": " + oneLine(c.prog.Source()),
-			NewOperator: func() runtime.Operator {
-				return &mapOp{fields: []*compiled{c}, pos: []int{key}, copyFrom: []int{-1}, keep: true, in: in.schema, width: width}
-			}}
-		s = stream.Add[row.Row, row.Row](s, n, par)
+	kc, ok := b.keyColumn(name+"-key", "key of lookup join "+name, on.get("left"), on.field("left"), in)
+	if !ok {
+		m.has("select")
+		return
 	}
+	key, keyKind := kc.index, kc.kind
 	if tkKind := schema.Fields[tk].Kind; tkKind != keyKind || keyKind == row.Float {
 		msg := fmt.Sprintf("the input's key is %s and the table's field %s is %s: they must have one type", keyKind, schema.Fields[tk].Name, tkKind)
 		if keyKind == row.Float || tkKind == row.Float {
@@ -105,7 +84,7 @@ func (b *builder) lookupJoin(name string, m *mapping) {
 		return
 	}
 	load := tableLoader(name, path, schema, tk)
-	joined := lookup.Join(s, name, lookup.Config{
+	joined := lookup.Join(kc.s, name, lookup.Config{
 		Load: load,
 		Key:  key,
 		Output: func(l, t row.Row) row.Row {
