@@ -202,20 +202,7 @@ func TestIcebergAppendsExactlyOnce(t *testing.T) {
 		t.Run(fl.name, func(t *testing.T) {
 			f := newFixture(t)
 			calls := fl.inject(t)
-			cfg := f.config("appends", genSchema)
-			cfg.PartitionBy = []ice.Partition{{Transform: "bucket", Param: 4, Column: "key"}}
-			sink, err := ice.NewSink("lake", cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			src, err := datagen.New(datagen.Config{Count: n, Rate: 40000, Keys: 10}, func(id, key, value int64) row.Row {
-				return row.Row{row.IntValue(id), row.IntValue(key), row.IntValue(value)}
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			p := stream.New("icetest-appends", stream.DefaultParallelism(2))
-			stream.To(stream.From(p, "gen", src), "lake", stream.Sink[row.Row](sink))
+			p := appendsPipeline(t, f.config("appends", genSchema), "icetest-appends", n)
 			st := run(t, p)
 			if fl.point != "" && calls.Load() < fl.at[0] {
 				t.Fatalf("failpoint %s reached %d times, never at %v", fl.point, calls.Load(), fl.at)
@@ -363,4 +350,60 @@ func checkChangelog(t *testing.T, f *fixture, name string, want map[int64]int64)
 		}
 	}
 	return got
+}
+
+// appendsPipeline writes n rows (id, key, value) from two subtasks through
+// a sink of cfg into its table, partitioned by bucket(4, key).
+func appendsPipeline(t *testing.T, cfg ice.SinkConfig, name string, n int64) *stream.Pipeline {
+	t.Helper()
+	cfg.PartitionBy = []ice.Partition{{Transform: "bucket", Param: 4, Column: "key"}}
+	sink, err := ice.NewSink("lake", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := datagen.New(datagen.Config{Count: n, Rate: 40000, Keys: 10}, func(id, key, value int64) row.Row {
+		return row.Row{row.IntValue(id), row.IntValue(key), row.IntValue(value)}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := stream.New(name, stream.DefaultParallelism(2))
+	stream.To(stream.From(p, "gen", src), "lake", stream.Sink[row.Row](sink))
+	return p
+}
+
+// changelogPipeline applies n changes of keys keys (changelogRow) on one
+// subtask, so that a key's changes stay in order, through a sink of cfg
+// keyed by k, with a commit interval of 40 ms.
+func changelogPipeline(t *testing.T, cfg ice.SinkConfig, name string, n, keys int64) *stream.Pipeline {
+	t.Helper()
+	cfg.Key, cfg.Op, cfg.CommitInterval = []string{"k"}, "_op", 40*time.Millisecond
+	sink, err := ice.NewSink("lake", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := datagen.New(datagen.Config{Count: n, Rate: 20000}, changelogRow(keys))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := stream.New(name, stream.DefaultParallelism(1))
+	stream.To(stream.From(p, "gen", src), "lake", stream.Sink[row.Row](sink))
+	return p
+}
+
+// checkAppends checks the table appends holds each id below n once.
+func checkAppends(t *testing.T, f *fixture, n int64) {
+	t.Helper()
+	seen := map[int64]int{}
+	for _, r := range f.scan(t, "appends", "id") {
+		seen[r[0].(int64)]++
+	}
+	for id := range n {
+		if seen[id] != 1 {
+			t.Fatalf("id %d written %d times (%d distinct ids of %d)", id, seen[id], len(seen), n)
+		}
+	}
+	if len(seen) != int(n) {
+		t.Fatalf("%d distinct ids, want %d", len(seen), n)
+	}
 }

@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -21,11 +20,9 @@ import (
 	"github.com/apache/iceberg-go/catalog/rest"
 	"github.com/apache/iceberg-go/table"
 
-	"github.com/ingest-engine/ingest/connector/datagen"
 	ice "github.com/ingest-engine/ingest/connector/iceberg"
 	"github.com/ingest-engine/ingest/internal/failpoint"
 	"github.com/ingest-engine/ingest/row"
-	"github.com/ingest-engine/ingest/stream"
 )
 
 // newRESTFixture is a SQLite fixture (newSQLiteFixture) with a REST catalog
@@ -62,63 +59,6 @@ func checkServed(t *testing.T, srv *restServer) {
 	}
 }
 
-// appendsPipeline writes n rows (id, key, value) from two subtasks through
-// the REST catalog into the table appends, partitioned by bucket(4, key).
-func appendsPipeline(t *testing.T, f *fixture, srv *restServer, n int64) *stream.Pipeline {
-	t.Helper()
-	cfg := restConfig(f, srv, "appends", genSchema)
-	cfg.PartitionBy = []ice.Partition{{Transform: "bucket", Param: 4, Column: "key"}}
-	sink, err := ice.NewSink("lake", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := datagen.New(datagen.Config{Count: n, Rate: 40000, Keys: 10}, func(id, key, value int64) row.Row {
-		return row.Row{row.IntValue(id), row.IntValue(key), row.IntValue(value)}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := stream.New("icetest-rest", stream.DefaultParallelism(2))
-	stream.To(stream.From(p, "gen", src), "lake", stream.Sink[row.Row](sink))
-	return p
-}
-
-// changelogPipeline applies n changes of keys keys (changelogRow) through
-// the REST catalog to the table changes, with a commit interval.
-func changelogPipeline(t *testing.T, f *fixture, srv *restServer, n, keys int64) *stream.Pipeline {
-	t.Helper()
-	cfg := restConfig(f, srv, "changes", changelogSchema)
-	cfg.Key, cfg.Op, cfg.CommitInterval = []string{"k"}, "_op", 40*time.Millisecond
-	sink, err := ice.NewSink("lake", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := datagen.New(datagen.Config{Count: n, Rate: 20000}, changelogRow(keys))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := stream.New("icetest-rest-changes", stream.DefaultParallelism(1))
-	stream.To(stream.From(p, "gen", src), "lake", stream.Sink[row.Row](sink))
-	return p
-}
-
-// checkAppends checks the table appends holds each id below n once.
-func checkAppends(t *testing.T, f *fixture, n int64) {
-	t.Helper()
-	seen := map[int64]int{}
-	for _, r := range f.scan(t, "appends", "id") {
-		seen[r[0].(int64)]++
-	}
-	for id := range n {
-		if seen[id] != 1 {
-			t.Fatalf("id %d written %d times (%d distinct ids of %d)", id, seen[id], len(seen), n)
-		}
-	}
-	if len(seen) != int(n) {
-		t.Fatalf("%d distinct ids, want %d", len(seen), n)
-	}
-}
-
 // TestIcebergRESTCatalog is TestIcebergSQLiteCatalog with the sink talking
 // to an Iceberg REST catalog server (iceberg-go's REST client against
 // restServer, in front of the SQLite catalog): appends from two subtasks
@@ -142,7 +82,7 @@ func TestIcebergRESTCatalog(t *testing.T) {
 			f, srv := newRESTFixture(t)
 			calls := fl.inject(t)
 			loseAnswers(srv)
-			st := run(t, appendsPipeline(t, f, srv, n))
+			st := run(t, appendsPipeline(t, restConfig(f, srv, "appends", genSchema), "icetest-rest", n))
 			if fl.point != "" && (calls.Load() < fl.at[0] || st.Restarts == 0) {
 				t.Fatalf("failpoint %s reached %d times, %d restarts", fl.point, calls.Load(), st.Restarts)
 			}
@@ -159,7 +99,7 @@ func TestIcebergRESTCatalog(t *testing.T) {
 			f, srv := newRESTFixture(t)
 			calls := fl.inject(t)
 			loseAnswers(srv)
-			st := run(t, changelogPipeline(t, f, srv, n, keys))
+			st := run(t, changelogPipeline(t, restConfig(f, srv, "changes", changelogSchema), "icetest-rest-changes", n, keys))
 			if fl.point != "" && calls.Load() < fl.at[0] {
 				t.Fatalf("failpoint %s reached %d times", fl.point, calls.Load())
 			}

@@ -11,18 +11,15 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/apache/iceberg-go"
 	sqlcat "github.com/apache/iceberg-go/catalog/sql"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
-	"github.com/ingest-engine/ingest/connector/datagen"
 	ice "github.com/ingest-engine/ingest/connector/iceberg"
 	"github.com/ingest-engine/ingest/row"
 	"github.com/ingest-engine/ingest/storage/blob"
-	"github.com/ingest-engine/ingest/stream"
 )
 
 // s3Fixture is a SQLite catalog whose warehouse is s3://lake/wh on an
@@ -129,36 +126,11 @@ func TestIcebergS3Warehouse(t *testing.T) {
 			const n = 20000
 			f := newS3Fixture(t)
 			calls := fl.inject(t)
-			cfg := f.config("appends", genSchema)
-			cfg.PartitionBy = []ice.Partition{{Transform: "bucket", Param: 4, Column: "key"}}
-			sink, err := ice.NewSink("lake", cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			src, err := datagen.New(datagen.Config{Count: n, Rate: 40000, Keys: 10}, func(id, key, value int64) row.Row {
-				return row.Row{row.IntValue(id), row.IntValue(key), row.IntValue(value)}
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			p := stream.New("icetest-s3", stream.DefaultParallelism(2))
-			stream.To(stream.From(p, "gen", src), "lake", stream.Sink[row.Row](sink))
-			st := run(t, p)
+			st := run(t, appendsPipeline(t, f.config("appends", genSchema), "icetest-s3", n))
 			if fl.point != "" && (calls.Load() < fl.at[0] || st.Restarts == 0) {
 				t.Fatalf("failpoint %s reached %d times, %d restarts", fl.point, calls.Load(), st.Restarts)
 			}
-			seen := map[int64]int{}
-			for _, r := range f.scan(t, "appends", "id") {
-				seen[r[0].(int64)]++
-			}
-			for id := range int64(n) {
-				if seen[id] != 1 {
-					t.Fatalf("id %d written %d times (%d distinct ids of %d)", id, seen[id], len(seen), n)
-				}
-			}
-			if len(seen) != n {
-				t.Fatalf("%d distinct ids, want %d", len(seen), n)
-			}
+			checkAppends(t, f.fixture, n)
 			checkSummaries(t, f.table(t, "appends"), "icetest-appends")
 			if stray, data := f.unreferenced(t, "appends"); data == 0 || stray > 0 {
 				t.Fatalf("%d data objects, %d of them unreferenced", data, stray)
@@ -167,24 +139,10 @@ func TestIcebergS3Warehouse(t *testing.T) {
 	}
 	t.Run("changelog", func(t *testing.T) {
 		const n, keys = 6037, 50
-		gen, want := changelogRow(keys), changelogWant(n, keys)
+		want := changelogWant(n, keys)
 		f := newS3Fixture(t)
 		calls := failures[2].inject(t)
-		cfg := f.config("changes", changelogSchema)
-		cfg.Key, cfg.Op = []string{"k"}, "_op"
-		cfg.CommitInterval = 40 * time.Millisecond
-		sink, err := ice.NewSink("lake", cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		src, err := datagen.New(datagen.Config{Count: n, Rate: 20000}, gen)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// One subtask end to end: the changes of a key stay in order.
-		p := stream.New("icetest-s3-changes", stream.DefaultParallelism(1))
-		stream.To(stream.From(p, "gen", src), "lake", stream.Sink[row.Row](sink))
-		st := run(t, p)
+		st := run(t, changelogPipeline(t, f.config("changes", changelogSchema), "icetest-s3-changes", n, keys))
 		if calls.Load() == 0 || st.Restarts == 0 {
 			t.Fatalf("the commit failure was not injected (%d calls, %d restarts)", calls.Load(), st.Restarts)
 		}

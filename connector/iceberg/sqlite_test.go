@@ -8,15 +8,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/apache/iceberg-go"
 	sqlcat "github.com/apache/iceberg-go/catalog/sql"
 
-	"github.com/ingest-engine/ingest/connector/datagen"
 	ice "github.com/ingest-engine/ingest/connector/iceberg"
-	"github.com/ingest-engine/ingest/row"
-	"github.com/ingest-engine/ingest/stream"
 )
 
 // newSQLiteFixture is a fixture whose SQL catalog is a SQLite file of the
@@ -50,55 +46,18 @@ func TestIcebergSQLiteCatalog(t *testing.T) {
 			const n = 20000
 			f := newSQLiteFixture(t)
 			calls := fl.inject(t)
-			cfg := f.config("appends", genSchema)
-			cfg.PartitionBy = []ice.Partition{{Transform: "bucket", Param: 4, Column: "key"}}
-			sink, err := ice.NewSink("lake", cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			src, err := datagen.New(datagen.Config{Count: n, Rate: 40000, Keys: 10}, func(id, key, value int64) row.Row {
-				return row.Row{row.IntValue(id), row.IntValue(key), row.IntValue(value)}
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			p := stream.New("icetest-sqlite", stream.DefaultParallelism(2))
-			stream.To(stream.From(p, "gen", src), "lake", stream.Sink[row.Row](sink))
-			st := run(t, p)
+			st := run(t, appendsPipeline(t, f.config("appends", genSchema), "icetest-sqlite", n))
 			if fl.point != "" && (calls.Load() < fl.at[0] || st.Restarts == 0) {
 				t.Fatalf("failpoint %s reached %d times, %d restarts", fl.point, calls.Load(), st.Restarts)
 			}
-			seen := map[int64]int{}
-			for _, r := range f.scan(t, "appends", "id") {
-				seen[r[0].(int64)]++
-			}
-			for id := range int64(n) {
-				if seen[id] != 1 {
-					t.Fatalf("id %d written %d times (%d distinct ids of %d)", id, seen[id], len(seen), n)
-				}
-			}
-			if len(seen) != n {
-				t.Fatalf("%d distinct ids, want %d", len(seen), n)
-			}
+			checkAppends(t, f, n)
 			checkSummaries(t, f.table(t, "appends"), "icetest-appends")
 		})
 		t.Run("changelog/"+fl.name, func(t *testing.T) {
 			const n, keys = 6037, 50
 			f := newSQLiteFixture(t)
 			calls := fl.inject(t)
-			cfg := f.config("changes", changelogSchema)
-			cfg.Key, cfg.Op, cfg.CommitInterval = []string{"k"}, "_op", 40*time.Millisecond
-			sink, err := ice.NewSink("lake", cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			src, err := datagen.New(datagen.Config{Count: n, Rate: 20000}, changelogRow(keys))
-			if err != nil {
-				t.Fatal(err)
-			}
-			p := stream.New("icetest-sqlite-changes", stream.DefaultParallelism(1))
-			stream.To(stream.From(p, "gen", src), "lake", stream.Sink[row.Row](sink))
-			st := run(t, p)
+			st := run(t, changelogPipeline(t, f.config("changes", changelogSchema), "icetest-sqlite-changes", n, keys))
 			if fl.point != "" && calls.Load() < fl.at[0] {
 				t.Fatalf("failpoint %s reached %d times", fl.point, calls.Load())
 			}
