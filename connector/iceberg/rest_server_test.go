@@ -27,7 +27,8 @@ import (
 // tables, and committing to a table. It keeps no state of its own: every
 // request is parsed with iceberg-go's JSON types and handed to the SQL
 // catalog, whose answer it returns in the spec's shapes. Any other request
-// is answered 501 and recorded (unimplemented).
+// is outside what the sink needs: it is answered 501, as the spec allows,
+// and recorded, and the tests fail if the sink made one (checkServed).
 //
 // The requests that change the catalog are served one at a time: the SQL
 // catalog is a SQLite file, one writer at a time. Writers that use the SQL
@@ -45,10 +46,10 @@ type restServer struct {
 
 	write sync.Mutex // held while a request changes the catalog
 
-	mu            sync.Mutex
-	hits          map[string]int // "<endpoint> <status>": how many answers
-	unimplemented []string       // requests answered 501
-	warehouses    []string       // the warehouse parameters of config requests
+	mu         sync.Mutex
+	hits       map[string]int // "<endpoint> <status>": how many answers
+	unserved   []string       // requests outside the served endpoints, answered 501
+	warehouses []string       // the warehouse parameters of config requests
 	// loseAnswer, when set, is asked after each commit the catalog took
 	// (the n-th, from 1) whether its answer is lost: the client then gets
 	// 504 Gateway Timeout, as from a proxy that timed out while the
@@ -86,7 +87,7 @@ func newRESTServer(t testing.TB, cat *sqlcat.Catalog, warehouse string) *restSer
 	s.handle(mux, "POST /v1/namespaces/{namespace}/tables/{table}", s.commitTable)
 	s.handle(mux, "/", func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
-		s.unimplemented = append(s.unimplemented, r.Method+" "+r.URL.RequestURI())
+		s.unserved = append(s.unserved, r.Method+" "+r.URL.RequestURI())
 		s.mu.Unlock()
 		restError(w, http.StatusNotImplemented, "UnsupportedOperationException", "%s %s is not implemented by this server", r.Method, r.URL.Path)
 	})
@@ -140,11 +141,11 @@ func (s *restServer) requestedWarehouses() []string {
 	return slices.Clone(s.warehouses)
 }
 
-// notImplemented returns the requests answered 501.
-func (s *restServer) notImplemented() []string {
+// outsideServed returns the requests outside the served endpoints.
+func (s *restServer) outsideServed() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Clone(s.unimplemented)
+	return slices.Clone(s.unserved)
 }
 
 type statusRecorder struct {
