@@ -635,8 +635,10 @@ func (b *builder) transform(name string, k *yaml.Node, m *mapping) {
 		b.windowTop(name, m)
 	case "lookup_join":
 		b.lookupJoin(name, m)
+	case "over":
+		b.over(name, m)
 	default:
-		m.unknownType("transform", typ, "aggregate, filter, join, lookup_join, map, top_n, window, window_top")
+		m.unknownType("transform", typ, "aggregate, filter, join, lookup_join, map, over, top_n, window, window_top")
 	}
 	b.failed(name)
 	m.done()

@@ -112,7 +112,7 @@ func TestErrorsNameFileLineAndField(t *testing.T) {
 		{"negative window size", edit(11, "    size: -1s"), "p.yaml:11: transforms.w.size: must be positive"},
 		{"unknown window key", edit(10, "    key: colour"), `p.yaml:10: transforms.w.key: input events has no field "colour"`},
 		{"bad aggregate", edit(13, "      c: median(value)"), `p.yaml:13: transforms.w.aggregates.c: "median(value)": unknown aggregate median`},
-		{"unknown transform type", edit(8, "    type: union"), `p.yaml:8: transforms.w.type: unknown transform type "union" (known: aggregate, filter, join, lookup_join, map, top_n, window, window_top)`},
+		{"unknown transform type", edit(8, "    type: union"), `p.yaml:8: transforms.w.type: unknown transform type "union" (known: aggregate, filter, join, lookup_join, map, over, top_n, window, window_top)`},
 		{"unknown transform input", edit(9, "    input: nowhere"), `p.yaml:9: transforms.w.input: "nowhere" is not a source or transform`},
 		{"unknown sink type", edit(16, "    type: s3"), `p.yaml:16: sinks.out.type: unknown sink type "s3" (known: blackhole, file, iceberg, kafka, postgres, stdout)`},
 		{"unknown sink input", edit(17, "    input: nowhere"), `p.yaml:17: sinks.out.input: "nowhere" is not a source or transform (known: events, w)`},

@@ -42,7 +42,7 @@ func TestSuggestions(t *testing.T) {
 		{edit(11, "    size: 1s\n    colour: red"), "p.yaml:12: transforms.w.colour: unknown field (known here: "},
 		{edit(11, "    size: 1s\n    sise: 2s"), "p.yaml:12: transforms.w.sise: unknown field (known here: "},
 		{edit(5, "    ra: 1"), "p.yaml:5: sources.events.ra: unknown field (known here: "},
-		{edit(8, "    type: windw"), `p.yaml:8: transforms.w.type: unknown transform type "windw", did you mean window? (known: aggregate, filter, join, lookup_join, map, top_n, window, window_top)`},
+		{edit(8, "    type: windw"), `p.yaml:8: transforms.w.type: unknown transform type "windw", did you mean window? (known: aggregate, filter, join, lookup_join, map, over, top_n, window, window_top)`},
 		{edit(16, "    type: stdot"), `p.yaml:16: sinks.out.type: unknown sink type "stdot", did you mean stdout? (known: `},
 		{edit(16, "    type: s3"), `p.yaml:16: sinks.out.type: unknown sink type "s3" (known: `},
 		{edit(17, "    input: ww"), `p.yaml:17: sinks.out.input: "ww" is not a source or transform, did you mean w? (known: events, w)`},

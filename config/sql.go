@@ -615,6 +615,9 @@ func (p *planner) transform(name, typ, input string, at sql.Pos, fields ...*yaml
 // query plans q as node name (or nodes name-where, name-window, … ending in
 // the returned node) and declares relation name.
 func (p *planner) query(name string, q *sql.Select) (string, error) {
+	if slices.ContainsFunc(q.Items, overItem) {
+		return p.overQuery(name, q)
+	}
 	if q.From.Join != nil {
 		return p.joinQuery(name, q)
 	}
@@ -959,7 +962,7 @@ func (w *windowPlan) collect(p *planner, tr *translator, e sql.Expr) error {
 func (w *windowPlan) add(p *planner, tr *translator, c *sql.Call) error {
 	switch {
 	case c.Over:
-		return p.errorf(c.Pos, "%s(…) OVER (…) is not supported yet", c.Name)
+		return p.errorf(c.Pos, "%s(…) OVER (…) is selected as it is, not inside an expression, in a query without GROUP BY: it frames the rows of an updating result", c.Name)
 	case c.Star && c.Name != "count":
 		return p.errorf(c.Pos, "%s(*) is not an aggregate: only count takes *", c.Name)
 	case !c.Star && len(c.Args) != 1:

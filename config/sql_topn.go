@@ -44,6 +44,8 @@ func (p *planner) topNQuery(name string, q *sql.Select) (string, error) {
 		return "", p.errorf(call.Pos, "ROW_NUMBER() takes no argument")
 	case len(over.OrderBy) == 0:
 		return "", p.errorf(over.Pos, "ROW_NUMBER() OVER (…) needs ORDER BY: the order that ranks rows")
+	case over.Frame != nil:
+		return "", p.errorf(over.Frame.Pos, "ROW_NUMBER() OVER (…) takes no frame (ROWS …): it ranks a whole partition")
 	case q.Where == nil:
 		return "", p.errorf(q.Pos, "a ROW_NUMBER() is planned as top-N: filter the query by the rank (WHERE %s <= N)", item.Alias)
 	case len(q.GroupBy) > 0 || q.Having != nil:
@@ -60,7 +62,7 @@ func (p *planner) topNQuery(name string, q *sql.Select) (string, error) {
 	in := *sub
 	in.Items = slices.Delete(slices.Clone(sub.Items), at, at+1)
 	if slices.ContainsFunc(in.Items, func(it sql.SelectItem) bool { return it.Star }) {
-		items, err := p.expandStar(&in)
+		items, err := p.expandStar(name+"-ranked", &in)
 		if err != nil {
 			return "", err
 		}
@@ -187,8 +189,15 @@ func (p *planner) rankLimit(where sql.Expr, rank string) (int, error) {
 }
 
 // expandStar returns q's items with * replaced by the columns of q's FROM
-// relation.
-func (p *planner) expandStar(q *sql.Select) ([]sql.SelectItem, error) {
+// relation. A subquery in FROM is planned first, as view name-from, which
+// q then reads.
+func (p *planner) expandStar(name string, q *sql.Select) ([]sql.SelectItem, error) {
+	if sub := q.From.Subquery; sub != nil && q.From.Join == nil && q.From.Window == "" {
+		if _, err := p.query(name+"-from", sub); err != nil {
+			return nil, err
+		}
+		q.From.Relation, q.From.Subquery = name+"-from", nil
+	}
 	rel := p.rels[q.From.Relation]
 	if rel == nil || q.From.Join != nil || q.From.Window != "" || q.From.Subquery != nil {
 		return nil, p.errorf(q.Pos, "* beside other columns reads a source or view: list the columns")

@@ -42,26 +42,9 @@ func (b *builder) topN(name string, m *mapping) {
 	if !ok || !keysOK || m.bad["limit"] {
 		return
 	}
-	type orderBy struct {
-		field int
-		desc  bool
-	}
-	var by []orderBy
-	for _, o := range orders {
-		f := strings.Fields(o)
-		dir := "asc"
-		if len(f) == 2 {
-			dir = strings.ToLower(f[1])
-		}
-		i := -1
-		if len(f) > 0 {
-			i = in.schema.Index(f[0])
-		}
-		if len(f) == 0 || len(f) > 2 || (dir != "asc" && dir != "desc") || i < 0 {
-			b.e.add(m.get("order_by"), m.field("order_by"), "%q: want a field of input %s and asc or desc, e.g. price desc (fields: %s)", o, m.str("input", ""), strings.Join(in.schema.Names(), ", "))
-			return
-		}
-		by = append(by, orderBy{field: i, desc: dir == "desc"})
+	by, ok := b.orderBy(m, in, orders)
+	if !ok {
+		return
 	}
 	if rank != "" && (in.schema.Index(rank) >= 0 || rank == aggregate.OpField) {
 		b.e.add(m.get("rank"), m.field("rank"), "%q is a field of the input already; name the rank otherwise", rank)
@@ -69,18 +52,7 @@ func (b *builder) topN(name string, m *mapping) {
 	}
 	// The signature holds the input's fields: the kept rows are stored by
 	// position, so a checkpoint of other fields is refused at restore.
-	cfg := topn.Config{Limit: int(limit), Rank: rank != "", Signature: strings.Join(orders, ", ") + " of " + schemaSignature(in.schema), Before: func(a, c row.Row) bool {
-		for _, o := range by {
-			d := compareValues(a[o.field], c[o.field])
-			if o.desc {
-				d = -d
-			}
-			if d != 0 {
-				return d < 0
-			}
-		}
-		return false
-	}}
+	cfg := topn.Config{Limit: int(limit), Rank: rank != "", Signature: strings.Join(orders, ", ") + " of " + schemaSignature(in.schema), Before: func(a, c row.Row) bool { return by.compare(a, c) < 0 }}
 	schema := &row.Schema{Fields: slices.Clone(in.schema.Fields)}
 	changelog := append([]string{}, keyFields...)
 	if rank != "" {
@@ -94,6 +66,52 @@ func (b *builder) topN(name string, m *mapping) {
 	out.Node().Type = "top_n"
 	out.Node().Describe = "top " + strconv.FormatInt(limit, 10) + " by [" + strings.Join(keyFields, ", ") + "] ordered by " + strings.Join(orders, ", ") + ", updating"
 	b.streams[name] = named{s: out, schema: schema, changelog: changelog}
+}
+
+// orderBy is an order_by list: fields, each ascending or descending.
+type orderBy []orderField
+
+type orderField struct {
+	field int
+	desc  bool
+}
+
+// compare orders a and c as the list does, as SQL's ORDER BY (see
+// compareValues).
+func (by orderBy) compare(a, c row.Row) int {
+	for _, o := range by {
+		d := compareValues(a[o.field], c[o.field])
+		if o.desc {
+			d = -d
+		}
+		if d != 0 {
+			return d
+		}
+	}
+	return 0
+}
+
+// orderBy reads orders ([field [asc|desc], …], field order_by of m) over
+// in's fields, reporting the first it cannot read.
+func (b *builder) orderBy(m *mapping, in named, orders []string) (orderBy, bool) {
+	var by orderBy
+	for _, o := range orders {
+		f := strings.Fields(o)
+		dir := "asc"
+		if len(f) == 2 {
+			dir = strings.ToLower(f[1])
+		}
+		i := -1
+		if len(f) > 0 {
+			i = in.schema.Index(f[0])
+		}
+		if len(f) == 0 || len(f) > 2 || (dir != "asc" && dir != "desc") || i < 0 {
+			b.e.add(m.get("order_by"), m.field("order_by"), "%q: want a field of input %s and asc or desc, e.g. price desc (fields: %s)", o, m.str("input", ""), strings.Join(in.schema.Names(), ", "))
+			return nil, false
+		}
+		by = append(by, orderField{field: i, desc: dir == "desc"})
+	}
+	return by, true
 }
 
 // schemaSignature names a schema's fields and kinds in order, e.g.

@@ -260,11 +260,21 @@ type Call struct {
 	Pos    Pos
 }
 
-// Over is a window function's OVER (PARTITION BY … ORDER BY …).
+// Over is a window function's OVER (PARTITION BY … ORDER BY … [frame]).
 type Over struct {
 	PartitionBy []Expr
 	OrderBy     []OrderItem
-	Pos         Pos
+	// Frame is the frame clause, nil for the default frame.
+	Frame *Frame
+	Pos   Pos
+}
+
+// Frame is a window's frame of rows: ROWS BETWEEN Preceding PRECEDING AND
+// CURRENT ROW (or ROWS Preceding PRECEDING), the only frame the dialect
+// has.
+type Frame struct {
+	Preceding int64
+	Pos       Pos
 }
 
 // OrderItem is one ORDER BY item: an expression, descending or not.

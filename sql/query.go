@@ -717,10 +717,14 @@ func (q *query) over(wd *pg.WindowDef, loc int32) (*Over, error) {
 	if wd.Refname != "" || wd.Name != "" {
 		return nil, q.errorf(loc, "named windows (OVER %s) are not supported: write the OVER clause out", wd.Refname+wd.Name)
 	}
-	if wd.StartOffset != nil || wd.EndOffset != nil || wd.FrameOptions&frameOptionNonDefault != 0 {
-		return nil, q.errorf(loc, "window frames (ROWS, RANGE, GROUPS) are not supported")
-	}
 	o := &Over{Pos: q.pos(loc)}
+	if wd.FrameOptions&frameOptionNonDefault != 0 {
+		f, err := q.frame(wd, loc)
+		if err != nil {
+			return nil, err
+		}
+		o.Frame = f
+	}
 	for _, n := range wd.PartitionClause {
 		e, err := q.expr(n)
 		if err != nil {
@@ -748,9 +752,40 @@ func (q *query) over(wd *pg.WindowDef, loc int32) (*Over, error) {
 	return o, nil
 }
 
-// frameOptionNonDefault is FRAMEOPTION_NONDEFAULT of PostgreSQL's
-// nodes/parsenodes.h: the OVER clause names a frame.
-const frameOptionNonDefault = 0x00001
+// The frame options of PostgreSQL's nodes/parsenodes.h (FRAMEOPTION_…)
+// that the dialect reads: a frame named, its mode, and its bounds.
+const (
+	frameOptionNonDefault           = 0x00001
+	frameOptionRows                 = 0x00004
+	frameOptionStartOffsetPreceding = 0x00800
+	frameOptionEndCurrentRow        = 0x00400
+	// frameOptionExclusions are EXCLUDE CURRENT ROW, GROUP and TIES.
+	frameOptionExclusions = 0x08000 | 0x10000 | 0x20000
+)
+
+// frame reads a window's frame: ROWS BETWEEN n PRECEDING AND CURRENT ROW,
+// or ROWS n PRECEDING, with n a whole number.
+func (q *query) frame(wd *pg.WindowDef, loc int32) (*Frame, error) {
+	const want = "ROWS BETWEEN n PRECEDING AND CURRENT ROW"
+	opts := wd.FrameOptions
+	switch {
+	case opts&frameOptionRows == 0:
+		return nil, q.errorf(loc, "RANGE and GROUPS frames are not supported: the frame is %s", want)
+	case opts&frameOptionExclusions != 0:
+		return nil, q.errorf(loc, "EXCLUDE in a frame is not supported: the frame is %s", want)
+	case opts&frameOptionStartOffsetPreceding == 0 || opts&frameOptionEndCurrentRow == 0 || wd.EndOffset != nil:
+		return nil, q.errorf(loc, "this frame is not supported: the frame is %s (UNBOUNDED and FOLLOWING bounds are not)", want)
+	}
+	c := wd.StartOffset.GetAConst()
+	if c == nil || c.GetIval() == nil {
+		return nil, q.errorf(loc, "the frame's n PRECEDING takes a whole number: %s", want)
+	}
+	n := int64(c.GetIval().Ival)
+	if n < 0 {
+		return nil, q.errorf(c.Location, "%d PRECEDING: the frame's n is not negative", n)
+	}
+	return &Frame{Preceding: n, Pos: q.pos(c.Location)}, nil
+}
 
 // parseInterval reads an interval's value: a number of unit (seconds when
 // unit is ""), or "n unit" (e.g. '5 seconds', '1.5 minutes').
