@@ -6,9 +6,10 @@ import "github.com/ingest-engine/ingest/sql"
 // generates only those (a projection pushed into the source: q5 reads two
 // of a bid's seven columns). It over-approximates by name: a column is
 // read when any statement names a column of that name, in any relation;
-// a * anywhere, or a sink written straight from a source, reads every
-// column of every source. Missing one would be loud, not silent: the
-// builder refuses a field its input does not have.
+// a * (but one over a subquery, which reads what the subquery selects), or
+// a sink written straight from a source, reads every column of every
+// source. Missing one would be loud, not silent: the builder refuses a
+// field its input does not have.
 
 // readColumns is what a script reads: the column names it mentions, or
 // all when it may read every column.
@@ -55,13 +56,15 @@ func (r *readColumns) query(q *sql.Select) {
 	if q == nil {
 		return
 	}
+	f := q.From
 	for _, it := range q.Items {
-		if it.Star {
+		// A * over a subquery reads the columns the subquery selects,
+		// which it names (or reads with a * of its own).
+		if it.Star && (f.Subquery == nil || f.Join != nil) {
 			r.all = true
 		}
 		r.expr(it.Expr)
 	}
-	f := q.From
 	if f.TimeColumn != "" {
 		r.names[f.TimeColumn] = true
 	}

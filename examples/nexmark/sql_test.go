@@ -339,6 +339,23 @@ func generated(t *testing.T) ([]nexmark.Bid, map[int64]nexmark.Auction) {
 	return bids, auctions
 }
 
+// winningBids returns each auction's highest bid in [date_time, expires],
+// the earliest of equal prices, the first of equal times (q9's and q6's).
+func winningBids(bids []nexmark.Bid, auctions map[int64]nexmark.Auction) map[int64]nexmark.Bid {
+	win := map[int64]nexmark.Bid{}
+	for _, b := range bids {
+		a, ok := auctions[b.Auction]
+		if !ok || b.DateTime < a.DateTime || b.DateTime > a.Expires {
+			continue
+		}
+		w, had := win[a.ID]
+		if !had || b.Price > w.Price || b.Price == w.Price && b.DateTime < w.DateTime {
+			win[a.ID] = b
+		}
+	}
+	return win
+}
+
 // rfc3339 renders epoch milliseconds as SQL rows hold times.
 func rfc3339(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano) }
 
@@ -473,25 +490,35 @@ func TestSQLQueriesAgainstTheGenerator(t *testing.T) {
 			return out
 		}},
 		{"q9", []string{"id"}, func() []map[string]any {
-			// Each auction's highest bid in [date_time, expires], the
-			// earliest of equal prices, the first of equal times.
-			win := map[int64]nexmark.Bid{}
-			for _, b := range bids {
-				a, ok := auctions[b.Auction]
-				if !ok || b.DateTime < a.DateTime || b.DateTime > a.Expires {
-					continue
-				}
-				w, had := win[a.ID]
-				if !had || b.Price > w.Price || b.Price == w.Price && b.DateTime < w.DateTime {
-					win[a.ID] = b
-				}
-			}
 			var out []map[string]any
-			for id, b := range win {
+			for id, b := range winningBids(bids, auctions) {
 				a := auctions[id]
 				out = append(out, map[string]any{"id": a.ID, "item_name": a.ItemName, "description": a.Description, "initial_bid": a.InitialBid,
 					"reserve": a.Reserve, "date_time": rfc3339(a.DateTime), "expires": rfc3339(a.Expires), "seller": a.Seller, "category": a.Category,
 					"extra": a.Extra, "auction": b.Auction, "bidder": b.Bidder, "price": b.Price, "bid_date_time": rfc3339(b.DateTime), "bid_extra": b.Extra})
+			}
+			return out
+		}},
+		{"q6", []string{"id", "seller"}, func() []map[string]any {
+			// Per seller, the winning bids in the order of their times
+			// (then of the auctions' ids), each with the mean price of
+			// itself and the 10 before it.
+			type won struct{ id, at, price int64 }
+			sellers := map[int64][]won{}
+			for id, b := range winningBids(bids, auctions) {
+				s := auctions[id].Seller
+				sellers[s] = append(sellers[s], won{id: id, at: b.DateTime, price: b.Price})
+			}
+			var out []map[string]any
+			for seller, ws := range sellers {
+				slices.SortFunc(ws, func(a, b won) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.id, b.id)) })
+				for i, w := range ws {
+					sum, n := int64(0), 0
+					for _, p := range ws[max(0, i-10) : i+1] {
+						sum, n = sum+p.price, n+1
+					}
+					out = append(out, map[string]any{"id": w.id, "seller": seller, "avg": float64(sum) / float64(n)})
+				}
 			}
 			return out
 		}},
