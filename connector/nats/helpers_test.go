@@ -157,23 +157,41 @@ func makeEvent(i, keys int64) event {
 func (f *fixture) eventSubject(i int64) string { return f.subject(fmt.Sprintf("ev.%d", i%4)) }
 
 // publishEvents publishes events [from, to) asynchronously and waits for
-// every acknowledgement; stream order is id order.
+// every acknowledgement; stream order is id order. An event the stream
+// refused (an error answer instead of an acknowledgement) fails the test
+// here: PublishAsyncComplete only says that every publish was answered,
+// and a refused event would otherwise show up much later as a reader
+// "missing" records that were never stored.
 func (f *fixture) publishEvents(from, to, keys int64) {
 	f.t.Helper()
+	pending := make([]jetstream.PubAckFuture, 0, min(to-from, 1000))
 	// Wait for the acknowledgements every 1000 messages: fewer are pending
 	// than the 2000 that stall PublishAsync, also on a slow file store.
 	wait := func() {
+		f.t.Helper()
 		select {
 		case <-f.js.PublishAsyncComplete():
 		case <-time.After(30 * time.Second):
 			f.t.Fatalf("publishing events %d-%d: acknowledgements did not arrive", from, to)
 		}
+		for _, paf := range pending {
+			select {
+			case <-paf.Ok():
+			case err := <-paf.Err():
+				f.t.Fatalf("publishing events %d-%d: the stream refused %s: %v", from, to, paf.Msg().Data, err)
+			case <-time.After(30 * time.Second):
+				f.t.Fatalf("publishing events %d-%d: %s neither acknowledged nor refused", from, to, paf.Msg().Data)
+			}
+		}
+		pending = pending[:0]
 	}
 	for i := from; i < to; i++ {
 		data, _ := json.Marshal(makeEvent(i, keys))
-		if _, err := f.js.PublishAsync(f.eventSubject(i), data); err != nil {
+		paf, err := f.js.PublishAsync(f.eventSubject(i), data)
+		if err != nil {
 			f.t.Fatalf("publishing event %d: %v", i, err)
 		}
+		pending = append(pending, paf)
 		if (i-from)%1000 == 999 {
 			wait()
 		}
