@@ -63,6 +63,11 @@ func (b *builder) over(name string, m *mapping) {
 	if !ok {
 		return
 	}
+	op := in.schema.Index(aggregate.OpField)
+	if slices.ContainsFunc(by, func(o orderField) bool { return o.field == op }) || slices.ContainsFunc(specs, func(s window.AggregateSpec) bool { return s.Field == aggregate.OpField }) {
+		b.e.add(m.node, m.path, "%s is the operation of the changelog's rows, not a field to order or aggregate", aggregate.OpField)
+		return
+	}
 	// The rows of a partition are ordered by order_by, then by key.
 	for _, k := range changelogKeys(in) {
 		by = append(by, orderField{field: k})
@@ -72,7 +77,6 @@ func (b *builder) over(name string, m *mapping) {
 		b.e.add(m.get("aggregates"), m.field("aggregates"), "%v", err)
 		return
 	}
-	op := in.schema.Index(aggregate.OpField)
 	schema := &row.Schema{}
 	for i, f := range in.schema.Fields {
 		if i != op {

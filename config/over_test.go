@@ -173,6 +173,8 @@ func TestOverTransformRefusals(t *testing.T) {
 		{"{type: over, input: g, partition_by: [key], order_by: [hi], preceding: 1001, aggregates: {a: avg(hi)}}", "1001: want 0 to 1000"},
 		{"{type: over, input: g, partition_by: [key], order_by: [hi up], preceding: 1, aggregates: {a: avg(hi)}}", `"hi up": want a field of input g and asc or desc`},
 		{"{type: over, input: g, partition_by: [key], order_by: [hi], preceding: 1, aggregates: {hi: avg(hi)}}", `"hi" is a field of the result already`},
+		{"{type: over, input: g, partition_by: [key], order_by: [_op], preceding: 1, aggregates: {a: avg(hi)}}", "_op is the operation of the changelog's rows"},
+		{"{type: over, input: g, partition_by: [key], order_by: [hi], preceding: 1, aggregates: {a: max(_op)}}", "_op is the operation of the changelog's rows"},
 	} {
 		_, err := config.Load(writeFile(t, "p.yaml", head+c.o+tail))
 		if err == nil || !strings.Contains(err.Error(), c.want) {

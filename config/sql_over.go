@@ -60,15 +60,37 @@ func (p *planner) overQuery(name string, q *sql.Select) (string, error) {
 		relName = q.From.Alias
 	}
 	tr := &translator{p: p, rel: in, relName: relName}
+	// columns are what the query can read: in's, but the operation.
+	columns := slices.DeleteFunc(slices.Clone(in.columns), func(c string) bool { return c == aggregate.OpField })
 	column := func(e sql.Expr, what string) (string, error) {
 		c, ok := e.(*sql.Column)
 		if !ok {
-			return "", p.errorf(e.At(), "%s: a column of %s (%s)", what, relName, strings.Join(in.columns, ", "))
+			return "", p.errorf(e.At(), "%s: a column of %s (%s)", what, relName, strings.Join(columns, ", "))
 		}
 		if _, err := tr.column(c); err != nil {
 			return "", err
 		}
+		if !slices.Contains(columns, c.Name) {
+			return "", p.errorf(c.Pos, "%s: %s has no column %s (columns: %s)", what, relName, c.Name, strings.Join(columns, ", "))
+		}
 		return c.Name, nil
+	}
+	// The other selected columns are read from in too, before the
+	// aggregates' hidden columns join them.
+	for _, it := range q.Items {
+		if it.Expr == nil || overItem(it) {
+			continue
+		}
+		var err error
+		walk(it.Expr, func(x sql.Expr) bool {
+			if c, ok := x.(*sql.Column); ok && err == nil {
+				_, err = column(c, "column")
+			}
+			return err == nil
+		})
+		if err != nil {
+			return "", err
+		}
 	}
 	// The window, written once and read by every frame-aggregate.
 	w := first.Expr.(*sql.Call).Window
@@ -87,6 +109,9 @@ func (p *planner) overQuery(name string, q *sql.Select) (string, error) {
 		c, err := column(e, "PARTITION BY")
 		if err != nil {
 			return "", err
+		}
+		if slices.Contains(partNames, c) {
+			return "", p.errorf(e.At(), "PARTITION BY %s: listed twice", c)
 		}
 		if !slices.Contains(in.updating, c) {
 			return "", p.errorf(e.At(), "PARTITION BY %s: partition by columns of %s's key (%s): a row whose partition changes would be deleted from one partition and inserted in another by different subtasks, which a sink could apply in either order",
@@ -124,7 +149,7 @@ func (p *planner) overQuery(name string, q *sql.Select) (string, error) {
 		if !ok {
 			return "", p.errorf(it.Pos, "an aggregate OVER (…) is selected as it is, not inside an expression")
 		}
-		if !sameWindow(call.Window, w) {
+		if !sameWindow(call.Window, w, relName) {
 			return "", p.errorf(call.Window.Pos, "every aggregate OVER (…) of a query has the same OVER clause, as the first one (line %d) writes it", w.Pos.Line)
 		}
 		if call.Distinct || call.Filter != nil || !slices.Contains(aggregateFuncs, call.Name) {
@@ -132,18 +157,29 @@ func (p *planner) overQuery(name string, q *sql.Select) (string, error) {
 		}
 		arg, ct := "", colType{kind: row.Int, notNull: true}
 		switch {
+		case call.Star && call.Name != "count":
+			return "", p.errorf(call.Pos, "%s(*) is not an aggregate: only count takes *", call.Name)
 		case call.Star || call.Name == "count" && len(call.Args) == 0:
 		case len(call.Args) == 1:
 			c, err := column(call.Args[0], call.Name+"(…) OVER (…)")
 			if err != nil {
 				return "", err
 			}
-			arg, ct = c, colType{kind: in.types[c].kind}
-			if call.Name == "avg" {
-				ct.kind = row.Float
-			}
-			if call.Name == "count" {
-				ct = colType{kind: row.Int, notNull: true}
+			kind := in.types[c].kind
+			switch {
+			case call.Name == "count" && !in.types[c].notNull:
+				return "", p.errorf(call.Args[0].At(), "count(%s) OVER (…) of a column that may be NULL is not supported: count(*) counts the frame's rows", c)
+			case call.Name == "count":
+				// Of a column that is never NULL: the frame's rows.
+			case (call.Name == "sum" || call.Name == "avg") && !numeric(kind):
+				return "", p.errorf(call.Args[0].At(), "%s(%s) OVER (…): %s takes a number, and %s is %s", call.Name, c, call.Name, c, kind)
+			case (call.Name == "min" || call.Name == "max") && (kind == row.Bool || kind == row.Null):
+				return "", p.errorf(call.Args[0].At(), "%s(%s) OVER (…): %s takes an ordered value, and %s is %s", call.Name, c, call.Name, c, kind)
+			default:
+				arg, ct = c, colType{kind: kind}
+				if call.Name == "avg" {
+					ct.kind = row.Float
+				}
 			}
 		default:
 			return "", p.errorf(call.Pos, "%s(…) OVER (…) takes one column", call.Name)
@@ -188,11 +224,11 @@ func (t *translator) hasWindow(e sql.Expr) bool {
 }
 
 // sameWindow reports whether a and b partition, order and frame alike
-// (by column names and directions).
-func sameWindow(a, b *sql.Over) bool {
+// (by column names and directions) over relation rel.
+func sameWindow(a, b *sql.Over, rel string) bool {
 	name := func(e sql.Expr) string {
-		if c, ok := e.(*sql.Column); ok {
-			return c.Table + "." + c.Name
+		if c, ok := e.(*sql.Column); ok && (c.Table == "" || c.Table == rel) {
+			return c.Name
 		}
 		return fmt.Sprintf("%p", e)
 	}

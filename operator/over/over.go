@@ -70,7 +70,8 @@ type Config struct {
 	// INVARIANT: it returns 0 only for rows of equal keys, so the order is
 	// total and every row has one place.
 	Compare func(a, b row.Row) int
-	// Key holds the positions of the changelog key's fields. Required.
+	// Key holds the positions of the changelog key's fields (none for a
+	// result of one row).
 	Key []int
 	// Op is the position of the operation field (aggregate.OpInsert,
 	// OpUpdate or OpDelete).
@@ -90,8 +91,8 @@ func Rows(ks stream.KeyedStream[row.Row, row.Value], id string, cfg Config, opts
 	switch {
 	case cfg.Preceding < 0 || cfg.Preceding > MaxPreceding:
 		ks.Pipeline().Errorf("over %s: %d preceding rows: want 0 to %d", id, cfg.Preceding, MaxPreceding)
-	case cfg.Compare == nil || len(cfg.Key) == 0 || cfg.Agg.Init == nil || cfg.Result == nil:
-		ks.Pipeline().Errorf("over %s: the order, the key and the aggregates are required", id)
+	case cfg.Compare == nil || cfg.Agg.Init == nil || cfg.Result == nil:
+		ks.Pipeline().Errorf("over %s: the order and the aggregates are required", id)
 	}
 	return process.Keyed(ks, id, func() process.Function[row.Row, row.Value, row.Row] { return &framer{cfg: cfg} }, opts...)
 }
