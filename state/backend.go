@@ -309,7 +309,7 @@ func register[S registered](b *Backend, info *stateInfo, build func() (S, error)
 		}
 		if _, ok := any(s).(deltaLoader); !ok {
 			if i := slices.IndexFunc(r.parts, func(p restoredPart) bool { return len(p.deltas) > 0 }); i >= 0 {
-				return zero, fmt.Errorf("%w: operator %q state %q: key group %d of the snapshot holds changes that only a namespaced value state can apply, and the operator registers a %T",
+				return zero, fmt.Errorf("%w: operator %q state %q: key group %d of the snapshot holds changes (a delta) that a %T cannot apply",
 					ErrStateMismatch, b.operator, info.name, r.parts[i].kg, zero)
 			}
 		}

@@ -97,8 +97,11 @@ type deltaFrozen interface {
 	// its changes since this one. The chain keeps it: it must not pin the
 	// snapshot's frozen tables.
 	baseline() any
+	// hasDelta reports whether key group index i can be written as a
+	// delta since base; when it cannot, the key group is written in full.
+	hasDelta(i int, base any) bool
 	// appendDelta appends key group index i's delta payload since base, a
-	// baseline of an earlier snapshot of the same state.
+	// baseline of an earlier snapshot of the same state (hasDelta true).
 	appendDelta(dst []byte, i int, base any) []byte
 }
 

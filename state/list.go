@@ -24,6 +24,9 @@ type listTable[K comparable, V any] struct {
 	// INVARIANT: if epoch <= Backend.frozen, a Snapshot may reference m and m
 	// must be copied before it is written.
 	epoch uint64
+	// log holds the keys written, for deltas (see keylog.go).
+	// INVARIANT: every key written to m since position p is logged after p.
+	log keyLog[K]
 }
 
 // list is one key's list.
@@ -104,6 +107,7 @@ func (s *ListState[K, V]) Add(key K, v V) {
 		t.m[key] = l
 	}
 	l.vs = append(l.vs, v)
+	t.log.add(key, len(t.m))
 }
 
 // Update replaces key's list with a copy of vs; an empty vs clears it.
@@ -125,6 +129,7 @@ func (s *ListState[K, V]) Update(key K, vs []V) {
 		t.m = ownTable(s.b, t.m, &t.epoch)
 	}
 	t.m[key] = &list[V]{vs: slices.Clone(vs), epoch: s.b.epoch}
+	t.log.add(key, len(t.m))
 }
 
 // All calls f for every key and its list (a read-only view, as Get gives),
@@ -163,19 +168,22 @@ func (s *ListState[K, V]) Clear(key K) {
 		t.m = ownTable(s.b, t.m, &t.epoch)
 	}
 	delete(t.m, key)
+	t.log.add(key, len(t.m))
 }
 
 func (s *ListState[K, V]) info() *stateInfo { return &s.meta }
 
 func (s *ListState[K, V]) freeze() frozenState {
-	f := &frozenList[K, V]{meta: &s.meta, kc: s.kc, vc: s.vc, maps: make([]map[K]*list[V], len(s.tables))}
+	f := &frozenList[K, V]{meta: &s.meta, kc: s.kc, vc: s.vc, maps: make([]map[K]*list[V], len(s.tables)), logs: make([]keyLog[K], len(s.tables))}
 	for i := range s.tables {
 		f.maps[i] = s.tables[i].m
+		f.logs[i] = s.tables[i].log.frozen()
 	}
 	return f
 }
 
-// Payload of one key group: count × (key, uvarint n, n × value).
+// Payload of one key group: count × (key, uvarint n, n × value), then the
+// part's deltas applied in order (see keylog.go).
 func (s *ListState[K, V]) load(p restoredPart) error {
 	r := s.b.partReader(s.name, p)
 	m := make(map[K]*list[V], r.sizeHint(p.count))
@@ -184,28 +192,50 @@ func (s *ListState[K, V]) load(p restoredPart) error {
 		if err != nil {
 			return err
 		}
-		n, err := r.length("list length")
+		vs, err := s.readList(r)
 		if err != nil {
 			return err
-		}
-		if n == 0 {
-			return r.corrupt("list length", errEmptyContainer)
-		}
-		vs := make([]V, 0, r.sizeHint(n))
-		for range n {
-			v, err := readValue(r, s.vc, "value")
-			if err != nil {
-				return err
-			}
-			vs = append(vs, v)
 		}
 		m[k] = &list[V]{vs: vs, epoch: s.b.restoreEpoch}
 	}
 	if err := r.finish(len(m), p.count); err != nil {
 		return err
 	}
+	for _, d := range p.deltas {
+		r.src = d
+		err := readMapDelta(r, &s.keyRouter, s.kc, func(k K) { delete(m, k) }, func(k K) error {
+			vs, err := s.readList(r)
+			m[k] = &list[V]{vs: vs, epoch: s.b.restoreEpoch}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
 	s.tables[p.kg-s.start] = listTable[K, V]{m: m, epoch: s.b.restoreEpoch}
 	return nil
+}
+
+func (s *ListState[K, V]) loadsDeltas() {}
+
+// readList reads a list as a payload holds it: uvarint n > 0, n × value.
+func (s *ListState[K, V]) readList(r *partReader) ([]V, error) {
+	n, err := r.length("list length")
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, r.corrupt("list length", errEmptyContainer)
+	}
+	vs := make([]V, 0, r.sizeHint(n))
+	for range n {
+		v, err := readValue(r, s.vc, "value")
+		if err != nil {
+			return nil, err
+		}
+		vs = append(vs, v)
+	}
+	return vs, nil
 }
 
 // frozenList is a ListState as of a Snapshot.
@@ -214,17 +244,39 @@ type frozenList[K comparable, V any] struct {
 	kc   Codec[K]
 	vc   Codec[V]
 	maps []map[K]*list[V] // INVARIANT: never written, nor the lists they point to
+	logs []keyLog[K]
+}
+
+func (f *frozenList[K, V]) baseline() any { return logPositions(f.logs) }
+
+func (f *frozenList[K, V]) hasDelta(i int, base any) bool {
+	return f.logs[i].holds(base.(*logBaseline).pos[i])
+}
+
+// appendDelta writes key group index i's keys written since base: each
+// set to its list now, or deleted.
+func (f *frozenList[K, V]) appendDelta(dst []byte, i int, base any) []byte {
+	keys, _ := f.logs[i].since(base.(*logBaseline).pos[i])
+	m := f.maps[i]
+	return appendMapDelta(dst, keys, f.kc, func(k K) bool { return m[k] != nil }, func(dst []byte, k K) []byte {
+		return f.appendList(f.kc.Append(dst, k), m[k])
+	})
 }
 
 func (f *frozenList[K, V]) info() *stateInfo { return f.meta }
 func (f *frozenList[K, V]) count(i int) int  { return len(f.maps[i]) }
 func (f *frozenList[K, V]) appendEntries(dst []byte, i int) []byte {
 	for k, l := range f.maps[i] {
-		dst = f.kc.Append(dst, k)
-		dst = appendUvarint(dst, len(l.vs))
-		for _, v := range l.vs {
-			dst = f.vc.Append(dst, v)
-		}
+		dst = f.appendList(f.kc.Append(dst, k), l)
+	}
+	return dst
+}
+
+// appendList appends l as a payload holds it: uvarint n, n × value.
+func (f *frozenList[K, V]) appendList(dst []byte, l *list[V]) []byte {
+	dst = appendUvarint(dst, len(l.vs))
+	for _, v := range l.vs {
+		dst = f.vc.Append(dst, v)
 	}
 	return dst
 }

@@ -696,6 +696,10 @@ func (f *frozenNamespaced) baseline() any {
 	return bl
 }
 
+// hasDelta reports true: a table that cannot write its changes is written
+// whole inside the delta (its namespace dropped, then set).
+func (f *frozenNamespaced) hasDelta(int, any) bool { return true }
+
 // appendDelta writes key group index i's changes since base: the
 // namespaces whose table is gone or was replaced (a new table, one that
 // compacted, one whose log of deletes restarted) are dropped and the

@@ -442,7 +442,7 @@ func parseSection(data []byte, e indexEntry, version int, ctx string) (parsedSec
 		st.payload = r.next(int(plen))
 		kind := st.meta.kind &^ kindDelta
 		switch {
-		case kind < KindValue || kind > KindTimers || (st.meta.kind&kindDelta != 0 && (!out.delta || kind != KindValue)):
+		case kind < KindValue || kind > KindTimers || (st.meta.kind&kindDelta != 0 && (!out.delta || kind != KindValue && kind != KindList)):
 			return out, corrupt("state %q: unknown kind %d", st.meta.name, st.meta.kind)
 		case st.count == 0 && !out.delta:
 			return out, corrupt("state %q: no entries", st.meta.name)

@@ -48,7 +48,8 @@ import (
 // read from its last full section and the delta sections after it, oldest
 // first. A delta section lists only the states written since; each is
 // either in full (entryCount 0 allowed: the state has no entries in the key
-// group now) or, kind bit 7 set, a delta of a value state (entryCount 0):
+// group now) or, kind bit 7 set, a delta of a value or list state
+// (entryCount 0):
 //
 //	delta   = u64le dropCount | varint(namespace)×dropCount
 //	          | u64le deleteCount | entryKey×deleteCount
@@ -56,7 +57,9 @@ import (
 //
 // applied in that order: drop every entry of each namespace, delete each
 // entry key, then set each entry. entryKey is key ++ varint(namespace), as
-// in a NamespacedValueState's entries.
+// in a NamespacedValueState's entries; a ValueState's key is an entryKey
+// (with its codec's bytes), and a list state's delta drops nothing, deletes
+// keys and sets entries as its payload has them (key n value×n).
 //
 // Version 2 is version 3 without section flags (every section full), and
 // version 1 is version 2 without checkpoint and file flags: a full file of
@@ -296,7 +299,7 @@ func (s *Snapshot) encode(id int64, plan *checkpointPlan, dst []byte) (out []byt
 				if !plan.written[i][j] {
 					continue
 				}
-				if d, bl := deltaBase(st, plan.base); bl != nil {
+				if d, bl := deltaBase(st, plan.base); bl != nil && d.hasDelta(i, bl) {
 					appendPart(st, st.info().kind|kindDelta, 0, func(dst []byte) []byte { return d.appendDelta(dst, i, bl) })
 					continue
 				}

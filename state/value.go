@@ -29,6 +29,9 @@ type valueTable[K comparable, V any] struct {
 	// INVARIANT: if epoch <= Backend.frozen, a Snapshot may reference m and m
 	// must be copied before it is written (see Backend.epoch).
 	epoch uint64
+	// log holds the keys written, for deltas (see keylog.go).
+	// INVARIANT: every key written to m since position p is logged after p.
+	log keyLog[K]
 }
 
 // NewValueState registers (or, if this name is already registered with the
@@ -79,6 +82,7 @@ func (s *ValueState[K, V]) Update(key K, v V) {
 		t.m = ownTable(s.b, t.m, &t.epoch)
 	}
 	t.m[key] = v
+	t.log.add(key, len(t.m))
 }
 
 // Clear removes the value of key.
@@ -99,6 +103,7 @@ func (s *ValueState[K, V]) Clear(key K) {
 		t.m = ownTable(s.b, t.m, &t.epoch)
 	}
 	delete(t.m, key)
+	t.log.add(key, len(t.m))
 }
 
 // All calls f for every key and its value, in unspecified order, until f
@@ -137,14 +142,16 @@ func (s *ValueState[K, V]) Len() int {
 func (s *ValueState[K, V]) info() *stateInfo { return &s.meta }
 
 func (s *ValueState[K, V]) freeze() frozenState {
-	f := &frozenValue[K, V]{meta: &s.meta, kc: s.kc, vc: s.vc, maps: make([]map[K]V, len(s.tables))}
+	f := &frozenValue[K, V]{meta: &s.meta, kc: s.kc, vc: s.vc, maps: make([]map[K]V, len(s.tables)), logs: make([]keyLog[K], len(s.tables))}
 	for i := range s.tables {
 		f.maps[i] = s.tables[i].m
+		f.logs[i] = s.tables[i].log.frozen()
 	}
 	return f
 }
 
-// Payload of one key group: count × (key, value).
+// Payload of one key group: count × (key, value), then the part's deltas
+// applied in order (see keylog.go).
 func (s *ValueState[K, V]) load(p restoredPart) error {
 	r := s.b.partReader(s.name, p)
 	m := make(map[K]V, r.sizeHint(p.count))
@@ -162,9 +169,22 @@ func (s *ValueState[K, V]) load(p restoredPart) error {
 	if err := r.finish(len(m), p.count); err != nil {
 		return err
 	}
+	for _, d := range p.deltas {
+		r.src = d
+		err := readMapDelta(r, &s.keyRouter, s.kc, func(k K) { delete(m, k) }, func(k K) error {
+			v, err := readValue(r, s.vc, "value")
+			m[k] = v
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
 	s.tables[p.kg-s.start] = valueTable[K, V]{m: m, epoch: s.b.restoreEpoch}
 	return nil
 }
+
+func (s *ValueState[K, V]) loadsDeltas() {}
 
 // frozenValue is a ValueState as of a Snapshot.
 type frozenValue[K comparable, V any] struct {
@@ -172,6 +192,23 @@ type frozenValue[K comparable, V any] struct {
 	kc   Codec[K]
 	vc   Codec[V]
 	maps []map[K]V // INVARIANT: never written (see Backend.epoch)
+	logs []keyLog[K]
+}
+
+func (f *frozenValue[K, V]) baseline() any { return logPositions(f.logs) }
+
+func (f *frozenValue[K, V]) hasDelta(i int, base any) bool {
+	return f.logs[i].holds(base.(*logBaseline).pos[i])
+}
+
+// appendDelta writes key group index i's keys written since base: each
+// set to its value now, or deleted.
+func (f *frozenValue[K, V]) appendDelta(dst []byte, i int, base any) []byte {
+	keys, _ := f.logs[i].since(base.(*logBaseline).pos[i])
+	m := f.maps[i]
+	return appendMapDelta(dst, keys, f.kc, func(k K) bool { _, ok := m[k]; return ok }, func(dst []byte, k K) []byte {
+		return f.vc.Append(f.kc.Append(dst, k), m[k])
+	})
 }
 
 func (f *frozenValue[K, V]) info() *stateInfo { return f.meta }
