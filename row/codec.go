@@ -106,3 +106,39 @@ func (RowCodec) Decode(src []byte) (Row, int, error) {
 	}
 	return r, n, nil
 }
+
+// RowsCodec encodes a list of rows: a uvarint count, then each row
+// (RowCodec). Its name is Label, which a state storing rows sets to say what
+// they hold (their fields, the order they are kept in): a checkpoint of
+// other rows is then refused at restore.
+type RowsCodec struct{ Label string }
+
+// Name returns the label.
+func (c RowsCodec) Name() string { return c.Label }
+
+// Append appends rows.
+func (RowsCodec) Append(dst []byte, rows []Row) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(rows)))
+	for _, r := range rows {
+		dst = RowCodec{}.Append(dst, r)
+	}
+	return dst
+}
+
+// Decode reads a list of rows and returns the bytes it used.
+func (RowsCodec) Decode(src []byte) ([]Row, int, error) {
+	n, used := binary.Uvarint(src)
+	if used <= 0 || n > uint64(len(src)) {
+		return nil, 0, errors.New("row list: bad row count")
+	}
+	rows := make([]Row, n)
+	at := used
+	for i := range rows {
+		r, m, err := RowCodec{}.Decode(src[at:])
+		if err != nil {
+			return nil, 0, fmt.Errorf("row list: row %d: %w", i, err)
+		}
+		rows[i], at = r, at+m
+	}
+	return rows, at, nil
+}

@@ -44,7 +44,6 @@
 package over
 
 import (
-	"encoding/binary"
 	"fmt"
 	"slices"
 
@@ -111,7 +110,7 @@ type framer struct {
 // Open implements process.Function.
 func (f *framer) Open(s process.Setup[row.Value]) error {
 	var err error
-	f.rows, err = state.NewValueState(s.State, "rows", s.KeyCodec, rowsCodec{name: "over.rows.v1[" + f.cfg.Signature + "]"})
+	f.rows, err = state.NewValueState(s.State, "rows", s.KeyCodec, row.RowsCodec{Label: "over.rows.v1[" + f.cfg.Signature + "]"})
 	return err
 }
 
@@ -249,34 +248,3 @@ var (
 	opUpdate = row.StringValue(aggregate.OpUpdate)
 	opDelete = row.StringValue(aggregate.OpDelete)
 )
-
-// rowsCodec encodes a partition's rows: a uvarint count, then each row
-// (row.RowCodec). Its name holds the signature.
-type rowsCodec struct{ name string }
-
-func (c rowsCodec) Name() string { return c.name }
-
-func (rowsCodec) Append(dst []byte, rows []row.Row) []byte {
-	dst = binary.AppendUvarint(dst, uint64(len(rows)))
-	for _, r := range rows {
-		dst = row.RowCodec{}.Append(dst, r)
-	}
-	return dst
-}
-
-func (rowsCodec) Decode(src []byte) ([]row.Row, int, error) {
-	n, used := binary.Uvarint(src)
-	if used <= 0 || n > uint64(len(src)) {
-		return nil, 0, fmt.Errorf("over: bad row count")
-	}
-	rows := make([]row.Row, n)
-	at := used
-	for i := range rows {
-		r, m, err := row.RowCodec{}.Decode(src[at:])
-		if err != nil {
-			return nil, 0, fmt.Errorf("over: row %d: %w", i, err)
-		}
-		rows[i], at = r, at+m
-	}
-	return rows, at, nil
-}

@@ -24,7 +24,6 @@
 package topn
 
 import (
-	"encoding/binary"
 	"fmt"
 
 	"github.com/ingest-engine/ingest/operator/aggregate"
@@ -70,7 +69,7 @@ type ranker struct {
 // Open implements process.Function.
 func (r *ranker) Open(s process.Setup[row.Value]) error {
 	var err error
-	r.ranks, err = state.NewValueState(s.State, "ranks", s.KeyCodec, rowsCodec{name: fmt.Sprintf("topn.rows.v1[%d %s]", r.cfg.Limit, r.cfg.Signature)})
+	r.ranks, err = state.NewValueState(s.State, "ranks", s.KeyCodec, row.RowsCodec{Label: fmt.Sprintf("topn.rows.v1[%d %s]", r.cfg.Limit, r.cfg.Signature)})
 	return err
 }
 
@@ -120,34 +119,3 @@ var (
 	opInsert = row.StringValue(aggregate.OpInsert)
 	opUpdate = row.StringValue(aggregate.OpUpdate)
 )
-
-// rowsCodec encodes a key's ranked rows: a uvarint count, then each row
-// (row.RowCodec). Its name holds the limit and the order.
-type rowsCodec struct{ name string }
-
-func (c rowsCodec) Name() string { return c.name }
-
-func (rowsCodec) Append(dst []byte, rows []row.Row) []byte {
-	dst = binary.AppendUvarint(dst, uint64(len(rows)))
-	for _, r := range rows {
-		dst = row.RowCodec{}.Append(dst, r)
-	}
-	return dst
-}
-
-func (rowsCodec) Decode(src []byte) ([]row.Row, int, error) {
-	n, used := binary.Uvarint(src)
-	if used <= 0 || n > uint64(len(src)) {
-		return nil, 0, fmt.Errorf("topn: bad row count")
-	}
-	rows := make([]row.Row, n)
-	at := used
-	for i := range rows {
-		r, m, err := row.RowCodec{}.Decode(src[at:])
-		if err != nil {
-			return nil, 0, fmt.Errorf("topn: row %d: %w", i, err)
-		}
-		rows[i], at = r, at+m
-	}
-	return rows, at, nil
-}

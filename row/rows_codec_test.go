@@ -1,4 +1,4 @@
-package topn
+package row_test
 
 import (
 	"slices"
@@ -7,10 +7,10 @@ import (
 	"github.com/ingest-engine/ingest/row"
 )
 
-// The kept rows round-trip through their codec, and every truncation or
+// A list of rows round-trips through RowsCodec, and every truncation or
 // corruption of the bytes is an error, never a panic or a wrong list.
 func TestRowsCodec(t *testing.T) {
-	c := rowsCodec{name: "topn.rows.v1[test]"}
+	c := row.RowsCodec{Label: "topn.rows.v1[test]"}
 	rows := []row.Row{
 		{row.IntValue(1), row.StringValue("a"), row.Value{}},
 		{row.IntValue(-7), row.StringValue(""), row.FloatValue(2.5)},
