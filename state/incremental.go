@@ -246,7 +246,7 @@ func (b *Backend) plan(s *Snapshot, base *chain, id int64) ([]sectionMode, [][]b
 				w = make([]bool, len(regs))
 			}
 			w[j] = true
-			if _, bl := deltaBase(s.states[j], base); bl != nil {
+			if d, bl := deltaBase(s.states[j], base); bl != nil && d.hasDelta(i, bl) {
 				deltas = true
 			}
 		}
@@ -483,6 +483,13 @@ func (b *Backend) Complete(id int64) {
 		p.mu.Lock()
 		b.base = p.result
 		p.mu.Unlock()
+	}
+	if b.base != nil {
+		for name, st := range b.states {
+			if t, ok := st.(logTrimmer); ok && b.base.baselines[name] != nil {
+				t.trimLog(b.base.baselines[name])
+			}
+		}
 	}
 }
 

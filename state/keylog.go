@@ -23,8 +23,13 @@ import (
 // namespace (see the format comment in snapshot.go): u64le 0 | u64le
 // deleteCount | key×deleteCount | u64le setCount | entry×setCount, where an
 // entry is as the state's full payload has it. A value state's key is the
-// namespaced state's entry key when their codecs match, so either applies
-// the other's deltas, as either restores the other's full sections.
+// namespaced state's entry key when their codecs match, so a namespaced
+// state applies a value state's deltas; a value state applies a namespaced
+// state's delta unless it drops namespaces (ErrStateMismatch).
+//
+// When a checkpoint completes, each log is trimmed to its position at that
+// checkpoint (Backend.Complete): a log holds the writes since the last
+// complete checkpoint.
 
 // keyLog is the keys written to one key group's table since a position.
 type keyLog[K comparable] struct {
@@ -46,11 +51,31 @@ const keyLogMin = 1024
 // full is then cheaper than the delta, and the log's memory stays bounded
 // by the table's.
 func (l *keyLog[K]) add(key K, size int) {
+	if key != key {
+		// A key unequal to itself (a NaN in it) cannot be found in the
+		// frozen table to be set: only a full write holds it.
+		l.off += len(l.keys) + 1
+		l.keys = nil
+		return
+	}
 	if len(l.keys) >= keyLogMin && len(l.keys) > 2*size {
 		l.off += len(l.keys)
 		l.keys = nil
 	}
 	l.keys = append(l.keys, key)
+}
+
+// trim drops the keys logged before position from, which no delta needs
+// once a checkpoint at from is complete: the log then holds the writes
+// since the last complete checkpoint, and restarts only when those outgrow
+// the table (not, for every key group at once, some checkpoints later).
+// The kept keys move to a new slice: a frozen log may read the old one.
+func (l *keyLog[K]) trim(from int) {
+	if from <= l.off || from > l.pos() {
+		return
+	}
+	l.keys = append([]K(nil), l.keys[from-l.off:]...)
+	l.off = from
 }
 
 // frozen returns the log as of now, for a snapshot.
@@ -62,8 +87,8 @@ func (l *keyLog[K]) frozen() keyLog[K] {
 func (l *keyLog[K]) pos() int { return l.off + len(l.keys) }
 
 // holds reports whether the log holds the keys logged from position from
-// on (it did not restart since).
-func (l *keyLog[K]) holds(from int) bool { return from >= l.off }
+// on (it did not restart since, and from is not past it).
+func (l *keyLog[K]) holds(from int) bool { return from >= l.off && from <= l.pos() }
 
 // since returns the distinct keys logged from position from on, in the
 // order first logged, and false when the log restarted since (it no longer
@@ -133,7 +158,7 @@ func readMapDelta[K comparable](r *partReader, kr *keyRouter[K], kc Codec[K], de
 		return err
 	}
 	if drops != 0 {
-		return r.corrupt("delta", errDropsInMapDelta)
+		return fmt.Errorf("%w: operator %q state %q key group %d: %w", ErrStateMismatch, r.operator, r.state, r.kg, errDropsInMapDelta)
 	}
 	deletes, err := r.u64count("deleted keys")
 	if err != nil {
@@ -168,3 +193,7 @@ func readMapDelta[K comparable](r *partReader, kr *keyRouter[K], kc Codec[K], de
 // errDropsInMapDelta is a delta that drops namespaces restored into a value
 // or list state, which cannot tell a key's namespace.
 var errDropsInMapDelta = errors.New("a delta dropping namespaces, which only a namespaced value state applies")
+
+// logTrimmer is implemented by states whose key groups log the keys
+// written: trimLog trims each log to the baseline of a complete checkpoint.
+type logTrimmer interface{ trimLog(base any) }

@@ -218,6 +218,14 @@ func (s *ListState[K, V]) load(p restoredPart) error {
 
 func (s *ListState[K, V]) loadsDeltas() {}
 
+// trimLog trims each key group's log to base, a complete checkpoint's
+// baseline (see keylog.go).
+func (s *ListState[K, V]) trimLog(base any) {
+	for i, p := range base.(*logBaseline).pos {
+		s.tables[i].log.trim(p)
+	}
+}
+
 // readList reads a list as a payload holds it: uvarint n > 0, n × value.
 func (s *ListState[K, V]) readList(r *partReader) ([]V, error) {
 	n, err := r.length("list length")

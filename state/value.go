@@ -186,6 +186,14 @@ func (s *ValueState[K, V]) load(p restoredPart) error {
 
 func (s *ValueState[K, V]) loadsDeltas() {}
 
+// trimLog trims each key group's log to base, a complete checkpoint's
+// baseline (see keylog.go).
+func (s *ValueState[K, V]) trimLog(base any) {
+	for i, p := range base.(*logBaseline).pos {
+		s.tables[i].log.trim(p)
+	}
+}
+
 // frozenValue is a ValueState as of a Snapshot.
 type frozenValue[K comparable, V any] struct {
 	meta *stateInfo
