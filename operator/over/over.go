@@ -149,14 +149,15 @@ func (f *framer) ProcessRecord(c *process.Context[row.Value, row.Row], v row.Row
 		}
 	}
 	// The key's previous row leaves: it and the n rows after it change.
-	// A new list: the stored one may belong to a checkpoint being written.
-	if i := slices.IndexFunc(rows, func(r row.Row) bool { return f.sameKey(r, v) }); i >= 0 {
-		for p := i; p <= min(i+n, len(rows)-1); p++ {
-			note(rows, p)
-		}
-		rows = slices.Delete(slices.Clone(rows), i, i+1)
-	} else {
-		rows = slices.Clone(rows)
+	// A new list, with room for the new row: the stored one may belong to
+	// a checkpoint being written.
+	i := slices.IndexFunc(rows, func(r row.Row) bool { return f.sameKey(r, v) })
+	for p := i; i >= 0 && p <= min(i+n, len(rows)-1); p++ {
+		note(rows, p)
+	}
+	rows = append(make([]row.Row, 0, len(rows)+1), rows...)
+	if i >= 0 {
+		rows = slices.Delete(rows, i, i+1)
 	}
 	// The new row enters: the n rows after its place change.
 	if op != aggregate.OpDelete {
