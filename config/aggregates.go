@@ -48,6 +48,23 @@ func (b *builder) aggregate(name string, m *mapping) {
 	specs, specsOK := b.aggregateSpecs(m, in, ok, append(slices.Clone(keyFields), aggregate.OpField))
 	keys, keysOK := b.fieldIndexes(m, "key", in, ok, keyFields)
 	having := m.get("having")
+	// closes_at: a time field of the key at which each group is complete.
+	closesAt := m.str("closes_at", "")
+	closeKey := slices.Index(keyFields, closesAt)
+	if closesAt != "" {
+		switch f := -1; {
+		case retracting:
+			m.fail("closes_at", m.get("closes_at"), "input %s is a changelog, whose updates can reopen any group: groups that close read an append-only input", m.str("input", ""))
+		case closeKey < 0:
+			m.fail("closes_at", m.get("closes_at"), "%q is not in key: the close time is part of each group (key: [%s, %s])", closesAt, strings.Join(keyFields, ", "), closesAt)
+		case !ok || !keysOK:
+		default:
+			if f = in.schema.Index(closesAt); in.schema.Fields[f].Kind != row.Time {
+				m.fail("closes_at", m.get("closes_at"), "%s is a %v field: a group closes at a time (time fields of %s: %s)", closesAt, in.schema.Fields[f].Kind, m.str("input", ""), strings.Join(timeFields(in.schema), ", "))
+			}
+		}
+		ok = ok && !m.bad["closes_at"]
+	}
 	if !ok || !specsOK || !keysOK {
 		return
 	}
@@ -103,7 +120,7 @@ func (b *builder) aggregate(name string, m *mapping) {
 			}, nil
 		}
 	}
-	nk, width := len(keys), len(schema.Fields)+1 // and _op
+	nk, width := len(keys), len(schema.Fields)+1 // and _op (not of closing groups: one less)
 	cfg.Key = func(k row.Value) row.Row {
 		r := make(row.Row, nk)
 		decodeListKey(r, k)
@@ -111,6 +128,15 @@ func (b *builder) aggregate(name string, m *mapping) {
 	}
 	cfg.Result = func(key row.Row, acc window.RowAcc) row.Row {
 		return result(acc, append(make(row.Row, 0, width), key...))
+	}
+	if closeKey >= 0 {
+		ks := stream.KeyBy(in.s, listKey(keys))
+		ks.KeyCodec = row.ValueCodec{}
+		out := aggregate.Closing(ks, name, cfg, aggregate.CloseField{Index: keys[closeKey], Key: closeKey, Name: closesAt}, par,
+			keyDesc("fields ["+strings.Join(keyFields, ", ")+"]"))
+		out.Node().Type, out.Node().Describe = "aggregate", "aggregate by ["+strings.Join(keyFields, ", ")+"], each group once, when the watermark passes its "+closesAt
+		b.streams[name] = named{s: out, schema: &schema}
+		return
 	}
 	schema.Fields = append(schema.Fields, row.Field{Name: aggregate.OpField, Kind: row.String})
 	src := in.s

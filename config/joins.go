@@ -96,6 +96,17 @@ func (b *builder) join(name string, m *mapping) {
 		upperField = strings.TrimPrefix(v.Value, "left.")
 	}
 	d, shapeOK := b.joinShape(m, kind, upperField != "")
+	// unique: left declares the left input unique by the key.
+	unique := m.str("unique", "")
+	switch {
+	case unique == "" || unique == "left" && upperField != "":
+	case unique == "left":
+		m.fail("unique", m.get("unique"), "is taken only by an interval join bounded by a left field (upper: left.<field>), which keeps each left record until its bound")
+		shapeOK = false
+	default:
+		m.fail("unique", m.get("unique"), "%q: want left (no two left records share a key)", unique)
+		shapeOK = false
+	}
 	par := b.parallelism(m)
 	keys, keysOK := b.joinOn(name, m, in, ok)
 	var schema *row.Schema
@@ -139,6 +150,9 @@ func (b *builder) join(name string, m *mapping) {
 		until := func(l row.Row) (int64, bool) {
 			v := l[f]
 			return v.Int(), v.Kind() == row.Time
+		}
+		if unique == "left" {
+			opts = append(opts, join.UniqueLeft())
 		}
 		out = join.IntervalUntil(keys[0].keyed, keys[1].keyed, name, d["lower"], until, upperField, output, opts...)
 	case "window":

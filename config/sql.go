@@ -124,6 +124,22 @@ type relation struct {
 	// table, when set, says the relation is a bounded table that only
 	// lookup joins read (CREATE TABLE … WITH (connector = 'file')).
 	table *lookupTable
+	// unique, when set, are columns no two rows share the values of, as
+	// the user declared them (a source's PRIMARY KEY … NOT ENFORCED).
+	unique []string
+	// closing, when set, says when the rows of each value of some columns
+	// stop coming (see closingRows).
+	closing *closingRows
+}
+
+// closingRows says of a relation that once the watermark passes a row's
+// column at, no more rows with its values of columns key come on time: a
+// GROUP BY of every key column can emit each group once, then. A join whose
+// left side is unique by the key and bounds each pair by the left row's
+// column at has it (q4's bids of an auction stop at its expiry).
+type closingRows struct {
+	key []string
+	at  string
 }
 
 // windowInfo is the window a relation is the result of.
@@ -327,8 +343,8 @@ func (p *planner) source(s *sql.CreateSource) error {
 	if s.Table && typ == "file" {
 		return p.table(s)
 	}
-	if s.PrimaryKey != nil {
-		return p.errorf(s.KeyPos, "source %s: PRIMARY KEY is for a change-data-capture source (connector = 'postgres-cdc'); connector %s reads records, not a table's changes", s.Name, typ)
+	if s.PrimaryKey != nil && !s.NotEnforced {
+		return p.errorf(s.KeyPos, "source %s: connector %s reads records, not a table's changes, so the engine cannot enforce a PRIMARY KEY (that is for connector = 'postgres-cdc'); to declare that no two records share the key, write PRIMARY KEY (%s) NOT ENFORCED (a duplicate is found only while a join holds the first record)", s.Name, typ, strings.Join(s.PrimaryKey, ", "))
 	}
 	for _, o := range s.Options {
 		key, value, err := p.sourceOption(typ, o)
@@ -417,8 +433,29 @@ func (p *planner) source(s *sql.CreateSource) error {
 			return p.errorf(s.EncodePos, "source %s: ENCODE %s is not supported for connector %s (known: JSON; CSV for file)", s.Name, strings.ToUpper(s.Encode), typ)
 		}
 	}
+	if err := p.declaredKey(s, rel); err != nil {
+		return err
+	}
 	p.rels[s.Name] = rel
 	return p.add("sources", s.Name, s.Pos, m)
+}
+
+// declaredKey takes a source's PRIMARY KEY … NOT ENFORCED as rel's unique
+// columns, each of which must be one of its columns.
+func (p *planner) declaredKey(s *sql.CreateSource, rel *relation) error {
+	if !s.NotEnforced {
+		return nil
+	}
+	for i, k := range s.PrimaryKey {
+		if !slices.Contains(rel.columns, k) {
+			return p.errorf(s.KeyPos, "PRIMARY KEY (%s): source %s has no column %s (columns: %s)", strings.Join(s.PrimaryKey, ", "), s.Name, k, strings.Join(rel.columns, ", "))
+		}
+		if slices.Contains(s.PrimaryKey[:i], k) {
+			return p.errorf(s.KeyPos, "PRIMARY KEY (%s): %s is listed twice", strings.Join(s.PrimaryKey, ", "), k)
+		}
+	}
+	rel.unique = slices.Clone(s.PrimaryKey)
+	return nil
 }
 
 // connectorOf returns the type a source's or sink's WITH options name
@@ -528,6 +565,9 @@ func (p *planner) nexmarkSource(s *sql.CreateSource, m *yaml.Node, rel *relation
 	if s.Encode != "" && s.Encode != "json" {
 		return p.errorf(s.EncodePos, "source %s: a nexmark source has no encoding", s.Name)
 	}
+	if err := p.declaredKey(s, rel); err != nil {
+		return err
+	}
 	p.rels[s.Name] = rel
 	return p.add("sources", s.Name, s.Pos, m)
 }
@@ -619,7 +659,7 @@ func (p *planner) query(name string, q *sql.Select) (string, error) {
 		return p.overQuery(name, q)
 	}
 	if q.From.Join != nil {
-		return p.joinQuery(name, q)
+		return p.joinQuery(name, q, false)
 	}
 	if i := rankItem(q); i >= 0 {
 		return "", p.errorf(q.Items[i].Pos, "a window function (… OVER (…)) stands in a subquery whose rank the query filters: SELECT … FROM (SELECT …, ROW_NUMBER() OVER (PARTITION BY … ORDER BY …) AS rn FROM t) WHERE rn <= N")

@@ -88,6 +88,9 @@ func (p *planner) cdcSource(s *sql.CreateSource) error {
 	if s.PrimaryKey == nil {
 		return p.errorf(s.Pos, "source %s: a change-data-capture source needs its PRIMARY KEY: changes are keyed by it", s.Name)
 	}
+	if s.NotEnforced {
+		return p.errorf(s.KeyPos, "source %s: a change-data-capture source's PRIMARY KEY is its table's, which PostgreSQL enforces: drop NOT ENFORCED", s.Name)
+	}
 	rel := &relation{node: s.Name, isSource: true, updating: s.PrimaryKey, timeCol: pgcdc.CommitTimeField}
 	fields := mappingNode(s.Pos)
 	for _, c := range s.Columns {

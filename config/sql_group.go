@@ -161,6 +161,20 @@ func (p *planner) groupQuery(name string, q *sql.Select, in *relation, tr *trans
 			}
 		}
 	}
+	// Groups that hold every key column of rows that stop coming close:
+	// each is emitted once, when the watermark passes its rows' close
+	// time, which the groups are keyed by too (the key determines it).
+	closes := ""
+	if c := in.closing; c != nil && in.updating == nil && !slices.ContainsFunc(c.key, func(k string) bool {
+		return !slices.ContainsFunc(w.keys, func(g *sql.Column) bool { return g.Name == k })
+	}) {
+		closes = c.at
+		if !slices.ContainsFunc(w.keys, func(g *sql.Column) bool { return g.Name == c.at }) {
+			w.keys = append(w.keys, &sql.Column{Name: c.at, Pos: q.Pos})
+			w.keyTypes[c.at] = in.types[c.at]
+			keyList.Content = append(keyList.Content, scalarNode(c.at, q.Pos.Line, q.Pos.Column))
+		}
+	}
 	node, err := p.aggregateInputs(name, node, q.Pos, in, w)
 	if err != nil {
 		return "", err
@@ -178,6 +192,9 @@ func (p *planner) groupQuery(name string, q *sql.Select, in *relation, tr *trans
 		aggs.Content = append(aggs.Content, scalarNode(a.field, a.pos.Line, a.pos.Column), scalarNode(a.spec, a.pos.Line, a.pos.Column))
 	}
 	add("aggregates", aggs)
+	if closes != "" {
+		add("closes_at", scalarNode(closes, at.Line, at.Column))
+	}
 	// Past the aggregate, columns are the keys and the aggregates' fields.
 	post := &translator{p: p, relName: tr.relName, window: w}
 	if q.Having != nil {
@@ -190,6 +207,15 @@ func (p *planner) groupQuery(name string, q *sql.Select, in *relation, tr *trans
 	}
 	if err := p.add("transforms", name+"-aggregate", at, am); err != nil {
 		return "", err
+	}
+	if closes != "" {
+		// Final rows, one per group: an append-only result.
+		out := &relation{node: name}
+		if err := p.project(name, name+"-aggregate", q, post, out); err != nil {
+			return "", err
+		}
+		p.rels[name] = out
+		return name, nil
 	}
 	// The result is keyed by the GROUP BY columns: each must be selected as
 	// it is, under any name.

@@ -67,7 +67,7 @@ func (p *planner) groupedJoin(name string, q *sql.Select, js *joinScope) (string
 		s, _ := js.side(c)
 		c.Table, c.Name = "", []string{"left", "right"}[s]+"__"+c.Name
 	}
-	if _, err := p.joinQuery(name+"-joined", &joined); err != nil {
+	if _, err := p.joinQuery(name+"-joined", &joined, true); err != nil {
 		return "", err
 	}
 	grouped := *q
@@ -77,8 +77,10 @@ func (p *planner) groupedJoin(name string, q *sql.Select, js *joinScope) (string
 	return p.groupQuery(name, &grouped, in, &translator{p: p, rel: in, relName: name + "-joined"})
 }
 
-// joinQuery plans q, whose FROM is a join, as node name.
-func (p *planner) joinQuery(name string, q *sql.Select) (string, error) {
+// joinQuery plans q, whose FROM is a join, as node name. grouped says a
+// GROUP BY reads the result (groupedJoin): when the join closes the rows of
+// each left key (closingRows), it then also selects the left bound column.
+func (p *planner) joinQuery(name string, q *sql.Select, grouped bool) (string, error) {
 	if lookup := q.From.Join.Left.Lookup || q.From.Join.Right.Lookup; !lookup {
 		if node, ok, err := p.windowTopJoin(name, q); ok || err != nil {
 			return node, err
@@ -187,6 +189,7 @@ func (p *planner) joinQuery(name string, q *sql.Select) (string, error) {
 	// auction's expiry), and a lower bound: an interval join whose upper
 	// bound is each left row's own, whose state the watermark frees.
 	var upperCol string
+	var closing *closingRows
 	if bounds[1] == nil {
 		for i, c := range post {
 			col, ok := js.untilBound(c)
@@ -268,6 +271,15 @@ func (p *planner) joinQuery(name string, q *sql.Select) (string, error) {
 		kv(m, "kind", str("interval"))
 		kv(m, "lower", str(bounds[0].String()))
 		kv(m, "upper", str("left."+upperCol))
+		if slices.Equal(rels[0].unique, []string{key[0].Name}) {
+			// The left side is unique by the key (declared): no right row
+			// that met its left one needs keeping, and no row of a key
+			// comes once the watermark passes its left row's bound.
+			kv(m, "unique", str("left"))
+			if grouped {
+				closing = js.closingRows(q, key[0].Name, upperCol)
+			}
+		}
 	case bounds[0] != nil && bounds[1] != nil:
 		kv(m, "kind", str("interval"))
 		kv(m, "lower", str(bounds[0].String()))
@@ -296,12 +308,31 @@ func (p *planner) joinQuery(name string, q *sql.Select) (string, error) {
 		}
 		node = name + "-where"
 	}
-	out := &relation{node: name}
+	out := &relation{node: name, closing: closing}
 	if err := p.project(name, node, q, tr, out); err != nil {
 		return "", err
 	}
 	p.rels[name] = out
 	return name, nil
+}
+
+// closingRows is what a grouped join's result says of when its rows stop
+// (see relation.closing): the left side is unique by column key and bounds
+// each pair by its column at. It selects the left key and at as
+// left__key and left__at, adding the latter to q's items (the GROUP BY
+// groups by it too, a column the key determines); nil when q does not
+// select the key, which the groups then do not hold.
+func (js *joinScope) closingRows(q *sql.Select, key, at string) *closingRows {
+	selected := func(name string) bool {
+		return slices.ContainsFunc(q.Items, func(it sql.SelectItem) bool { return it.Alias == "left__"+name })
+	}
+	if !selected(key) {
+		return nil
+	}
+	if !selected(at) {
+		q.Items = append(q.Items, sql.SelectItem{Expr: &sql.Column{Table: js.inputs[0].Name(), Name: at, Pos: q.Pos}, Alias: "left__" + at, Pos: q.Pos})
+	}
+	return &closingRows{key: []string{"left__" + key}, at: "left__" + at}
 }
 
 func orDefault(s, def string) string {

@@ -30,6 +30,11 @@ type CreateSource struct {
 	// PRIMARY KEY, in order; nil without one. KeyPos is where it is.
 	PrimaryKey []string
 	KeyPos     Pos
+	// NotEnforced is set by `PRIMARY KEY (…) NOT ENFORCED`: the user
+	// declares that no two records share the key, which the engine does
+	// not check for every record (the key of a source that reads records,
+	// not a table's changes).
+	NotEnforced bool
 	Options    []Option
 	// Table is set for CREATE TABLE: with connector 'file', a bounded table
 	// that joins read with FOR SYSTEM_TIME AS OF PROCTIME(); with another

@@ -350,6 +350,7 @@ func (l *lexer) columns(cs *CreateSource) error {
 					return l.errorf(p, "PRIMARY KEY: expected , or ), found %s", describe(p))
 				}
 			}
+			cs.NotEnforced = l.notEnforced()
 		} else if t.is("watermark") {
 			l.next()
 			w, err := l.watermark()
@@ -388,6 +389,7 @@ func (l *lexer) columns(cs *CreateSource) error {
 					return l.errorf(k, "source %s: a second PRIMARY KEY", cs.Name)
 				}
 				cs.PrimaryKey, cs.KeyPos = []string{name}, l.src.pos(k.off)
+				cs.NotEnforced = l.notEnforced()
 			}
 			cs.Columns = append(cs.Columns, def)
 		}
@@ -399,6 +401,16 @@ func (l *lexer) columns(cs *CreateSource) error {
 			return l.errorf(t, "source %s: expected , or ) in the column list, found %s", cs.Name, describe(t))
 		}
 	}
+}
+
+// notEnforced reads the NOT ENFORCED that may follow a PRIMARY KEY.
+func (l *lexer) notEnforced() bool {
+	if !l.peek().is("not") || l.n+1 >= len(l.toks) || !l.toks[l.n+1].is("enforced") {
+		return false
+	}
+	l.next()
+	l.next()
+	return true
 }
 
 // typeName reads a column type: words (double precision, timestamp with

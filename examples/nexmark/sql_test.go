@@ -624,23 +624,29 @@ func TestSQLQ12CountsEveryBidOnce(t *testing.T) {
 	}
 }
 
-// q4 in SQL is an updating result: its changelog's rows are every change of
-// a category's mean (each rise of an auction's maximum), where the Go API
-// emits one row per closed auction. Applied, the changelog ends at the Go
-// API's last row of each category: the mean of every auction's winning bid
-// (the Go API's AVG of BIGINT truncates).
+// q4 in SQL is an updating result: a changelog of each category's mean.
+// Applied, it ends at the Go API's last row of each category: the mean of
+// every auction's winning bid (the Go API's AVG of BIGINT truncates). With
+// the auction id declared unique, each auction's winning bid is emitted
+// once, when it closes, so the changelog has one row per closed auction, as
+// the Go API's output has (without it, one per rise of a maximum, and the
+// retractions between).
 func TestSQLQ4EndsAtTheGoAPIsMeans(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs pipelines")
 	}
 	want := map[string]int64{}
+	wantRows := map[string]int{}
 	for _, r := range goRows(t, "q4") {
 		n, _ := r["final"].(json.Number).Int64()
 		want[fmt.Sprint(r["id"])] = n // the last row of each category
+		wantRows[fmt.Sprint(r["id"])]++
 	}
 	got := map[string]int64{}
+	gotRows := map[string]int{}
 	for _, r := range sqlRows(t, "q4") {
 		id := fmt.Sprint(r["id"])
+		gotRows[id]++
 		switch r["_op"] {
 		case "insert", "update":
 			// Truncated as the Go API's AVG of BIGINT is: from the
@@ -656,5 +662,8 @@ func TestSQLQ4EndsAtTheGoAPIsMeans(t *testing.T) {
 	}
 	if len(want) == 0 || !maps.Equal(got, want) {
 		t.Fatalf("SQL means %v, Go API %v", got, want)
+	}
+	if !maps.Equal(gotRows, wantRows) {
+		t.Fatalf("SQL rows per category %v, Go API %v: each closed auction changes its category's mean once", gotRows, wantRows)
 	}
 }

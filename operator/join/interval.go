@@ -40,6 +40,7 @@ func Interval[L, R any, K comparable, O any](left stream.KeyedStream[L, K], righ
 	lower, upper time.Duration, output func(K, L, R) O, opts ...Option) stream.Stream[O] {
 	const kind = "interval join"
 	s := resolve(kind, id, left, right, opts)
+	noUniqueLeft(left.Pipeline(), kind, id, s)
 	p := left.Pipeline()
 	if lower > upper {
 		p.Errorf("%s %s: the lower bound %v is after the upper bound %v", kind, id, lower, upper)
@@ -94,6 +95,7 @@ func Inner[L, R any, K comparable, O any](left stream.KeyedStream[L, K], right s
 	ttl time.Duration, output func(K, L, R) O, opts ...Option) stream.Stream[O] {
 	const kind = "inner join"
 	s := resolve(kind, id, left, right, opts)
+	noUniqueLeft(left.Pipeline(), kind, id, s)
 	p := left.Pipeline()
 	if ttl < 0 {
 		p.Errorf("%s %s: ttl %v is negative (0 keeps records forever)", kind, id, ttl)

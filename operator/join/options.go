@@ -18,6 +18,7 @@ type options struct {
 	// default. They are typed when the join is built, which knows L and R.
 	left, right any
 	node        []stream.NodeOption
+	uniqueLeft  bool
 }
 
 // LeftCodec sets the codec of the left records kept in state. The default
@@ -40,6 +41,20 @@ func NodeOptions(opts ...stream.NodeOption) Option {
 	return func(o *options) { o.node = append(o.node, opts...) }
 }
 
+// UniqueLeft declares that no two left records share a key, as SQL's
+// PRIMARY KEY … NOT ENFORCED on the left input's source does. Only
+// IntervalUntil takes it: a right record that finds its key's left record
+// is joined and not kept (no other left record can come for it), and a left
+// record takes the right records that waited for it out of state. A second
+// left record of a key while the first is still kept fails the job with an
+// error wrapping runtime.ErrUnrecoverable; one that comes after the first
+// was dropped (the watermark passed its bound) is not detected, and joins
+// like any left record. The declaration is part of the state's schema: a
+// checkpoint of the join with the other declaration is refused.
+func UniqueLeft() Option {
+	return func(o *options) { o.uniqueLeft = true }
+}
+
 // sides is what every join needs from its two inputs, checked and resolved.
 type sides[L, R any, K comparable] struct {
 	keyL     func(L) K
@@ -48,6 +63,8 @@ type sides[L, R any, K comparable] struct {
 	codecL   state.Codec[L]
 	codecR   state.Codec[R]
 	node     []stream.NodeOption
+	// uniqueLeft is UniqueLeft's declaration.
+	uniqueLeft bool
 }
 
 // resolve checks that left and right can be joined and applies opts. Problems
@@ -59,7 +76,7 @@ func resolve[L, R any, K comparable](kind, id string, left stream.KeyedStream[L,
 	for _, opt := range opts {
 		opt(&o)
 	}
-	s := sides[L, R, K]{keyL: left.Key, keyR: right.Key, keyCodec: left.KeyCodec, node: o.node}
+	s := sides[L, R, K]{keyL: left.Key, keyR: right.Key, keyCodec: left.KeyCodec, node: o.node, uniqueLeft: o.uniqueLeft}
 	if right.Pipeline() != p {
 		p.Errorf("%s %s: the left and right streams belong to different pipelines", kind, id)
 	}
@@ -77,6 +94,14 @@ func resolve[L, R any, K comparable](kind, id string, left stream.KeyedStream[L,
 	s.codecL = codecOf[L](p, kind, id, "left", o.left)
 	s.codecR = codecOf[R](p, kind, id, "right", o.right)
 	return s
+}
+
+// noUniqueLeft records a pipeline error when s declares a unique left side,
+// which only IntervalUntil takes.
+func noUniqueLeft[L, R any, K comparable](p *stream.Pipeline, kind, id string, s sides[L, R, K]) {
+	if s.uniqueLeft {
+		p.Errorf("%s %s: a unique left side (UniqueLeft) is taken only by an interval join bounded by a left record's own time (IntervalUntil)", kind, id)
+	}
 }
 
 // codecOf returns c as a state.Codec[T], or the default codec when c is nil

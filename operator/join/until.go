@@ -3,6 +3,7 @@ package join
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/ingest-engine/ingest/operator/internal/startkeys"
@@ -30,6 +31,11 @@ import (
 //
 // untilName names the bound in the plan and in checkpoints: a checkpoint of
 // a join with another lower bound or bound name is refused.
+//
+// With UniqueLeft, a right record that finds its key's left record is not
+// kept, and a left record takes the right records that waited for it out of
+// state: the join then holds each left record until its bound and each right
+// record only until its left one comes (see UniqueLeft).
 func IntervalUntil[L, R any, K comparable, O any](left stream.KeyedStream[L, K], right stream.KeyedStream[R, K], id string,
 	lower time.Duration, until func(L) (int64, bool), untilName string, output func(K, L, R) O, opts ...Option) stream.Stream[O] {
 	const kind = "interval join"
@@ -44,6 +50,12 @@ func IntervalUntil[L, R any, K comparable, O any](left stream.KeyedStream[L, K],
 	}
 	schema := fmt.Sprintf("interval-join-until(key=%s,lower=%v,upper=left %s)", s.keyCodec.Name(), lower, untilName)
 	describe := fmt.Sprintf("interval join [%v, left %s]", lower, untilName)
+	if s.uniqueLeft {
+		// A unique left side keeps no right record its left one has
+		// seen: state of the other declaration means something else.
+		schema = strings.TrimSuffix(schema, ")") + ",unique left)"
+		describe += ", left unique by key (declared)"
+	}
 	n := &runtime.Node{ID: id, Describe: describe, Type: kind, DropsLate: true}
 	n.NewOperator = func() runtime.Operator {
 		return &untilJoin[L, R, K, O]{schema: schema, sides: s, lower: int64(lower), until: until, output: output}
@@ -152,10 +164,20 @@ func (j *untilJoin[L, R, K, O]) ProcessBatch(input int, r runtime.Records) error
 			}
 			key := j.keyL(l.Value)
 			bk := bucketKey[K]{key: key, hash: j.hash(key)}
-			for _, p := range j.right.Get(bk) {
+			if j.uniqueLeft {
+				if held := j.left.Get(bk); len(held) > 0 {
+					return j.duplicate(key, held[0], l)
+				}
+			}
+			waiting := j.right.Get(bk)
+			for _, p := range waiting {
 				if atLeastLower(p.Time, l.Time, j.lower) && p.Time <= until {
 					out = append(out, runtime.Record[O]{Value: j.output(key, l.Value, p.Value), Time: max(l.Time, p.Time)})
 				}
+			}
+			if j.uniqueLeft && len(waiting) > 0 {
+				// No other left record can come for them.
+				j.right.Clear(bk)
 			}
 			if until < j.wm {
 				continue // every right record to come is after until
@@ -176,13 +198,17 @@ func (j *untilJoin[L, R, K, O]) ProcessBatch(input int, r runtime.Records) error
 			key := j.keyR(rr.Value)
 			bk := bucketKey[K]{key: key, hash: j.hash(key)}
 			exp := j.expiryR(rr)
-			for _, p := range j.left.Get(bk) {
+			held := j.left.Get(bk)
+			for _, p := range held {
 				if until, ok := j.expiryL(p); ok && atLeastLower(rr.Time, p.Time, j.lower) && rr.Time <= until {
 					out = append(out, runtime.Record[O]{Value: j.output(key, p.Value, rr.Value), Time: max(p.Time, rr.Time)})
 				}
 			}
 			if exp < j.wm {
 				continue // every left record to come is after exp
+			}
+			if j.uniqueLeft && len(held) > 0 {
+				continue // its key's only left record has seen it
 			}
 			j.cleanup[1].AddOnce(cleanupAt(exp), bk)
 			j.right.Add(bk, rr)
@@ -194,6 +220,15 @@ func (j *untilJoin[L, R, K, O]) ProcessBatch(input int, r runtime.Records) error
 		return nil
 	}
 	return j.out.Emit(out)
+}
+
+// duplicate is the error of a second left record l of key while first is
+// kept, under UniqueLeft: the declaration is false, and the join's output
+// without it would differ (both records would match the key's right ones).
+// A restart replays the same records, so it is unrecoverable.
+func (j *untilJoin[L, R, K, O]) duplicate(key K, first, l runtime.Record[L]) error {
+	return fmt.Errorf("%s: two left records share key %v (event times %s and %s), but the left input was declared unique by its key (PRIMARY KEY … NOT ENFORCED): the join's result would be wrong: %w",
+		j.task, key, time.Unix(0, first.Time).UTC().Format(time.RFC3339Nano), time.Unix(0, l.Time).UTC().Format(time.RFC3339Nano), runtime.ErrUnrecoverable)
 }
 
 // ProcessWatermark drops the records no record to come can match: those

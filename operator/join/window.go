@@ -67,6 +67,7 @@ func WindowCoGroup[L, R any, K comparable, O any](left stream.KeyedStream[L, K],
 func newWindowJoin[L, R any, K comparable, O any](left stream.KeyedStream[L, K], right stream.KeyedStream[R, K], id string,
 	size time.Duration, kind string, inner bool, apply func(K, window.Window, []L, []R, func(O)), opts []Option) stream.Stream[O] {
 	s := resolve(kind, id, left, right, opts)
+	noUniqueLeft(left.Pipeline(), kind, id, s)
 	if size <= 0 {
 		left.Pipeline().Errorf("%s %s: window size %v must be positive", kind, id, size)
 		size = 1
