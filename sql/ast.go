@@ -35,7 +35,7 @@ type CreateSource struct {
 	// not check for every record (the key of a source that reads records,
 	// not a table's changes).
 	NotEnforced bool
-	Options    []Option
+	Options     []Option
 	// Table is set for CREATE TABLE: with connector 'file', a bounded table
 	// that joins read with FOR SYSTEM_TIME AS OF PROCTIME(); with another
 	// connector, a source as CREATE SOURCE declares it.
