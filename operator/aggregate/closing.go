@@ -8,6 +8,7 @@ import (
 	"github.com/ingest-engine/ingest/operator/process"
 	"github.com/ingest-engine/ingest/operator/window"
 	"github.com/ingest-engine/ingest/row"
+	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/state"
 	"github.com/ingest-engine/ingest/stream"
 )
@@ -36,7 +37,7 @@ type CloseField struct {
 // A record whose close time the watermark has passed is late: its group was
 // emitted, or would have been. It is dropped and counted
 // (Context.DropLate). A record whose close field is not a time (NULL) fails
-// the job: its group would never close. cfg.Retract must be nil (the input
+// the job, unrecoverably: its group would never close. cfg.Retract must be nil (the input
 // is append-only); cfg.Having, when set, decides whether a closed group's
 // result is emitted.
 func Closing(ks stream.KeyedStream[row.Row, row.Value], id string, cfg Config, at CloseField, opts ...stream.NodeOption) stream.Stream[row.Row] {
@@ -98,7 +99,8 @@ func fireAt(t int64) int64 {
 func (u *closing) ProcessRecord(c *process.Context[row.Value, row.Row], v row.Row) error {
 	cv := v[u.at.Index]
 	if cv.Kind() != row.Time {
-		return fmt.Errorf("a record whose %s is %v, not a time: its group would never close", u.at.Name, cv)
+		// A restart would read the same record again.
+		return fmt.Errorf("a record whose %s is %v, not a time: its group would never close: %w", u.at.Name, cv, runtime.ErrUnrecoverable)
 	}
 	t := cv.Int()
 	if t < c.Watermark() {

@@ -165,8 +165,8 @@ func (j *untilJoin[L, R, K, O]) ProcessBatch(input int, r runtime.Records) error
 			key := j.keyL(l.Value)
 			bk := bucketKey[K]{key: key, hash: j.hash(key)}
 			if j.uniqueLeft {
-				if held := j.left.Get(bk); len(held) > 0 {
-					return j.duplicate(key, held[0], l)
+				if first, ok := j.liveLeft(j.left.Get(bk)); ok {
+					return j.duplicate(key, first, l)
 				}
 			}
 			waiting := j.right.Get(bk)
@@ -207,7 +207,7 @@ func (j *untilJoin[L, R, K, O]) ProcessBatch(input int, r runtime.Records) error
 			if exp < j.wm {
 				continue // every left record to come is after exp
 			}
-			if j.uniqueLeft && len(held) > 0 {
+			if _, live := j.liveLeft(held); j.uniqueLeft && live {
 				continue // its key's only left record has seen it
 			}
 			j.cleanup[1].AddOnce(cleanupAt(exp), bk)
@@ -220,6 +220,19 @@ func (j *untilJoin[L, R, K, O]) ProcessBatch(input int, r runtime.Records) error
 		return nil
 	}
 	return j.out.Emit(out)
+}
+
+// liveLeft returns the first of held whose bound the watermark has not
+// passed. One it passed is no longer held, though cleanup drops it up to a
+// grain later: a right record to come cannot match it, so under UniqueLeft
+// the key is free (what happens then must not depend on when cleanup ran).
+func (j *untilJoin[L, R, K, O]) liveLeft(held []runtime.Record[L]) (runtime.Record[L], bool) {
+	for _, h := range held {
+		if e, ok := j.expiryL(h); ok && e >= j.wm {
+			return h, true
+		}
+	}
+	return runtime.Record[L]{}, false
 }
 
 // duplicate is the error of a second left record l of key while first is
