@@ -297,11 +297,28 @@ func (p *planner) joinQuery(name string, q *sql.Select, grouped bool) (string, e
 		return "", err
 	}
 	kv(m, "select", sel)
+	tr := &translator{p: p, rel: &relation{columns: inner, types: types}, relName: "the join", resolve: js.columnName}
 	if err := p.add("transforms", name+"-join", at, m); err != nil {
 		return "", err
 	}
-	tr := &translator{p: p, rel: &relation{columns: inner, types: types}, relName: "the join", resolve: js.columnName}
 	node := name + "-join"
+	if grouped && len(post) == 0 {
+		// groupedJoin's items are the join's columns as the join names
+		// them, in its order: the join is the relation, with no map after.
+		out := &relation{node: node, closing: closing}
+		for _, it := range q.Items {
+			e, err := tr.tx(it.Expr)
+			if err != nil {
+				return "", err
+			}
+			out.add(it.Alias, colType{kind: e.kind, notNull: !e.null})
+		}
+		if !slices.Equal(out.columns, inner) {
+			return "", p.errorf(at, "internal: a grouped join selects %v, its items are %v", inner, out.columns)
+		}
+		p.rels[name] = out
+		return node, nil
+	}
 	if len(post) > 0 {
 		if err := p.filter(name+"-where", node, tr, post...); err != nil {
 			return "", err
