@@ -45,11 +45,35 @@ type progress struct {
 	Checkpoint int64  `json:"checkpoint"`
 }
 
-// commitAttempts is how many times a commit that lost a race with another
-// writer's (after iceberg-go's own retries) is tried, from the table's fresh
-// metadata each time, with random pauses of up to 10 ms, 20 ms, … 1.28 s
-// between tries.
+// commitAttempts is how many times a change other than a commit (adding
+// the input's columns) that lost a race with another writer is tried.
 const commitAttempts = 10
+
+// A commit that lost a race with another writer is tried again from the
+// table's fresh metadata, after a random pause of up to 10 ms, 20 ms, … 320
+// ms (commitPause), for as long as the races it loses are races: each time,
+// the table it loads next must hold another writer's commit made since the
+// previous attempt's load. Several writers committing to one table make
+// progress together (every race has a winner), so a fixed number of tries
+// fails a commit that merely lost to a busy neighbour (two pipelines
+// committing every few tens of milliseconds on a loaded machine lose ten
+// in a row). The bounds:
+//
+//   - commitRaceTimeout: the time a commit goes on losing races before it
+//     fails (and the job restarts);
+//   - commitStuckAttempts: lost races in a row after which the table still
+//     holds no commit newer than the attempt's (a requirement that fails on
+//     the table as it is can never be met; a catalog serving stale metadata
+//     gets a few tries).
+const (
+	commitRaceTimeout   = 2 * time.Minute
+	commitStuckAttempts = 5
+)
+
+// commitPause is the random pause before try attempt+1 of a commit.
+func commitPause(attempt int) time.Duration {
+	return time.Duration(rand.Int64N(int64(10*time.Millisecond) << min(attempt, 5)))
+}
 
 // committer publishes the files of complete checkpoints. It keeps no state
 // that a recovery needs: the table says what it published.
@@ -89,17 +113,37 @@ func (c *committer) Commit(ctx context.Context, jobID string, cm checkpoint.Comm
 			}
 		}
 	}
-	var err error
+	start := time.Now()
+	var (
+		err    error
+		loaded string // the metadata the last attempt started from
+		stuck  int    // lost races in a row on a table no other writer changed
+	)
 	for attempt := 1; ; attempt++ {
-		err = c.publish(ctx, jobID, cm.Checkpoint, files)
-		if err == nil || !lostRace(err) || attempt == commitAttempts {
+		var loc string
+		loc, err = c.publish(ctx, jobID, cm.Checkpoint, files)
+		if err == nil || !lostRace(err) {
+			break
+		}
+		if attempt > 1 && loc == loaded {
+			stuck++
+		} else {
+			stuck = 0
+		}
+		loaded = loc
+		if stuck >= commitStuckAttempts {
+			err = fmt.Errorf("%w (lost %d races in a row to no other writer's commit: the table's metadata stayed %s)", err, stuck+1, loc)
+			break
+		}
+		pause := commitPause(attempt)
+		if time.Since(start)+pause > commitRaceTimeout {
+			err = fmt.Errorf("%w (lost %d races with other writers in %v)", err, attempt, time.Since(start).Round(time.Millisecond))
 			break
 		}
 		runtime.LoggerFrom(ctx).Warn("iceberg commit lost a race with another writer; trying again from the table's new metadata",
 			"sink", s.name, "checkpoint", cm.Checkpoint, "attempt", attempt, "err", err)
 		// A random pause, doubling, so that writers racing in step fall
 		// out of it.
-		pause := time.Duration(rand.Int64N(int64(10*time.Millisecond) << min(attempt, 7)))
 		select {
 		case <-ctx.Done():
 			return s.errorf("committing checkpoint %d: %w", cm.Checkpoint, ctx.Err())
@@ -114,13 +158,21 @@ func (c *committer) Commit(ctx context.Context, jobID string, cm checkpoint.Comm
 	return nil
 }
 
-// publish makes one attempt at the catalog transaction.
-func (c *committer) publish(ctx context.Context, jobID string, id int64, files []pendingFile) error {
+// publish makes one attempt at the catalog transaction. It returns the
+// metadata location of the table it started from ("" when it could not load
+// it).
+func (c *committer) publish(ctx context.Context, jobID string, id int64, files []pendingFile) (string, error) {
 	s := c.s
 	tbl, err := s.loadTable(ctx, false)
 	if err != nil {
-		return err
+		return "", err
 	}
+	return tbl.MetadataLocation(), c.publishTo(ctx, tbl, jobID, id, files)
+}
+
+// publishTo makes one attempt at the catalog transaction from tbl.
+func (c *committer) publishTo(ctx context.Context, tbl *table.Table, jobID string, id int64, files []pendingFile) error {
+	s := c.s
 	done := s.publishedBy(tbl, jobID)
 	if done >= id {
 		return nil // published before a crash, or by a recovery
@@ -139,7 +191,7 @@ func (c *committer) publish(ctx context.Context, jobID string, id int64, files [
 		return fmt.Errorf("the table's %s names job %s: another job of this pipeline took the table over, and this one stops rather than publish its records as well: %w",
 			s.progressKey(), p.Job, runtime.ErrUnrecoverable)
 	}
-	fresh, err = c.present(ctx, tbl, id, fresh)
+	fresh, err := c.present(ctx, tbl, id, fresh)
 	if err != nil || len(fresh) == 0 {
 		return err
 	}
@@ -197,9 +249,12 @@ func (c *committer) publish(ctx context.Context, jobID string, id int64, files [
 // lostRace says a commit failed because another writer committed first, and
 // left the table as it was: iceberg-go's ErrCommitFailed, or a requirement
 // its catalog client checked against the table's new metadata (the SQL
-// catalog returns those without a sentinel error to match).
+// catalog returns those without a sentinel error to match, some as
+// "requirement failed: …" and some as "Requirement failed: …"). A
+// requirement that fails on the table as it is fails every try: the
+// committer stops when the table does not change (commitStuckAttempts).
 func lostRace(err error) bool {
-	return errors.Is(err, table.ErrCommitFailed) || strings.Contains(err.Error(), "requirement failed: ")
+	return errors.Is(err, table.ErrCommitFailed) || strings.Contains(strings.ToLower(err.Error()), "requirement failed: ")
 }
 
 // ErrStagedOutputLost marks a commit whose staged file is gone: it was
