@@ -59,21 +59,44 @@ type closing struct {
 	// accs holds each open group's accumulator; each open group has an
 	// event-time timer at its close time + 1ns.
 	// INVARIANT: a group has an accumulator iff its timer is set.
-	accs   *state.ValueState[row.Value, window.RowAcc]
+	accs   *state.ValueState[row.Value, stampedAcc]
 	having func(row.Row, int64) (bool, error)
-	// fresh are the groups whose stored accumulator was made since the
-	// last checkpoint captured the state, as in updating.
-	fresh map[row.Value]struct{}
+	// gen counts the checkpoints that captured the state: an accumulator
+	// stamped with gen was made since the last one, so no checkpoint holds
+	// it and it may be changed in place (as updating's fresh, without a
+	// second map). INVARIANT: incremented at every Snapshotting; restored
+	// accumulators are stamped 0, and gen starts at 1.
+	gen uint64
+}
+
+// stampedAcc is an accumulator with the gen it was made in (not stored).
+type stampedAcc struct {
+	gen uint64
+	acc window.RowAcc
+}
+
+// stampedCodec stores a stampedAcc as its accumulator alone, under the
+// accumulator codec's name; a decoded one is stamped 0 (held by a
+// checkpoint).
+type stampedCodec struct{ acc state.Codec[window.RowAcc] }
+
+func (c stampedCodec) Name() string { return c.acc.Name() }
+func (c stampedCodec) Append(dst []byte, v stampedAcc) []byte {
+	return c.acc.Append(dst, v.acc)
+}
+func (c stampedCodec) Decode(src []byte) (stampedAcc, int, error) {
+	a, n, err := c.acc.Decode(src)
+	return stampedAcc{acc: a}, n, err
 }
 
 // Snapshotting implements process.Snapshotter.
-func (u *closing) Snapshotting(int64) { clear(u.fresh) }
+func (u *closing) Snapshotting(int64) { u.gen++ }
 
 // Open implements process.Function.
 func (u *closing) Open(s process.Setup[row.Value]) error {
 	var err error
-	u.fresh = map[row.Value]struct{}{}
-	if u.accs, err = state.NewValueState(s.State, "closing-accumulators", s.KeyCodec, u.cfg.Agg.Codec); err != nil {
+	u.gen = 1
+	if u.accs, err = state.NewValueState(s.State, "closing-accumulators", s.KeyCodec, state.Codec[stampedAcc](stampedCodec{u.cfg.Agg.Codec})); err != nil {
 		return err
 	}
 	if u.cfg.Having != nil {
@@ -110,20 +133,17 @@ func (u *closing) ProcessRecord(c *process.Context[row.Value, row.Row], v row.Ro
 	}
 	k := c.Key()
 	old, had := u.accs.Get(k)
-	_, fresh := u.fresh[k]
 	var acc window.RowAcc
 	switch {
 	case !had:
 		acc = u.cfg.Agg.Init()
-		u.fresh[k] = struct{}{}
 		c.SetTimer(process.EventTime, fireAt(t))
-	case u.cfg.Agg.Clone != nil && !fresh:
-		acc = u.cfg.Agg.Clone(old)
-		u.fresh[k] = struct{}{}
+	case u.cfg.Agg.Clone != nil && old.gen != u.gen:
+		acc = u.cfg.Agg.Clone(old.acc)
 	default:
-		acc = old
+		acc = old.acc
 	}
-	u.accs.Update(k, u.cfg.Agg.Add(acc, v))
+	u.accs.Update(k, stampedAcc{gen: u.gen, acc: u.cfg.Agg.Add(acc, v)})
 	return nil
 }
 
@@ -134,14 +154,13 @@ func (u *closing) OnTimer(c *process.Context[row.Value, row.Row], d process.Doma
 		return fmt.Errorf("a %v timer: groups close in event time only", d)
 	}
 	k := c.Key()
-	acc, had := u.accs.Get(k)
+	st, had := u.accs.Get(k)
 	if !had {
 		return fmt.Errorf("group %v closed at %s holds no accumulator", k, time.Unix(0, c.Time()).UTC().Format(time.RFC3339Nano))
 	}
 	u.accs.Clear(k)
-	delete(u.fresh, k)
 	key := u.cfg.Key(k)
-	res := u.cfg.Result(key, acc)
+	res := u.cfg.Result(key, st.acc)
 	close := key[u.at.Key].Int()
 	if u.having != nil {
 		ok, err := u.having(res, close)
