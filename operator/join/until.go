@@ -207,8 +207,10 @@ func (j *untilJoin[L, R, K, O]) ProcessBatch(input int, r runtime.Records) error
 			if exp < j.wm {
 				continue // every left record to come is after exp
 			}
-			if _, live := j.liveLeft(held); j.uniqueLeft && live {
-				continue // its key's only left record has seen it
+			if j.uniqueLeft {
+				if _, live := j.liveLeft(held); live {
+					continue // its key's only left record has seen it
+				}
 			}
 			j.cleanup[1].AddOnce(cleanupAt(exp), bk)
 			j.right.Add(bk, rr)
