@@ -77,27 +77,9 @@ func TestSQLDeclaredKeyQ4Restored(t *testing.T) {
 	}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "q.sql")
-	for i, r := range []struct {
-		par  int
-		stop time.Duration
-	}{{2, 700 * time.Millisecond}, {3, 600 * time.Millisecond}, {1, 0}} {
-		if err := os.WriteFile(path, []byte(q4Shape(r.par, ", rate = '12000'", true)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		p, err := config.Load(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		if r.stop > 0 {
-			ctx, cancel = context.WithTimeout(context.Background(), r.stop)
-		}
-		err = p.Stream.Run(ctx, p.RunOptions())
-		cancel()
-		if err != nil && !(r.stop > 0 && errors.Is(err, context.DeadlineExceeded)) {
-			t.Fatalf("run %d (parallelism %d): %v", i, r.par, err)
-		}
-	}
+	runStages(t, path, rescaled(700*time.Millisecond, 600*time.Millisecond), func(par int) string {
+		return q4Shape(par, ", rate = '12000'", true)
+	})
 	lines, err := testkit.ReadCommitted(filepath.Join(dir, "out"))
 	if err != nil {
 		t.Fatal(err)

@@ -3,10 +3,8 @@ package config_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -121,27 +119,9 @@ func TestUntilQ4ShapeRestored(t *testing.T) {
 	}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "q.sql")
-	for i, r := range []struct {
-		par  int
-		stop time.Duration
-	}{{2, 700 * time.Millisecond}, {3, 600 * time.Millisecond}, {1, 0}} {
-		if err := os.WriteFile(path, []byte(q(r.par, ", rate = '12000'", "A.expires")), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		p, err := config.Load(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		if r.stop > 0 {
-			ctx, cancel = context.WithTimeout(context.Background(), r.stop)
-		}
-		err = p.Stream.Run(ctx, p.RunOptions())
-		cancel()
-		if err != nil && !(r.stop > 0 && errors.Is(err, context.DeadlineExceeded)) {
-			t.Fatalf("run %d (parallelism %d): %v", i, r.par, err)
-		}
-	}
+	runStages(t, path, rescaled(700*time.Millisecond, 600*time.Millisecond), func(par int) string {
+		return q(par, ", rate = '12000'", "A.expires")
+	})
 	lines, err := testkit.ReadCommitted(filepath.Join(dir, "out"))
 	if err != nil {
 		t.Fatal(err)

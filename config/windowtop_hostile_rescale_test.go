@@ -1,17 +1,13 @@
 package config_test
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/ingest-engine/ingest/config"
 	"github.com/ingest-engine/ingest/connector/datagen"
 )
 
@@ -36,34 +32,7 @@ sinks:
   out: {type: file, input: t, path: out, parallelism: %d}
 `, count, keys, par, par)
 	}
-	for i, r := range []struct {
-		par  int
-		stop time.Duration
-	}{{2, 350 * time.Millisecond}, {3, 300 * time.Millisecond}, {1, 0}} {
-		if err := os.WriteFile(path, []byte(doc(r.par)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		p, err := config.Load(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		if r.stop > 0 {
-			ctx, cancel = context.WithTimeout(context.Background(), r.stop)
-		}
-		err = p.Stream.Run(ctx, p.RunOptions())
-		cancel()
-		if err != nil && !(r.stop > 0 && errors.Is(err, context.DeadlineExceeded)) {
-			t.Fatalf("run %d (parallelism %d): %v", i, r.par, err)
-		}
-		// Committed after this run: the next run restores the checkpoint
-		// of these and continues.
-		n := 0
-		if _, statErr := os.Stat(filepath.Join(dir, "out")); statErr == nil {
-			n = len(committedLines(t, dir, "out"))
-		}
-		t.Logf("run %d (parallelism %d): %v; %d rows committed so far", i, r.par, err, n)
-	}
+	runStages(t, path, rescaled(350*time.Millisecond, 300*time.Millisecond), doc)
 	var got []string
 	for _, l := range committedLines(t, dir, "out") {
 		var r struct {
