@@ -276,7 +276,11 @@ func (p *planner) joinQuery(name string, q *sql.Select, grouped bool) (string, e
 			// that met its left one needs keeping, and no row of a key
 			// comes once the watermark passes its left row's bound.
 			kv(m, "unique", str("left"))
-			if grouped {
+			if grouped && *bounds[0] >= 0 {
+				// Every pair comes at or after its right row, so not
+				// after the watermark passes the left row's bound. With
+				// a negative lower bound a left row may come after its
+				// bound and still join rows that waited for it.
 				closing = js.closingRows(q, key[0].Name, upperCol)
 			}
 		}

@@ -178,6 +178,8 @@ func TestSQLDeclaredKeyRefusalsAndLimits(t *testing.T) {
 			"each group once, when the watermark passes its left__ts2", ""},
 		{"not the key", "SELECT a.k, max(b.v) AS m FROM a JOIN b ON a.id = b.a_id WHERE b.ts BETWEEN a.ts AND a.ts2 GROUP BY a.k",
 			"left unique by key (declared)", "each group once"},
+		{"a negative lower bound", "SELECT a.id, max(b.v) AS m FROM a JOIN b ON a.id = b.a_id WHERE b.ts BETWEEN a.ts - INTERVAL '10' SECOND AND a.ts2 GROUP BY a.id",
+			"aggregate by [left__id], updating", "each group once"},
 		{"a fixed interval", "SELECT a.id, count(*) AS n FROM a JOIN b ON a.id = b.a_id WHERE b.ts BETWEEN a.ts AND a.ts + INTERVAL '1' SECOND GROUP BY a.id",
 			"aggregate by [left__id], updating", "unique"},
 		{"another key", "SELECT a.id, max(b.v) AS m FROM a JOIN b ON a.k = b.a_id WHERE b.ts BETWEEN a.ts AND a.ts2 GROUP BY a.id",

@@ -137,7 +137,7 @@ func (j *Job) build(ctx context.Context, n int, rec *recovery) (_ *attempt, err 
 				l := &link{t: t, node: node, id: id, wm: MinWatermark}
 				l.ctx = &Context{Task: id, Parallelism: node.Parallelism, MaxParallelism: maxP, KeyGroups: kgs, State: b,
 					Output: l, Restored: restored, RestoredUnion: union, JobID: rec.jobID, Attempt: n, Log: j.log.With("task", id.String()), Clock: j.clock.Now,
-					sides: map[string]Output{}}
+					CheckpointMode: j.opts.Checkpoint.Mode, sides: map[string]Output{}}
 				if restored != nil {
 					l.wm = restored.Watermark
 					// The files restored from: the first checkpoint's

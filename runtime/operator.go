@@ -83,6 +83,10 @@ type Context struct {
 	// Clock reads the wall clock for the subtask (Now); nil is time.Now.
 	// Tests set it to move time without sleeping.
 	Clock func() time.Time
+	// CheckpointMode is the job's. Under checkpoint.AtLeastOnce barriers
+	// are not aligned, so a restore may replay records whose effects the
+	// restored state already holds.
+	CheckpointMode checkpoint.Mode
 
 	// sides are the connected side outputs, by name.
 	sides map[string]Output

@@ -47,9 +47,11 @@ func NodeOptions(opts ...stream.NodeOption) Option {
 // is joined and not kept (no other left record can come for it), and a left
 // record takes the right records that waited for it out of state. A second
 // left record of a key while the first is still kept fails the job with an
-// error wrapping runtime.ErrUnrecoverable; one that comes after the first
-// was dropped (the watermark passed its bound) is not detected, and joins
-// like any left record. The declaration is part of the state's schema: a
+// error wrapping runtime.ErrUnrecoverable, except under at-least-once
+// checkpoints (runtime.Context.CheckpointMode), whose restores send such
+// records again; one that comes after the watermark passed the first one's
+// bound is not detected, and joins the right records kept since. The
+// declaration is part of the state's schema: a
 // checkpoint of the join with the other declaration is refused.
 func UniqueLeft() Option {
 	return func(o *options) { o.uniqueLeft = true }

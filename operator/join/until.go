@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ingest-engine/ingest/checkpoint"
 	"github.com/ingest-engine/ingest/operator/internal/startkeys"
 	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/state"
@@ -91,6 +92,10 @@ type untilJoin[L, R any, K comparable, O any] struct {
 	// wm is the watermark processed. INVARIANT: it never decreases.
 	wm   int64
 	late lateCount
+	// replays is set under at-least-once checkpoints, whose restores send
+	// again left records the join holds: a repeated key is then no error
+	// (UniqueLeft), and joins as that mode's duplicates do.
+	replays bool
 }
 
 // expiryL is when left record l stops matching: until(l), or false.
@@ -115,6 +120,7 @@ func (j *untilJoin[L, R, K, O]) Open(ctx *runtime.Context) error {
 	j.out = ctx.Output
 	j.late.ctx = ctx
 	j.wm = ctx.Watermark()
+	j.replays = ctx.CheckpointMode == checkpoint.AtLeastOnce
 	var err error
 	if j.hash, err = state.Hasher[K](); err != nil {
 		return fmt.Errorf("%s: %w", j.task, err)
@@ -164,7 +170,7 @@ func (j *untilJoin[L, R, K, O]) ProcessBatch(input int, r runtime.Records) error
 			}
 			key := j.keyL(l.Value)
 			bk := bucketKey[K]{key: key, hash: j.hash(key)}
-			if j.uniqueLeft {
+			if j.uniqueLeft && !j.replays {
 				if first, ok := j.liveLeft(j.left.Get(bk)); ok {
 					return j.duplicate(key, first, l)
 				}
