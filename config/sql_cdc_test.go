@@ -192,7 +192,7 @@ func TestSQLPostgresCDCRefusals(t *testing.T) {
 		{"no such column", "CREATE SOURCE a (id BIGINT PRIMARY KEY, name VARCHAR) " + with + sink, "declared column name is not a column of public." + name},
 		{"another kind", "CREATE SOURCE a (id BIGINT PRIMARY KEY, owner BIGINT) " + with + sink, "declared column owner is int, but the table's column is read as string"},
 		{"watermark", "CREATE SOURCE a (id BIGINT PRIMARY KEY, owner VARCHAR, WATERMARK FOR id AS id) " + with + sink, "WATERMARK FOR id: a change-data-capture source's event time is its commit time, _commit_time"},
-		{"key on records", "CREATE SOURCE a (id BIGINT PRIMARY KEY) WITH (connector = 'datagen', count = '10')" + sink, "t.sql:1:28: source a: PRIMARY KEY is for a change-data-capture source"},
+		{"key on records", "CREATE SOURCE a (id BIGINT PRIMARY KEY) WITH (connector = 'datagen', count = '10')" + sink, "t.sql:1:28: source a: connector datagen reads records, not a table's changes, so the engine cannot enforce a PRIMARY KEY (that is for connector = 'postgres-cdc'); to declare that no two records share the key, write PRIMARY KEY (id) NOT ENFORCED"},
 		{"appending sink", "CREATE SOURCE a (id BIGINT PRIMARY KEY, owner VARCHAR) " + with + ";\nCREATE SINK o FROM a WITH (connector = 'postgres', dsn = 'postgres://postgres@127.0.0.1:5432/test', table = 't');\n", "t.sql:2:1: sink o: the query's result is updated by (id), so a postgres sink must apply its updates"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
