@@ -32,7 +32,12 @@ import (
 // aggregate builds `type: aggregate`: key (a field or a list), aggregates
 // and an optional having, over the result's fields.
 func (b *builder) aggregate(name string, m *mapping) {
-	in, ok := b.input(m)
+	in, ok := b.refGroupable(m, "input")
+	defer func() {
+		if in.groupable != nil {
+			b.buildJoin(m.str("input", ""), in) // not folded
+		}
+	}()
 	// Over a changelog, each update retracts the row it replaces.
 	retracting := ok && in.changelog != nil
 	keyFields := m.strList("key")
@@ -129,12 +134,23 @@ func (b *builder) aggregate(name string, m *mapping) {
 	cfg.Result = func(key row.Row, acc window.RowAcc) row.Row {
 		return result(acc, append(make(row.Row, 0, width), key...))
 	}
+	describe := "aggregate by [" + strings.Join(keyFields, ", ") + "], each group once, when the watermark passes its " + closesAt
+	if closeKey >= 0 && in.groupable != nil {
+		if out, folded := groupJoin(name, in.groupable, keys, closeKey, cfg, par, describe); folded {
+			in.groupable = nil // not built: folded into out
+			b.streams[name] = named{s: out, schema: &schema}
+			return
+		}
+	}
+	if in.groupable != nil {
+		in = b.buildJoin(m.str("input", ""), in)
+	}
 	if closeKey >= 0 {
 		ks := stream.KeyBy(in.s, listKey(keys))
 		ks.KeyCodec = row.ValueCodec{}
 		out := aggregate.Closing(ks, name, cfg, aggregate.CloseField{Index: keys[closeKey], Key: closeKey, Name: closesAt}, par,
 			keyDesc("fields ["+strings.Join(keyFields, ", ")+"]"))
-		out.Node().Type, out.Node().Describe = "aggregate", "aggregate by ["+strings.Join(keyFields, ", ")+"], each group once, when the watermark passes its "+closesAt
+		out.Node().Type, out.Node().Describe = "aggregate", describe
 		b.streams[name] = named{s: out, schema: &schema}
 		return
 	}

@@ -90,6 +90,9 @@ type named struct {
 	// changelog, when set, says the stream is a changelog keyed by these
 	// fields (see aggregates.go); nil for a stream of records.
 	changelog []string
+	// groupable, when set, is a join not built yet, which its only reader
+	// may fold into itself (groupjoin.go); s is unset until then.
+	groupable *groupableJoin
 }
 
 // builder holds what Load is building.
@@ -117,6 +120,12 @@ type builder struct {
 	sides []sideOutput
 	// used holds every reference (input, left, right) resolved so far.
 	used map[string]bool
+	// readers holds, per node name, what the file's transforms and sinks
+	// that name it as an input are (see readersOf).
+	readers map[string][]reader
+	// embedded is set when a Go program adds the document to its pipeline
+	// (AddSQL): the program may read any transform.
+	embedded bool
 	// writesStdout is set once a stdout sink is built.
 	writesStdout bool
 	// declared holds the names of the file's sources and transforms, built
@@ -227,6 +236,7 @@ func build(e *errs, path, abs string, doc *yaml.Node, emb *embedding) (*Pipeline
 	b.p = stream.New(out.Name, stream.DefaultParallelism(int(b.par)), stream.MaxParallelism(int(b.maxPar)))
 	if emb != nil {
 		b.p = emb.p
+		b.embedded = true
 		for name, t := range emb.tables {
 			b.streams[name] = named{s: t.Stream, schema: t.Schema, changelog: t.Changelog}
 		}
@@ -239,6 +249,7 @@ func build(e *errs, path, abs string, doc *yaml.Node, emb *embedding) (*Pipeline
 	out.HTTPToken = b.http(top.sub("http"))
 
 	sources, transforms := top.sub("sources"), top.sub("transforms")
+	b.readers = readersOf(transforms.node, top.get("sinks"))
 	b.declared = map[string]bool{}
 	for _, name := range append(slices.Clone(sources.keys), transforms.keys...) {
 		b.declared[name] = true
@@ -500,6 +511,16 @@ func (b *builder) input(m *mapping) (named, bool) { return b.ref(m, "input") }
 // or node.output for a node's side output (a window's late records,
 // late_records: output).
 func (b *builder) ref(m *mapping, key string) (named, bool) {
+	s, ok := b.refGroupable(m, key)
+	if s.groupable != nil {
+		s = b.buildJoin(m.str(key, ""), s)
+	}
+	return s, ok
+}
+
+// refGroupable is ref, but leaves a groupable join unbuilt, for the reader
+// that may fold it (groupjoin.go).
+func (b *builder) refGroupable(m *mapping, key string) (named, bool) {
 	in := m.required(key)
 	if in == "" {
 		return named{}, false

@@ -40,6 +40,9 @@ type joinKey struct {
 	// key codec the join's state needs.
 	keyed stream.KeyedStream[row.Row, row.Value]
 	kind  row.Kind
+	// index is the key's position in the side's keyed rows: a field's, or
+	// one past the input's fields for an expression key.
+	index int
 	// what names the key in messages: "field key" or "expression key % 10".
 	what string
 	// codec encodes the side's rows (with the key appended, for an
@@ -120,21 +123,11 @@ func (b *builder) join(name string, m *mapping) {
 		return
 	}
 	output := func(k row.Value, l, r row.Row) row.Row {
-		out := make(row.Row, len(sel))
-		for i, f := range sel {
-			switch f.side {
-			case 0:
-				out[i] = l[f.index]
-			case 1:
-				out[i] = r[f.index]
-			default:
-				out[i] = k
-			}
-		}
-		return out
+		return pairRow(make(row.Row, len(sel)), sel, k, l, r)
 	}
+	keyed := keyDesc("left " + keys[0].what + ", right " + keys[1].what)
 	opts := []join.Option{join.LeftCodec[row.Row](keys[0].codec), join.RightCodec[row.Row](keys[1].codec),
-		join.NodeOptions(par, keyDesc("left "+keys[0].what+", right "+keys[1].what))}
+		join.NodeOptions(par, keyed)}
 	var out stream.Stream[row.Row]
 	switch kind {
 	case "interval":
@@ -153,6 +146,16 @@ func (b *builder) join(name string, m *mapping) {
 		}
 		if unique == "left" {
 			opts = append(opts, join.UniqueLeft())
+			if d["lower"] >= 0 && b.readByClosingAggregate(name) {
+				// Its only reader may fold its pairs (groupjoin.go).
+				b.streams[name] = named{schema: schema, groupable: &groupableJoin{
+					left: keys[0].keyed, right: keys[1].keyed, lower: d["lower"], until: until, upperField: upperField, upperIndex: f,
+					keyIndex: keys[0].index, sel: sel, codecs: opts[:2], par: par, keyed: keyed,
+					build: func() stream.Stream[row.Row] {
+						return join.IntervalUntil(keys[0].keyed, keys[1].keyed, name, d["lower"], until, upperField, output, opts...)
+					}}}
+				return
+			}
 		}
 		out = join.IntervalUntil(keys[0].keyed, keys[1].keyed, name, d["lower"], until, upperField, output, opts...)
 	case "window":
@@ -291,7 +294,7 @@ func (b *builder) joinKey(join, side string, v *yaml.Node, field string, in name
 	if !ok {
 		return joinKey{}, false
 	}
-	k := joinKey{kind: kc.kind, what: kc.what}
+	k := joinKey{kind: kc.kind, what: kc.what, index: kc.index}
 	fields := in.schema.Fields
 	if kc.index == len(fields) {
 		fields = append(slices.Clone(fields), row.Field{Name: "key", Kind: kc.kind})
