@@ -50,6 +50,8 @@ func Late(op runtime.Operator) (left, right int64, err error) {
 func (j *bucketJoin[L, R, K, O]) lateCounts() [2]int64 { return j.late.n }
 func (j *windowJoin[L, R, K, O]) lateCounts() [2]int64 { return j.late.n }
 
+func (j *groupJoin[L, R, K, A, O]) lateCounts() [2]int64 { return j.late.n }
+
 // BucketWidth returns the bucket width of op (an Interval or Inner join
 // subtask), 0 when it keeps one bucket per key.
 func BucketWidth(op runtime.Operator) int64 {

@@ -40,7 +40,8 @@ type Fold[L, R any, K comparable, A, O any] struct {
 	Add func(acc A, key K, l L, r R) A
 	// Result makes the output of left record l's group, whose pairs acc
 	// holds, closed at close (the bound of l). False drops it (SQL's
-	// HAVING); an error fails the job.
+	// HAVING); an error fails the job. It must not change acc: a
+	// checkpoint being written may hold it.
 	Result func(key K, l L, acc A, close int64) (O, bool, error)
 }
 
