@@ -123,7 +123,7 @@ func (c groupCodec[L, A]) Name() string {
 	return "group(" + c.left.Name() + "," + c.acc.Name() + ")"
 }
 
-func (c groupCodec[L, A]) Append(dst []byte, g group[L, A]) []byte {
+func (c groupCodec[L, A]) Append(dst []byte, g *group[L, A]) []byte {
 	dst = binary.AppendVarint(c.left.Append(dst, g.left), g.until)
 	if !g.paired {
 		return append(dst, 0)
@@ -131,31 +131,31 @@ func (c groupCodec[L, A]) Append(dst []byte, g group[L, A]) []byte {
 	return c.acc.Append(append(dst, 1), g.acc)
 }
 
-func (c groupCodec[L, A]) Decode(src []byte) (group[L, A], int, error) {
-	var g group[L, A]
+func (c groupCodec[L, A]) Decode(src []byte) (*group[L, A], int, error) {
+	g := &group[L, A]{}
 	l, n, err := c.left.Decode(src)
 	if err != nil {
-		return g, 0, fmt.Errorf("join group: %w", err)
+		return nil, 0, fmt.Errorf("join group: %w", err)
 	}
 	g.left = l
 	u, m := binary.Varint(src[n:])
 	if m <= 0 {
-		return g, 0, errors.New("join group: truncated or overflowing close time")
+		return nil, 0, errors.New("join group: truncated or overflowing close time")
 	}
 	g.until, n = u, n+m
 	if n >= len(src) {
-		return g, 0, errors.New("join group: truncated before its paired flag")
+		return nil, 0, errors.New("join group: truncated before its paired flag")
 	}
 	switch src[n] {
 	case 0:
 		return g, n + 1, nil
 	case 1:
 	default:
-		return g, 0, fmt.Errorf("join group: paired flag %d, want 0 or 1", src[n])
+		return nil, 0, fmt.Errorf("join group: paired flag %d, want 0 or 1", src[n])
 	}
 	a, m, err := c.acc.Decode(src[n+1:])
 	if err != nil {
-		return g, 0, fmt.Errorf("join group accumulator: %w", err)
+		return nil, 0, fmt.Errorf("join group accumulator: %w", err)
 	}
 	g.paired, g.acc = true, a
 	return g, n + 1 + m, nil
@@ -186,7 +186,11 @@ type groupJoin[L, R any, K comparable, A, O any] struct {
 	// INVARIANT: a key has an open group iff it has a timer, and every
 	// open group's close time is at or after wm: the timers of the others
 	// fired, and their groups were emitted and forgotten.
-	open   *state.ValueState[K, group[L, A]]
+	//
+	// A group is held by pointer: one made in the current generation
+	// (group.gen) is changed in place, without a state write, on the memory
+	// backend (see right).
+	open   *state.ValueState[K, *group[L, A]]
 	closes *state.Timers[K]
 	// waiting holds the right records of keys without a group, each until
 	// the watermark passes its time - lower.
@@ -204,6 +208,9 @@ type groupJoin[L, R any, K comparable, A, O any] struct {
 	wm      int64
 	late    lateCount
 	replays bool
+	// lsm is set on an LSM backend, whose cached values are written back
+	// only by a state write: groups are not changed in place there.
+	lsm bool
 	// closed collects the results of one watermark's closed groups.
 	closed runtime.Batch[O]
 }
@@ -217,6 +224,7 @@ func (j *groupJoin[L, R, K, A, O]) Open(ctx *runtime.Context) error {
 	j.wm = ctx.Watermark()
 	j.gen = 1
 	j.replays = ctx.CheckpointMode == checkpoint.AtLeastOnce
+	j.lsm = ctx.State.IsLSM()
 	var err error
 	if j.fold, err = j.groups.New(); err != nil {
 		return fmt.Errorf("%s: %w", j.task, err)
@@ -228,7 +236,7 @@ func (j *groupJoin[L, R, K, A, O]) Open(ctx *runtime.Context) error {
 		return fmt.Errorf("%s: %w", j.task, err)
 	}
 	kc := state.Codec[K](schemaKeyCodec[K]{Codec: j.keyCodec, name: j.schema})
-	if j.open, err = state.NewValueState(ctx.State, "groups", kc, state.Codec[group[L, A]](groupCodec[L, A]{left: recordCodec[L]{j.codecL}, acc: j.groups.Codec})); err != nil {
+	if j.open, err = state.NewValueState(ctx.State, "groups", kc, state.Codec[*group[L, A]](groupCodec[L, A]{left: recordCodec[L]{j.codecL}, acc: j.groups.Codec})); err != nil {
 		return restoreError(err)
 	}
 	if j.closes, err = state.NewTimers(ctx.State, "group-closes", kc); err != nil {
@@ -329,10 +337,10 @@ func (j *groupJoin[L, R, K, A, O]) left(l runtime.Record[L]) error {
 		// No pair: each would have r.Time >= l.Time >= wm > until.
 		return nil
 	}
-	g := group[L, A]{left: l, until: until, gen: j.gen}
+	g := &group[L, A]{left: l, until: until, gen: j.gen}
 	for _, w := range waiting {
 		if j.pairs(l, until, w) {
-			j.add(&g, key, w)
+			j.add(g, key, w)
 		}
 	}
 	j.open.Update(key, g)
@@ -351,10 +359,18 @@ func (j *groupJoin[L, R, K, A, O]) right(r runtime.Record[R]) {
 	if g, open := j.open.Get(key); open {
 		// Its key's only left record has come: r is folded or, outside
 		// its interval, matches nothing, now or later.
-		if j.pairs(g.left, g.until, r) {
-			j.add(&g, key, r)
-			j.open.Update(key, g)
+		if !j.pairs(g.left, g.until, r) {
+			return
 		}
+		if g.gen == j.gen && !j.lsm {
+			// Written since the last checkpoint captured the state: no
+			// checkpoint holds it, and the state logged its key then.
+			j.add(g, key, r)
+			return
+		}
+		c := *g // a checkpoint may hold g (add clones its accumulator)
+		j.add(&c, key, r)
+		j.open.Update(key, &c)
 		return
 	}
 	exp := j.expiryR(r)
