@@ -98,67 +98,111 @@ func IntervalUntilGroups[L, R any, K comparable, A, O any](left stream.KeyedStre
 	return addNode[L, R, K, O](left, right, n, s)
 }
 
-// group is the open group of one left record.
-type group[L, A any] struct {
+// entry is one key's state: the open group of its left record, or the
+// right records that came before it.
+type entry[L, R, A any] struct {
+	// open says the key's left record came: left, until, paired and acc
+	// are set, and waiting is empty.
+	open bool
 	left runtime.Record[L]
 	// until is until(left.Value), the group's close time.
 	until int64
 	// paired says acc holds at least one pair; before, acc is unset.
 	paired bool
 	acc    A
-	// gen is the generation acc was made or cloned in (not stored): one of
-	// the current generation belongs to no checkpoint yet and may be
-	// changed in place (Groups.Clone).
+	// waiting are the right records that came before the left record, in
+	// arrival order.
+	waiting []runtime.Record[R]
+	// listed is the latest time the cleanup index lists the key at for its
+	// waiting records (not stored: Open rebuilds the index).
+	listed int64
+	// gen is the generation the entry was made in (not stored): one of the
+	// current generation belongs to no checkpoint yet and may be changed
+	// in place (see groupJoin.keys).
 	gen uint64
 }
 
-// groupCodec stores a group as its left record, close time, a paired flag
-// and, when paired, the accumulator.
-type groupCodec[L, A any] struct {
-	left recordCodec[L]
-	acc  state.Codec[A]
+// The kinds of a stored entry.
+const (
+	entryWaiting = iota // waiting right records
+	entryOpen           // an open group without a pair yet
+	entryPaired         // an open group and its accumulator
+)
+
+// entryCodec stores an entry as its kind, then the waiting records (a
+// count and each record) or the left record, close time and, when paired,
+// the accumulator.
+type entryCodec[L, R, A any] struct {
+	left  recordCodec[L]
+	right recordCodec[R]
+	acc   state.Codec[A]
 }
 
-func (c groupCodec[L, A]) Name() string {
-	return "group(" + c.left.Name() + "," + c.acc.Name() + ")"
+func (c entryCodec[L, R, A]) Name() string {
+	return "join-groups-entry(" + c.left.Name() + "," + c.right.Name() + "," + c.acc.Name() + ")"
 }
 
-func (c groupCodec[L, A]) Append(dst []byte, g *group[L, A]) []byte {
-	dst = binary.AppendVarint(c.left.Append(dst, g.left), g.until)
-	if !g.paired {
-		return append(dst, 0)
+func (c entryCodec[L, R, A]) Append(dst []byte, e *entry[L, R, A]) []byte {
+	switch {
+	case !e.open:
+		dst = binary.AppendUvarint(append(dst, entryWaiting), uint64(len(e.waiting)))
+		for _, r := range e.waiting {
+			dst = c.right.Append(dst, r)
+		}
+		return dst
+	case !e.paired:
+		return binary.AppendVarint(c.left.Append(append(dst, entryOpen), e.left), e.until)
+	default:
+		dst = binary.AppendVarint(c.left.Append(append(dst, entryPaired), e.left), e.until)
+		return c.acc.Append(dst, e.acc)
 	}
-	return c.acc.Append(append(dst, 1), g.acc)
 }
 
-func (c groupCodec[L, A]) Decode(src []byte) (*group[L, A], int, error) {
-	g := &group[L, A]{}
-	l, n, err := c.left.Decode(src)
+func (c entryCodec[L, R, A]) Decode(src []byte) (*entry[L, R, A], int, error) {
+	if len(src) == 0 {
+		return nil, 0, errors.New("join groups entry: empty")
+	}
+	e := &entry[L, R, A]{}
+	n := 1
+	switch src[0] {
+	case entryWaiting:
+		count, m := binary.Uvarint(src[n:])
+		if m <= 0 || count > uint64(len(src)) {
+			return nil, 0, errors.New("join groups entry: truncated or impossible count of waiting records")
+		}
+		n += m
+		e.waiting = make([]runtime.Record[R], 0, count)
+		for range count {
+			r, m, err := c.right.Decode(src[n:])
+			if err != nil {
+				return nil, 0, fmt.Errorf("join groups entry: waiting record: %w", err)
+			}
+			e.waiting, n = append(e.waiting, r), n+m
+		}
+		return e, n, nil
+	case entryOpen, entryPaired:
+	default:
+		return nil, 0, fmt.Errorf("join groups entry: kind %d, want %d, %d or %d", src[0], entryWaiting, entryOpen, entryPaired)
+	}
+	l, m, err := c.left.Decode(src[n:])
 	if err != nil {
-		return nil, 0, fmt.Errorf("join group: %w", err)
+		return nil, 0, fmt.Errorf("join groups entry: %w", err)
 	}
-	g.left = l
+	n += m
 	u, m := binary.Varint(src[n:])
 	if m <= 0 {
-		return nil, 0, errors.New("join group: truncated or overflowing close time")
+		return nil, 0, errors.New("join groups entry: truncated or overflowing close time")
 	}
-	g.until, n = u, n+m
-	if n >= len(src) {
-		return nil, 0, errors.New("join group: truncated before its paired flag")
+	e.open, e.left, e.until, n = true, l, u, n+m
+	if src[0] == entryOpen {
+		return e, n, nil
 	}
-	switch src[n] {
-	case 0:
-		return g, n + 1, nil
-	case 1:
-	default:
-		return nil, 0, fmt.Errorf("join group: paired flag %d, want 0 or 1", src[n])
-	}
-	a, m, err := c.acc.Decode(src[n+1:])
+	a, m, err := c.acc.Decode(src[n:])
 	if err != nil {
-		return nil, 0, fmt.Errorf("join group accumulator: %w", err)
+		return nil, 0, fmt.Errorf("join groups entry: accumulator: %w", err)
 	}
-	g.paired, g.acc = true, a
-	return g, n + 1 + m, nil
+	e.paired, e.acc = true, a
+	return e, n + m, nil
 }
 
 // schemaKeyCodec is a key codec under the name of the state's schema, so
@@ -181,35 +225,34 @@ type groupJoin[L, R any, K comparable, A, O any] struct {
 	task   string
 	output runtime.Output
 	fold   Fold[L, R, K, A, O]
-	// open holds each key's open group; closes has a timer at the group's
-	// close time + 1 (fireAt) for each.
+	// keys holds each key's entry: its open group or its waiting right
+	// records. closes has a timer at each open group's close time + 1
+	// (fireAt).
 	// INVARIANT: a key has an open group iff it has a timer, and every
 	// open group's close time is at or after wm: the timers of the others
 	// fired, and their groups were emitted and forgotten.
 	//
-	// A group is held by pointer: one made in the current generation
-	// (group.gen) is changed in place, without a state write, on the memory
-	// backend (see right).
-	open   *state.ValueState[K, *group[L, A]]
+	// Entries are held by pointer: one of the current generation
+	// (entry.gen), written since the last checkpoint captured the state,
+	// is changed in place, without another state write, on the memory
+	// backend; any other is copied and written.
+	keys   *state.ValueState[K, *entry[L, R, A]]
 	closes *state.Timers[K]
-	// waiting holds the right records of keys without a group, each until
-	// the watermark passes its time - lower.
-	waiting *state.ListState[K, runtime.Record[R]]
-	// cleanup holds the keys of waiting by the grain after their records'
-	// expiries. Not state: Open rebuilds it from waiting.
-	// INVARIANT: a key with waiting records is listed at a time after the
-	// expiry of each of them.
+	// cleanup lists the keys with waiting records by the grain after
+	// their records' expiries. Not state: Open rebuilds it.
+	// INVARIANT: a key with waiting records is listed at entry.listed, at
+	// or after the cleanup time of each of them.
 	cleanup startkeys.Index[K]
-	// gen counts the checkpoints that captured the state (see group.gen).
-	// INVARIANT: incremented at every Snapshot; restored groups have gen 0,
-	// and gen starts at 1.
+	// gen counts the checkpoints that captured the state.
+	// INVARIANT: incremented at every Snapshot; restored entries have gen
+	// 0, and gen starts at 1.
 	gen uint64
 	// wm is the watermark processed. INVARIANT: it never decreases.
 	wm      int64
 	late    lateCount
 	replays bool
 	// lsm is set on an LSM backend, whose cached values are written back
-	// only by a state write: groups are not changed in place there.
+	// only by a state write: entries are not changed in place there.
 	lsm bool
 	// closed collects the results of one watermark's closed groups.
 	closed runtime.Batch[O]
@@ -236,18 +279,20 @@ func (j *groupJoin[L, R, K, A, O]) Open(ctx *runtime.Context) error {
 		return fmt.Errorf("%s: %w", j.task, err)
 	}
 	kc := state.Codec[K](schemaKeyCodec[K]{Codec: j.keyCodec, name: j.schema})
-	if j.open, err = state.NewValueState(ctx.State, "groups", kc, state.Codec[*group[L, A]](groupCodec[L, A]{left: recordCodec[L]{j.codecL}, acc: j.groups.Codec})); err != nil {
+	vc := state.Codec[*entry[L, R, A]](entryCodec[L, R, A]{left: recordCodec[L]{j.codecL}, right: recordCodec[R]{j.codecR}, acc: j.groups.Codec})
+	if j.keys, err = state.NewValueState(ctx.State, "keys", kc, vc); err != nil {
 		return restoreError(err)
 	}
 	if j.closes, err = state.NewTimers(ctx.State, "group-closes", kc); err != nil {
 		return restoreError(err)
 	}
-	if j.waiting, err = state.NewListState(ctx.State, "waiting-right", kc, state.Codec[runtime.Record[R]](recordCodec[R]{j.codecR})); err != nil {
-		return restoreError(err)
-	}
-	j.waiting.All(func(k K, recs []runtime.Record[R]) bool {
-		for _, r := range recs {
-			j.cleanup.AddOnce(cleanupAt(j.expiryR(r)), k)
+	// No checkpoint holds the restored entries yet: listed may be set.
+	j.keys.All(func(k K, e *entry[L, R, A]) bool {
+		for _, r := range e.waiting {
+			e.listed = max(e.listed, cleanupAt(j.expiryR(r)))
+		}
+		if len(e.waiting) > 0 {
+			j.cleanup.Add(e.listed, k)
 		}
 		return true
 	})
@@ -269,16 +314,13 @@ func (j *groupJoin[L, R, K, A, O]) pairs(l runtime.Record[L], until int64, r run
 	return atLeastLower(r.Time, l.Time, j.lower) && r.Time <= until
 }
 
-// add folds the pair (g.left, r) of key into g.
-func (j *groupJoin[L, R, K, A, O]) add(g *group[L, A], key K, r runtime.Record[R]) {
-	switch {
-	case !g.paired:
-		g.acc, g.paired = j.fold.Init(), true
-	case j.groups.Clone != nil && g.gen != j.gen:
-		g.acc = j.groups.Clone(g.acc) // a checkpoint may hold g.acc
+// add folds the pair (e.left, r) of key into open entry e, of the current
+// generation (its accumulator is no checkpoint's).
+func (j *groupJoin[L, R, K, A, O]) add(e *entry[L, R, A], key K, r runtime.Record[R]) {
+	if !e.paired {
+		e.acc, e.paired = j.fold.Init(), true
 	}
-	g.acc = j.fold.Add(g.acc, key, g.left.Value, r.Value)
-	g.gen = j.gen
+	e.acc = j.fold.Add(e.acc, key, e.left.Value, r.Value)
 }
 
 // ProcessBatch opens a group for each left record, folding the right
@@ -321,29 +363,31 @@ func (j *groupJoin[L, R, K, A, O]) left(l runtime.Record[L]) error {
 		return nil // a NULL bound matches nothing
 	}
 	key := j.keyL(l.Value)
-	if first, open := j.open.Get(key); open {
+	old, had := j.keys.Get(key)
+	if had && old.open {
 		if j.replays {
 			return nil // the restored group holds it already
 		}
 		return fmt.Errorf("%s: two left records share key %v (event times %s and %s), but the left input was declared unique by its key (PRIMARY KEY … NOT ENFORCED): the join's groups would be wrong: %w",
-			j.task, key, time.Unix(0, first.left.Time).UTC().Format(time.RFC3339Nano), time.Unix(0, l.Time).UTC().Format(time.RFC3339Nano), runtime.ErrUnrecoverable)
-	}
-	waiting := j.waiting.Get(key)
-	if len(waiting) > 0 {
-		// No other left record can come for them.
-		j.waiting.Clear(key)
+			j.task, key, time.Unix(0, old.left.Time).UTC().Format(time.RFC3339Nano), time.Unix(0, l.Time).UTC().Format(time.RFC3339Nano), runtime.ErrUnrecoverable)
 	}
 	if until < j.wm {
-		// No pair: each would have r.Time >= l.Time >= wm > until.
+		// No pair: each would have r.Time >= l.Time >= wm > until. No
+		// other left record can come for the waiting ones.
+		if had {
+			j.keys.Clear(key)
+		}
 		return nil
 	}
-	g := &group[L, A]{left: l, until: until, gen: j.gen}
-	for _, w := range waiting {
-		if j.pairs(l, until, w) {
-			j.add(g, key, w)
+	e := &entry[L, R, A]{open: true, left: l, until: until, gen: j.gen}
+	if had {
+		for _, w := range old.waiting {
+			if j.pairs(l, until, w) {
+				j.add(e, key, w)
+			}
 		}
 	}
-	j.open.Update(key, g)
+	j.keys.Update(key, e) // the waiting records go: no other left record can come for them
 	j.closes.Register(key, 0, fireAt(until))
 	return nil
 }
@@ -356,29 +400,45 @@ func (j *groupJoin[L, R, K, A, O]) right(r runtime.Record[R]) {
 		return
 	}
 	key := j.keyR(r.Value)
-	if g, open := j.open.Get(key); open {
+	e, had := j.keys.Get(key)
+	if had && e.open {
 		// Its key's only left record has come: r is folded or, outside
 		// its interval, matches nothing, now or later.
-		if !j.pairs(g.left, g.until, r) {
+		if !j.pairs(e.left, e.until, r) {
 			return
 		}
-		if g.gen == j.gen && !j.lsm {
-			// Written since the last checkpoint captured the state: no
-			// checkpoint holds it, and the state logged its key then.
-			j.add(g, key, r)
-			return
+		if e.gen != j.gen || j.lsm {
+			c := *e // a checkpoint may hold e
+			if c.paired && j.groups.Clone != nil {
+				c.acc = j.groups.Clone(c.acc)
+			}
+			c.gen = j.gen
+			e = &c
+			j.keys.Update(key, e)
 		}
-		c := *g // a checkpoint may hold g (add clones its accumulator)
-		j.add(&c, key, r)
-		j.open.Update(key, &c)
+		j.add(e, key, r)
 		return
 	}
 	exp := j.expiryR(r)
 	if exp < j.wm {
 		return // every left record to come is after exp
 	}
-	j.cleanup.AddOnce(cleanupAt(exp), key)
-	j.waiting.Add(key, r)
+	switch {
+	case !had:
+		e = &entry[L, R, A]{waiting: make([]runtime.Record[R], 0, 2), gen: j.gen}
+		j.keys.Update(key, e)
+	case e.gen != j.gen || j.lsm:
+		// A checkpoint may hold e and its records' array.
+		c := &entry[L, R, A]{waiting: make([]runtime.Record[R], len(e.waiting), len(e.waiting)+2), listed: e.listed, gen: j.gen}
+		copy(c.waiting, e.waiting)
+		e = c
+		j.keys.Update(key, e)
+	}
+	e.waiting = append(e.waiting, r)
+	if at := cleanupAt(exp); at > e.listed {
+		j.cleanup.Add(at, key)
+		e.listed = at
+	}
 }
 
 // fireAt is the timer of a group closing at t: the first instant the
@@ -393,25 +453,25 @@ func fireAt(t int64) int64 {
 
 // ProcessWatermark emits the groups whose close time the watermark passed,
 // in the order of their close times and, within one, of their left
-// records' arrival, and drops the right records no left record to come can
-// match.
+// records' arrival, and drops the waiting right records no left record to
+// come can match.
 func (j *groupJoin[L, R, K, A, O]) ProcessWatermark(wm int64) error {
 	j.wm = wm
 	err := j.closes.Advance(wm, func(key K, _ int64, _ int64) error {
-		g, open := j.open.Get(key)
-		if !open {
+		e, had := j.keys.Get(key)
+		if !had || !e.open {
 			return fmt.Errorf("%s: the group of key %v closed but holds nothing", j.task, key)
 		}
-		j.open.Clear(key)
-		if !g.paired {
+		j.keys.Clear(key)
+		if !e.paired {
 			return nil
 		}
-		o, keep, err := j.fold.Result(key, g.left.Value, g.acc, g.until)
+		o, keep, err := j.fold.Result(key, e.left.Value, e.acc, e.until)
 		if err != nil {
 			return fmt.Errorf("%s: group of key %v: %w", j.task, key, err)
 		}
 		if keep {
-			j.closed = append(j.closed, runtime.Record[O]{Value: o, Time: g.until})
+			j.closed = append(j.closed, runtime.Record[O]{Value: o, Time: e.until})
 		}
 		return nil
 	})
@@ -419,11 +479,16 @@ func (j *groupJoin[L, R, K, A, O]) ProcessWatermark(wm int64) error {
 		return err
 	}
 	_ = j.cleanup.Fire(wm, func(k K, _ int64) error {
-		keep := dropExpired(j.waiting.Get(k), func(r runtime.Record[R]) bool { return j.expiryR(r) < wm })
-		if len(keep) == 0 {
-			j.waiting.Clear(k)
-		} else {
-			j.waiting.Update(k, keep)
+		e, had := j.keys.Get(k)
+		if !had || e.open {
+			return nil // opened since it was listed
+		}
+		keep := dropExpired(e.waiting, func(r runtime.Record[R]) bool { return j.expiryR(r) < wm })
+		switch {
+		case len(keep) == 0:
+			j.keys.Clear(k)
+		case len(keep) < len(e.waiting):
+			j.keys.Update(k, &entry[L, R, A]{waiting: keep, listed: e.listed, gen: j.gen})
 		}
 		return nil
 	})
@@ -435,8 +500,8 @@ func (j *groupJoin[L, R, K, A, O]) ProcessWatermark(wm int64) error {
 	return j.output.Emit(out)
 }
 
-// Snapshot starts a new generation: the accumulators the checkpoint
-// captures are cloned before they change again.
+// Snapshot starts a new generation: the entries the checkpoint captures
+// are copied before they change again.
 func (j *groupJoin[L, R, K, A, O]) Snapshot(int64) (runtime.Snapshot, error) {
 	j.gen++
 	return runtime.Snapshot{}, nil
