@@ -69,6 +69,10 @@ type gate struct {
 	ended []bool
 	next  int
 	cases []reflect.SelectCase
+	// first, when set, marks the channels read before the others while
+	// both kinds have a message waiting (InputLeader); nil reads every
+	// channel in turn.
+	first []bool
 }
 
 func newGate(in []<-chan *message) *gate {
@@ -84,9 +88,23 @@ func newGate(in []<-chan *message) *gate {
 // must not be read; wake may be nil.
 func (g *gate) read(ctx context.Context, blocked func(int) bool, mb *mailbox, wake <-chan time.Time) (*message, int, error) {
 	n := len(g.in)
+	if g.first != nil {
+		for k := 0; k < n; k++ {
+			i := (g.next + k) % n
+			if !g.first[i] || g.ended[i] || blocked(i) {
+				continue
+			}
+			select {
+			case m := <-g.in[i]:
+				g.next = (i + 1) % n
+				return m, i, nil
+			default:
+			}
+		}
+	}
 	for k := 0; k < n; k++ {
 		i := (g.next + k) % n
-		if g.ended[i] || blocked(i) {
+		if g.ended[i] || blocked(i) || g.first != nil && g.first[i] {
 			continue
 		}
 		select {

@@ -173,6 +173,20 @@ type ReadResult struct {
 	Idle bool
 }
 
+// InputLeader is implemented by an operator of several inputs that keeps
+// less state when one of them runs ahead of the others in event time: a
+// join whose left records are unique by key keeps no right record that
+// finds its left one, and keeps every right record that comes first. While
+// records wait on channels of both kinds, the task reads those of input
+// Lead first as long as its watermark is at most By ahead of the others',
+// and the others' first beyond that. It orders reads of records that are
+// already waiting only: it never holds an input back, so it cannot stall
+// one whose records are the only ones there.
+type InputLeader interface {
+	Operator
+	InputLead() (input int, by time.Duration)
+}
+
 // ProcessingTimer is implemented by operators with processing-time timers.
 // The runtime calls OnProcessingTime on the task goroutine, between batches,
 // once the wall clock reaches NextProcessingTime.

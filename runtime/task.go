@@ -71,6 +71,42 @@ type channelHead struct {
 	ended     int     // channels that delivered end-of-input
 	aligner   *checkpoint.Aligner
 	aligning  Barrier // the barrier being aligned
+	// leader is the head operator as an InputLeader, nil when it is not;
+	// lead and by are what it asked for.
+	leader InputLeader
+	lead   int
+	by     int64
+}
+
+// preferInputs marks the channels the gate reads first (InputLeader): the
+// lead input's while its watermark is at most by ahead of the others', the
+// others' beyond that. Idle and ended channels do not count.
+func (h *channelHead) preferInputs() {
+	if h.leader == nil {
+		return
+	}
+	lead, other := MaxWatermark, MaxWatermark
+	for i, w := range h.chanWM {
+		if h.gate.ended[i] || h.chanIdle[i] {
+			continue
+		}
+		if h.chanInput[i] == h.lead {
+			lead = min(lead, w)
+		} else {
+			other = min(other, w)
+		}
+	}
+	limit := other + h.by
+	if limit < other {
+		limit = MaxWatermark // saturated
+	}
+	leading := lead <= limit
+	if h.gate.first == nil {
+		h.gate.first = make([]bool, len(h.chanWM))
+	}
+	for i := range h.gate.first {
+		h.gate.first[i] = (h.chanInput[i] == h.lead) == leading
+	}
 }
 
 // link is one node subtask within a task's chain.
@@ -481,6 +517,11 @@ func (t *task) runOperator(ctx context.Context) error {
 	// headBorrows: the head is done with a batch when ProcessBatch returns,
 	// so the writer that sent it may fill it again.
 	_, headBorrows := head.op.(BatchBorrower)
+	if l, ok := head.op.(InputLeader); ok {
+		lead, by := l.InputLead()
+		t.in.leader, t.in.lead, t.in.by = l, lead, int64(max(by, 0))
+		t.in.preferInputs()
+	}
 	for {
 		if _, err := t.handleControl(ctx); err != nil {
 			return err
@@ -606,6 +647,7 @@ func (t *task) afterAlignment(ctx context.Context, res checkpoint.Alignment, b B
 // channels that have neither ended nor gone idle. When every open channel is
 // idle, the task is idle: it says so downstream and its watermark stays.
 func (t *task) advanceInputWatermark() error {
+	t.in.preferInputs()
 	wm := MaxWatermark
 	open, active := false, false
 	for i, w := range t.in.chanWM {

@@ -500,6 +500,16 @@ func (j *groupJoin[L, R, K, A, O]) ProcessWatermark(wm int64) error {
 	return j.output.Emit(out)
 }
 
+// groupsLead is how far ahead of the right input in event time the task
+// reads the left input first (runtime.InputLeader).
+const groupsLead = time.Second
+
+// InputLead implements runtime.InputLeader: a right record that finds its
+// left record is folded and forgotten, one that comes first is kept until
+// it does, so the task reads the left input first while it is less than a
+// second of event time ahead.
+func (j *groupJoin[L, R, K, A, O]) InputLead() (int, time.Duration) { return 0, groupsLead }
+
 // Snapshot starts a new generation: the entries the checkpoint captures
 // are copied before they change again.
 func (j *groupJoin[L, R, K, A, O]) Snapshot(int64) (runtime.Snapshot, error) {
