@@ -76,17 +76,16 @@ func (b *builder) readByClosingAggregate(name string) bool {
 // groupableJoin is an interval join with a unique left side, bounded by a
 // left field, not built yet: its reader folds it (groupJoin) or builds it.
 type groupableJoin struct {
-	left, right stream.KeyedStream[row.Row, row.Value]
-	lower       time.Duration
-	until       func(row.Row) (int64, bool)
-	// upperField is the bound's left field, at upperIndex in left rows;
-	// keyIndex is the key's position in left rows (see joinKey.index).
-	upperField           string
-	upperIndex, keyIndex int
-	sel                  []joinField
-	codecs               []join.Option
-	par, keyed           stream.NodeOption
-	build                func() stream.Stream[row.Row]
+	keys  [2]joinKey
+	lower time.Duration
+	until func(row.Row) (int64, bool)
+	// upperField is the bound's left field, at upperIndex in left rows.
+	upperField string
+	upperIndex int
+	sel        []joinField
+	codecs     []join.Option
+	par, keyed stream.NodeOption
+	build      func() stream.Stream[row.Row]
 }
 
 // buildJoin builds the groupable join in (node name) as it stands, for a
@@ -127,7 +126,7 @@ func groupJoin(name string, j *groupableJoin, keys []int, closeKey int, cfg aggr
 		switch f := j.sel[k]; {
 		case f.side == 1:
 			return stream.Stream[row.Row]{}, false // a right field: groups span left records
-		case f.side == 2 || f.index == j.keyIndex:
+		case f.side == 2 || f.index == j.keys[0].index:
 			hasKey = true
 		}
 	}
@@ -137,38 +136,57 @@ func groupJoin(name string, j *groupableJoin, keys []int, closeKey int, cfg aggr
 	if !hasKey || jn.Parallelism != an.Parallelism {
 		return stream.Stream[row.Row]{}, false
 	}
+	if j.keys[0].kind == row.Int {
+		// An integer key as a struct of its value and NULL: a map hashes
+		// and compares it without the string a row.Value holds.
+		key := func(k joinKey) stream.KeyedStream[row.Row, intKey] {
+			at := k.index
+			ks := stream.KeyBy(k.rows, func(r row.Row) intKey { return intKeyOf(r[at]) })
+			ks.KeyCodec = intKeyCodec{}
+			return ks
+		}
+		return foldJoin(name, j, key(j.keys[0]), key(j.keys[1]), intKey.value, keys, cfg, par, describe), true
+	}
+	return foldJoin(name, j, j.keys[0].keyed, j.keys[1].keyed, func(k row.Value) row.Value { return k }, keys, cfg, par, describe), true
+}
+
+// foldJoin builds the groupjoin of j and the closing aggregate (see
+// groupJoin) with state keyed by K, which value turns into the key's row
+// value.
+func foldJoin[K comparable](name string, j *groupableJoin, left, right stream.KeyedStream[row.Row, K], value func(K) row.Value,
+	keys []int, cfg aggregate.Config, par stream.NodeOption, describe string) stream.Stream[row.Row] {
 	// keyRow makes the key's part of a result from the left record.
-	keyRow := func(k row.Value, l row.Row) row.Row {
+	keyRow := func(k K, l row.Row) row.Row {
 		r := make(row.Row, len(keys))
 		for i, f := range keys {
 			if s := j.sel[f]; s.side == 0 {
 				r[i] = l[s.index]
 			} else {
-				r[i] = k
+				r[i] = value(k)
 			}
 		}
 		return r
 	}
-	groups := join.Groups[row.Row, row.Row, row.Value, window.RowAcc, row.Row]{
+	groups := join.Groups[row.Row, row.Row, K, window.RowAcc, row.Row]{
 		Codec: cfg.Agg.Codec,
 		Clone: cfg.Agg.Clone,
-		New: func() (join.Fold[row.Row, row.Row, row.Value, window.RowAcc, row.Row], error) {
+		New: func() (join.Fold[row.Row, row.Row, K, window.RowAcc, row.Row], error) {
 			var having func(row.Row, int64) (bool, error)
 			if cfg.Having != nil {
 				var err error
 				if having, err = cfg.Having(); err != nil {
-					return join.Fold[row.Row, row.Row, row.Value, window.RowAcc, row.Row]{}, err
+					return join.Fold[row.Row, row.Row, K, window.RowAcc, row.Row]{}, err
 				}
 			}
 			// pair is the joined row the aggregates read, made in place:
 			// they copy what they keep of it.
 			pair := make(row.Row, len(j.sel))
-			return join.Fold[row.Row, row.Row, row.Value, window.RowAcc, row.Row]{
+			return join.Fold[row.Row, row.Row, K, window.RowAcc, row.Row]{
 				Init: cfg.Agg.Init,
-				Add: func(acc window.RowAcc, k row.Value, l, r row.Row) window.RowAcc {
-					return cfg.Agg.Add(acc, pairRow(pair, j.sel, k, l, r))
+				Add: func(acc window.RowAcc, k K, l, r row.Row) window.RowAcc {
+					return cfg.Agg.Add(acc, pairRow(pair, j.sel, value(k), l, r))
 				},
-				Result: func(k row.Value, l row.Row, acc window.RowAcc, close int64) (row.Row, bool, error) {
+				Result: func(k K, l row.Row, acc window.RowAcc, close int64) (row.Row, bool, error) {
 					res := cfg.Result(keyRow(k, l), acc)
 					if having == nil {
 						return res, true, nil
@@ -183,7 +201,56 @@ func groupJoin(name string, j *groupableJoin, keys []int, closeKey int, cfg aggr
 		},
 	}
 	opts := append(slices.Clone(j.codecs), join.NodeOptions(par, j.keyed))
-	out := join.IntervalUntilGroups(j.left, j.right, name, j.lower, j.until, j.upperField, groups, opts...)
+	out := join.IntervalUntilGroups(left, right, name, j.lower, j.until, j.upperField, groups, opts...)
 	out.Node().Describe += ": " + describe
-	return out, true
+	return out
+}
+
+// intKey is a join key of kind Int as a state key: its value, or NULL. It
+// hashes as the row.Value it stands for.
+type intKey struct {
+	n    int64
+	null bool
+}
+
+// intKeyOf is the intKey of v, an Int or NULL.
+func intKeyOf(v row.Value) intKey {
+	if v.Kind() == row.Null {
+		return intKey{null: true}
+	}
+	return intKey{n: v.Int()}
+}
+
+// value is the row value k stands for.
+func (k intKey) value() row.Value {
+	if k.null {
+		return row.Value{}
+	}
+	return row.IntValue(k.n)
+}
+
+// HashKey implements state.KeyHasher.
+func (k intKey) HashKey() uint64 { return k.value().HashKey() }
+
+// String shows k as its row value does, in errors.
+func (k intKey) String() string { return k.value().String() }
+
+// intKeyCodec encodes an intKey as row.ValueCodec encodes its value.
+type intKeyCodec struct{}
+
+func (intKeyCodec) Name() string { return "int-key(" + row.ValueCodec{}.Name() + ")" }
+
+func (intKeyCodec) Append(dst []byte, k intKey) []byte {
+	return row.ValueCodec{}.Append(dst, k.value())
+}
+
+func (intKeyCodec) Decode(src []byte) (intKey, int, error) {
+	v, n, err := row.ValueCodec{}.Decode(src)
+	if err != nil {
+		return intKey{}, 0, err
+	}
+	if v.Kind() != row.Int && v.Kind() != row.Null {
+		return intKey{}, 0, fmt.Errorf("an integer join key holds a %v value", v.Kind())
+	}
+	return intKeyOf(v), n, nil
 }

@@ -39,7 +39,10 @@ type joinKey struct {
 	// keyed is the side's stream keyed by its key, with the row codec and
 	// key codec the join's state needs.
 	keyed stream.KeyedStream[row.Row, row.Value]
-	kind  row.Kind
+	// rows is the side's stream before keying: its rows, with the key at
+	// index.
+	rows stream.Stream[row.Row]
+	kind row.Kind
 	// index is the key's position in the side's keyed rows: a field's, or
 	// one past the input's fields for an expression key.
 	index int
@@ -149,8 +152,8 @@ func (b *builder) join(name string, m *mapping) {
 			if d["lower"] >= 0 && b.readByClosingAggregate(name) {
 				// Its only reader may fold its pairs (groupjoin.go).
 				b.streams[name] = named{schema: schema, groupable: &groupableJoin{
-					left: keys[0].keyed, right: keys[1].keyed, lower: d["lower"], until: until, upperField: upperField, upperIndex: f,
-					keyIndex: keys[0].index, sel: sel, codecs: opts[:2], par: par, keyed: keyed,
+					keys: keys, lower: d["lower"], until: until, upperField: upperField, upperIndex: f,
+					sel: sel, codecs: opts[:2], par: par, keyed: keyed,
 					build: func() stream.Stream[row.Row] {
 						return join.IntervalUntil(keys[0].keyed, keys[1].keyed, name, d["lower"], until, upperField, output, opts...)
 					}}}
@@ -301,6 +304,7 @@ func (b *builder) joinKey(join, side string, v *yaml.Node, field string, in name
 	}
 	k.codec = newRowCodec(fields, k.what)
 	index := kc.index
+	k.rows = kc.s
 	k.keyed = stream.KeyBy(kc.s, func(r row.Row) row.Value { return r[index] })
 	k.keyed.KeyCodec = row.ValueCodec{}
 	return k, true
