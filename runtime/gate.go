@@ -88,10 +88,14 @@ func newGate(in []<-chan *message) *gate {
 // must not be read; wake may be nil.
 func (g *gate) read(ctx context.Context, blocked func(int) bool, mb *mailbox, wake <-chan time.Time) (*message, int, error) {
 	n := len(g.in)
+	passes := 1
 	if g.first != nil {
+		passes = 2 // the marked channels, then the others
+	}
+	for pass := range passes {
 		for k := 0; k < n; k++ {
 			i := (g.next + k) % n
-			if !g.first[i] || g.ended[i] || blocked(i) {
+			if g.ended[i] || blocked(i) || g.first != nil && g.first[i] != (pass == 0) {
 				continue
 			}
 			select {
@@ -100,18 +104,6 @@ func (g *gate) read(ctx context.Context, blocked func(int) bool, mb *mailbox, wa
 				return m, i, nil
 			default:
 			}
-		}
-	}
-	for k := 0; k < n; k++ {
-		i := (g.next + k) % n
-		if g.ended[i] || blocked(i) || g.first != nil && g.first[i] {
-			continue
-		}
-		select {
-		case m := <-g.in[i]:
-			g.next = (i + 1) % n
-			return m, i, nil
-		default:
 		}
 	}
 	// Nothing readable right now: block on every readable channel, the
