@@ -136,7 +136,7 @@ func (b *builder) aggregate(name string, m *mapping) {
 	}
 	describe := "aggregate by [" + strings.Join(keyFields, ", ") + "], each group once, when the watermark passes its " + closesAt
 	if closeKey >= 0 && in.groupable != nil {
-		if out, folded := groupJoin(name, in.groupable, keys, closeKey, cfg, par, describe); folded {
+		if out, folded := groupJoin(name, in.groupable, keys, closeKey, cfg, par, int(b.par), describe); folded {
 			in.groupable = nil // not built: folded into out
 			b.streams[name] = named{s: out, schema: &schema}
 			return

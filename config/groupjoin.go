@@ -115,9 +115,9 @@ func pairRow(dst row.Row, sel []joinField, k row.Value, l, r row.Row) row.Row {
 // the join's fields at keys (the close time at keys[closeKey]), when every
 // group is one left record: the key fields are the join key and left
 // fields, and the close time is the join's bound. ok is false when they are
-// not, or when the two nodes' parallelisms differ; the caller then builds
-// the join.
-func groupJoin(name string, j *groupableJoin, keys []int, closeKey int, cfg aggregate.Config, par stream.NodeOption, describe string) (stream.Stream[row.Row], bool) {
+// not, or when the two nodes run at different parallelisms (defaultPar is
+// the pipeline's); the caller then builds the join.
+func groupJoin(name string, j *groupableJoin, keys []int, closeKey int, cfg aggregate.Config, par stream.NodeOption, defaultPar int, describe string) (stream.Stream[row.Row], bool) {
 	if sel := j.sel[keys[closeKey]]; sel.side != 0 || sel.index != j.upperIndex {
 		return stream.Stream[row.Row]{}, false
 	}
@@ -130,7 +130,8 @@ func groupJoin(name string, j *groupableJoin, keys []int, closeKey int, cfg aggr
 			hasKey = true
 		}
 	}
-	var jn, an runtime.Node
+	// The parallelism each node runs at: its own, or the pipeline's.
+	jn, an := runtime.Node{Parallelism: defaultPar}, runtime.Node{Parallelism: defaultPar}
 	j.par(&jn)
 	par(&an)
 	if !hasKey || jn.Parallelism != an.Parallelism {
