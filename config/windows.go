@@ -143,40 +143,14 @@ func (b *builder) window(name string, m *mapping) {
 	nk := len(keys)
 	schema.Fields = append(append(schema.Fields, row.Field{Name: "window_start", Kind: row.Time}, row.Field{Name: "window_end", Kind: row.Time}), aggFields...)
 	width := len(schema.Fields)
-	var ks stream.KeyedStream[row.Row, row.Value]
-	var output func(k row.Value, w window.Window, acc window.RowAcc) row.Row
-	var desc string
-	switch {
-	case nk == 1:
-		// One key field is its own key (key: field, or key: [field]), with
-		// -0 and +0 as one group as in a list. It is not encoded as a list:
-		// that costs a string per record.
-		key := keys[0]
-		ks = stream.KeyBy(in.s, func(r row.Row) row.Value {
-			if v := r[key]; v.Kind() != row.Float || v.Float() != 0 {
-				return v
-			}
-			return row.FloatValue(0)
-		})
-		output = func(k row.Value, w window.Window, acc window.RowAcc) row.Row {
-			r := make(row.Row, 3, width)
-			r[0], r[1], r[2] = k, row.TimeValue(w.Start), row.TimeValue(w.End)
-			return result(acc, r)
-		}
-		desc = "field " + in.schema.Fields[key].Name
-	default:
-		ks = stream.KeyBy(in.s, listKey(keys))
-		output = func(k row.Value, w window.Window, acc window.RowAcc) row.Row {
-			r := make(row.Row, nk+2, width)
-			decodeListKey(r, k)
-			r[nk], r[nk+1] = row.TimeValue(w.Start), row.TimeValue(w.End)
-			return result(acc, r)
-		}
-		desc = "fields [" + strings.Join(keyFields, ", ") + "]"
-	}
-	ks.KeyCodec = row.ValueCodec{}
 	// The key description goes into checkpoints: restoring the window's state
 	// under another key field is refused (runtime.Node.KeyDesc).
+	var desc string
+	if nk == 1 {
+		desc = "field " + in.schema.Fields[keys[0]].Name
+	} else {
+		desc = "fields [" + strings.Join(keyFields, ", ") + "]"
+	}
 	opts := []stream.NodeOption{par, keyDesc(desc)}
 	if lateness > 0 {
 		opts = append(opts, window.AllowedLateness(lateness))
@@ -184,23 +158,85 @@ func (b *builder) window(name string, m *mapping) {
 	if late != lateDrop {
 		opts = append(opts, window.LateRecordsTo(late))
 	}
+	w := windowSpec{name: name, kind: kind, processing: clock == "processing", d: d, agg: agg, opts: opts}
 	var out stream.Stream[row.Row]
+	key := -1 // the key field of a window keyed by one
+	if nk == 1 {
+		key = keys[0]
+	}
 	switch {
-	case clock == "processing":
-		out = window.ProcessingTimeTumbling(ks, name, d["size"], agg, output, par, keyDesc(desc))
+	case nk == 1 && in.schema.Fields[key].Kind == row.Int:
+		// An integer key as its value and a NULL flag, which a map hashes
+		// and compares without the string a row.Value holds; stored and
+		// hashed as the row.Value (intKeyCodec), so checkpoints of either
+		// restore into the other.
+		ks := stream.KeyBy(in.s, func(r row.Row) intKey { return intKeyOf(r[key]) })
+		ks.KeyCodec = intKeyCodec{}
+		out = buildWindow(ks, w, func(k intKey, win window.Window, acc window.RowAcc) row.Row {
+			r := make(row.Row, 3, width)
+			r[0], r[1], r[2] = k.value(), row.TimeValue(win.Start), row.TimeValue(win.End)
+			return result(acc, r)
+		})
+	case nk == 1:
+		// One key field is its own key (key: field, or key: [field]), with
+		// -0 and +0 as one group as in a list. It is not encoded as a list:
+		// that costs a string per record.
+		ks := stream.KeyBy(in.s, func(r row.Row) row.Value {
+			if v := r[key]; v.Kind() != row.Float || v.Float() != 0 {
+				return v
+			}
+			return row.FloatValue(0)
+		})
+		ks.KeyCodec = row.ValueCodec{}
+		out = buildWindow(ks, w, func(k row.Value, win window.Window, acc window.RowAcc) row.Row {
+			r := make(row.Row, 3, width)
+			r[0], r[1], r[2] = k, row.TimeValue(win.Start), row.TimeValue(win.End)
+			return result(acc, r)
+		})
+	default:
+		ks := stream.KeyBy(in.s, listKey(keys))
+		ks.KeyCodec = row.ValueCodec{}
+		out = buildWindow(ks, w, func(k row.Value, win window.Window, acc window.RowAcc) row.Row {
+			r := make(row.Row, nk+2, width)
+			decodeListKey(r, k)
+			r[nk], r[nk+1] = row.TimeValue(win.Start), row.TimeValue(win.End)
+			return result(acc, r)
+		})
+	}
+	if w.processing {
 		b.caveats = append(b.caveats, caveat{node: name, line: m.line("time").Line,
 			msg: fmt.Sprintf("window %s is of processing time: which window a record falls in depends on when it was processed, so output may differ on replay", name)})
-	case kind == "tumbling":
-		out = window.Tumbling(ks, name, d["size"], agg, output, opts...)
-	case kind == "sliding":
-		out = window.Sliding(ks, name, d["size"], d["slide"], agg, output, opts...)
-	case kind == "session":
-		out = window.Session(ks, name, d["gap"], agg, output, opts...)
 	}
 	b.streams[name] = named{s: out, schema: &schema}
 	if late != lateDrop {
 		// Late records are the window's input records, unchanged.
 		b.streams[name+"."+late] = named{s: stream.SideOutput[row.Row](out, late), schema: in.schema}
+	}
+}
+
+// windowSpec is what a window transform builds, but for its key.
+type windowSpec struct {
+	name, kind string
+	processing bool // a processing-time tumbling window
+	d          map[string]time.Duration
+	agg        window.Aggregate[row.Row, window.RowAcc]
+	// opts are the node's options: parallelism, key description,
+	// lateness and late records.
+	opts []stream.NodeOption
+}
+
+// buildWindow builds window w over ks, keyed by K; output makes a result
+// row from a key, a window and its accumulator.
+func buildWindow[K comparable](ks stream.KeyedStream[row.Row, K], w windowSpec, output func(K, window.Window, window.RowAcc) row.Row) stream.Stream[row.Row] {
+	switch {
+	case w.processing:
+		return window.ProcessingTimeTumbling(ks, w.name, w.d["size"], w.agg, output, w.opts[:2]...)
+	case w.kind == "tumbling":
+		return window.Tumbling(ks, w.name, w.d["size"], w.agg, output, w.opts...)
+	case w.kind == "sliding":
+		return window.Sliding(ks, w.name, w.d["size"], w.d["slide"], w.agg, output, w.opts...)
+	default:
+		return window.Session(ks, w.name, w.d["gap"], w.agg, output, w.opts...)
 	}
 }
 
