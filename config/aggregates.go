@@ -9,6 +9,7 @@ import (
 	"github.com/ingest-engine/ingest/operator/aggregate"
 	"github.com/ingest-engine/ingest/operator/window"
 	"github.com/ingest-engine/ingest/row"
+	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/stream"
 )
 
@@ -136,7 +137,15 @@ func (b *builder) aggregate(name string, m *mapping) {
 	}
 	describe := "aggregate by [" + strings.Join(keyFields, ", ") + "], each group once, when the watermark passes its " + closesAt
 	if closeKey >= 0 && in.groupable != nil {
-		if out, folded := groupJoin(name, in.groupable, keys, closeKey, cfg, par, int(b.par), describe); folded {
+		if out, folded := groupJoin(name, in.groupable, keys, closeKey, cfg, par, describe); folded {
+			// The parallelism each runs at: its own, or the pipeline's.
+			jn, an := runtime.Node{Parallelism: int(b.par)}, runtime.Node{Parallelism: int(b.par)}
+			in.groupable.par(&jn)
+			par(&an)
+			if jn.Parallelism != an.Parallelism {
+				b.warnings = append(b.warnings, Warning{File: b.e.file, Line: m.line("input").Line, Field: m.field("input"),
+					Msg: fmt.Sprintf("join %s runs inside this aggregate (its pairs are folded into groups, see closes_at), at the aggregate's parallelism: its own parallelism %d is not used", m.str("input", ""), jn.Parallelism)})
+			}
 			in.groupable = nil // not built: folded into out
 			b.streams[name] = named{s: out, schema: &schema}
 			return

@@ -10,7 +10,6 @@ import (
 	"github.com/ingest-engine/ingest/operator/join"
 	"github.com/ingest-engine/ingest/operator/window"
 	"github.com/ingest-engine/ingest/row"
-	"github.com/ingest-engine/ingest/runtime"
 	"github.com/ingest-engine/ingest/stream"
 	"go.yaml.in/yaml/v3"
 )
@@ -115,9 +114,10 @@ func pairRow(dst row.Row, sel []joinField, k row.Value, l, r row.Row) row.Row {
 // the join's fields at keys (the close time at keys[closeKey]), when every
 // group is one left record: the key fields are the join key and left
 // fields, and the close time is the join's bound. ok is false when they are
-// not, or when the two nodes run at different parallelisms (defaultPar is
-// the pipeline's); the caller then builds the join.
-func groupJoin(name string, j *groupableJoin, keys []int, closeKey int, cfg aggregate.Config, par stream.NodeOption, defaultPar int, describe string) (stream.Stream[row.Row], bool) {
+// not; the caller then builds the join. The fused node runs at the
+// aggregate's parallelism (par): whether the two are fused does not depend
+// on parallelism, so rescaling either keeps the plan's state layout.
+func groupJoin(name string, j *groupableJoin, keys []int, closeKey int, cfg aggregate.Config, par stream.NodeOption, describe string) (stream.Stream[row.Row], bool) {
 	if sel := j.sel[keys[closeKey]]; sel.side != 0 || sel.index != j.upperIndex {
 		return stream.Stream[row.Row]{}, false
 	}
@@ -130,11 +130,7 @@ func groupJoin(name string, j *groupableJoin, keys []int, closeKey int, cfg aggr
 			hasKey = true
 		}
 	}
-	// The parallelism each node runs at: its own, or the pipeline's.
-	jn, an := runtime.Node{Parallelism: defaultPar}, runtime.Node{Parallelism: defaultPar}
-	j.par(&jn)
-	par(&an)
-	if !hasKey || jn.Parallelism != an.Parallelism {
+	if !hasKey {
 		return stream.Stream[row.Row]{}, false
 	}
 	if j.keys[0].kind == row.Int {
@@ -156,15 +152,19 @@ func groupJoin(name string, j *groupableJoin, keys []int, closeKey int, cfg aggr
 // value.
 func foldJoin[K comparable](name string, j *groupableJoin, left, right stream.KeyedStream[row.Row, K], value func(K) row.Value,
 	keys []int, cfg aggregate.Config, par stream.NodeOption, describe string) stream.Stream[row.Row] {
-	// keyRow makes the key's part of a result from the left record.
+	// keyRow makes the key's part of a result from the left record, with
+	// -0 as 0, as a GROUP BY's key is (listKey).
 	keyRow := func(k K, l row.Row) row.Row {
 		r := make(row.Row, len(keys))
 		for i, f := range keys {
+			v := value(k)
 			if s := j.sel[f]; s.side == 0 {
-				r[i] = l[s.index]
-			} else {
-				r[i] = value(k)
+				v = l[s.index]
 			}
+			if v.Kind() == row.Float && v.Float() == 0 {
+				v = row.FloatValue(0)
+			}
+			r[i] = v
 		}
 		return r
 	}

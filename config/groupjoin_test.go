@@ -277,6 +277,9 @@ type gjShape struct {
 	having string // default total % 3 != 0; "-" for none
 	// transforms and sinks are appended to the file's.
 	transforms, sinks string
+	// warn: fused, the builder warns that the join's parallelism is not
+	// used.
+	warn bool
 }
 
 // gjHaving is the default HAVING.
@@ -486,6 +489,12 @@ func gjRunShape(t *testing.T, s gjShape, ls []gjLeft, rs []gjRight) gjRun {
 		t.Fatalf("Parse:\n%v\n%s", err, s.yaml())
 	}
 	plan := planText(t, p)
+	warned := slices.ContainsFunc(p.Warnings, func(w config.Warning) bool {
+		return strings.Contains(w.Msg, "runs inside this aggregate") && strings.Contains(w.Msg, "is not used")
+	})
+	if want := s.warn && !s.unfused; warned != want {
+		t.Fatalf("warned that the join's parallelism is not used: %v, want %v (warnings %v)", warned, want, p.Warnings)
+	}
 	job, err := p.Stream.NewJob(p.RunOptions())
 	if err != nil {
 		t.Fatal(err)
@@ -566,6 +575,11 @@ func TestGroupJoinSameAsJoinThenAggregate(t *testing.T) {
 		// The join's parallelism written out, the aggregate's the
 		// pipeline's: the same, so fused.
 		{"int key, the join's parallelism alone set, to the pipeline's", gjShape{par: 2, joinPar: 2, idRef: "key"}},
+		// Other parallelisms: fused all the same, at the aggregate's (so
+		// that rescaling either node keeps the plan's state), with a
+		// warning that the join's is not used.
+		{"int key, other parallelisms", gjShape{joinPar: 2, aggPar: 1, warn: true}},
+		{"string key, the join's parallelism alone set, to another", gjShape{str: true, joinPar: 2, warn: true}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			fused := gjRunShape(t, c.s, ls, rs)
@@ -677,12 +691,6 @@ func TestGroupJoinNotFused(t *testing.T) {
 		{name: "closes_at another left field",
 			s:   gjShape{key: []string{"id", "expires", "deadline"}, closes: "deadline"},
 			key: []string{"id", "expires", "deadline"}, closes: "deadline"},
-		{name: "other parallelisms",
-			s:   gjShape{joinPar: 2, aggPar: 1},
-			key: std, closes: "expires"},
-		{name: "the join's parallelism alone set, to another",
-			s:   gjShape{str: true, joinPar: 2},
-			key: std, closes: "expires"},
 		{name: "no unique: left",
 			s:        gjShape{noUnique: true, str: true},
 			joinDesc: "interval join [0s, left expires]",
@@ -835,4 +843,77 @@ func planOfYAML(t *testing.T, src string) string {
 		t.Fatalf("Parse:\n%v", err)
 	}
 	return planText(t, p)
+}
+
+// A FLOAT field of a group's key holding -0 is 0 in the fused result, as
+// the aggregate's key makes it when the two run apart.
+func TestGroupJoinNegativeZeroKey(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs pipelines")
+	}
+	const doc = `pipeline: negzero
+checkpoint: {interval: 20ms, dir: ckpts}
+restart: {max_attempts: 0}
+sources:
+  events:
+    type: file
+    path: events.jsonl
+    stop_at: latest
+    fields: {id: int, auction: int, f: float, ts: time, expires: time, price: int}
+    event_time: {field: ts}
+transforms:
+  j:
+    type: join
+    kind: interval
+    left: events
+    right: events
+    on: {left: id, right: auction}
+    lower: 0s
+    upper: left.expires
+    unique: left
+    select: {id: left.id, f: left.f, expires: left.expires, price: right.price}
+%s  g:
+    type: aggregate
+    input: %s
+    key: [id, f, expires]
+    closes_at: expires
+    aggregates: {n: count()}
+sinks:
+  out: {type: file, input: g, path: out}
+`
+	data := `{"id":1,"auction":-1,"f":-0.0,"ts":"2026-01-01T00:00:00Z","expires":"2026-01-01T00:00:05Z","price":0}
+{"id":-2,"auction":1,"f":1.5,"ts":"2026-01-01T00:00:01Z","expires":null,"price":7}
+`
+	var got [2][]string
+	for i, between := range []string{"", "  m:\n    type: map\n    input: j\n    keep_input: true\n    select: {price: price}\n"} {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "events.jsonl"), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		input := "j"
+		if between != "" {
+			input = "m"
+		}
+		p, err := config.Parse(filepath.Join(dir, "p.yaml"), []byte(fmt.Sprintf(doc, between, input)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fused := strings.Contains(planText(t, p), "its pairs grouped per left record"); fused != (i == 0) {
+			t.Fatalf("variant %d: fused %v", i, fused)
+		}
+		job, err := p.Stream.NewJob(p.RunOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		err = job.Run(ctx)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[i] = committedLines(t, dir, "out")
+	}
+	if len(got[0]) != 1 || !slices.Equal(got[0], got[1]) || !strings.Contains(got[0][0], `"f":0,`) {
+		t.Fatalf("fused %q, apart %q: want one row alike, with f 0", got[0], got[1])
+	}
 }

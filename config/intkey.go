@@ -54,7 +54,7 @@ func (intKeyCodec) Decode(src []byte) (intKey, int, error) {
 		return intKey{}, 0, err
 	}
 	if v.Kind() != row.Int && v.Kind() != row.Null {
-		return intKey{}, 0, fmt.Errorf("an integer join key holds a %v value", v.Kind())
+		return intKey{}, 0, fmt.Errorf("an integer key holds a %v value", v.Kind())
 	}
 	return intKeyOf(v), n, nil
 }

@@ -71,9 +71,16 @@ type gate struct {
 	cases []reflect.SelectCase
 	// first, when set, marks the channels read before the others while
 	// both kinds have a message waiting (InputLeader); nil reads every
-	// channel in turn.
-	first []bool
+	// channel in turn. streak counts the reads of marked channels in a
+	// row: after maxStreak of them the others are read first once, so
+	// that none waits for ever (its barriers neither).
+	first  []bool
+	streak int
 }
+
+// maxStreak is how many messages of the lead input the gate reads in a row
+// while another input has one waiting.
+const maxStreak = 16
 
 func newGate(in []<-chan *message) *gate {
 	g := &gate{in: in, ended: make([]bool, len(in)), cases: make([]reflect.SelectCase, len(in)+3)}
@@ -93,14 +100,22 @@ func (g *gate) read(ctx context.Context, blocked func(int) bool, mb *mailbox, wa
 		passes = 2 // the marked channels, then the others
 	}
 	for pass := range passes {
+		// marked: the channels of this pass; the others first after a
+		// streak.
+		marked := (pass == 0) != (g.streak >= maxStreak)
 		for k := 0; k < n; k++ {
 			i := (g.next + k) % n
-			if g.ended[i] || blocked(i) || g.first != nil && g.first[i] != (pass == 0) {
+			if g.ended[i] || blocked(i) || g.first != nil && g.first[i] != marked {
 				continue
 			}
 			select {
 			case m := <-g.in[i]:
 				g.next = (i + 1) % n
+				if g.first != nil && g.first[i] {
+					g.streak++
+				} else {
+					g.streak = 0
+				}
 				return m, i, nil
 			default:
 			}

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"slices"
 	"testing"
 )
 
@@ -80,5 +81,36 @@ func TestInputLeaderOrdersReads(t *testing.T) {
 	raw[1] <- wm(2)
 	if r := await(t, res); r.ch != 1 {
 		t.Fatalf("blocked read returned channel %d, want 1", r.ch)
+	}
+}
+
+// The lead input is read at most maxStreak times in a row while another has
+// a message waiting: the other is never starved (nor its barriers).
+func TestInputLeaderStreakIsBounded(t *testing.T) {
+	h, raw := leadHead(0, 1)
+	h.preferInputs()
+	for i := range 3 {
+		raw[1] <- wm(int64(i))
+	}
+	var order []int
+	for i := range 3*maxStreak + 3 {
+		if len(raw[0]) < 2 {
+			raw[0] <- wm(int64(i)) // the lead input always has one waiting
+		}
+		_, ch, err := h.gate.read(context.Background(), none, newMailbox(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		order = append(order, ch)
+	}
+	var others []int
+	for i, ch := range order {
+		if ch == 1 {
+			others = append(others, i)
+		}
+	}
+	// Each other message after a full streak of the lead's.
+	if want := []int{maxStreak, 2*maxStreak + 1, 3*maxStreak + 2}; !slices.Equal(others, want) {
+		t.Fatalf("reads %v: the other input read at %v, want %v", order, others, want)
 	}
 }

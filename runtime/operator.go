@@ -180,8 +180,9 @@ type ReadResult struct {
 // records wait on channels of both kinds, the task reads those of input
 // Lead first as long as its watermark is at most By ahead of the others',
 // and the others' first beyond that. It orders reads of records that are
-// already waiting only: it never holds an input back, so it cannot stall
-// one whose records are the only ones there.
+// already waiting only, and reads another input's waiting message at least
+// once every 16 reads: it never holds an input back, nor stalls one whose
+// records are the only ones there.
 type InputLeader interface {
 	Operator
 	InputLead() (input int, by time.Duration)

@@ -609,6 +609,7 @@ func (t *task) runOperator(ctx context.Context) error {
 		case kindEnd:
 			t.in.gate.ended[ch] = true
 			t.in.ended++
+			t.in.preferInputs()
 			res := t.in.aligner.EndOfInput(t.att.job.clock.Now(), ch)
 			if err := t.afterAlignment(ctx, res, t.in.aligning); err != nil {
 				return err

@@ -234,8 +234,10 @@ type groupJoin[L, R any, K comparable, A, O any] struct {
 	//
 	// Entries are held by pointer: one of the current generation
 	// (entry.gen), written since the last checkpoint captured the state,
-	// is changed in place, without another state write, on the memory
-	// backend; any other is copied and written.
+	// is changed in place, without another state write on the memory
+	// backend (on pebble a write marks it for the store's cache, which a
+	// checkpoint encodes when it is taken); any other is copied and
+	// written.
 	keys   *state.ValueState[K, *entry[L, R, A]]
 	closes *state.Timers[K]
 	// cleanup lists the keys with waiting records by the grain after
@@ -252,7 +254,7 @@ type groupJoin[L, R any, K comparable, A, O any] struct {
 	late    lateCount
 	replays bool
 	// lsm is set on an LSM backend, whose cached values are written back
-	// only by a state write: entries are not changed in place there.
+	// only when a state write marks them.
 	lsm bool
 	// closed collects the results of one watermark's closed groups.
 	closed runtime.Batch[O]
@@ -407,16 +409,23 @@ func (j *groupJoin[L, R, K, A, O]) right(r runtime.Record[R]) {
 		if !j.pairs(e.left, e.until, r) {
 			return
 		}
-		if e.gen != j.gen || j.lsm {
+		switch {
+		case e.gen != j.gen:
 			c := *e // a checkpoint may hold e
 			if c.paired && j.groups.Clone != nil {
 				c.acc = j.groups.Clone(c.acc)
 			}
 			c.gen = j.gen
 			e = &c
+			j.add(e, key, r)
 			j.keys.Update(key, e)
+		case j.lsm:
+			// The store's cache writes back what a state write marks.
+			j.add(e, key, r)
+			j.keys.Update(key, e)
+		default:
+			j.add(e, key, r)
 		}
-		j.add(e, key, r)
 		return
 	}
 	exp := j.expiryR(r)
@@ -426,15 +435,21 @@ func (j *groupJoin[L, R, K, A, O]) right(r runtime.Record[R]) {
 	switch {
 	case !had:
 		e = &entry[L, R, A]{waiting: make([]runtime.Record[R], 0, 2), gen: j.gen}
+		e.waiting = append(e.waiting, r)
 		j.keys.Update(key, e)
-	case e.gen != j.gen || j.lsm:
+	case e.gen != j.gen:
 		// A checkpoint may hold e and its records' array.
 		c := &entry[L, R, A]{waiting: make([]runtime.Record[R], len(e.waiting), len(e.waiting)+2), listed: e.listed, gen: j.gen}
 		copy(c.waiting, e.waiting)
 		e = c
+		e.waiting = append(e.waiting, r)
 		j.keys.Update(key, e)
+	default:
+		e.waiting = append(e.waiting, r)
+		if j.lsm {
+			j.keys.Update(key, e) // marks it for the store's cache
+		}
 	}
-	e.waiting = append(e.waiting, r)
 	if at := cleanupAt(exp); at > e.listed {
 		j.cleanup.Add(at, key)
 		e.listed = at

@@ -2,6 +2,7 @@ package join_test
 
 import (
 	"cmp"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -603,5 +604,55 @@ func TestGroupsBoundsAndClose(t *testing.T) {
 				t.Fatalf("late %d, %d", l, r)
 			}
 		}
+	}
+}
+
+// On the pebble backend the output equals the memory backend's, through
+// cache evictions (a cache far smaller than the state: entries read back
+// from the store are of no generation, and copied before they change) and
+// checkpoints taken every few steps (each flushes the cache and starts a
+// generation).
+func TestGroupsOnPebble(t *testing.T) {
+	a := shuffledInput(rand.New(rand.NewPCG(41, 41)), 3000, 3000, 20*time.Millisecond, 19)
+	for _, v := range []variant{valueGroups, mutableGroups} {
+		t.Run(v.name, func(t *testing.T) {
+			mk := groupsOp(t, v, 0, uniqueUntil)
+			mem := open[lrec, rrec, row](t, mk, nil)
+			for _, s := range a.steps {
+				mem.run(t, s)
+			}
+			env, err := state.NewLSMEnv(state.LSMOptions{Dir: t.TempDir(), CacheBytes: 64 << 10}, "job")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer env.Close()
+			b := state.NewLSMBackend(context.Background(), env, opID, 128, fullRange())
+			defer b.Close()
+			h := &harness[lrec, rrec, row]{op: mk(), backend: b, out: &collector[row]{}}
+			if err := h.op.Open(&runtime.Context{Task: checkpoint.TaskID{Operator: opID}, Parallelism: 1, MaxParallelism: 128,
+				KeyGroups: fullRange(), State: b, Output: h.out, JobID: "job"}); err != nil {
+				t.Fatal(err)
+			}
+			for i, s := range a.steps {
+				h.run(t, s)
+				if i%3 == 2 {
+					id := int64(i + 1)
+					if _, err := h.op.Snapshot(id); err != nil {
+						t.Fatal(err)
+					}
+					b.CheckpointSnapshot(id, false)
+					b.Complete(id)
+				}
+				if err := b.Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got, want := rowsOf(h.out.recs), rowsOf(mem.out.recs); !slices.Equal(got, want) {
+				t.Fatalf("pebble against memory: %s", rowsDiff(sortRows(got), sortRows(want)))
+			}
+			if len(mem.out.recs) < 300 {
+				t.Fatalf("only %d groups: the input does not exercise the state", len(mem.out.recs))
+			}
+		})
 	}
 }
