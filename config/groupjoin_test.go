@@ -16,6 +16,7 @@ import (
 	"github.com/ingest-engine/ingest/config"
 	"github.com/ingest-engine/ingest/internal/testkit"
 	"github.com/ingest-engine/ingest/row"
+	"github.com/ingest-engine/ingest/runtime"
 )
 
 // This file tests the groupjoin (groupjoin.go): an interval join with a
@@ -495,15 +496,7 @@ func gjRunShape(t *testing.T, s gjShape, ls []gjLeft, rs []gjRight) gjRun {
 	if want := s.warn && !s.unfused; warned != want {
 		t.Fatalf("warned that the join's parallelism is not used: %v, want %v (warnings %v)", warned, want, p.Warnings)
 	}
-	job, err := p.Stream.NewJob(p.RunOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := job.Run(ctx); err != nil {
-		t.Fatalf("Run: %v", err)
-	}
+	job := gjRunToEnd(t, p)
 	lines, err := testkit.ReadCommitted(filepath.Join(dir, "out"))
 	if err != nil {
 		t.Fatal(err)
@@ -513,6 +506,21 @@ func gjRunShape(t *testing.T, s gjShape, ls []gjLeft, rs []gjRight) gjRun {
 		out = append(out, string(l.Text))
 	}
 	return gjRun{lines: out, late: job.Observe().LateRecords, plan: plan}
+}
+
+// gjRunToEnd runs p until its bounded sources end and returns its job.
+func gjRunToEnd(t *testing.T, p *config.Pipeline) *runtime.Job {
+	t.Helper()
+	job, err := p.Stream.NewJob(p.RunOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := job.Run(ctx); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	return job
 }
 
 // The fused node's description, and the join's.
@@ -901,16 +909,7 @@ sinks:
 		if fused := strings.Contains(planText(t, p), "its pairs grouped per left record"); fused != (i == 0) {
 			t.Fatalf("variant %d: fused %v", i, fused)
 		}
-		job, err := p.Stream.NewJob(p.RunOptions())
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		err = job.Run(ctx)
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
+		gjRunToEnd(t, p)
 		got[i] = committedLines(t, dir, "out")
 	}
 	if len(got[0]) != 1 || !slices.Equal(got[0], got[1]) || !strings.Contains(got[0][0], `"f":0,`) {

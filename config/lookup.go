@@ -88,18 +88,7 @@ func (b *builder) lookupJoin(name string, m *mapping) {
 		Load: load,
 		Key:  key,
 		Output: func(l, t row.Row) row.Row {
-			r := make(row.Row, len(sel))
-			for i, f := range sel {
-				switch f.side {
-				case 0:
-					r[i] = l[f.index]
-				case 1:
-					r[i] = t[f.index]
-				default:
-					r[i] = l[key]
-				}
-			}
-			return r
+			return pairRow(make(row.Row, len(sel)), sel, l[key], l, t)
 		},
 	}, par)
 	joined.Node().Describe = fmt.Sprintf("lookup join on %s = table.%s, table %s (JSON lines, read whole by every subtask when it opens)",

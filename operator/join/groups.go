@@ -275,10 +275,7 @@ func (j *groupJoin[L, R, K, A, O]) Open(ctx *runtime.Context) error {
 		return fmt.Errorf("%s: %w", j.task, err)
 	}
 	restoreError := func(err error) error {
-		if errors.Is(err, state.ErrStateMismatch) {
-			return fmt.Errorf("%s: the checkpoint holds state of a join with other parameters, record codecs or aggregates (this one is %s): %w", j.task, j.schema, err)
-		}
-		return fmt.Errorf("%s: %w", j.task, err)
+		return stateError(j.task, "a join with other parameters, record codecs or aggregates", j.schema, err)
 	}
 	kc := state.Codec[K](schemaKeyCodec[K]{Codec: j.keyCodec, name: j.schema})
 	vc := state.Codec[*entry[L, R, A]](entryCodec[L, R, A]{left: recordCodec[L]{j.codecL}, right: recordCodec[R]{j.codecR}, acc: j.groups.Codec})
@@ -370,8 +367,7 @@ func (j *groupJoin[L, R, K, A, O]) left(l runtime.Record[L]) error {
 		if j.replays {
 			return nil // the restored group holds it already
 		}
-		return fmt.Errorf("%s: two left records share key %v (event times %s and %s), but the left input was declared unique by its key (PRIMARY KEY … NOT ENFORCED): the join's groups would be wrong: %w",
-			j.task, key, time.Unix(0, old.left.Time).UTC().Format(time.RFC3339Nano), time.Unix(0, l.Time).UTC().Format(time.RFC3339Nano), runtime.ErrUnrecoverable)
+		return duplicateLeft(j.task, key, old.left.Time, l.Time)
 	}
 	if until < j.wm {
 		// No pair: each would have r.Time >= l.Time >= wm > until. No

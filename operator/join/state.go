@@ -156,10 +156,7 @@ func openSides[L, R any, K comparable](ctx *runtime.Context, task, schema string
 	*state.ListState[bucketKey[K], runtime.Record[L]], *state.ListState[bucketKey[K], runtime.Record[R]], error) {
 	kc := bucketKeyCodec[K]{key: s.keyCodec, hash: hash, name: schema}
 	restoreError := func(err error) error {
-		if errors.Is(err, state.ErrStateMismatch) {
-			return fmt.Errorf("%s: the checkpoint holds state of a join with other parameters or record codecs (this one is %s): %w", task, schema, err)
-		}
-		return fmt.Errorf("%s: %w", task, err)
+		return stateError(task, "a join with other parameters or record codecs", schema, err)
 	}
 	left, err := state.NewListState(ctx.State, "left", kc, state.Codec[runtime.Record[L]](recordCodec[L]{s.codecL}))
 	if err != nil {
@@ -170,6 +167,16 @@ func openSides[L, R any, K comparable](ctx *runtime.Context, task, schema string
 		return nil, nil, restoreError(err)
 	}
 	return left, right, nil
+}
+
+// stateError explains why subtask task could not register its state: a
+// checkpoint of other (what) than this join, whose schema is schema, or
+// another failure.
+func stateError(task, other, schema string, err error) error {
+	if errors.Is(err, state.ErrStateMismatch) {
+		return fmt.Errorf("%s: the checkpoint holds state of %s (this one is %s): %w", task, other, schema, err)
+	}
+	return fmt.Errorf("%s: %w", task, err)
 }
 
 // atLeastLower reports whether r - l >= lower, exactly: both sides of a

@@ -172,7 +172,7 @@ func (j *untilJoin[L, R, K, O]) ProcessBatch(input int, r runtime.Records) error
 			bk := bucketKey[K]{key: key, hash: j.hash(key)}
 			if j.uniqueLeft && !j.replays {
 				if first, ok := j.liveLeft(j.left.Get(bk)); ok {
-					return j.duplicate(key, first, l)
+					return duplicateLeft(j.task, key, first.Time, l.Time)
 				}
 			}
 			waiting := j.right.Get(bk)
@@ -243,13 +243,14 @@ func (j *untilJoin[L, R, K, O]) liveLeft(held []runtime.Record[L]) (runtime.Reco
 	return runtime.Record[L]{}, false
 }
 
-// duplicate is the error of a second left record l of key while first is
-// kept, under UniqueLeft: the declaration is false, and the join's output
-// without it would differ (both records would match the key's right ones).
-// A restart replays the same records, so it is unrecoverable.
-func (j *untilJoin[L, R, K, O]) duplicate(key K, first, l runtime.Record[L]) error {
+// duplicateLeft is the error of a second left record of key, at event time
+// second, while the one at first is kept, under UniqueLeft (task names the
+// subtask): the declaration is false, and the join's output without it
+// would differ (both records would match the key's right ones). A restart
+// replays the same records, so it is unrecoverable.
+func duplicateLeft(task string, key any, first, second int64) error {
 	return fmt.Errorf("%s: two left records share key %v (event times %s and %s), but the left input was declared unique by its key (PRIMARY KEY … NOT ENFORCED): the join's result would be wrong: %w",
-		j.task, key, time.Unix(0, first.Time).UTC().Format(time.RFC3339Nano), time.Unix(0, l.Time).UTC().Format(time.RFC3339Nano), runtime.ErrUnrecoverable)
+		task, key, time.Unix(0, first).UTC().Format(time.RFC3339Nano), time.Unix(0, second).UTC().Format(time.RFC3339Nano), runtime.ErrUnrecoverable)
 }
 
 // ProcessWatermark drops the records no record to come can match: those

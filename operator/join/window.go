@@ -1,7 +1,6 @@
 package join
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -157,10 +156,7 @@ func (j *windowJoin[L, R, K, O]) Open(ctx *runtime.Context) error {
 
 // restoreError explains a state registration failure.
 func (j *windowJoin[L, R, K, O]) restoreError(err error) error {
-	if errors.Is(err, state.ErrStateMismatch) {
-		return fmt.Errorf("%s: the checkpoint holds state of a window join with another window size or other record codecs (this one is %s): %w", j.task, j.schema, err)
-	}
-	return fmt.Errorf("%s: %w", j.task, err)
+	return stateError(j.task, "a window join with another window size or other record codecs", j.schema, err)
 }
 
 func (j *windowJoin[L, R, K, O]) collect(v O) {
